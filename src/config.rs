@@ -1,0 +1,794 @@
+//! Configuration in two stages: [`raw`] is the TOML as written (every key
+//! optional, unknown keys kept so they can be reported), [`Config`] is the
+//! validated form the rest of the agent uses. Validation errors name the file,
+//! the key and the fix.
+
+pub mod raw;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// Where the default endpoint of each provider type lives when `endpoint` is left out.
+pub const OPENAI_DEFAULT_ENDPOINT: &str = "https://api.openai.com/v1";
+pub const ANTHROPIC_DEFAULT_ENDPOINT: &str = "https://api.anthropic.com";
+pub const OLLAMA_DEFAULT_ENDPOINT: &str = "http://localhost:11434";
+/// The model used when no config exists at all (the seed's local-first default).
+pub const OLLAMA_DEFAULT_MODEL: &str = "llama3.2";
+const DEFAULT_TIMEOUT_SECS: u64 = 120;
+const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 10;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid TOML or has a wrong type:\n{message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("config file {path}: key `{key}`: {problem}. {fix}")]
+    Invalid {
+        path: PathBuf,
+        key: String,
+        problem: String,
+        fix: String,
+    },
+}
+
+/// A secret that never shows in `Debug` or `Display` output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    OpenAi,
+    Ollama,
+    Anthropic,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Ollama => "ollama",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
+
+    pub fn default_endpoint(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => OPENAI_DEFAULT_ENDPOINT,
+            ProviderKind::Ollama => OLLAMA_DEFAULT_ENDPOINT,
+            ProviderKind::Anthropic => ANTHROPIC_DEFAULT_ENDPOINT,
+        }
+    }
+
+    /// The environment variable users expect to hold this type's key.
+    pub fn conventional_key_variable(self) -> Option<&'static str> {
+        match self {
+            ProviderKind::OpenAi => Some("OPENAI_API_KEY"),
+            ProviderKind::Anthropic => Some("ANTHROPIC_API_KEY"),
+            ProviderKind::Ollama => None,
+        }
+    }
+
+    fn parse(value: &str) -> Option<Self> {
+        match value {
+            "openai" => Some(ProviderKind::OpenAi),
+            "ollama" => Some(ProviderKind::Ollama),
+            "anthropic" => Some(ProviderKind::Anthropic),
+            _ => None,
+        }
+    }
+}
+
+/// Where an API key came from, so errors can tell the user which knob to turn
+/// without ever showing the key itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// `api_key = "${VAR}"` or the type's conventional variable.
+    EnvVar(String),
+    /// A literal key in the config file.
+    ConfigLiteral,
+    /// `api_key_file = "..."`.
+    File(PathBuf),
+}
+
+impl fmt::Display for KeySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeySource::EnvVar(var) => write!(f, "environment variable {var}"),
+            KeySource::ConfigLiteral => f.write_str("the `api_key` in the config file"),
+            KeySource::File(path) => write!(f, "the key file {}", path.display()),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ApiKey {
+    pub secret: Secret,
+    pub source: KeySource,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProviderConfig {
+    pub name: String,
+    pub kind: ProviderKind,
+    /// Base URL without a trailing slash.
+    pub endpoint: String,
+    pub default_model: String,
+    pub api_key: Option<ApiKey>,
+    /// Set when the config names a variable that is not set, so the error at
+    /// request time can say which variable to export.
+    pub missing_key_variable: Option<String>,
+    pub context_window: Option<u64>,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file this came from, if any.
+    pub source: Option<PathBuf>,
+    pub default_provider: String,
+    pub default_agent: Option<String>,
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// Non-fatal findings (ignored keys, a plaintext key) to log once at start.
+    pub warnings: Vec<String>,
+}
+
+/// Overrides from the command line, applied after the file.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub agent: Option<String>,
+}
+
+impl Config {
+    /// The configuration used when no file exists: a local Ollama.
+    pub fn builtin_default() -> Self {
+        let provider = ProviderConfig {
+            name: "ollama".into(),
+            kind: ProviderKind::Ollama,
+            endpoint: OLLAMA_DEFAULT_ENDPOINT.into(),
+            default_model: OLLAMA_DEFAULT_MODEL.into(),
+            api_key: None,
+            missing_key_variable: None,
+            context_window: None,
+            timeout: Duration::from_secs(DEFAULT_TIMEOUT_SECS),
+            connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_SECS),
+        };
+        Self {
+            source: None,
+            default_provider: provider.name.clone(),
+            default_agent: None,
+            providers: BTreeMap::from([(provider.name.clone(), provider)]),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Load from `path`. A missing file gives the built-in default only when
+    /// `must_exist` is false (the path was not named explicitly by the user).
+    pub fn load(path: &Path, must_exist: bool, overrides: &Overrides) -> Result<Self, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound && !must_exist => {
+                let mut config = Self::builtin_default();
+                config.apply_overrides(path, overrides)?;
+                return Ok(config);
+            }
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        Self::from_toml(&text, path, &|name| std::env::var(name).ok(), overrides)
+    }
+
+    /// Parse and validate config text. `env` resolves `${VAR}` references.
+    pub fn from_toml(
+        text: &str,
+        path: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+        overrides: &Overrides,
+    ) -> Result<Self, ConfigError> {
+        let raw: raw::RawConfig = toml::from_str(text).map_err(|err| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: err.to_string(),
+        })?;
+        let mut config = validate(raw, path, env)?;
+        config.apply_overrides(path, overrides)?;
+        Ok(config)
+    }
+
+    fn apply_overrides(&mut self, path: &Path, overrides: &Overrides) -> Result<(), ConfigError> {
+        if let Some(provider) = &overrides.provider {
+            if !self.providers.contains_key(provider) {
+                return Err(ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    key: "--provider".into(),
+                    problem: format!("no provider named `{provider}` is configured"),
+                    fix: format!("Configured providers: {}.", self.provider_names()),
+                });
+            }
+            self.default_provider = provider.clone();
+        }
+        if let Some(model) = &overrides.model
+            && let Some(provider) = self.providers.get_mut(&self.default_provider)
+        {
+            provider.default_model = model.clone();
+        }
+        if let Some(agent) = &overrides.agent {
+            self.default_agent = Some(agent.clone());
+        }
+        Ok(())
+    }
+
+    pub fn provider_names(&self) -> String {
+        self.providers
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    pub fn default_provider(&self) -> Option<&ProviderConfig> {
+        self.providers.get(&self.default_provider)
+    }
+}
+
+fn invalid(
+    path: &Path,
+    key: impl Into<String>,
+    problem: impl Into<String>,
+    fix: impl Into<String>,
+) -> ConfigError {
+    ConfigError::Invalid {
+        path: path.to_path_buf(),
+        key: key.into(),
+        problem: problem.into(),
+        fix: fix.into(),
+    }
+}
+
+fn validate(
+    raw: raw::RawConfig,
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let mut warnings = Vec::new();
+    let chat = raw.chat.unwrap_or_default();
+    let llm = raw.llm.unwrap_or_default();
+    // Keys the Crucible TUI reads from the same file: accepted silently.
+    const TUI_CHAT_KEYS: [&str; 2] = ["default_backend", "default_acp_agent"];
+    for key in chat
+        .unknown
+        .keys()
+        .filter(|key| !TUI_CHAT_KEYS.contains(&key.as_str()))
+    {
+        warnings.push(format!(
+            "{}: key `chat.{key}` is not used by crucible-agent (ignored)",
+            path.display()
+        ));
+    }
+    for key in llm.unknown.keys() {
+        warnings.push(format!(
+            "{}: key `llm.{key}` is not used by crucible-agent (ignored)",
+            path.display()
+        ));
+    }
+
+    let mut providers = BTreeMap::new();
+    for (name, raw_provider) in llm.providers.unwrap_or_default() {
+        let provider = validate_provider(&name, raw_provider, path, env, &mut warnings)?;
+        providers.insert(name, provider);
+    }
+
+    let default_provider = match (chat.default_provider, llm.default) {
+        (Some(name), _) => Some(("chat.default_provider", name)),
+        (None, Some(name)) => Some(("llm.default", name)),
+        (None, None) => None,
+    };
+    let default_provider = match default_provider {
+        Some((key, name)) => {
+            if !providers.contains_key(&name) {
+                let configured = if providers.is_empty() {
+                    "none are configured; add a [llm.providers.NAME] table".to_string()
+                } else {
+                    format!(
+                        "configured providers: {}",
+                        providers.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )
+                };
+                return Err(invalid(
+                    path,
+                    key,
+                    format!("names provider `{name}`, which has no [llm.providers.{name}] table"),
+                    format!("Set it to one of the configured providers ({configured})."),
+                ));
+            }
+            name
+        }
+        None => match providers.keys().next() {
+            Some(first) => first.clone(),
+            None => {
+                // No providers at all: fall back to the local Ollama default.
+                let mut config = Config::builtin_default();
+                config.source = Some(path.to_path_buf());
+                config.default_agent = chat.default_agent;
+                config.warnings = warnings;
+                return Ok(config);
+            }
+        },
+    };
+
+    Ok(Config {
+        source: Some(path.to_path_buf()),
+        default_provider,
+        default_agent: chat.default_agent,
+        providers,
+        warnings,
+    })
+}
+
+fn validate_provider(
+    name: &str,
+    raw: raw::RawProvider,
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    warnings: &mut Vec<String>,
+) -> Result<ProviderConfig, ConfigError> {
+    let key = |field: &str| format!("llm.providers.{name}.{field}");
+    if let Some(unknown) = raw.unknown.keys().next() {
+        return Err(invalid(
+            path,
+            key(unknown),
+            "is not a provider setting",
+            "Known settings: type, endpoint, default_model, api_key, api_key_file, context_window, timeout_secs, connect_timeout_secs. Remove or rename it.",
+        ));
+    }
+    if name.is_empty() {
+        return Err(invalid(
+            path,
+            "llm.providers",
+            "a provider has an empty name",
+            "Give it a name, as in [llm.providers.local].",
+        ));
+    }
+    let type_text = raw.kind.as_deref().unwrap_or("ollama");
+    let kind = ProviderKind::parse(type_text).ok_or_else(|| {
+        invalid(
+            path,
+            key("type"),
+            format!("`{type_text}` is not a provider type"),
+            "Use one of \"openai\" (any OpenAI-compatible server), \"ollama\" or \"anthropic\".",
+        )
+    })?;
+
+    let endpoint = match raw.endpoint {
+        Some(endpoint) => {
+            let endpoint = expand_env(&endpoint, env).map_err(|var| {
+                invalid(
+                    path,
+                    key("endpoint"),
+                    format!("refers to ${{{var}}}, which is not set"),
+                    format!("Export {var} or write the URL directly."),
+                )
+            })?;
+            if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+                return Err(invalid(
+                    path,
+                    key("endpoint"),
+                    format!("`{endpoint}` is not an http:// or https:// URL"),
+                    format!(
+                        "Write the full base URL, for example \"{}\".",
+                        kind.default_endpoint()
+                    ),
+                ));
+            }
+            endpoint.trim_end_matches('/').to_string()
+        }
+        None => kind.default_endpoint().to_string(),
+    };
+
+    let default_model = match raw.default_model {
+        Some(model) if model.trim().is_empty() => {
+            return Err(invalid(
+                path,
+                key("default_model"),
+                "is empty",
+                "Name the model to use, e.g. \"llama3.2\" or \"gpt-4o-mini\".",
+            ));
+        }
+        Some(model) => model,
+        None => match kind {
+            ProviderKind::Ollama => OLLAMA_DEFAULT_MODEL.to_string(),
+            _ => {
+                return Err(invalid(
+                    path,
+                    key("default_model"),
+                    "is missing",
+                    "Name the model this provider should use, e.g. default_model = \"gpt-4o-mini\".",
+                ));
+            }
+        },
+    };
+
+    let mut missing_key_variable = None;
+    let api_key = match (raw.api_key, raw.api_key_file) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                path,
+                key("api_key_file"),
+                "is set together with api_key",
+                "Keep only one of api_key and api_key_file.",
+            ));
+        }
+        (Some(value), None) => match env_reference(&value) {
+            Some(var) => match env(var) {
+                Some(secret) if !secret.is_empty() => Some(ApiKey {
+                    secret: Secret::new(secret),
+                    source: KeySource::EnvVar(var.to_string()),
+                }),
+                _ => {
+                    missing_key_variable = Some(var.to_string());
+                    None
+                }
+            },
+            None => {
+                warnings.push(format!(
+                    "{}: key `{}` holds a plaintext API key; prefer api_key = \"${{VARIABLE}}\" or api_key_file",
+                    path.display(),
+                    key("api_key")
+                ));
+                Some(ApiKey {
+                    secret: Secret::new(value),
+                    source: KeySource::ConfigLiteral,
+                })
+            }
+        },
+        (None, Some(file)) => {
+            let file_path = PathBuf::from(&file);
+            let file_path = if file_path.is_relative() {
+                path.parent().unwrap_or(Path::new(".")).join(file_path)
+            } else {
+                file_path
+            };
+            let secret = std::fs::read_to_string(&file_path).map_err(|err| {
+                invalid(
+                    path,
+                    key("api_key_file"),
+                    format!("cannot read {}: {err}", file_path.display()),
+                    "Point it at a readable file that holds only the key.",
+                )
+            })?;
+            Some(ApiKey {
+                secret: Secret::new(secret.trim()),
+                source: KeySource::File(file_path),
+            })
+        }
+        (None, None) => kind
+            .conventional_key_variable()
+            .and_then(|var| match env(var) {
+                Some(secret) if !secret.is_empty() => Some(ApiKey {
+                    secret: Secret::new(secret),
+                    source: KeySource::EnvVar(var.to_string()),
+                }),
+                _ => None,
+            }),
+    };
+
+    let context_window = match raw.context_window {
+        Some(0) => {
+            return Err(invalid(
+                path,
+                key("context_window"),
+                "is 0",
+                "Give the model's context window in tokens (e.g. 8192), or leave it out.",
+            ));
+        }
+        other => other,
+    };
+    let timeout = positive_secs(
+        raw.timeout_secs,
+        DEFAULT_TIMEOUT_SECS,
+        path,
+        &key("timeout_secs"),
+    )?;
+    let connect_timeout = positive_secs(
+        raw.connect_timeout_secs,
+        DEFAULT_CONNECT_TIMEOUT_SECS,
+        path,
+        &key("connect_timeout_secs"),
+    )?;
+
+    Ok(ProviderConfig {
+        name: name.to_string(),
+        kind,
+        endpoint,
+        default_model,
+        api_key,
+        missing_key_variable,
+        context_window,
+        timeout,
+        connect_timeout,
+    })
+}
+
+fn positive_secs(
+    value: Option<u64>,
+    default: u64,
+    path: &Path,
+    key: &str,
+) -> Result<Duration, ConfigError> {
+    match value {
+        Some(0) => Err(invalid(
+            path,
+            key,
+            "is 0",
+            "Use a number of seconds above 0, or leave it out.",
+        )),
+        Some(secs) => Ok(Duration::from_secs(secs)),
+        None => Ok(Duration::from_secs(default)),
+    }
+}
+
+/// `"${VAR}"` → `Some("VAR")`.
+fn env_reference(value: &str) -> Option<&str> {
+    value
+        .strip_prefix("${")
+        .and_then(|rest| rest.strip_suffix('}'))
+        .filter(|var| !var.is_empty())
+}
+
+/// Expand every `${VAR}` in `value`; the error is the first unset variable.
+fn expand_env(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[start..]);
+            return Ok(out);
+        };
+        let var = &after[..end];
+        out.push_str(&env(var).ok_or_else(|| var.to_string())?);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let env = move |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        Config::from_toml(
+            text,
+            Path::new("/cfg/config.toml"),
+            &env,
+            &Overrides::default(),
+        )
+    }
+
+    const SEED_EXAMPLE: &str = r#"
+[chat]
+default_backend = "internal"    # "internal" or "acp"
+default_provider = "local"      # Which llm.providers.* to use
+default_agent = "assistant"     # Agent card name (optional)
+default_acp_agent = "claude"    # For ACP backend
+
+[llm]
+default = "local"               # Default provider name
+
+[llm.providers.local]
+type = "ollama"
+endpoint = "http://localhost:11434"
+default_model = "llama3.2"
+timeout_secs = 120
+
+[llm.providers.cloud]
+type = "ollama"
+endpoint = "https://llama.krohnos.io"
+default_model = "qwen3-4b"
+
+[llm.providers.openai-work]
+type = "openai"
+api_key = "${OPENAI_WORK_KEY}"
+default_model = "gpt-4o"
+
+[llm.providers.openai-personal]
+type = "openai"
+api_key = "${OPENAI_KEY}"
+default_model = "gpt-4o-mini"
+"#;
+
+    #[test]
+    fn the_seed_example_loads_as_written() {
+        let config = load(SEED_EXAMPLE, &[("OPENAI_WORK_KEY", "sk-work")]).unwrap();
+        assert_eq!(config.default_provider, "local");
+        assert_eq!(config.default_agent.as_deref(), Some("assistant"));
+        assert_eq!(config.providers.len(), 4);
+        let work = &config.providers["openai-work"];
+        assert_eq!(work.kind, ProviderKind::OpenAi);
+        assert_eq!(work.endpoint, OPENAI_DEFAULT_ENDPOINT);
+        assert_eq!(work.api_key.as_ref().unwrap().secret.expose(), "sk-work");
+        let personal = &config.providers["openai-personal"];
+        assert!(personal.api_key.is_none());
+        assert_eq!(personal.missing_key_variable.as_deref(), Some("OPENAI_KEY"));
+        assert_eq!(config.providers["local"].timeout, Duration::from_secs(120));
+        // TUI-only keys are accepted silently.
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+    }
+
+    #[test]
+    fn issue_example_with_env_key_and_window() {
+        let text = r#"
+[chat]
+default_provider = "local"
+[llm.providers.local]
+type = "openai"
+endpoint = "http://127.0.0.1:8080/v1/"
+default_model = "smollm2-135m"
+api_key = "${OPENAI_API_KEY}"
+context_window = 8192
+"#;
+        let config = load(text, &[("OPENAI_API_KEY", "sk-test")]).unwrap();
+        let local = config.default_provider().unwrap();
+        assert_eq!(local.endpoint, "http://127.0.0.1:8080/v1");
+        assert_eq!(local.context_window, Some(8192));
+        assert_eq!(
+            local.api_key.as_ref().unwrap().source,
+            KeySource::EnvVar("OPENAI_API_KEY".into())
+        );
+    }
+
+    #[test]
+    fn errors_name_file_key_and_fix() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "[llm.providers.x]\ntype = \"gemini\"\ndefault_model = \"m\"",
+                "llm.providers.x.type",
+            ),
+            (
+                "[llm.providers.x]\ntype = \"openai\"",
+                "llm.providers.x.default_model",
+            ),
+            (
+                "[llm.providers.x]\ntype = \"openai\"\ndefault_model = \"m\"\nendpont = \"http://a\"",
+                "llm.providers.x.endpont",
+            ),
+            (
+                "[chat]\ndefault_provider = \"nope\"\n[llm.providers.x]\ndefault_model = \"m\"",
+                "chat.default_provider",
+            ),
+            (
+                "[llm.providers.x]\nendpoint = \"localhost:11434\"",
+                "llm.providers.x.endpoint",
+            ),
+            (
+                "[llm.providers.x]\ncontext_window = 0",
+                "llm.providers.x.context_window",
+            ),
+        ];
+        for (text, key) in cases {
+            let err = load(text, &[]).unwrap_err().to_string();
+            assert!(err.contains("/cfg/config.toml"), "{err}");
+            assert!(err.contains(key), "expected {key} in: {err}");
+        }
+    }
+
+    #[test]
+    fn wrong_types_are_reported_with_the_key() {
+        let err = load("[llm.providers.x]\ntimeout_secs = \"soon\"", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/cfg/config.toml"), "{err}");
+        assert!(err.contains("timeout_secs"), "{err}");
+    }
+
+    #[test]
+    fn no_providers_means_local_ollama() {
+        let config = load("[chat]\ndefault_agent = \"coder\"", &[]).unwrap();
+        let provider = config.default_provider().unwrap();
+        assert_eq!(provider.kind, ProviderKind::Ollama);
+        assert_eq!(provider.endpoint, OLLAMA_DEFAULT_ENDPOINT);
+    }
+
+    #[test]
+    fn missing_file_is_the_builtin_default_unless_named() {
+        let missing = Path::new("/definitely/not/here/config.toml");
+        let config = Config::load(missing, false, &Overrides::default()).unwrap();
+        assert_eq!(
+            config.default_provider().unwrap().kind,
+            ProviderKind::Ollama
+        );
+        assert!(Config::load(missing, true, &Overrides::default()).is_err());
+    }
+
+    #[test]
+    fn overrides_pick_provider_and_model() {
+        let overrides = Overrides {
+            provider: Some("cloud".into()),
+            model: Some("big".into()),
+            agent: None,
+        };
+        let config =
+            Config::from_toml(SEED_EXAMPLE, Path::new("c.toml"), &|_| None, &overrides).unwrap();
+        assert_eq!(config.default_provider, "cloud");
+        assert_eq!(config.default_provider().unwrap().default_model, "big");
+        let bad = Overrides {
+            provider: Some("nope".into()),
+            ..Overrides::default()
+        };
+        let err = Config::from_toml(SEED_EXAMPLE, Path::new("c.toml"), &|_| None, &bad)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--provider") && err.contains("openai-work"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn conventional_variable_is_used_when_no_key_is_configured() {
+        let text = "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"gpt-4o\"";
+        let config = load(text, &[("OPENAI_API_KEY", "sk-env")]).unwrap();
+        let key = config.providers["o"].api_key.as_ref().unwrap();
+        assert_eq!(key.source, KeySource::EnvVar("OPENAI_API_KEY".into()));
+    }
+
+    #[test]
+    fn secrets_do_not_leak_through_debug() {
+        let text = "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"m\"\napi_key = \"sk-very-secret\"";
+        let config = load(text, &[]).unwrap();
+        let debug = format!("{config:?}");
+        assert!(!debug.contains("sk-very-secret"), "{debug}");
+        assert!(config.warnings.iter().any(|w| w.contains("plaintext")));
+        assert!(
+            config
+                .warnings
+                .iter()
+                .all(|w| !w.contains("sk-very-secret"))
+        );
+    }
+
+    #[test]
+    fn expand_env_replaces_every_reference() {
+        let env = |name: &str| (name == "HOST").then(|| "example.org".to_string());
+        assert_eq!(
+            expand_env("https://${HOST}/v1", &env).unwrap(),
+            "https://example.org/v1"
+        );
+        assert_eq!(expand_env("http://${NOPE}", &env).unwrap_err(), "NOPE");
+    }
+}

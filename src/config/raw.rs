@@ -1,0 +1,48 @@
+//! The config file as written. Every key is optional; keys we do not know are
+//! collected rather than rejected here, so validation can decide whether they
+//! belong to the Crucible TUI (ignored) or are a typo (an error naming them).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize)]
+pub struct RawConfig {
+    pub chat: Option<RawChat>,
+    pub llm: Option<RawLlm>,
+    /// Other top-level tables belong to the rest of Crucible.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct RawChat {
+    pub default_provider: Option<String>,
+    pub default_agent: Option<String>,
+    /// `default_backend`, `default_acp_agent`… concern only the Crucible TUI.
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct RawLlm {
+    pub default: Option<String>,
+    pub providers: Option<BTreeMap<String, RawProvider>>,
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct RawProvider {
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    pub endpoint: Option<String>,
+    pub default_model: Option<String>,
+    pub api_key: Option<String>,
+    pub api_key_file: Option<String>,
+    pub context_window: Option<u64>,
+    pub timeout_secs: Option<u64>,
+    pub connect_timeout_secs: Option<u64>,
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, toml::Value>,
+}

@@ -1,0 +1,17 @@
+//! crucible-agent: Crucible's internal agent, spoken over the Agent Client
+//! Protocol. The binary (`main.rs`) wires these modules to stdin/stdout.
+//!
+//! Data flow: [`transport`] reads JSON-RPC lines → [`router`] parses params →
+//! [`session`] actors (one per session) run [`agent_loop`] turns against a
+//! [`providers`] stream → [`translate`] turns events into ACP updates → the
+//! transport's single writer puts them on stdout.
+
+pub mod agent_loop;
+pub mod cli;
+pub mod config;
+pub mod prompt;
+pub mod providers;
+pub mod router;
+pub mod session;
+pub mod translate;
+pub mod transport;

@@ -1,0 +1,169 @@
+//! crucible-agent: Crucible's internal agent as an ACP agent on stdio.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+use crucible_agent::cli;
+use crucible_agent::config::{Config, Overrides};
+use crucible_agent::providers::Providers;
+use crucible_agent::router::Router;
+use crucible_agent::session::ClientSink;
+use crucible_agent::session::manager::{Defaults, SessionManager};
+use crucible_agent::transport::{self, Connection};
+
+/// How long to wait for queued output after stdin closes.
+const FLUSH_GRACE: Duration = Duration::from_secs(5);
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let _log_guard = match init_logging(&cli) {
+        Ok(guard) => guard,
+        Err(err) => {
+            eprintln!("crucible-agent: {err:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let (config_path, named) = cli.config_path();
+    let overrides = Overrides {
+        provider: cli.provider.clone(),
+        model: cli.model.clone(),
+        agent: cli.agent.clone(),
+    };
+    let config = match Config::load(&config_path, named, &overrides) {
+        Ok(config) => config,
+        Err(err) => {
+            tracing::error!("{err}");
+            eprintln!("crucible-agent: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
+    tracing::debug!(config = ?config.source, data_dir = %cli.data_dir().display(), "starting");
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("crucible-agent: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            eprintln!("crucible-agent: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Speak ACP on stdin/stdout until stdin closes.
+async fn serve(config: Config) -> anyhow::Result<()> {
+    let (connection, lines) = Connection::new();
+    let mut writer = tokio::spawn(transport::run_writer(lines, tokio::io::stdout()));
+    let default_provider = config
+        .default_provider()
+        .context("no default provider is configured")?;
+    let defaults = Defaults {
+        provider: default_provider.name.clone(),
+        model: default_provider.default_model.clone(),
+    };
+    let providers = Arc::new(Providers::from_config(&config));
+    let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());
+    let mut router = Router::new(connection, SessionManager::new(providers, sink, defaults));
+
+    let stdin = tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin());
+    let read_result = tokio::select! {
+        result = transport::run_reader(stdin, |message| router.handle(message)) => result,
+        // The client closed stdout: nobody is listening any more.
+        written = &mut writer => {
+            tracing::info!(?written, "output closed");
+            router.shutdown().await;
+            return Ok(());
+        }
+    };
+    if let Err(err) = read_result {
+        tracing::warn!(%err, "reading stdin failed; shutting down");
+    }
+    // EOF: cancel every turn, let them answer, flush, exit 0.
+    router.shutdown().await;
+    drop(router);
+    match tokio::time::timeout(FLUSH_GRACE, writer).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(err))) => tracing::debug!(%err, "output closed while flushing"),
+        Ok(Err(err)) => tracing::error!(%err, "writer task failed"),
+        Err(_) => tracing::warn!("output did not drain within {FLUSH_GRACE:?}"),
+    }
+    Ok(())
+}
+
+/// Keeps the log file's writer alive for the life of the process.
+struct LogGuard;
+
+fn init_logging(cli: &cli::Cli) -> anyhow::Result<LogGuard> {
+    let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let stderr_layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_filter_fn(filter());
+    let file_layer = match &cli.log_file {
+        Some(path) => {
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).with_context(|| {
+                    format!("cannot create the log directory {}", parent.display())
+                })?;
+            }
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("cannot open the log file {}", path.display()))?;
+            Some(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(Arc::new(file))
+                    .with_ansi(false)
+                    .with_filter_fn(filter()),
+            )
+        }
+        None => None,
+    };
+    tracing_subscriber::registry()
+        .with(stderr_layer)
+        .with(file_layer)
+        .try_init()
+        .context("cannot start logging")?;
+    Ok(LogGuard)
+}
+
+trait WithFilter<S> {
+    fn with_filter_fn(
+        self,
+        filter: EnvFilter,
+    ) -> tracing_subscriber::filter::Filtered<Self, EnvFilter, S>
+    where
+        Self: Sized;
+}
+
+impl<S, L> WithFilter<S> for L
+where
+    L: tracing_subscriber::Layer<S>,
+    S: tracing::Subscriber,
+{
+    fn with_filter_fn(
+        self,
+        filter: EnvFilter,
+    ) -> tracing_subscriber::filter::Filtered<Self, EnvFilter, S> {
+        tracing_subscriber::Layer::with_filter(self, filter)
+    }
+}

@@ -1,0 +1,373 @@
+//! LLM providers behind one streaming interface. The agent loop and the ACP
+//! translation see only [`ProviderEvent`]s; each wire format lives in its own
+//! module.
+
+pub mod openai;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::config::{Config, KeySource, ProviderConfig, ProviderKind};
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One piece of a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Part {
+    Text {
+        text: String,
+    },
+    Image {
+        mime_type: String,
+        /// Base64, as ACP carries it.
+        data: String,
+    },
+    /// The model's reasoning. Kept so providers that need it back (Anthropic
+    /// thinking signatures) can round-trip it; others drop it from requests.
+    Thinking {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+    },
+    ToolCall {
+        id: String,
+        name: String,
+        /// The arguments as the model wrote them (JSON text).
+        arguments: String,
+    },
+    ToolResult {
+        call_id: String,
+        content: String,
+        #[serde(default)]
+        is_error: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub parts: Vec<Part>,
+}
+
+impl Message {
+    pub fn user_text(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            parts: vec![Part::Text { text: text.into() }],
+        }
+    }
+
+    pub fn assistant_text(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::Assistant,
+            parts: vec![Part::Text { text: text.into() }],
+        }
+    }
+
+    /// All text parts joined, for providers that take plain strings.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for part in &self.parts {
+            if let Part::Text { text } = part {
+                out.push_str(text);
+            }
+        }
+        out
+    }
+}
+
+/// A tool the model may call, described by JSON Schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum ToolChoice {
+    #[default]
+    Auto,
+    Required,
+    None,
+    Specific(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    pub model: String,
+    pub system: Option<String>,
+    pub messages: Vec<Arc<Message>>,
+    pub tools: Vec<ToolDefinition>,
+    pub tool_choice: ToolChoice,
+    pub max_output_tokens: Option<u32>,
+}
+
+/// Token counts the provider reported for one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishReason {
+    Stop,
+    Length,
+    ToolCalls,
+    Refusal,
+    Other(String),
+}
+
+/// What a provider stream yields, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderEvent {
+    TextDelta(String),
+    ThinkingDelta(String),
+    ToolCallStart {
+        index: usize,
+        id: String,
+        name: String,
+    },
+    ToolCallArgumentsDelta {
+        index: usize,
+        delta: String,
+    },
+    ToolCallEnd {
+        index: usize,
+    },
+    Usage(Usage),
+    Finish(FinishReason),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelInfo {
+    pub id: String,
+    /// The window a request really gets, when the server says.
+    pub context_window: Option<u64>,
+}
+
+/// Errors say what failed and what to do about it; the text goes to the user.
+#[derive(Debug, Error)]
+pub enum ProviderError {
+    #[error(
+        "cannot reach provider `{provider}` at {endpoint}: {detail}. Is the server running? Check `endpoint` in [llm.providers.{provider}]."
+    )]
+    Unreachable {
+        provider: String,
+        endpoint: String,
+        detail: String,
+    },
+    #[error("provider `{provider}` needs an API key: {fix}")]
+    MissingKey { provider: String, fix: String },
+    #[error(
+        "provider `{provider}` refused the API key (HTTP {status}){from}: {detail}. Check the key{hint}."
+    )]
+    Auth {
+        provider: String,
+        status: u16,
+        from: String,
+        hint: String,
+        detail: String,
+    },
+    #[error(
+        "model `{model}` is not available from provider `{provider}`{listing}. Pick another model in the session's model selector or change default_model in [llm.providers.{provider}]."
+    )]
+    ModelNotFound {
+        provider: String,
+        model: String,
+        listing: String,
+    },
+    #[error("provider `{provider}` answered HTTP {status}: {detail}")]
+    Http {
+        provider: String,
+        status: u16,
+        detail: String,
+        retry_after: Option<Duration>,
+    },
+    #[error(
+        "the stream from provider `{provider}` ended before it was complete ({detail}); the answer above may be cut off. Try again."
+    )]
+    Truncated { provider: String, detail: String },
+    #[error(
+        "provider `{provider}` answered with an empty stream (no text, no tool call, no finish). The server may not support streaming for this request; try another model or server."
+    )]
+    EmptyStream { provider: String },
+    #[error(
+        "provider `{provider}` sent no data for {seconds} s; gave up. Raise timeout_secs in [llm.providers.{provider}] if the model is just slow."
+    )]
+    IdleTimeout { provider: String, seconds: u64 },
+    #[error("provider `{provider}` sent data this agent cannot read: {detail}")]
+    Malformed { provider: String, detail: String },
+    #[error("provider `{provider}` reported an error: {detail}")]
+    Remote { provider: String, detail: String },
+    #[error("provider `{provider}` could not be set up: {detail}")]
+    Setup { provider: String, detail: String },
+}
+
+pub type EventStream = BoxStream<'static, Result<ProviderEvent, ProviderError>>;
+
+/// A streaming chat-completion client (seed: TextGenerationProvider).
+pub trait Provider: Send + Sync {
+    fn name(&self) -> &str;
+    fn kind(&self) -> ProviderKind;
+    fn default_model(&self) -> &str;
+    /// Configured window, if the user set one.
+    fn configured_context_window(&self) -> Option<u64>;
+    /// Start a streamed completion. Resolves once the server has accepted the
+    /// request (status checked), then the stream yields events.
+    fn stream_chat(
+        &self,
+        request: ChatRequest,
+    ) -> BoxFuture<'_, Result<EventStream, ProviderError>>;
+    /// The models the server offers.
+    fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>>;
+}
+
+/// Window used when neither the config nor the server says.
+pub const FALLBACK_CONTEXT_WINDOW: u64 = 8192;
+
+/// The configured providers, built lazily: nothing here opens a connection
+/// until a session first asks.
+pub struct Providers {
+    configs: BTreeMap<String, ProviderConfig>,
+    built: std::sync::Mutex<BTreeMap<String, Arc<dyn Provider>>>,
+    models: tokio::sync::Mutex<BTreeMap<String, Arc<tokio::sync::OnceCell<Vec<ModelInfo>>>>>,
+}
+
+impl Providers {
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            configs: config.providers.clone(),
+            built: std::sync::Mutex::default(),
+            models: tokio::sync::Mutex::default(),
+        }
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.configs.keys().map(String::as_str)
+    }
+
+    pub fn config(&self, name: &str) -> Option<&ProviderConfig> {
+        self.configs.get(name)
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Provider>> {
+        let config = self.configs.get(name)?;
+        let mut built = self
+            .built
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let provider = built
+            .entry(name.to_string())
+            .or_insert_with(|| build_provider(config));
+        Some(Arc::clone(provider))
+    }
+
+    /// The provider's model list, fetched once and cached. Failures are not
+    /// cached, so a server started later is picked up.
+    pub async fn models(&self, name: &str) -> Result<Vec<ModelInfo>, ProviderError> {
+        let provider = self.get(name).ok_or_else(|| ProviderError::Setup {
+            provider: name.to_string(),
+            detail: "not configured".into(),
+        })?;
+        let cell = {
+            let mut models = self.models.lock().await;
+            Arc::clone(models.entry(name.to_string()).or_default())
+        };
+        cell.get_or_try_init(|| provider.list_models())
+            .await
+            .cloned()
+    }
+}
+
+fn build_provider(config: &ProviderConfig) -> Arc<dyn Provider> {
+    match config.kind {
+        // Ollama and Anthropic speak their own formats (next provider work);
+        // until then every type goes through the OpenAI-compatible client,
+        // which Ollama also serves under /v1.
+        ProviderKind::OpenAi | ProviderKind::Ollama | ProviderKind::Anthropic => {
+            Arc::new(openai::OpenAiProvider::new(config.clone()))
+        }
+    }
+}
+
+/// Where to tell the user to put a key, in words.
+pub fn key_hint(config: &ProviderConfig) -> (String, String) {
+    match &config.api_key {
+        Some(key) => (
+            format!(" from {}", key.source),
+            match &key.source {
+                KeySource::EnvVar(var) => format!(" in {var}"),
+                KeySource::ConfigLiteral => format!(" in [llm.providers.{}] api_key", config.name),
+                KeySource::File(path) => format!(" in {}", path.display()),
+            },
+        ),
+        None => (
+            " (no key was sent)".into(),
+            match config.kind.conventional_key_variable() {
+                Some(var) => format!(
+                    "; set api_key = \"${{{var}}}\" in [llm.providers.{}] and export {var}",
+                    config.name
+                ),
+                None => format!("; set api_key in [llm.providers.{}]", config.name),
+            },
+        ),
+    }
+}
+
+/// Map a transport failure from reqwest into a message that names the endpoint.
+pub fn connect_error(config: &ProviderConfig, err: &reqwest::Error) -> ProviderError {
+    let detail = if err.is_connect() {
+        "connection refused or host not found".to_string()
+    } else if err.is_timeout() {
+        format!("no answer within {} s", config.connect_timeout.as_secs())
+    } else {
+        error_chain(err)
+    };
+    ProviderError::Unreachable {
+        provider: config.name.clone(),
+        endpoint: config.endpoint.clone(),
+        detail,
+    }
+}
+
+/// An error and its causes on one line (reqwest's top-level text alone is vague).
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// `Retry-After` in seconds, when given.
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(Duration::from_secs)
+}

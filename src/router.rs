@@ -1,0 +1,417 @@
+//! Method name → handler. Parses params into the ACP schema types, turns
+//! them into messages for the session actors, and owns the answer to every
+//! request (a [`Responder`]). Runs on the reader task and never waits: all
+//! waiting happens in small tasks that hold the responder.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol_schema::v1 as acp;
+use agent_client_protocol_schema::v1::RequestId;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent_loop::StopReason;
+use crate::session::manager::{self, SessionManager};
+use crate::session::{ClientSink, SessionError, SessionMsg, Update};
+use crate::translate;
+use crate::transport::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST};
+use crate::transport::{Connection, Incoming, Responder, RpcError};
+
+/// What the client said about itself in `initialize`.
+#[derive(Debug, Clone, Default)]
+pub struct ClientInfo {
+    pub read_text_file: bool,
+    pub write_text_file: bool,
+    pub terminal: bool,
+    pub name: Option<String>,
+}
+
+type Inflight = Arc<Mutex<HashMap<RequestId, CancellationToken>>>;
+
+pub struct Router {
+    connection: Connection,
+    sessions: SessionManager,
+    inflight: Inflight,
+    client: Option<ClientInfo>,
+}
+
+impl Router {
+    pub fn new(connection: Connection, sessions: SessionManager) -> Self {
+        Self {
+            connection,
+            sessions,
+            inflight: Inflight::default(),
+            client: None,
+        }
+    }
+
+    pub fn client(&self) -> Option<&ClientInfo> {
+        self.client.as_ref()
+    }
+
+    pub fn handle(&mut self, message: Incoming) {
+        match message {
+            Incoming::Request { id, method, params } => {
+                let responder = Responder::new(id, self.connection.clone(), method.clone());
+                self.request(&method, params, responder);
+            }
+            Incoming::Notification { method, params } => self.notification(&method, params),
+            Incoming::Response { id, result } => self.connection.resolve(&id, result),
+            Incoming::Invalid { id, error } => {
+                tracing::warn!(code = error.code, message = %error.message, "invalid message from client");
+                self.connection
+                    .respond(&id.unwrap_or(RequestId::Null), Err(error));
+            }
+        }
+    }
+
+    /// The client is gone: stop every session, answering their turns.
+    pub async fn shutdown(&mut self) {
+        self.sessions.close_all().await;
+        self.connection.fail_pending();
+    }
+
+    fn request(&mut self, method: &str, params: Value, responder: Responder) {
+        tracing::debug!(%method, "request");
+        match method {
+            "initialize" => self.initialize(params, responder),
+            "authenticate" => {
+                with_params::<acp::AuthenticateRequest>(method, params, responder, |_, r| {
+                    r.respond_with(Ok(acp::AuthenticateResponse::new()));
+                })
+            }
+            "logout" => responder.respond_with(Ok(acp::LogoutResponse::new())),
+            "session/new" => self.new_session(params, responder),
+            "session/prompt" => self.prompt(params, responder),
+            "session/set_config_option" => self.set_config_option(params, responder),
+            "session/close" => self.close_session(params, responder),
+            _ => responder.respond(Err(RpcError::method_not_found(method))),
+        }
+    }
+
+    fn notification(&mut self, method: &str, params: Value) {
+        tracing::debug!(%method, "notification");
+        match method {
+            "session/cancel" => match parse::<acp::CancelNotification>(method, params) {
+                Ok(cancel) => match self.sessions.get(&cancel.session_id.0) {
+                    Some(session) => {
+                        session.send(SessionMsg::Cancel);
+                    }
+                    None => {
+                        tracing::warn!(session = %cancel.session_id, "cancel for an unknown session")
+                    }
+                },
+                Err(err) => tracing::warn!(message = %err.message, "bad session/cancel"),
+            },
+            "$/cancel_request" => match parse::<acp::CancelRequestNotification>(method, params) {
+                Ok(cancel) => {
+                    let token = lock(&self.inflight).get(&cancel.request_id).cloned();
+                    if let Some(token) = token {
+                        token.cancel();
+                    }
+                }
+                Err(err) => tracing::warn!(message = %err.message, "bad $/cancel_request"),
+            },
+            // Unknown notifications are ignored, as JSON-RPC asks.
+            _ => tracing::debug!(%method, "ignored notification"),
+        }
+    }
+
+    fn initialize(&mut self, params: Value, responder: Responder) {
+        let request = match parse::<acp::InitializeRequest>("initialize", params) {
+            Ok(request) => request,
+            Err(err) => return responder.respond(Err(err)),
+        };
+        let caps = &request.client_capabilities;
+        self.client = Some(ClientInfo {
+            read_text_file: caps.fs.read_text_file,
+            write_text_file: caps.fs.write_text_file,
+            terminal: caps.terminal,
+            name: request.client_info.as_ref().map(|info| info.name.clone()),
+        });
+        tracing::info!(client = ?self.client, requested = %request.protocol_version, "initialize");
+        responder.respond_with(Ok(initialize_response()));
+    }
+
+    fn new_session(&mut self, params: Value, responder: Responder) {
+        let request = match parse::<acp::NewSessionRequest>("session/new", params) {
+            Ok(request) => request,
+            Err(err) => return responder.respond(Err(err)),
+        };
+        if let Err(err) = check_cwd(&request.cwd) {
+            return responder.respond(Err(err));
+        }
+        if !request.mcp_servers.is_empty() {
+            tracing::info!(
+                count = request.mcp_servers.len(),
+                "MCP servers requested; not supported yet"
+            );
+        }
+        let session = self.sessions.create(request.cwd);
+        let id = session.id.clone();
+        let (reply, options) = oneshot::channel();
+        session.send(SessionMsg::Options { reply });
+        let tx = session.tx.clone();
+        tokio::spawn(async move {
+            let Ok(options) = options.await else {
+                return responder
+                    .respond(Err(RpcError::internal("the new session stopped at once")));
+            };
+            let response = acp::NewSessionResponse::new(id)
+                .config_options(translate::config_options(&options));
+            responder.respond_with(Ok(response));
+            // Only now may the session speak: its updates must follow this answer.
+            let _ = tx.send(SessionMsg::Started);
+        });
+    }
+
+    fn prompt(&mut self, params: Value, responder: Responder) {
+        let request = match parse::<acp::PromptRequest>("session/prompt", params) {
+            Ok(request) => request,
+            Err(err) => return responder.respond(Err(err)),
+        };
+        let Some(session) = self.sessions.get(&request.session_id.0) else {
+            return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
+        };
+        let content = match translate::prompt_parts(request.prompt) {
+            Ok(content) => content,
+            Err(detail) => return responder.respond(Err(RpcError::invalid_params(detail))),
+        };
+        let request_cancel = CancellationToken::new();
+        let registration = responder.id().cloned().map(|id| {
+            lock(&self.inflight).insert(id.clone(), request_cancel.clone());
+            InflightGuard {
+                inflight: Arc::clone(&self.inflight),
+                id,
+            }
+        });
+        let (reply, answer) = oneshot::channel();
+        session.send(SessionMsg::Prompt {
+            content,
+            request_cancel: request_cancel.clone(),
+            reply,
+        });
+        tokio::spawn(async move {
+            let _registration = registration;
+            let result = match answer.await {
+                Ok(result) => result,
+                Err(_) => Err(SessionError::Crashed(
+                    "the session stopped before answering".into(),
+                )),
+            };
+            let answer = match result {
+                Ok(StopReason::Cancelled) if request_cancel.is_cancelled() => {
+                    Err(RpcError::request_cancelled())
+                }
+                Ok(reason) => Ok(acp::PromptResponse::new(translate::stop_reason(reason))),
+                Err(err) => Err(session_error(err)),
+            };
+            responder.respond_with(answer);
+        });
+    }
+
+    fn set_config_option(&mut self, params: Value, responder: Responder) {
+        let request = match parse::<acp::SetSessionConfigOptionRequest>(
+            "session/set_config_option",
+            params,
+        ) {
+            Ok(request) => request,
+            Err(err) => return responder.respond(Err(err)),
+        };
+        let Some(session) = self.sessions.get(&request.session_id.0) else {
+            return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
+        };
+        let Some(value) = request.value.as_value_id() else {
+            return responder.respond(Err(RpcError::invalid_params(format!(
+                "value: option `{}` takes one of its listed value ids, not a boolean",
+                request.config_id
+            ))));
+        };
+        let (reply, answer) = oneshot::channel();
+        session.send(SessionMsg::SetOption {
+            id: request.config_id.0.to_string(),
+            value: value.0.to_string(),
+            reply,
+        });
+        tokio::spawn(async move {
+            let answer = match answer.await {
+                Ok(Ok(options)) => Ok(acp::SetSessionConfigOptionResponse::new(
+                    translate::config_options(&options),
+                )),
+                Ok(Err(err)) => Err(session_error(err)),
+                Err(_) => Err(RpcError::internal("the session stopped before answering")),
+            };
+            responder.respond_with(answer);
+        });
+    }
+
+    fn close_session(&mut self, params: Value, responder: Responder) {
+        let request = match parse::<acp::CloseSessionRequest>("session/close", params) {
+            Ok(request) => request,
+            Err(err) => return responder.respond(Err(err)),
+        };
+        let Some(session) = self.sessions.remove(&request.session_id.0) else {
+            return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
+        };
+        tokio::spawn(async move {
+            manager::close(session).await;
+            responder.respond_with(Ok(acp::CloseSessionResponse::new()));
+        });
+    }
+}
+
+pub fn initialize_response() -> acp::InitializeResponse {
+    acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
+        .agent_capabilities(
+            acp::AgentCapabilities::new()
+                .load_session(false)
+                .prompt_capabilities(
+                    acp::PromptCapabilities::new()
+                        .image(true)
+                        .embedded_context(true),
+                )
+                .mcp_capabilities(acp::McpCapabilities::new())
+                .session_capabilities(
+                    acp::SessionCapabilities::new().close(acp::SessionCloseCapabilities::new()),
+                ),
+        )
+        .agent_info(
+            acp::Implementation::new("crucible-agent", env!("CARGO_PKG_VERSION")).title("Crucible"),
+        )
+        .auth_methods(Vec::new())
+}
+
+fn check_cwd(cwd: &Path) -> Result<(), RpcError> {
+    if !cwd.is_absolute() {
+        return Err(RpcError::invalid_params(format!(
+            "cwd: `{}` is not an absolute path; send the project's absolute path",
+            cwd.display()
+        )));
+    }
+    if !cwd.is_dir() {
+        return Err(RpcError::invalid_params(format!(
+            "cwd: `{}` is not an existing directory",
+            cwd.display()
+        )));
+    }
+    Ok(())
+}
+
+fn session_error(err: SessionError) -> RpcError {
+    match &err {
+        SessionError::Busy(_) => RpcError::new(INVALID_REQUEST, err.to_string()),
+        SessionError::UnknownOption(..) | SessionError::UnknownValue { .. } => {
+            RpcError::invalid_params(err.to_string())
+        }
+        SessionError::Provider(provider) => RpcError::new(INTERNAL_ERROR, err.to_string())
+            .with_data(serde_json::json!({ "kind": "provider", "detail": provider.to_string() })),
+        SessionError::Crashed(_) => RpcError::internal(err.to_string()),
+    }
+}
+
+/// Parse `params` into `T`, naming the offending field on failure.
+pub fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcError> {
+    let params = if params.is_null() {
+        // `initialize` and friends have required fields; let serde name them.
+        Value::Object(Default::default())
+    } else {
+        params
+    };
+    serde_path_to_error::deserialize(params).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        if path == "." || path.is_empty() {
+            RpcError::invalid_params(format!("{method}: {inner}"))
+        } else {
+            RpcError::invalid_params(format!("{method}: field `{path}`: {inner}"))
+        }
+    })
+}
+
+fn with_params<T: DeserializeOwned>(
+    method: &str,
+    params: Value,
+    responder: Responder,
+    handler: impl FnOnce(T, Responder),
+) {
+    match parse::<T>(method, params) {
+        Ok(request) => handler(request, responder),
+        Err(err) => responder.respond(Err(err)),
+    }
+}
+
+struct InflightGuard {
+    inflight: Inflight,
+    id: RequestId,
+}
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        lock(&self.inflight).remove(&self.id);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+/// Session updates go out as `session/update` notifications.
+impl ClientSink for Connection {
+    fn send(&self, session_id: &str, update: Update) {
+        let notification = acp::SessionNotification::new(
+            session_id.to_string(),
+            translate::session_update(&update),
+        );
+        self.notify("session/update", &notification);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn param_errors_name_the_field() {
+        let err =
+            parse::<acp::NewSessionRequest>("session/new", json!({"mcpServers": []})).unwrap_err();
+        assert_eq!(err.code, crate::transport::jsonrpc::INVALID_PARAMS);
+        assert!(err.message.contains("cwd"), "{}", err.message);
+        let err = parse::<acp::PromptRequest>(
+            "session/prompt",
+            json!({"sessionId":"s","prompt":[{"type":"text"}]}),
+        )
+        .unwrap_err();
+        assert!(
+            err.message.contains("prompt[0]") || err.message.contains("text"),
+            "{}",
+            err.message
+        );
+        let err = parse::<acp::InitializeRequest>("initialize", Value::Null).unwrap_err();
+        assert!(err.message.contains("protocolVersion"), "{}", err.message);
+    }
+
+    #[test]
+    fn initialize_advertises_only_what_works() {
+        let value = serde_json::to_value(initialize_response()).unwrap();
+        assert_eq!(value["protocolVersion"], 1);
+        let caps = &value["agentCapabilities"];
+        assert_eq!(caps["loadSession"], false);
+        assert_eq!(caps["mcpCapabilities"]["http"], false);
+        assert_eq!(caps["mcpCapabilities"]["sse"], false);
+        assert!(caps["sessionCapabilities"]["close"].is_object());
+        assert!(caps["sessionCapabilities"].get("list").is_none());
+        assert_eq!(value["agentInfo"]["name"], "crucible-agent");
+    }
+
+    #[test]
+    fn cwd_must_be_an_absolute_existing_directory() {
+        assert!(check_cwd(Path::new("relative/dir")).is_err());
+        assert!(check_cwd(Path::new("/definitely/not/a/dir")).is_err());
+        assert!(check_cwd(&std::env::temp_dir()).is_ok());
+    }
+}

@@ -1,0 +1,405 @@
+//! One actor task per session. It owns the conversation, the model choice
+//! and the running turn's cancellation token; everything else talks to it
+//! through its mailbox, so sessions never lock or block each other.
+
+pub mod manager;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent_loop::{self, AgentEvent, StopReason, TurnInput, TurnOutcome};
+use crate::prompt;
+use crate::providers::{
+    FALLBACK_CONTEXT_WINDOW, Message, ModelInfo, Part, ProviderError, Providers, Role,
+};
+
+/// Everything a session sends to its client. The seam that keeps session
+/// logic free of stdio: the transport implements it, tests record it.
+pub trait ClientSink: Send + Sync {
+    fn send(&self, session_id: &str, update: Update);
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Update {
+    Agent(AgentEvent),
+    ConfigOptions(Vec<SelectOption>),
+}
+
+/// A session setting the client can change (a select, in ACP terms).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SelectOption {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub category: OptionCategory,
+    pub current: String,
+    pub values: Vec<OptionValue>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OptionValue {
+    pub id: String,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OptionCategory {
+    Model,
+}
+
+pub const MODEL_OPTION: &str = "model";
+
+#[derive(Debug, Error)]
+pub enum SessionError {
+    #[error(
+        "session {0} is already answering a prompt; wait for it to finish or send session/cancel first"
+    )]
+    Busy(String),
+    #[error("unknown config option `{0}`; this session has: {1}")]
+    UnknownOption(String, String),
+    #[error("`{value}` is not a value of option `{option}`; choose one of: {choices}")]
+    UnknownValue {
+        option: String,
+        value: String,
+        choices: String,
+    },
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    #[error(
+        "the turn failed unexpectedly: {0}. The session is still usable; please report this with the log"
+    )]
+    Crashed(String),
+}
+
+pub type PromptReply = oneshot::Sender<Result<StopReason, SessionError>>;
+
+pub enum SessionMsg {
+    Prompt {
+        content: Vec<Part>,
+        /// Cancelled by `$/cancel_request` for this prompt request.
+        request_cancel: CancellationToken,
+        reply: PromptReply,
+    },
+    Cancel,
+    SetOption {
+        id: String,
+        value: String,
+        reply: oneshot::Sender<Result<Vec<SelectOption>, SessionError>>,
+    },
+    Options {
+        reply: oneshot::Sender<Vec<SelectOption>>,
+    },
+    /// The client has the `session/new` answer; the session may now send updates.
+    Started,
+    ModelsLoaded {
+        provider: String,
+        models: Vec<ModelInfo>,
+    },
+    /// Cancel any turn, wait for it to answer, then stop.
+    Close {
+        reply: oneshot::Sender<()>,
+    },
+}
+
+pub struct SessionConfig {
+    pub id: String,
+    pub cwd: PathBuf,
+    pub provider: String,
+    pub model: String,
+}
+
+/// The session manager's handle on an actor.
+pub struct SessionHandle {
+    pub id: String,
+    pub tx: mpsc::UnboundedSender<SessionMsg>,
+    pub task: JoinHandle<()>,
+}
+
+impl SessionHandle {
+    pub fn send(&self, msg: SessionMsg) -> bool {
+        self.tx.send(msg).is_ok()
+    }
+}
+
+/// Start a session actor. Its model list loads in the background and the
+/// client hears about it through a config-option update.
+pub fn spawn(
+    config: SessionConfig,
+    providers: Arc<Providers>,
+    sink: Arc<dyn ClientSink>,
+) -> SessionHandle {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let id = config.id.clone();
+    let actor = SessionActor {
+        id: config.id,
+        cwd: config.cwd,
+        provider: config.provider,
+        model: config.model,
+        history: Vec::new(),
+        providers,
+        sink,
+        models: None,
+        mailbox: tx.downgrade(),
+    };
+    let task = tokio::spawn(actor.run(rx));
+    SessionHandle { id, tx, task }
+}
+
+struct RunningTurn {
+    cancel: CancellationToken,
+    reply: PromptReply,
+    task: JoinHandle<TurnOutcome>,
+}
+
+struct SessionActor {
+    id: String,
+    cwd: PathBuf,
+    provider: String,
+    model: String,
+    history: Vec<Arc<Message>>,
+    providers: Arc<Providers>,
+    sink: Arc<dyn ClientSink>,
+    /// The provider's model list, once it has loaded.
+    models: Option<Vec<ModelInfo>>,
+    mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
+}
+
+impl SessionActor {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<SessionMsg>) {
+        let mut running: Option<RunningTurn> = None;
+        loop {
+            tokio::select! {
+                msg = rx.recv() => {
+                    let Some(msg) = msg else { break };
+                    if let Some(closing) = self.handle(msg, &mut running) {
+                        if let Some(turn) = running.take() {
+                            turn.cancel.cancel();
+                            self.finish_turn(turn.reply, turn.task.await);
+                        }
+                        let _ = closing.send(());
+                        break;
+                    }
+                }
+                outcome = async {
+                    match running.as_mut() {
+                        Some(turn) => (&mut turn.task).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if let Some(turn) = running.take() {
+                        self.finish_turn(turn.reply, outcome);
+                    }
+                }
+            }
+        }
+        // The mailbox closed (the manager dropped us): end any turn cleanly.
+        if let Some(turn) = running.take() {
+            turn.cancel.cancel();
+            self.finish_turn(turn.reply, turn.task.await);
+        }
+        tracing::debug!(session = %self.id, "session actor stopped");
+    }
+
+    /// Handle one message; returns the close reply when the session must stop.
+    fn handle(
+        &mut self,
+        msg: SessionMsg,
+        running: &mut Option<RunningTurn>,
+    ) -> Option<oneshot::Sender<()>> {
+        match msg {
+            SessionMsg::Prompt {
+                content,
+                request_cancel,
+                reply,
+            } => {
+                if running.is_some() {
+                    let _ = reply.send(Err(SessionError::Busy(self.id.clone())));
+                } else {
+                    *running = self.start_turn(content, request_cancel, reply);
+                }
+            }
+            SessionMsg::Cancel => {
+                if let Some(turn) = running {
+                    turn.cancel.cancel();
+                }
+            }
+            SessionMsg::SetOption { id, value, reply } => {
+                let _ = reply.send(self.set_option(&id, &value));
+            }
+            SessionMsg::Options { reply } => {
+                let _ = reply.send(self.options());
+            }
+            SessionMsg::Started => self.load_models(),
+            SessionMsg::ModelsLoaded { provider, models } => {
+                if provider == self.provider {
+                    let before = self.options();
+                    self.models = Some(models);
+                    let after = self.options();
+                    if before != after {
+                        self.sink.send(&self.id, Update::ConfigOptions(after));
+                    }
+                }
+            }
+            SessionMsg::Close { reply } => return Some(reply),
+        }
+        None
+    }
+
+    fn start_turn(
+        &mut self,
+        content: Vec<Part>,
+        request_cancel: CancellationToken,
+        reply: PromptReply,
+    ) -> Option<RunningTurn> {
+        self.history.push(Arc::new(Message {
+            role: Role::User,
+            parts: content,
+        }));
+        // A child of the request's token: `$/cancel_request` and `session/cancel` both stop it.
+        let cancel = request_cancel.child_token();
+        let Some(provider) = self.providers.get(&self.provider) else {
+            let _ = reply.send(Err(SessionError::Provider(ProviderError::Setup {
+                provider: self.provider.clone(),
+                detail: "this provider is not configured".into(),
+            })));
+            return None;
+        };
+        let context_window = self.context_window(provider.configured_context_window());
+        let system = prompt::system_prompt(&prompt::PromptVars {
+            provider: &self.provider,
+            model: &self.model,
+            cwd: &self.cwd,
+        });
+        let input = TurnInput {
+            provider,
+            model: self.model.clone(),
+            system: Some(system),
+            history: self.history.clone(),
+            context_window,
+            cancel: cancel.clone(),
+        };
+        let sink = Arc::clone(&self.sink);
+        let session_id = self.id.clone();
+        // A task of its own: a panic inside a turn must not take the session with it.
+        let task = tokio::spawn(async move {
+            let emit = move |event: AgentEvent| sink.send(&session_id, Update::Agent(event));
+            agent_loop::run_turn(input, &emit).await
+        });
+        Some(RunningTurn {
+            cancel,
+            reply,
+            task,
+        })
+    }
+
+    fn finish_turn(
+        &mut self,
+        reply: PromptReply,
+        outcome: Result<TurnOutcome, tokio::task::JoinError>,
+    ) {
+        let result = match outcome {
+            Ok(outcome) => {
+                self.history
+                    .extend(outcome.new_messages.into_iter().map(Arc::new));
+                outcome.result.map_err(SessionError::from)
+            }
+            Err(err) => {
+                tracing::error!(session = %self.id, %err, "turn task failed");
+                Err(SessionError::Crashed(err.to_string()))
+            }
+        };
+        let _ = reply.send(result);
+    }
+
+    fn context_window(&self, configured: Option<u64>) -> u64 {
+        configured
+            .or_else(|| {
+                self.models
+                    .as_ref()?
+                    .iter()
+                    .find(|m| m.id == self.model)?
+                    .context_window
+            })
+            .unwrap_or(FALLBACK_CONTEXT_WINDOW)
+    }
+
+    fn load_models(&self) {
+        let providers = Arc::clone(&self.providers);
+        let provider = self.provider.clone();
+        let mailbox = self.mailbox.clone();
+        let session = self.id.clone();
+        tokio::spawn(async move {
+            match providers.models(&provider).await {
+                Ok(models) => {
+                    if let Some(mailbox) = mailbox.upgrade() {
+                        let _ = mailbox.send(SessionMsg::ModelsLoaded { provider, models });
+                    }
+                }
+                // Not fatal: the configured model still works; the error shows when a prompt fails.
+                Err(err) => tracing::info!(%session, %err, "model list unavailable"),
+            }
+        });
+    }
+
+    fn options(&self) -> Vec<SelectOption> {
+        let mut values: Vec<OptionValue> = Vec::new();
+        let mut add = |id: &str| {
+            if !values.iter().any(|v| v.id == id) {
+                values.push(OptionValue {
+                    id: id.to_string(),
+                    name: id.to_string(),
+                });
+            }
+        };
+        add(&self.model);
+        if let Some(config) = self.providers.config(&self.provider) {
+            add(&config.default_model);
+        }
+        for model in self.models.iter().flatten() {
+            add(&model.id);
+        }
+        vec![SelectOption {
+            id: MODEL_OPTION.into(),
+            name: "Model".into(),
+            description: format!("The model provider `{}` answers with", self.provider),
+            category: OptionCategory::Model,
+            current: self.model.clone(),
+            values,
+        }]
+    }
+
+    fn set_option(&mut self, id: &str, value: &str) -> Result<Vec<SelectOption>, SessionError> {
+        let options = self.options();
+        let option = options.iter().find(|o| o.id == id).ok_or_else(|| {
+            SessionError::UnknownOption(
+                id.to_string(),
+                options
+                    .iter()
+                    .map(|o| o.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )
+        })?;
+        if !option.values.iter().any(|v| v.id == value) {
+            return Err(SessionError::UnknownValue {
+                option: id.to_string(),
+                value: value.to_string(),
+                choices: option
+                    .values
+                    .iter()
+                    .map(|v| v.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        if id == MODEL_OPTION {
+            self.model = value.to_string();
+        }
+        Ok(self.options())
+    }
+}

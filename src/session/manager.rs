@@ -1,0 +1,93 @@
+//! Session ids → actor handles. Owned by the router; every operation is a
+//! map lookup plus a mailbox send, so it never waits on a session.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use super::{ClientSink, SessionConfig, SessionHandle, SessionMsg};
+use crate::providers::Providers;
+
+/// How long shutdown waits for turns to answer `cancelled` before giving up.
+const CLOSE_GRACE: Duration = Duration::from_secs(3);
+
+pub struct Defaults {
+    pub provider: String,
+    pub model: String,
+}
+
+pub struct SessionManager {
+    sessions: HashMap<String, SessionHandle>,
+    providers: Arc<Providers>,
+    sink: Arc<dyn ClientSink>,
+    defaults: Defaults,
+}
+
+impl SessionManager {
+    pub fn new(providers: Arc<Providers>, sink: Arc<dyn ClientSink>, defaults: Defaults) -> Self {
+        Self {
+            sessions: HashMap::new(),
+            providers,
+            sink,
+            defaults,
+        }
+    }
+
+    pub fn create(&mut self, cwd: PathBuf) -> &SessionHandle {
+        let id = uuid::Uuid::new_v4().to_string();
+        let handle = super::spawn(
+            SessionConfig {
+                id: id.clone(),
+                cwd,
+                provider: self.defaults.provider.clone(),
+                model: self.defaults.model.clone(),
+            },
+            Arc::clone(&self.providers),
+            Arc::clone(&self.sink),
+        );
+        self.sessions.entry(id).or_insert(handle)
+    }
+
+    pub fn get(&self, id: &str) -> Option<&SessionHandle> {
+        self.sessions.get(id)
+    }
+
+    pub fn remove(&mut self, id: &str) -> Option<SessionHandle> {
+        self.sessions.remove(id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// Close every session: running turns are cancelled and answer before
+    /// this returns (or the grace period runs out).
+    pub async fn close_all(&mut self) {
+        let handles: Vec<SessionHandle> = self.sessions.drain().map(|(_, handle)| handle).collect();
+        let closing = handles.into_iter().map(|handle| async move {
+            close(handle).await;
+        });
+        if tokio::time::timeout(CLOSE_GRACE, futures::future::join_all(closing))
+            .await
+            .is_err()
+        {
+            tracing::warn!("some sessions did not close within {CLOSE_GRACE:?}");
+        }
+    }
+}
+
+/// Ask an actor to close and wait until it has.
+pub async fn close(handle: SessionHandle) {
+    let (reply, done) = oneshot::channel();
+    if handle.send(SessionMsg::Close { reply }) {
+        let _ = done.await;
+    }
+    let _ = handle.task.await;
+}

@@ -1,0 +1,224 @@
+//! Pure translation between the agent's own types and ACP's. Internal events
+//! in, ACP updates out (and prompt content the other way); no I/O, so it is
+//! tested table-style. A new ACP version touches this file, the router and
+//! the transport, nothing else.
+
+use agent_client_protocol_schema::v1 as acp;
+
+use crate::agent_loop::{AgentEvent, StopReason};
+use crate::providers::Part;
+use crate::session::{OptionCategory, SelectOption, Update};
+
+pub fn session_update(update: &Update) -> acp::SessionUpdate {
+    match update {
+        Update::Agent(AgentEvent::AgentText(text)) => {
+            acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(text_block(text)))
+        }
+        Update::Agent(AgentEvent::Thought(text)) => {
+            acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(text_block(text)))
+        }
+        Update::Agent(AgentEvent::Usage { used, size }) => {
+            acp::SessionUpdate::UsageUpdate(acp::UsageUpdate::new(*used, *size))
+        }
+        Update::ConfigOptions(options) => acp::SessionUpdate::ConfigOptionUpdate(
+            acp::ConfigOptionUpdate::new(config_options(options)),
+        ),
+    }
+}
+
+fn text_block(text: &str) -> acp::ContentBlock {
+    acp::ContentBlock::Text(acp::TextContent::new(text))
+}
+
+pub fn config_options(options: &[SelectOption]) -> Vec<acp::SessionConfigOption> {
+    options
+        .iter()
+        .map(|option| {
+            let values: Vec<acp::SessionConfigSelectOption> = option
+                .values
+                .iter()
+                .map(|value| {
+                    acp::SessionConfigSelectOption::new(value.id.clone(), value.name.clone())
+                })
+                .collect();
+            acp::SessionConfigOption::select(
+                option.id.clone(),
+                option.name.clone(),
+                option.current.clone(),
+                values,
+            )
+            .description(option.description.clone())
+            .category(match option.category {
+                OptionCategory::Model => acp::SessionConfigOptionCategory::Model,
+            })
+        })
+        .collect()
+}
+
+pub fn stop_reason(reason: StopReason) -> acp::StopReason {
+    match reason {
+        StopReason::EndTurn => acp::StopReason::EndTurn,
+        StopReason::MaxTokens => acp::StopReason::MaxTokens,
+        StopReason::MaxTurnRequests => acp::StopReason::MaxTurnRequests,
+        StopReason::Refusal => acp::StopReason::Refusal,
+        StopReason::Cancelled => acp::StopReason::Cancelled,
+    }
+}
+
+/// Prompt content as the model will see it. Embedded resources are inlined
+/// with their URI so the model knows where the text came from.
+pub fn prompt_parts(blocks: Vec<acp::ContentBlock>) -> Result<Vec<Part>, String> {
+    let mut parts = Vec::with_capacity(blocks.len());
+    for (index, block) in blocks.into_iter().enumerate() {
+        let part = match block {
+            acp::ContentBlock::Text(text) => Part::Text { text: text.text },
+            acp::ContentBlock::Image(image) => Part::Image {
+                mime_type: image.mime_type,
+                data: image.data,
+            },
+            acp::ContentBlock::Resource(resource) => match resource.resource {
+                acp::EmbeddedResourceResource::TextResourceContents(contents) => Part::Text {
+                    text: format!(
+                        "<context uri=\"{}\">\n{}\n</context>",
+                        contents.uri, contents.text
+                    ),
+                },
+                acp::EmbeddedResourceResource::BlobResourceContents(contents) => {
+                    return Err(format!(
+                        "prompt[{index}]: binary resource {} cannot be sent to the model; attach it as text or an image",
+                        contents.uri
+                    ));
+                }
+                _ => return Err(format!("prompt[{index}]: unsupported resource kind")),
+            },
+            acp::ContentBlock::ResourceLink(link) => Part::Text {
+                text: format!("[{}]({})", link.name, link.uri),
+            },
+            acp::ContentBlock::Audio(_) => {
+                return Err(format!(
+                    "prompt[{index}]: audio is not supported (promptCapabilities.audio is false)"
+                ));
+            }
+            _ => return Err(format!("prompt[{index}]: unsupported content block")),
+        };
+        parts.push(part);
+    }
+    if parts.is_empty() {
+        return Err("prompt: is empty; send at least one content block".into());
+    }
+    Ok(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::OptionValue;
+    use serde_json::{Value, json};
+
+    fn wire(update: &Update) -> Value {
+        serde_json::to_value(session_update(update)).unwrap()
+    }
+
+    #[test]
+    fn agent_events_become_acp_updates() {
+        let table = vec![
+            (
+                Update::Agent(AgentEvent::AgentText("Hé".into())),
+                json!({"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hé"}}),
+            ),
+            (
+                Update::Agent(AgentEvent::Thought("hmm".into())),
+                json!({"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hmm"}}),
+            ),
+            (
+                Update::Agent(AgentEvent::Usage {
+                    used: 120,
+                    size: 8192,
+                }),
+                json!({"sessionUpdate":"usage_update","used":120,"size":8192}),
+            ),
+        ];
+        for (update, expected) in table {
+            assert_eq!(wire(&update), expected, "{update:?}");
+        }
+    }
+
+    #[test]
+    fn model_option_is_a_select_in_the_model_category() {
+        let option = SelectOption {
+            id: "model".into(),
+            name: "Model".into(),
+            description: "d".into(),
+            category: OptionCategory::Model,
+            current: "a".into(),
+            values: vec![
+                OptionValue {
+                    id: "a".into(),
+                    name: "a".into(),
+                },
+                OptionValue {
+                    id: "b".into(),
+                    name: "b".into(),
+                },
+            ],
+        };
+        let value = wire(&Update::ConfigOptions(vec![option]));
+        assert_eq!(value["sessionUpdate"], "config_option_update");
+        let first = &value["configOptions"][0];
+        assert_eq!(first["id"], "model");
+        assert_eq!(first["type"], "select");
+        assert_eq!(first["category"], "model");
+        assert_eq!(first["currentValue"], "a");
+        assert_eq!(first["options"][1]["value"], "b");
+    }
+
+    #[test]
+    fn stop_reasons_map_one_to_one() {
+        let table = [
+            (StopReason::EndTurn, "end_turn"),
+            (StopReason::MaxTokens, "max_tokens"),
+            (StopReason::MaxTurnRequests, "max_turn_requests"),
+            (StopReason::Refusal, "refusal"),
+            (StopReason::Cancelled, "cancelled"),
+        ];
+        for (reason, wire) in table {
+            assert_eq!(
+                serde_json::to_value(stop_reason(reason)).unwrap(),
+                json!(wire)
+            );
+        }
+    }
+
+    #[test]
+    fn prompt_blocks_become_parts() {
+        let blocks: Vec<acp::ContentBlock> = serde_json::from_value(json!([
+            {"type":"text","text":"fix this"},
+            {"type":"resource","resource":{"uri":"file:///a.rs","text":"fn main(){}"}},
+            {"type":"resource_link","name":"b.rs","uri":"file:///b.rs"},
+            {"type":"image","mimeType":"image/png","data":"AAAA"}
+        ]))
+        .unwrap();
+        let parts = prompt_parts(blocks).unwrap();
+        assert_eq!(
+            parts[0],
+            Part::Text {
+                text: "fix this".into()
+            }
+        );
+        assert!(
+            matches!(&parts[1], Part::Text { text } if text.contains("file:///a.rs") && text.contains("fn main"))
+        );
+        assert_eq!(
+            parts[2],
+            Part::Text {
+                text: "[b.rs](file:///b.rs)".into()
+            }
+        );
+        assert!(matches!(&parts[3], Part::Image { mime_type, .. } if mime_type == "image/png"));
+        let audio: Vec<acp::ContentBlock> =
+            serde_json::from_value(json!([{"type":"audio","mimeType":"audio/wav","data":"AA"}]))
+                .unwrap();
+        assert!(prompt_parts(audio).unwrap_err().contains("audio"));
+        assert!(prompt_parts(Vec::new()).is_err());
+    }
+}
