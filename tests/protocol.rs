@@ -1,0 +1,225 @@
+//! What any ACP client sees of the protocol layer: initialize, framing
+//! errors, unknown methods, bad params, session creation rules, start-up
+//! config errors.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/harness.rs"]
+mod harness;
+
+use harness::{Agent, LlmServer, Reply, config_for, error_message, models_reply};
+use serde_json::{Value, json};
+
+async fn server() -> LlmServer {
+    LlmServer::start(|request| {
+        if request.path.ends_with("/models") {
+            models_reply(&["test-model", "other-model"])
+        } else {
+            Reply::json(500, json!({"error":{"message":"not scripted"}}))
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn initialize_negotiates_version_and_advertises_truthfully() {
+    let server = server().await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let response = agent.initialize().await;
+    let result = &response["result"];
+    assert_eq!(result["protocolVersion"], 1);
+    assert_eq!(result["agentInfo"]["name"], "crucible-agent");
+    assert_eq!(result["agentInfo"]["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(result["authMethods"], json!([]));
+    let caps = &result["agentCapabilities"];
+    // Nothing is advertised that does not work yet.
+    assert_eq!(caps["loadSession"], false);
+    assert_eq!(
+        caps["mcpCapabilities"],
+        json!({"http": false, "sse": false})
+    );
+    assert_eq!(caps["promptCapabilities"]["audio"], false);
+    assert!(caps["sessionCapabilities"]["close"].is_object());
+    // A future protocol version gets the one we speak.
+    let (_, response) = agent
+        .call("initialize", json!({"protocolVersion": 7}))
+        .await;
+    assert_eq!(response["result"]["protocolVersion"], 1);
+}
+
+#[tokio::test]
+async fn malformed_lines_get_parse_errors_and_the_agent_keeps_serving() {
+    let server = server().await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    agent
+        .send_raw("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":")
+        .await;
+    let error = agent.next_message().await;
+    assert_eq!(error["id"], Value::Null);
+    assert_eq!(error["error"]["code"], -32700);
+    agent.send_raw("[]").await;
+    assert_eq!(agent.next_message().await["error"]["code"], -32600);
+    agent.send_raw("").await; // blank lines are ignored
+    let response = agent.initialize().await;
+    assert_eq!(response["result"]["protocolVersion"], 1);
+}
+
+#[tokio::test]
+async fn unknown_methods_and_bad_params_are_reported_precisely() {
+    let server = server().await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    agent.initialize().await;
+
+    let (_, response) = agent.call("session/teleport", json!({})).await;
+    assert_eq!(response["error"]["code"], -32601);
+    assert!(error_message(&response).contains("session/teleport"));
+
+    // Unknown notifications are ignored: the next request is answered first.
+    agent.notify("something/else", json!({})).await;
+    let (seen, response) = agent.call("session/new", json!({"mcpServers": []})).await;
+    assert!(seen.is_empty(), "unexpected: {seen:?}");
+    assert_eq!(response["error"]["code"], -32602);
+    assert!(error_message(&response).contains("cwd"), "{response}");
+
+    let session = agent.new_session().await;
+    let (_, response) = agent
+        .call(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text"}]}),
+        )
+        .await;
+    assert_eq!(response["error"]["code"], -32602);
+    assert!(error_message(&response).contains("prompt"), "{response}");
+
+    let (_, response) = agent
+        .call(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": []}),
+        )
+        .await;
+    assert_eq!(response["error"]["code"], -32602);
+}
+
+#[tokio::test]
+async fn session_new_checks_cwd_and_offers_the_model_option() {
+    let server = server().await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    agent.initialize().await;
+    for cwd in ["relative/path", "/no/such/directory/anywhere"] {
+        let (_, response) = agent
+            .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .await;
+        assert_eq!(response["error"]["code"], -32602, "{cwd}: {response}");
+        assert!(error_message(&response).contains(cwd));
+    }
+    let cwd = agent.cwd();
+    let (_, response) = agent
+        .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
+        .await;
+    let session = response["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let options = response["result"]["configOptions"].as_array().unwrap();
+    let model = options.iter().find(|o| o["category"] == "model").unwrap();
+    assert_eq!(model["currentValue"], "test-model");
+    assert_eq!(model["type"], "select");
+
+    // The server's model list arrives afterwards as a config option update.
+    let update = agent
+        .wait_for(|m| m["params"]["update"]["sessionUpdate"] == "config_option_update")
+        .await;
+    assert_eq!(update["params"]["sessionId"], session.as_str());
+    let values: Vec<&str> = update["params"]["update"]["configOptions"][0]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["value"].as_str().unwrap())
+        .collect();
+    assert!(values.contains(&"other-model"), "{values:?}");
+}
+
+#[tokio::test]
+async fn unknown_sessions_are_resource_not_found() {
+    let server = server().await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    agent.initialize().await;
+    let (_, response) = agent.prompt("no-such-session", "hi").await;
+    assert_eq!(response["error"]["code"], -32002);
+    let (_, response) = agent
+        .call("session/close", json!({"sessionId": "no-such-session"}))
+        .await;
+    assert_eq!(response["error"]["code"], -32002);
+    let (_, response) = agent
+        .call(
+            "session/set_config_option",
+            json!({"sessionId": "no-such-session", "configId": "model", "value": "x"}),
+        )
+        .await;
+    assert_eq!(response["error"]["code"], -32002);
+}
+
+#[tokio::test]
+async fn authenticate_and_logout_succeed_without_auth() {
+    let server = server().await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    agent.initialize().await;
+    let (_, response) = agent
+        .call("authenticate", json!({"methodId": "none"}))
+        .await;
+    assert!(response.get("result").is_some(), "{response}");
+    let (_, response) = agent.call("logout", json!({})).await;
+    assert!(response.get("result").is_some(), "{response}");
+}
+
+#[tokio::test]
+async fn a_broken_config_stops_start_up_naming_file_key_and_fix() {
+    let mut agent = Agent::spawn(
+        "[llm.providers.local]\ntype = \"openai\"\nendpoint = \"http://127.0.0.1:1/v1\"\ndefault_modle = \"x\"\n",
+    )
+    .await;
+    let status = agent.wait_exit().await;
+    assert_eq!(status.code(), Some(2));
+    let stderr = agent.stderr();
+    assert!(stderr.contains("config.toml"), "{stderr}");
+    assert!(
+        stderr.contains("llm.providers.local.default_modle"),
+        "{stderr}"
+    );
+    assert!(agent.drain().await.is_empty(), "nothing on stdout");
+}
+
+#[tokio::test]
+async fn a_config_with_a_wrong_type_names_the_key() {
+    let mut agent = Agent::spawn("[llm.providers.local]\ncontext_window = \"big\"\n").await;
+    assert_eq!(agent.wait_exit().await.code(), Some(2));
+    let stderr = agent.stderr();
+    assert!(stderr.contains("context_window"), "{stderr}");
+}
+
+#[tokio::test]
+async fn the_seed_example_config_starts() {
+    let config = r#"
+[chat]
+default_backend = "internal"
+default_provider = "local"
+default_agent = "assistant"
+default_acp_agent = "claude"
+
+[llm]
+default = "local"
+
+[llm.providers.local]
+type = "ollama"
+endpoint = "http://localhost:11434"
+default_model = "llama3.2"
+timeout_secs = 120
+
+[llm.providers.openai-work]
+type = "openai"
+api_key = "${OPENAI_WORK_KEY}"
+default_model = "gpt-4o"
+"#;
+    let mut agent = Agent::spawn(config).await;
+    let response = agent.initialize().await;
+    assert_eq!(response["result"]["protocolVersion"], 1);
+}

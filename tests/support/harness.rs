@@ -1,0 +1,669 @@
+//! Test harness: a real local HTTP server that streams scripted SSE bytes
+//! (split wherever a test wants, including inside UTF-8 characters), and a
+//! driver that spawns the built `crucible-agent` binary and speaks JSON-RPC
+//! to it over its pipes, as an editor would.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::{Notify, mpsc};
+
+/// Generous upper bound for anything to happen; a hang guard, not a speed check.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+// ---------------------------------------------------------------- LLM server
+
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+}
+
+impl Recorded {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// The text of the last user message in a chat request.
+    pub fn last_user_text(&self) -> String {
+        self.body["messages"]
+            .as_array()
+            .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "user"))
+            .map(|m| match &m["content"] {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// What the server answers one request with.
+#[derive(Clone)]
+pub enum Reply {
+    /// `200 text/event-stream`, written piece by piece with a pause between.
+    Stream {
+        pieces: Vec<Vec<u8>>,
+        pause: Duration,
+        /// After the pieces, keep the connection open without sending more.
+        hang: bool,
+        /// Hold the first piece until this is notified.
+        gate: Option<Arc<Notify>>,
+    },
+    /// A complete response with a body.
+    Full {
+        status: u16,
+        content_type: &'static str,
+        body: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl Reply {
+    pub fn json(status: u16, body: Value) -> Self {
+        Reply::Full {
+            status,
+            content_type: "application/json",
+            body: body.to_string(),
+            headers: Vec::new(),
+        }
+    }
+
+    pub fn stream(bytes: Vec<u8>, split: Split) -> Self {
+        Reply::Stream {
+            pieces: split.apply(&bytes),
+            pause: Duration::from_millis(2),
+            hang: false,
+            gate: None,
+        }
+    }
+
+    pub fn hanging(mut self) -> Self {
+        if let Reply::Stream { hang, .. } = &mut self {
+            *hang = true;
+        }
+        self
+    }
+
+    pub fn gated(mut self, notify: Arc<Notify>) -> Self {
+        if let Reply::Stream { gate, .. } = &mut self {
+            *gate = Some(notify);
+        }
+        self
+    }
+
+    pub fn paced(mut self, every: Duration) -> Self {
+        if let Reply::Stream { pause, .. } = &mut self {
+            *pause = every;
+        }
+        self
+    }
+}
+
+/// How to cut a byte stream into network writes.
+#[derive(Clone, Copy)]
+pub enum Split {
+    Whole,
+    /// Every N bytes (N small and odd cuts through lines and characters).
+    Every(usize),
+    /// Right after the first byte of every multi-byte UTF-8 character, and
+    /// at every newline.
+    InsideCharacters,
+}
+
+impl Split {
+    fn apply(self, bytes: &[u8]) -> Vec<Vec<u8>> {
+        match self {
+            Split::Whole => vec![bytes.to_vec()],
+            Split::Every(n) => bytes.chunks(n.max(1)).map(<[u8]>::to_vec).collect(),
+            Split::InsideCharacters => {
+                let mut pieces = Vec::new();
+                let mut current = Vec::new();
+                for &byte in bytes {
+                    current.push(byte);
+                    let starts_multibyte = byte >= 0xC0;
+                    if starts_multibyte || byte == b'\n' {
+                        pieces.push(std::mem::take(&mut current));
+                    }
+                }
+                if !current.is_empty() {
+                    pieces.push(current);
+                }
+                pieces
+            }
+        }
+    }
+}
+
+type Handler = dyn Fn(&Recorded) -> Reply + Send + Sync;
+
+pub struct LlmServer {
+    pub port: u16,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    disconnects: Arc<Notify>,
+    handler: Arc<Mutex<Arc<Handler>>>,
+}
+
+impl LlmServer {
+    /// Serve `handler`'s replies on 127.0.0.1 (a port of its own).
+    pub async fn start(handler: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let disconnects = Arc::new(Notify::new());
+        let handler: Arc<Mutex<Arc<Handler>>> = Arc::new(Mutex::new(Arc::new(handler)));
+        {
+            let requests = Arc::clone(&requests);
+            let disconnects = Arc::clone(&disconnects);
+            let handler = Arc::clone(&handler);
+            tokio::spawn(async move {
+                while let Ok((socket, _)) = listener.accept().await {
+                    let requests = Arc::clone(&requests);
+                    let disconnects = Arc::clone(&disconnects);
+                    let handler = Arc::clone(&*handler.lock().unwrap());
+                    tokio::spawn(serve_one(socket, requests, disconnects, handler));
+                }
+            });
+        }
+        Self {
+            port,
+            requests,
+            disconnects,
+            handler,
+        }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    pub fn chat_requests(&self) -> Vec<Recorded> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.path.ends_with("/chat/completions"))
+            .collect()
+    }
+
+    /// Wait until a client drops a streaming connection the server held open.
+    pub async fn wait_disconnect(&self) {
+        tokio::time::timeout(PATIENCE, self.disconnects.notified())
+            .await
+            .expect("the agent never closed the provider connection");
+    }
+}
+
+async fn serve_one(
+    socket: TcpStream,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    disconnects: Arc<Notify>,
+    handler: Arc<Handler>,
+) {
+    let mut reader = BufReader::new(socket);
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).await.unwrap_or(0) == 0 {
+        return;
+    }
+    let mut parts = request_line.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_string();
+    let path = parts.next().unwrap_or_default().to_string();
+    let mut headers = Vec::new();
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
+            return;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((key, value)) = line.split_once(':') {
+            let (key, value) = (key.trim().to_string(), value.trim().to_string());
+            if key.eq_ignore_ascii_case("content-length") {
+                length = value.parse().unwrap_or(0);
+            }
+            headers.push((key, value));
+        }
+    }
+    let mut body = vec![0; length];
+    if reader.read_exact(&mut body).await.is_err() {
+        return;
+    }
+    let recorded = Recorded {
+        method,
+        path,
+        headers,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    };
+    requests.lock().unwrap().push(recorded.clone());
+    let reply = handler(&recorded);
+    let mut socket = reader.into_inner();
+    match reply {
+        Reply::Full {
+            status,
+            content_type,
+            body,
+            headers,
+        } => {
+            let mut head = format!(
+                "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n",
+                reason(status),
+                body.len()
+            );
+            for (key, value) in headers {
+                head.push_str(&format!("{key}: {value}\r\n"));
+            }
+            head.push_str("\r\n");
+            let _ = socket.write_all(head.as_bytes()).await;
+            let _ = socket.write_all(body.as_bytes()).await;
+            let _ = socket.shutdown().await;
+        }
+        Reply::Stream {
+            pieces,
+            pause,
+            hang,
+            gate,
+        } => {
+            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+            if socket.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            let _ = socket.flush().await;
+            if let Some(gate) = gate {
+                gate.notified().await;
+            }
+            for piece in pieces {
+                if socket.write_all(&piece).await.is_err() || socket.flush().await.is_err() {
+                    disconnects.notify_one();
+                    return;
+                }
+                tokio::time::sleep(pause).await;
+            }
+            if hang {
+                // Hold the stream open until the client goes away.
+                let mut buf = [0u8; 64];
+                loop {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => {
+                            disconnects.notify_one();
+                            return;
+                        }
+                        Ok(_) => {}
+                    }
+                }
+            }
+            let _ = socket.shutdown().await;
+        }
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        _ => "Status",
+    }
+}
+
+/// SSE bytes of an OpenAI chat-completions stream: one event per delta,
+/// a finish chunk, a usage chunk and `[DONE]`.
+pub fn openai_stream(deltas: &[Value], finish: &str, usage: (u64, u64)) -> Vec<u8> {
+    let mut out = String::new();
+    let mut event = |data: &str| {
+        out.push_str("data: ");
+        out.push_str(data);
+        out.push_str("\n\n");
+    };
+    event(&json!({"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}).to_string());
+    for delta in deltas {
+        event(&json!({"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":delta,"finish_reason":null}]}).to_string());
+    }
+    event(&json!({"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{},"finish_reason":finish}]}).to_string());
+    event(&json!({"id":"c1","object":"chat.completion.chunk","model":"m","choices":[],"usage":{"prompt_tokens":usage.0,"completion_tokens":usage.1,"total_tokens":usage.0+usage.1}}).to_string());
+    event("[DONE]");
+    out.into_bytes()
+}
+
+/// A stream of text deltas, one per word-piece given.
+pub fn text_stream(pieces: &[&str]) -> Vec<u8> {
+    let deltas: Vec<Value> = pieces.iter().map(|p| json!({ "content": p })).collect();
+    openai_stream(&deltas, "stop", (42, pieces.len() as u64))
+}
+
+/// Only the opening events of a stream (no finish, no `[DONE]`).
+pub fn stream_head(pieces: &[&str]) -> Vec<u8> {
+    let mut out = String::new();
+    for piece in pieces {
+        out.push_str(&format!(
+            "data: {}\n\n",
+            json!({"choices":[{"index":0,"delta":{"content":piece},"finish_reason":null}]})
+        ));
+    }
+    out.into_bytes()
+}
+
+pub fn models_reply(ids: &[&str]) -> Reply {
+    let data: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"id": id, "object": "model", "owned_by": "test"}))
+        .collect();
+    Reply::json(200, json!({"object":"list","data": data}))
+}
+
+// ---------------------------------------------------------------- agent
+
+pub struct Agent {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::UnboundedReceiver<Value>,
+    stderr: Arc<Mutex<String>>,
+    next_id: i64,
+    /// Messages read while waiting for something else.
+    pub backlog: Vec<Value>,
+    pub dir: tempfile::TempDir,
+}
+
+pub fn config_for(server: &LlmServer, model: &str) -> String {
+    format!(
+        "[chat]\ndefault_provider = \"local\"\n\n[llm.providers.local]\ntype = \"openai\"\nendpoint = \"{}\"\ndefault_model = \"{model}\"\n",
+        server.base_url()
+    )
+}
+
+impl Agent {
+    /// Spawn the binary with `config` written to a fresh config file.
+    pub async fn spawn(config: &str) -> Self {
+        Self::spawn_with(config, &[], &[]).await
+    }
+
+    pub async fn spawn_with(config: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config_path = dir.path().join("config.toml");
+        std::fs::write(&config_path, config).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_crucible-agent"));
+        command
+            .arg("--config")
+            .arg(&config_path)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(args)
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env("RUST_LOG", "debug")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().expect("the agent binary starts");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let stderr_pipe = child.stderr.take().unwrap();
+        let (tx, lines) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                // stdout must carry protocol messages only.
+                let value: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|_| json!({"NOT_PROTOCOL": line.clone()}));
+                if value.get("jsonrpc") != Some(&json!("2.0")) {
+                    let _ = tx.send(json!({"NOT_PROTOCOL": line}));
+                    continue;
+                }
+                if tx.send(value).is_err() {
+                    return;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        {
+            let stderr = Arc::clone(&stderr);
+            tokio::spawn(async move {
+                let mut reader = BufReader::new(stderr_pipe).lines();
+                while let Ok(Some(line)) = reader.next_line().await {
+                    let mut text = stderr.lock().unwrap();
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+            });
+        }
+        Self {
+            child,
+            stdin,
+            lines,
+            stderr,
+            next_id: 100,
+            backlog: Vec::new(),
+            dir,
+        }
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    pub fn cwd(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    pub async fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    pub async fn send(&mut self, message: &Value) {
+        self.send_raw(&message.to_string()).await;
+    }
+
+    pub async fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc":"2.0","method":method,"params":params}))
+            .await;
+    }
+
+    /// Send a request; returns its id.
+    pub async fn request(&mut self, method: &str, params: Value) -> i64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}))
+            .await;
+        id
+    }
+
+    /// The next message from the agent, whatever it is.
+    pub async fn next_message(&mut self) -> Value {
+        if !self.backlog.is_empty() {
+            return self.backlog.remove(0);
+        }
+        self.read_message().await
+    }
+
+    async fn read_message(&mut self) -> Value {
+        match tokio::time::timeout(PATIENCE, self.lines.recv()).await {
+            Ok(Some(message)) => {
+                assert!(
+                    message.get("NOT_PROTOCOL").is_none(),
+                    "non-protocol bytes on stdout: {message}"
+                );
+                message
+            }
+            Ok(None) => panic!("the agent closed stdout; stderr:\n{}", self.stderr()),
+            Err(_) => panic!(
+                "no message from the agent in {PATIENCE:?}; stderr:\n{}",
+                self.stderr()
+            ),
+        }
+    }
+
+    /// Read until the response to `id`; returns the notifications and
+    /// requests seen on the way (in order) and the response.
+    pub async fn response(&mut self, id: i64) -> (Vec<Value>, Value) {
+        let mut seen = Vec::new();
+        let mut rest = Vec::new();
+        let backlog = std::mem::take(&mut self.backlog);
+        let mut found = None;
+        for message in backlog {
+            if found.is_none()
+                && message.get("id") == Some(&json!(id))
+                && message.get("method").is_none()
+            {
+                found = Some(message);
+            } else if found.is_none() {
+                seen.push(message);
+            } else {
+                rest.push(message);
+            }
+        }
+        self.backlog = rest;
+        if let Some(found) = found {
+            return (seen, found);
+        }
+        loop {
+            let message = self.read_message().await;
+            if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
+                return (seen, message);
+            }
+            seen.push(message);
+        }
+    }
+
+    /// Request and wait for the answer.
+    pub async fn call(&mut self, method: &str, params: Value) -> (Vec<Value>, Value) {
+        let id = self.request(method, params).await;
+        self.response(id).await
+    }
+
+    pub async fn initialize(&mut self) -> Value {
+        let (_, response) = self
+            .call(
+                "initialize",
+                json!({"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false},"clientInfo":{"name":"harness","version":"0"}}),
+            )
+            .await;
+        response
+    }
+
+    /// Initialize and open a session in the agent's temp dir; returns its id.
+    pub async fn start_session(&mut self) -> String {
+        self.initialize().await;
+        self.new_session().await
+    }
+
+    pub async fn new_session(&mut self) -> String {
+        let cwd = self.cwd();
+        let (_, response) = self
+            .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .await;
+        response["result"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("session/new failed: {response}"))
+            .to_string()
+    }
+
+    pub async fn prompt(&mut self, session: &str, text: &str) -> (Vec<Value>, Value) {
+        self.call(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type":"text","text": text}]}),
+        )
+        .await
+    }
+
+    /// Wait for the first notification matching `pred`, keeping others.
+    pub async fn wait_for(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(pos) = self.backlog.iter().position(&pred) {
+            return self.backlog.remove(pos);
+        }
+        loop {
+            let message = self.read_message().await;
+            if pred(&message) {
+                return message;
+            }
+            self.backlog.push(message);
+        }
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    pub async fn wait_exit(&mut self) -> ExitStatus {
+        tokio::time::timeout(PATIENCE, self.child.wait())
+            .await
+            .expect("the agent did not exit")
+            .unwrap()
+    }
+
+    /// Everything left on stdout after the process exited.
+    pub async fn drain(&mut self) -> Vec<Value> {
+        let mut out = std::mem::take(&mut self.backlog);
+        while let Ok(Some(message)) = tokio::time::timeout(PATIENCE, self.lines.recv()).await {
+            out.push(message);
+        }
+        out
+    }
+}
+
+/// Concatenated text of `agent_message_chunk` updates for `session`.
+pub fn agent_text(messages: &[Value], session: &str) -> String {
+    chunk_text(messages, session, "agent_message_chunk")
+}
+
+pub fn thought_text(messages: &[Value], session: &str) -> String {
+    chunk_text(messages, session, "agent_thought_chunk")
+}
+
+fn chunk_text(messages: &[Value], session: &str, kind: &str) -> String {
+    updates(messages, session, kind)
+        .iter()
+        .map(|update| {
+            update["content"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+/// The `update` objects of `session/update` notifications of one kind.
+pub fn updates(messages: &[Value], session: &str, kind: &str) -> Vec<Value> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session)
+        .map(|m| m["params"]["update"].clone())
+        .filter(|u| u["sessionUpdate"] == kind)
+        .collect()
+}
+
+pub fn error_message(response: &Value) -> String {
+    response["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("expected an error, got {response}"))
+        .to_string()
+}
+
+pub fn path_str(path: &Path) -> String {
+    path.display().to_string()
+}
