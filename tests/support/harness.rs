@@ -377,6 +377,7 @@ pub struct Agent {
     stdin: Option<ChildStdin>,
     lines: mpsc::UnboundedReceiver<Value>,
     stderr: Arc<Mutex<String>>,
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
     next_id: i64,
     /// Messages read while waiting for something else.
     pub backlog: Vec<Value>,
@@ -438,7 +439,7 @@ impl Agent {
             }
         });
         let stderr = Arc::new(Mutex::new(String::new()));
-        {
+        let stderr_task = {
             let stderr = Arc::clone(&stderr);
             tokio::spawn(async move {
                 let mut reader = BufReader::new(stderr_pipe).lines();
@@ -447,13 +448,14 @@ impl Agent {
                     text.push_str(&line);
                     text.push('\n');
                 }
-            });
-        }
+            })
+        };
         Self {
             child,
             stdin,
             lines,
             stderr,
+            stderr_task: Some(stderr_task),
             next_id: 100,
             backlog: Vec::new(),
             dir,
@@ -526,12 +528,10 @@ impl Agent {
         let backlog = std::mem::take(&mut self.backlog);
         let mut found = None;
         for message in backlog {
-            if found.is_none()
-                && message.get("id") == Some(&json!(id))
-                && message.get("method").is_none()
-            {
+            let is_response = message.get("method").is_none();
+            if found.is_none() && is_response && message.get("id") == Some(&json!(id)) {
                 found = Some(message);
-            } else if found.is_none() {
+            } else if found.is_none() && !is_response {
                 seen.push(message);
             } else {
                 rest.push(message);
@@ -541,12 +541,20 @@ impl Agent {
         if let Some(found) = found {
             return (seen, found);
         }
+        let mut other_responses = Vec::new();
         loop {
             let message = self.read_message().await;
-            if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
+            let is_response = message.get("method").is_none();
+            if is_response && message.get("id") == Some(&json!(id)) {
+                // Answers to other requests stay for whoever waits for them.
+                self.backlog.extend(other_responses);
                 return (seen, message);
             }
-            seen.push(message);
+            if is_response {
+                other_responses.push(message);
+            } else {
+                seen.push(message);
+            }
         }
     }
 
@@ -609,11 +617,16 @@ impl Agent {
         self.stdin = None;
     }
 
+    /// Wait for the process to exit and its stderr to be read to the end.
     pub async fn wait_exit(&mut self) -> ExitStatus {
-        tokio::time::timeout(PATIENCE, self.child.wait())
+        let status = tokio::time::timeout(PATIENCE, self.child.wait())
             .await
             .expect("the agent did not exit")
-            .unwrap()
+            .unwrap();
+        if let Some(task) = self.stderr_task.take() {
+            let _ = tokio::time::timeout(PATIENCE, task).await;
+        }
+        status
     }
 
     /// Everything left on stdout after the process exited.

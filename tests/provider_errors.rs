@@ -1,0 +1,148 @@
+//! When the provider fails, the turn still ends, with a message that says
+//! what is wrong and what to do, and no secret leaks anywhere.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/harness.rs"]
+mod harness;
+
+use harness::{
+    Agent, LlmServer, Reply, Split, agent_text, config_for, error_message, models_reply,
+    stream_head,
+};
+use serde_json::json;
+
+async fn failing_turn(server: &LlmServer, config: &str, env: &[(&str, &str)]) -> (Agent, String) {
+    let _ = server;
+    let mut agent = Agent::spawn_with(config, &[], env).await;
+    let session = agent.start_session().await;
+    let (_, response) = agent.prompt(&session, "hello").await;
+    let message = error_message(&response);
+    // The session survives the failure.
+    let (_, again) = agent.prompt(&session, "hello again").await;
+    assert!(again.get("result").is_some() || again.get("error").is_some());
+    (agent, message)
+}
+
+#[tokio::test]
+async fn a_rejected_key_names_the_variable_it_came_from_and_never_shows_it() {
+    let server = LlmServer::start(|request| {
+        if request.header("authorization") != Some("Bearer sk-good") {
+            return Reply::json(401, json!({"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}));
+        }
+        models_reply(&["test-model"])
+    })
+    .await;
+    let config = format!(
+        "{}api_key = \"${{MY_LLM_KEY}}\"\n",
+        config_for(&server, "test-model")
+    );
+    let (agent, message) =
+        failing_turn(&server, &config, &[("MY_LLM_KEY", "sk-bad-secret-123")]).await;
+    assert!(message.contains("401"), "{message}");
+    assert!(message.contains("MY_LLM_KEY"), "{message}");
+    assert!(message.contains("Incorrect API key"), "{message}");
+    assert!(!message.contains("sk-bad-secret-123"));
+    // The key was really sent, and never logged (RUST_LOG=debug in the harness).
+    assert_eq!(
+        server.chat_requests()[0].header("authorization"),
+        Some("Bearer sk-bad-secret-123")
+    );
+    assert!(
+        !agent.stderr().contains("sk-bad-secret-123"),
+        "key in the log"
+    );
+}
+
+#[tokio::test]
+async fn an_unset_key_variable_is_reported_before_any_request() {
+    let server = LlmServer::start(|_| models_reply(&["test-model"])).await;
+    let config = format!(
+        "{}api_key = \"${{UNSET_KEY_VARIABLE}}\"\n",
+        config_for(&server, "test-model")
+    );
+    let (_, message) = failing_turn(&server, &config, &[]).await;
+    assert!(message.contains("UNSET_KEY_VARIABLE"), "{message}");
+    assert!(server.chat_requests().is_empty());
+}
+
+#[tokio::test]
+async fn an_unreachable_endpoint_says_where_and_what_to_check() {
+    // Bind then drop a listener: a local port nobody listens on.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let config = format!(
+        "[llm.providers.local]\ntype = \"openai\"\nendpoint = \"http://127.0.0.1:{port}/v1\"\ndefault_model = \"m\"\n"
+    );
+    let server = LlmServer::start(|_| models_reply(&[])).await;
+    let (_, message) = failing_turn(&server, &config, &[]).await;
+    assert!(message.contains(&format!("127.0.0.1:{port}")), "{message}");
+    assert!(message.contains("running"), "{message}");
+    assert!(message.contains("endpoint"), "{message}");
+}
+
+#[tokio::test]
+async fn an_unknown_model_lists_what_the_server_offers() {
+    let server = LlmServer::start(|request| {
+        if request.path.ends_with("/models") {
+            return models_reply(&["llama-3-8b", "qwen2.5-7b"]);
+        }
+        Reply::json(404, json!({"error":{"message":"The model `gpt-9` does not exist","type":"invalid_request_error","code":"model_not_found"}}))
+    })
+    .await;
+    let (_, message) = failing_turn(&server, &config_for(&server, "gpt-9"), &[]).await;
+    assert!(message.contains("gpt-9"), "{message}");
+    assert!(
+        message.contains("llama-3-8b") && message.contains("qwen2.5-7b"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn an_empty_stream_ends_the_turn_with_a_message() {
+    for body in [Vec::new(), b"data: [DONE]\n\n".to_vec()] {
+        let server = LlmServer::start(move |request| {
+            if request.path.ends_with("/models") {
+                return models_reply(&["test-model"]);
+            }
+            Reply::stream(body.clone(), Split::Whole)
+        })
+        .await;
+        let (_, message) = failing_turn(&server, &config_for(&server, "test-model"), &[]).await;
+        assert!(message.contains("empty stream"), "{message}");
+    }
+}
+
+#[tokio::test]
+async fn a_stream_cut_before_done_is_reported_after_the_text_it_sent() {
+    let server = LlmServer::start(|request| {
+        if request.path.ends_with("/models") {
+            return models_reply(&["test-model"]);
+        }
+        Reply::stream(stream_head(&["The answer ", "is "]), Split::Every(9))
+    })
+    .await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let session = agent.start_session().await;
+    let (seen, response) = agent.prompt(&session, "q").await;
+    assert_eq!(agent_text(&seen, &session), "The answer is ");
+    let message = error_message(&response);
+    assert!(message.contains("ended before"), "{message}");
+}
+
+#[tokio::test]
+async fn a_server_error_is_passed_on_with_its_message() {
+    let server = LlmServer::start(|request| {
+        if request.path.ends_with("/models") {
+            return models_reply(&["test-model"]);
+        }
+        Reply::json(500, json!({"error":{"message":"CUDA out of memory"}}))
+    })
+    .await;
+    let (_, message) = failing_turn(&server, &config_for(&server, "test-model"), &[]).await;
+    assert!(
+        message.contains("500") && message.contains("CUDA out of memory"),
+        "{message}"
+    );
+}
