@@ -115,6 +115,7 @@ fn init_logging(cli: &cli::Cli) -> anyhow::Result<LogGuard> {
     let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
     let stderr_layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .with_filter_fn(filter());
     let file_layer = match &cli.log_file {

@@ -1,0 +1,28 @@
+# crucible-agent: common tasks. `make demo` is the quickest way to see the agent work.
+CARGO ?= cargo
+
+.PHONY: build test fmt demo llm-server clean
+
+build:
+	$(CARGO) build --release
+
+# Formatting, lints, then tests; stops at the first step that fails.
+test:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) test
+
+fmt:
+	$(CARGO) fmt
+
+# Builds the agent, starts a local LLM server (first run builds it: ~7 min) and
+# holds a short ACP conversation with the agent. See scripts/demo.sh.
+demo:
+	bash scripts/demo.sh
+
+# Builds llama-server and fetches the model into ~/.cache/llm-server-e2e (once).
+llm-server:
+	bash scripts/llm-server.sh build
+
+clean:
+	$(CARGO) clean

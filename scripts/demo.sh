@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# `make demo`: build crucible-agent, start a real local LLM (llama-server with
+# SmolLM2-135M-Instruct, see scripts/llm-server.sh), and hold a short ACP
+# conversation with the agent over stdio (scripts/acp-demo.py).
+#
+#   DEMO_PORT=8080      port of the local LLM server
+#   any arguments are passed to scripts/acp-demo.py, e.g.
+#   bash scripts/demo.sh --raw --prompt "Write a haiku about Rust."
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PORT=${DEMO_PORT:-8080}
+AGENT="${CARGO_TARGET_DIR:-target}/release/crucible-agent"
+# Keep the agent's log (its stderr, shown in this terminal) to warnings unless asked otherwise.
+export RUST_LOG=${RUST_LOG:-warn}
+
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then
+  step() { printf '\n\033[1m=== %s\033[0m\n' "$*"; }
+else
+  step() { printf '\n=== %s\n' "$*"; }
+fi
+die() {
+  printf 'demo: error: %s\n' "$1" >&2
+  shift
+  for line in "$@"; do printf '    %s\n' "$line" >&2; done
+  exit 1
+}
+
+command -v cargo >/dev/null 2>&1 || die "cargo not found" "install Rust (https://rustup.rs) and run 'make demo' again"
+command -v python3 >/dev/null 2>&1 || die "python3 not found" "install Python 3.11 or newer and run 'make demo' again"
+
+step "1/4 building crucible-agent (cargo build --release)"
+cargo build --release
+[ -x "$AGENT" ] || die "cargo finished but $AGENT is missing"
+
+step "2/4 starting the local LLM server on 127.0.0.1:$PORT"
+bash scripts/llm-server.sh start "$PORT"
+
+step "3/4 writing a demo configuration"
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/crucible-demo.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+CONFIG="$TMP/config.toml"
+cat >"$CONFIG" <<EOF
+[chat]
+default_provider = "local"
+
+[llm.providers.local]
+type = "openai"
+endpoint = "http://127.0.0.1:$PORT/v1"
+default_model = "smollm2-135m"
+EOF
+echo "$CONFIG:"
+sed 's/^/    /' "$CONFIG"
+
+step "4/4 talking to the agent over ACP (JSON-RPC on its stdin/stdout)"
+if ! python3 scripts/acp-demo.py "$@" "$AGENT" --config "$CONFIG" --data-dir "$TMP/data"; then
+  die "the ACP conversation failed (see above)" \
+    "is the LLM server healthy?  bash scripts/llm-server.sh status" \
+    "its log:                    ${LLM_SERVER_CACHE:-$HOME/.cache/llm-server-e2e}/server-$PORT.log" \
+    "more detail:                RUST_LOG=debug make demo"
+fi
+
+case "$AGENT" in
+  /*) AGENT_ABS=$AGENT ;;
+  *) AGENT_ABS="$(pwd)/$AGENT" ;;
+esac
+cat <<EOF
+
+=== done
+That was a real ACP session: scripts/acp-demo.py played the editor, talking to
+  $AGENT
+over its stdin/stdout; the answers came from SmolLM2-135M, served by llama-server
+on 127.0.0.1:$PORT (a tiny model: expect short, sometimes odd answers).
+
+Use the agent from an editor or another ACP client by running the same binary
+with your own config file (--config FILE); see README.md for details:
+  Zed:   add an entry under "agent_servers" in settings.json whose command is
+         $AGENT_ABS
+  acpx:  npx -y acpx@0.19.1 --agent "$AGENT_ABS --config FILE" exec "say hi"
+
+The LLM server is still running, so the next 'make demo' starts at once.
+Stop it with:  bash scripts/llm-server.sh stop $PORT
+EOF
