@@ -470,7 +470,10 @@ fn validate_provider(
             }
         },
         (None, Some(file)) => {
-            let file_path = PathBuf::from(&file);
+            let file_path = match (file.strip_prefix("~/"), env("HOME")) {
+                (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+                _ => PathBuf::from(&file),
+            };
             let file_path = if file_path.is_relative() {
                 path.parent().unwrap_or(Path::new(".")).join(file_path)
             } else {
@@ -779,6 +782,47 @@ context_window = 8192
                 .warnings
                 .iter()
                 .all(|w| !w.contains("sk-very-secret"))
+        );
+    }
+
+    #[test]
+    fn api_key_file_is_read_trimmed_relative_to_home_or_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("key"), "sk-from-file\n").unwrap();
+        let home = dir.path().display().to_string();
+        let text =
+            "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"m\"\napi_key_file = \"~/key\"";
+        let config = load(text, &[("HOME", &home)]).unwrap();
+        let key = config.providers["o"].api_key.as_ref().unwrap();
+        assert_eq!(key.secret.expose(), "sk-from-file");
+        let text = "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"m\"\napi_key_file = \"missing\"";
+        let err = load(text, &[]).unwrap_err().to_string();
+        assert!(err.contains("api_key_file"), "{err}");
+    }
+
+    #[test]
+    fn the_sample_config_loads() {
+        let text = include_str!("../config.sample.toml");
+        let config = load(text, &[]).unwrap();
+        let local = config.default_provider().unwrap();
+        assert_eq!(local.name, "local");
+        assert_eq!(local.default_model, "smollm2-135m");
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+    }
+
+    #[test]
+    fn unknown_chat_keys_are_warnings_not_errors() {
+        let config = load(
+            "[chat]
+default_providr = \"x\"",
+            &[],
+        )
+        .unwrap();
+        assert!(
+            config
+                .warnings
+                .iter()
+                .any(|w| w.contains("chat.default_providr"))
         );
     }
 
