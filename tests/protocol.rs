@@ -223,3 +223,27 @@ default_model = "gpt-4o"
     let response = agent.initialize().await;
     assert_eq!(response["result"]["protocolVersion"], 1);
 }
+
+#[tokio::test]
+async fn logs_go_to_stderr_and_the_log_file_never_to_stdout() {
+    let server = server().await;
+    let log_dir = tempfile::tempdir().unwrap();
+    let log_file = log_dir.path().join("logs/agent.log");
+    let mut agent = Agent::spawn_with(
+        &config_for(&server, "test-model"),
+        &["--log-file", log_file.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    agent.start_session().await;
+    // Every stdout line so far was protocol (the harness checks each one).
+    agent.close_stdin();
+    assert_eq!(agent.wait_exit().await.code(), Some(0));
+    for message in agent.drain().await {
+        assert_eq!(message["jsonrpc"], "2.0");
+    }
+    let logged = std::fs::read_to_string(&log_file).unwrap();
+    assert!(logged.contains("initialize"), "{logged}");
+    assert!(agent.stderr().contains("initialize"));
+    assert!(!logged.contains("\u{1b}["), "no colour codes in the file");
+}

@@ -147,3 +147,44 @@ async fn a_server_error_is_passed_on_with_its_message() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn a_stream_that_goes_silent_times_out_with_a_clear_message() {
+    let server = LlmServer::start(|request| {
+        if request.path.ends_with("/models") {
+            return models_reply(&["test-model"]);
+        }
+        Reply::stream(stream_head(&["Partial "]), Split::Whole).hanging()
+    })
+    .await;
+    let config = format!("{}timeout_secs = 1\n", config_for(&server, "test-model"));
+    let mut agent = Agent::spawn(&config).await;
+    let session = agent.start_session().await;
+    let (seen, response) = agent.prompt(&session, "q").await;
+    assert_eq!(agent_text(&seen, &session), "Partial ");
+    let message = error_message(&response);
+    assert!(
+        message.contains("no data for 1 s") && message.contains("timeout_secs"),
+        "{message}"
+    );
+    server.wait_disconnect().await;
+}
+
+#[tokio::test]
+async fn a_slow_but_steady_stream_is_not_cut() {
+    let server = LlmServer::start(|request| {
+        if request.path.ends_with("/models") {
+            return models_reply(&["test-model"]);
+        }
+        // Pieces 400 ms apart: each gap is under the 1 s idle limit, the whole far over it.
+        Reply::stream(harness::text_stream(&["a", "b", "c"]), Split::Every(120))
+            .paced(std::time::Duration::from_millis(400))
+    })
+    .await;
+    let config = format!("{}timeout_secs = 1\n", config_for(&server, "test-model"));
+    let mut agent = Agent::spawn(&config).await;
+    let session = agent.start_session().await;
+    let (seen, response) = agent.prompt(&session, "q").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(agent_text(&seen, &session), "abc");
+}
