@@ -5,18 +5,13 @@
 #[path = "support/harness.rs"]
 mod harness;
 
-use harness::{
-    Agent, LlmServer, Reply, Split, agent_text, config_for, models_reply, stream_head, text_stream,
-};
+use harness::{Agent, LlmServer, Reply, Split, agent_text, config_for, stream_head, text_stream};
 use serde_json::json;
 
 /// The first prompt hangs mid-stream; later ones answer normally.
 async fn hang_then_answer() -> LlmServer {
     let calls = std::sync::atomic::AtomicUsize::new(0);
-    LlmServer::start(move |request| {
-        if request.path.ends_with("/models") {
-            return models_reply(&["test-model"]);
-        }
+    LlmServer::chat(move |_request| {
         if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
             Reply::stream(stream_head(&["Once ", "upon ", "a "]), Split::Every(4)).hanging()
         } else {
@@ -26,14 +21,10 @@ async fn hang_then_answer() -> LlmServer {
     .await
 }
 
-async fn wait_for_first_chunk(agent: &mut Agent) {
-    agent
-        .wait_for(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
-        .await;
-}
-
-#[tokio::test]
-async fn cancel_mid_stream_answers_cancelled_and_the_next_prompt_works() {
+/// An agent whose first prompt is streaming (its first chunk has arrived)
+/// and will not end by itself: the server, the agent, the session and the
+/// prompt's request id.
+async fn turn_in_progress() -> (LlmServer, Agent, String, i64) {
     let server = hang_then_answer().await;
     let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
     let session = agent.start_session().await;
@@ -43,7 +34,15 @@ async fn cancel_mid_stream_answers_cancelled_and_the_next_prompt_works() {
             json!({"sessionId": session, "prompt": [{"type":"text","text":"story"}]}),
         )
         .await;
-    wait_for_first_chunk(&mut agent).await;
+    agent
+        .wait_for(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .await;
+    (server, agent, session, id)
+}
+
+#[tokio::test]
+async fn cancel_mid_stream_answers_cancelled_and_the_next_prompt_works() {
+    let (server, mut agent, session, id) = turn_in_progress().await;
     agent
         .notify("session/cancel", json!({"sessionId": session}))
         .await;
@@ -69,16 +68,7 @@ async fn cancel_mid_stream_answers_cancelled_and_the_next_prompt_works() {
 
 #[tokio::test]
 async fn cancel_request_answers_the_prompt_with_request_cancelled() {
-    let server = hang_then_answer().await;
-    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
-    let session = agent.start_session().await;
-    let id = agent
-        .request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type":"text","text":"story"}]}),
-        )
-        .await;
-    wait_for_first_chunk(&mut agent).await;
+    let (server, mut agent, session, id) = turn_in_progress().await;
     agent
         .notify("$/cancel_request", json!({"requestId": id}))
         .await;
@@ -95,16 +85,7 @@ async fn cancel_request_answers_the_prompt_with_request_cancelled() {
 
 #[tokio::test]
 async fn closing_a_session_ends_its_turn() {
-    let server = hang_then_answer().await;
-    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
-    let session = agent.start_session().await;
-    let id = agent
-        .request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type":"text","text":"story"}]}),
-        )
-        .await;
-    wait_for_first_chunk(&mut agent).await;
+    let (_server, mut agent, session, id) = turn_in_progress().await;
     let (_, closed) = agent
         .call("session/close", json!({"sessionId": session}))
         .await;
@@ -117,16 +98,7 @@ async fn closing_a_session_ends_its_turn() {
 
 #[tokio::test]
 async fn closing_stdin_mid_turn_answers_the_turn_and_exits_cleanly() {
-    let server = hang_then_answer().await;
-    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
-    let session = agent.start_session().await;
-    let id = agent
-        .request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type":"text","text":"story"}]}),
-        )
-        .await;
-    wait_for_first_chunk(&mut agent).await;
+    let (server, mut agent, _session, id) = turn_in_progress().await;
     agent.close_stdin();
     let status = agent.wait_exit().await;
     assert_eq!(status.code(), Some(0), "stderr:\n{}", agent.stderr());
@@ -142,10 +114,7 @@ async fn closing_stdin_mid_turn_answers_the_turn_and_exits_cleanly() {
 #[tokio::test]
 async fn cancel_before_the_server_answers_at_all() {
     // The server accepts the request but never sends headers.
-    let server = LlmServer::start(|request| {
-        if request.path.ends_with("/models") {
-            return models_reply(&["test-model"]);
-        }
+    let server = LlmServer::chat(|_request| {
         Reply::stream(Vec::new(), Split::Whole)
             .gated(std::sync::Arc::new(tokio::sync::Notify::new()))
             .hanging()

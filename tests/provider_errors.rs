@@ -103,13 +103,8 @@ async fn an_unknown_model_lists_what_the_server_offers() {
 #[tokio::test]
 async fn an_empty_stream_ends_the_turn_with_a_message() {
     for body in [Vec::new(), b"data: [DONE]\n\n".to_vec()] {
-        let server = LlmServer::start(move |request| {
-            if request.path.ends_with("/models") {
-                return models_reply(&["test-model"]);
-            }
-            Reply::stream(body.clone(), Split::Whole)
-        })
-        .await;
+        let server =
+            LlmServer::chat(move |_request| Reply::stream(body.clone(), Split::Whole)).await;
         let (_, message) = failing_turn(&server, &config_for(&server, "test-model"), &[]).await;
         assert!(message.contains("empty stream"), "{message}");
     }
@@ -117,10 +112,7 @@ async fn an_empty_stream_ends_the_turn_with_a_message() {
 
 #[tokio::test]
 async fn a_stream_cut_before_done_is_reported_after_the_text_it_sent() {
-    let server = LlmServer::start(|request| {
-        if request.path.ends_with("/models") {
-            return models_reply(&["test-model"]);
-        }
+    let server = LlmServer::chat(|_request| {
         Reply::stream(stream_head(&["The answer ", "is "]), Split::Every(9))
     })
     .await;
@@ -134,10 +126,7 @@ async fn a_stream_cut_before_done_is_reported_after_the_text_it_sent() {
 
 #[tokio::test]
 async fn a_server_error_is_passed_on_with_its_message() {
-    let server = LlmServer::start(|request| {
-        if request.path.ends_with("/models") {
-            return models_reply(&["test-model"]);
-        }
+    let server = LlmServer::chat(|_request| {
         Reply::json(500, json!({"error":{"message":"CUDA out of memory"}}))
     })
     .await;
@@ -150,10 +139,7 @@ async fn a_server_error_is_passed_on_with_its_message() {
 
 #[tokio::test]
 async fn a_stream_that_goes_silent_times_out_with_a_clear_message() {
-    let server = LlmServer::start(|request| {
-        if request.path.ends_with("/models") {
-            return models_reply(&["test-model"]);
-        }
+    let server = LlmServer::chat(|_request| {
         Reply::stream(stream_head(&["Partial "]), Split::Whole).hanging()
     })
     .await;
@@ -172,10 +158,7 @@ async fn a_stream_that_goes_silent_times_out_with_a_clear_message() {
 
 #[tokio::test]
 async fn a_slow_but_steady_stream_is_not_cut() {
-    let server = LlmServer::start(|request| {
-        if request.path.ends_with("/models") {
-            return models_reply(&["test-model"]);
-        }
+    let server = LlmServer::chat(|_request| {
         // Pieces 400 ms apart: each gap is under the 1 s idle limit, the whole far over it.
         Reply::stream(harness::text_stream(&["a", "b", "c"]), Split::Every(120))
             .paced(std::time::Duration::from_millis(400))

@@ -62,10 +62,7 @@ async fn text_streams_in_order_even_when_split_inside_characters() {
 
 #[tokio::test]
 async fn the_conversation_carries_over_between_turns() {
-    let server = LlmServer::start(|request| {
-        if request.path.ends_with("/models") {
-            return models_reply(&["test-model"]);
-        }
+    let server = LlmServer::chat(|request| {
         let answer = format!("You said: {}", request.last_user_text());
         Reply::stream(text_stream(&[&answer]), Split::Every(7))
     })
@@ -87,10 +84,7 @@ async fn the_conversation_carries_over_between_turns() {
 
 #[tokio::test]
 async fn reasoning_becomes_thought_chunks_and_length_is_max_tokens() {
-    let server = LlmServer::start(|request| {
-        if request.path.ends_with("/models") {
-            return models_reply(&["test-model"]);
-        }
+    let server = LlmServer::chat(|_request| {
         let deltas = [
             json!({"reasoning_content": "The user "}),
             json!({"reasoning_content": "wants ✓"}),
@@ -171,13 +165,8 @@ async fn the_model_is_a_config_option_the_client_can_change() {
 
 #[tokio::test]
 async fn the_model_flag_sets_the_default() {
-    let server = LlmServer::start(|request| {
-        if request.path.ends_with("/models") {
-            return models_reply(&["test-model"]);
-        }
-        Reply::stream(text_stream(&["ok"]), Split::Whole)
-    })
-    .await;
+    let server =
+        LlmServer::chat(|_request| Reply::stream(text_stream(&["ok"]), Split::Whole)).await;
     let mut agent = Agent::spawn_with(
         &config_for(&server, "test-model"),
         &["--model", "flag-model"],
@@ -196,10 +185,7 @@ async fn two_sessions_stream_at_the_same_time() {
     let gate = Arc::new(Notify::new());
     let server = {
         let gate = Arc::clone(&gate);
-        LlmServer::start(move |request| {
-            if request.path.ends_with("/models") {
-                return models_reply(&["test-model"]);
-            }
+        LlmServer::chat(move |request| {
             let user = request.last_user_text();
             let pieces: Vec<String> = (0..20).map(|i| format!("{user}-{i} ")).collect();
             let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
@@ -241,10 +227,7 @@ async fn two_sessions_stream_at_the_same_time() {
 
 #[tokio::test]
 async fn a_second_prompt_while_one_runs_gets_a_clear_error() {
-    let server = LlmServer::start(|request| {
-        if request.path.ends_with("/models") {
-            return models_reply(&["test-model"]);
-        }
+    let server = LlmServer::chat(|_request| {
         Reply::stream(harness::stream_head(&["thinking..."]), Split::Whole).hanging()
     })
     .await;

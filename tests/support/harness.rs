@@ -184,6 +184,19 @@ impl LlmServer {
         }
     }
 
+    /// A server whose `/models` lists `test-model` and whose chat answers
+    /// come from `chat`.
+    pub async fn chat(chat: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) -> Self {
+        Self::start(move |request| {
+            if request.path.ends_with("/models") {
+                models_reply(&["test-model"])
+            } else {
+                chat(request)
+            }
+        })
+        .await
+    }
+
     pub fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}/v1", self.port)
     }
