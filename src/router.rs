@@ -408,6 +408,105 @@ mod tests {
         assert_eq!(value["agentInfo"]["name"], "crucible-agent");
     }
 
+    use crate::config::Config;
+    use crate::providers::Providers;
+    use crate::session::manager::Defaults;
+    use crate::transport::jsonrpc::parse_line;
+    use tokio::sync::mpsc::UnboundedReceiver;
+
+    fn router() -> (Router, UnboundedReceiver<Vec<u8>>) {
+        let (connection, lines) = Connection::new();
+        let config = Config::builtin_default();
+        let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());
+        let manager = SessionManager::new(
+            Arc::new(Providers::from_config(&config)),
+            sink,
+            Defaults {
+                provider: "ollama".into(),
+                model: "llama3.2".into(),
+            },
+        );
+        (Router::new(connection, manager), lines)
+    }
+
+    fn feed(router: &mut Router, line: &str) {
+        if let Some(message) = parse_line(line.as_bytes()) {
+            router.handle(message);
+        }
+    }
+
+    async fn next(lines: &mut UnboundedReceiver<Vec<u8>>) -> Value {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(5), lines.recv())
+            .await
+            .expect("an answer")
+            .expect("the connection is open");
+        serde_json::from_slice(&line).unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_request_gets_one_answer_with_the_right_code() {
+        let (mut router, mut lines) = router();
+        let cwd = std::env::temp_dir();
+        let table = [
+            (r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#.to_string(), None),
+            ("{oops".to_string(), Some(-32700)),
+            (r#"{"jsonrpc":"2.0","id":2,"method":"no/such"}"#.to_string(), Some(-32601)),
+            (r#"{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"x","mcpServers":[]}}"#.to_string(), Some(-32602)),
+            (r#"{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"nope","prompt":[{"type":"text","text":"hi"}]}}"#.to_string(), Some(-32002)),
+            (r#"{"jsonrpc":"2.0","id":5,"method":"session/close","params":{"sessionId":"nope"}}"#.to_string(), Some(-32002)),
+            (format!(r#"{{"jsonrpc":"2.0","id":6,"method":"session/new","params":{{"cwd":{},"mcpServers":[]}}}}"#, serde_json::to_string(&cwd).unwrap()), None),
+        ];
+        for (line, code) in table {
+            feed(&mut router, &line);
+            let answer = next(&mut lines).await;
+            match code {
+                Some(code) => assert_eq!(answer["error"]["code"], code, "{line} → {answer}"),
+                None => assert!(answer.get("result").is_some(), "{line} → {answer}"),
+            }
+        }
+        // Notifications, known or not, are never answered.
+        feed(
+            &mut router,
+            r#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"nope"}}"#,
+        );
+        feed(&mut router, r#"{"jsonrpc":"2.0","method":"whatever"}"#);
+        feed(&mut router, r#"{"jsonrpc":"2.0","id":7,"method":"logout"}"#);
+        loop {
+            let message = next(&mut lines).await;
+            if message.get("method").is_some() {
+                continue; // a session update (e.g. a model list, if a local Ollama answers)
+            }
+            assert_eq!(
+                message["id"], 7,
+                "only the logout was owed an answer: {message}"
+            );
+            break;
+        }
+    }
+
+    #[tokio::test]
+    async fn client_answers_reach_the_waiting_request() {
+        let (router, mut lines) = router();
+        let connection = router.connection.clone();
+        let mut router = router;
+        let asking = tokio::spawn(async move {
+            connection
+                .request(
+                    "session/request_permission",
+                    &serde_json::json!({"sessionId": "s"}),
+                )
+                .await
+        });
+        let sent = next(&mut lines).await;
+        let id = sent["id"].clone();
+        feed(
+            &mut router,
+            &serde_json::json!({"jsonrpc":"2.0","id":id,"result":{"outcome":{"outcome":"cancelled"}}}).to_string(),
+        );
+        let answer = asking.await.unwrap().unwrap();
+        assert_eq!(answer["outcome"]["outcome"], "cancelled");
+    }
+
     #[test]
     fn cwd_must_be_an_absolute_existing_directory() {
         assert!(check_cwd(Path::new("relative/dir")).is_err());
