@@ -28,15 +28,8 @@ async fn turn_in_progress() -> (LlmServer, Agent, String, i64) {
     let server = hang_then_answer().await;
     let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
     let session = agent.start_session().await;
-    let id = agent
-        .request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type":"text","text":"story"}]}),
-        )
-        .await;
-    agent
-        .wait_for(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
-        .await;
+    let id = agent.start_prompt(&session, "story").await;
+    agent.wait_for_update("agent_message_chunk").await;
     (server, agent, session, id)
 }
 
@@ -122,12 +115,7 @@ async fn cancel_before_the_server_answers_at_all() {
     .await;
     let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
     let session = agent.start_session().await;
-    let id = agent
-        .request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type":"text","text":"x"}]}),
-        )
-        .await;
+    let id = agent.start_prompt(&session, "x").await;
     // Wait until the request reached the server, then cancel.
     for _ in 0..2000 {
         if !server.chat_requests().is_empty() {

@@ -125,9 +125,7 @@ async fn session_new_checks_cwd_and_offers_the_model_option() {
     assert_eq!(model["type"], "select");
 
     // The server's model list arrives afterwards as a config option update.
-    let update = agent
-        .wait_for(|m| m["params"]["update"]["sessionUpdate"] == "config_option_update")
-        .await;
+    let update = agent.wait_for_update("config_option_update").await;
     assert_eq!(update["params"]["sessionId"], session.as_str());
     let values: Vec<&str> = update["params"]["update"]["configOptions"][0]["options"]
         .as_array()

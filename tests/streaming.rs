@@ -129,9 +129,7 @@ async fn the_model_is_a_config_option_the_client_can_change() {
     let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
     let session = agent.start_session().await;
     // Wait for the model list so the new value is offered.
-    agent
-        .wait_for(|m| m["params"]["update"]["sessionUpdate"] == "config_option_update")
-        .await;
+    agent.wait_for_update("config_option_update").await;
     let (_, response) = agent
         .call(
             "session/set_config_option",
@@ -203,18 +201,8 @@ async fn two_sessions_stream_at_the_same_time() {
     let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
     let a = agent.start_session().await;
     let b = agent.new_session().await;
-    let id_a = agent
-        .request(
-            "session/prompt",
-            json!({"sessionId": a, "prompt": [{"type":"text","text":"A"}]}),
-        )
-        .await;
-    let id_b = agent
-        .request(
-            "session/prompt",
-            json!({"sessionId": b, "prompt": [{"type":"text","text":"B"}]}),
-        )
-        .await;
+    let id_a = agent.start_prompt(&a, "A").await;
+    let id_b = agent.start_prompt(&b, "B").await;
     let (seen_a, response_a) = agent.response(id_a).await;
     let (seen_b, response_b) = agent.response(id_b).await;
     let all: Vec<_> = seen_a.iter().chain(seen_b.iter()).cloned().collect();
@@ -233,15 +221,8 @@ async fn a_second_prompt_while_one_runs_gets_a_clear_error() {
     .await;
     let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
     let session = agent.start_session().await;
-    let first = agent
-        .request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type":"text","text":"one"}]}),
-        )
-        .await;
-    agent
-        .wait_for(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
-        .await;
+    let first = agent.start_prompt(&session, "one").await;
+    agent.wait_for_update("agent_message_chunk").await;
     let (_, second) = agent.prompt(&session, "two").await;
     assert!(error_message(&second).contains("already"), "{second}");
     agent

@@ -612,6 +612,21 @@ impl Agent {
         .await
     }
 
+    /// Send a text prompt without waiting for its answer; returns the request id.
+    pub async fn start_prompt(&mut self, session: &str, text: &str) -> i64 {
+        self.request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type":"text","text": text}]}),
+        )
+        .await
+    }
+
+    /// Wait for the first `session/update` of this kind, keeping others.
+    pub async fn wait_for_update(&mut self, kind: &str) -> Value {
+        self.wait_for(|m| m["params"]["update"]["sessionUpdate"] == kind)
+            .await
+    }
+
     /// Wait for the first notification matching `pred`, keeping others.
     pub async fn wait_for(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
         if let Some(pos) = self.backlog.iter().position(&pred) {
