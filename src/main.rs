@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 use crucible_agent::cli;
 use crucible_agent::config::{Config, Overrides};
@@ -23,13 +23,10 @@ const FLUSH_GRACE: Duration = Duration::from_secs(5);
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    let _log_guard = match init_logging(&cli) {
-        Ok(guard) => guard,
-        Err(err) => {
-            eprintln!("crucible-agent: {err:#}");
-            return ExitCode::from(2);
-        }
-    };
+    if let Err(err) = init_logging(&cli) {
+        eprintln!("crucible-agent: {err:#}");
+        return ExitCode::from(2);
+    }
     let (config_path, named) = cli.config_path();
     let overrides = Overrides {
         provider: cli.provider.clone(),
@@ -108,16 +105,13 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Keeps the log file's writer alive for the life of the process.
-struct LogGuard;
-
-fn init_logging(cli: &cli::Cli) -> anyhow::Result<LogGuard> {
+fn init_logging(cli: &cli::Cli) -> anyhow::Result<()> {
     let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
     let stderr_layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
-        .with_filter_fn(filter());
+        .with_filter(filter());
     let file_layer = match &cli.log_file {
         Some(path) => {
             if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -134,7 +128,7 @@ fn init_logging(cli: &cli::Cli) -> anyhow::Result<LogGuard> {
                 tracing_subscriber::fmt::layer()
                     .with_writer(Arc::new(file))
                     .with_ansi(false)
-                    .with_filter_fn(filter()),
+                    .with_filter(filter()),
             )
         }
         None => None,
@@ -144,27 +138,5 @@ fn init_logging(cli: &cli::Cli) -> anyhow::Result<LogGuard> {
         .with(file_layer)
         .try_init()
         .context("cannot start logging")?;
-    Ok(LogGuard)
-}
-
-trait WithFilter<S> {
-    fn with_filter_fn(
-        self,
-        filter: EnvFilter,
-    ) -> tracing_subscriber::filter::Filtered<Self, EnvFilter, S>
-    where
-        Self: Sized;
-}
-
-impl<S, L> WithFilter<S> for L
-where
-    L: tracing_subscriber::Layer<S>,
-    S: tracing::Subscriber,
-{
-    fn with_filter_fn(
-        self,
-        filter: EnvFilter,
-    ) -> tracing_subscriber::filter::Filtered<Self, EnvFilter, S> {
-        tracing_subscriber::Layer::with_filter(self, filter)
-    }
+    Ok(())
 }
