@@ -7,6 +7,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use crate::providers::retry;
 use crate::providers::{
     ChatRequest, FinishReason, Message, Part, Provider, ProviderError, ProviderEvent, Role,
     ToolChoice, Usage,
@@ -68,7 +69,8 @@ pub async fn run_turn(input: TurnInput, emit: &(dyn Fn(AgentEvent) + Send + Sync
         messages: input.history.clone(),
         tools: Vec::new(),
         tool_choice: ToolChoice::Auto,
-        max_output_tokens: None,
+        max_output_tokens: input.provider.config().max_output_tokens,
+        context_window: Some(input.context_window),
     };
     let call = call_model(
         &*input.provider,
@@ -122,10 +124,11 @@ async fn call_model(
 ) -> CallResult {
     let mut builder = AssistantBuilder::default();
     let mut usage = None;
+    let notify = |notice: retry::RetryNotice| emit(AgentEvent::Thought(notice.message()));
     let started = tokio::select! {
         biased;
         _ = cancel.cancelled() => None,
-        started = provider.stream_chat(request) => Some(started),
+        started = retry::start_stream(provider, &request, &notify) => Some(started),
     };
     let mut stream = match started {
         None => return builder.finish(usage, Ok(CallEnd::Cancelled)),
@@ -142,12 +145,16 @@ async fn call_model(
         match next {
             Some(Ok(event)) => match event {
                 ProviderEvent::TextDelta(text) => {
-                    builder.text.push_str(&text);
+                    builder.text(&text);
                     emit(AgentEvent::AgentText(text));
                 }
                 ProviderEvent::ThinkingDelta(text) => {
-                    builder.thinking.push_str(&text);
+                    builder.thinking(&text);
                     emit(AgentEvent::Thought(text));
+                }
+                ProviderEvent::ThinkingSignature(signature) => builder.sign(signature),
+                ProviderEvent::RedactedThinking(data) => {
+                    builder.parts.push(Part::RedactedThinking { data })
                 }
                 ProviderEvent::ToolCallStart { index, id, name } => {
                     builder.start_call(index, id, name)
@@ -178,46 +185,79 @@ async fn call_model(
     builder.finish(usage, result)
 }
 
+/// Collects what the model said, in the order it said it, so thinking
+/// blocks keep their signatures and place (Anthropic checks both).
 #[derive(Default)]
 struct AssistantBuilder {
-    text: String,
-    thinking: String,
-    calls: Vec<(usize, String, String, String)>,
+    parts: Vec<Part>,
+    /// Tool calls by the provider's index: their position in `parts`.
+    calls: Vec<(usize, usize)>,
 }
 
 impl AssistantBuilder {
+    fn text(&mut self, delta: &str) {
+        match self.parts.last_mut() {
+            Some(Part::Text { text }) => text.push_str(delta),
+            _ => self.parts.push(Part::Text {
+                text: delta.to_string(),
+            }),
+        }
+    }
+
+    fn thinking(&mut self, delta: &str) {
+        match self.parts.last_mut() {
+            Some(Part::Thinking {
+                text,
+                signature: None,
+            }) => text.push_str(delta),
+            _ => self.parts.push(Part::Thinking {
+                text: delta.to_string(),
+                signature: None,
+            }),
+        }
+    }
+
+    fn sign(&mut self, value: String) {
+        let open = self.parts.iter_mut().rev().find_map(|part| match part {
+            Part::Thinking {
+                signature: signature @ None,
+                ..
+            } => Some(signature),
+            _ => None,
+        });
+        match open {
+            Some(signature) => *signature = Some(value),
+            // A block with a signature but no visible text is still a block.
+            None => self.parts.push(Part::Thinking {
+                text: String::new(),
+                signature: Some(value),
+            }),
+        }
+    }
+
     fn start_call(&mut self, index: usize, id: String, name: String) {
-        self.calls.push((index, id, name, String::new()));
+        self.calls.push((index, self.parts.len()));
+        self.parts.push(Part::ToolCall {
+            id,
+            name,
+            arguments: String::new(),
+        });
     }
 
     fn call_args(&mut self, index: usize, delta: &str) {
-        if let Some(call) = self.calls.iter_mut().find(|call| call.0 == index) {
-            call.3.push_str(delta);
+        let Some(&(_, position)) = self.calls.iter().rev().find(|(i, _)| *i == index) else {
+            return;
+        };
+        if let Some(Part::ToolCall { arguments, .. }) = self.parts.get_mut(position) {
+            arguments.push_str(delta);
         }
     }
 
     fn finish(self, usage: Option<Usage>, result: Result<CallEnd, ProviderError>) -> CallResult {
-        let mut parts = Vec::new();
-        if !self.thinking.is_empty() {
-            parts.push(Part::Thinking {
-                text: self.thinking,
-                signature: None,
-            });
-        }
-        if !self.text.is_empty() {
-            parts.push(Part::Text { text: self.text });
-        }
-        for (_, id, name, arguments) in self.calls {
-            parts.push(Part::ToolCall {
-                id,
-                name,
-                arguments,
-            });
-        }
         CallResult {
             message: Message {
                 role: Role::Assistant,
-                parts,
+                parts: self.parts,
             },
             usage,
             result,
@@ -228,7 +268,7 @@ impl AssistantBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ProviderKind;
+    use crate::config::{Config, ProviderConfig};
     use crate::providers::{EventStream, ModelInfo};
     use futures::future::BoxFuture;
     use std::sync::Mutex;
@@ -238,20 +278,12 @@ mod tests {
         events: Vec<Result<ProviderEvent, ProviderError>>,
         hang_after: bool,
         seen: Mutex<Vec<ChatRequest>>,
+        config: ProviderConfig,
     }
 
     impl Provider for Scripted {
-        fn name(&self) -> &str {
-            "scripted"
-        }
-        fn kind(&self) -> ProviderKind {
-            ProviderKind::OpenAi
-        }
-        fn default_model(&self) -> &str {
-            "m"
-        }
-        fn configured_context_window(&self) -> Option<u64> {
-            None
+        fn config(&self) -> &ProviderConfig {
+            &self.config
         }
         fn stream_chat(
             &self,
@@ -266,6 +298,7 @@ mod tests {
                     Err(err) => Err(ProviderError::Remote {
                         provider: "scripted".into(),
                         detail: err.to_string(),
+                        transient: false,
                     }),
                 })
                 .collect();
@@ -304,6 +337,10 @@ mod tests {
             events,
             hang_after,
             seen: Mutex::default(),
+            config: Config::builtin_default()
+                .default_provider()
+                .cloned()
+                .unwrap(),
         })
     }
 
@@ -383,6 +420,7 @@ mod tests {
                 Err(ProviderError::Remote {
                     provider: "p".into(),
                     detail: "overloaded".into(),
+                    transient: false,
                 }),
             ],
             false,

@@ -20,6 +20,9 @@ pub const OLLAMA_DEFAULT_ENDPOINT: &str = "http://localhost:11434";
 pub const OLLAMA_DEFAULT_MODEL: &str = "llama3.2";
 const DEFAULT_TIMEOUT_SECS: u64 = 120;
 const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 10;
+const DEFAULT_MAX_RETRIES: u32 = 3;
+const DEFAULT_RETRY_BASE_DELAY_MS: u64 = 1000;
+const DEFAULT_RETRY_MAX_DELAY_SECS: u64 = 60;
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -141,8 +144,33 @@ pub struct ProviderConfig {
     /// request time can say which variable to export.
     pub missing_key_variable: Option<String>,
     pub context_window: Option<u64>,
+    /// Idle-stream timeout: no bytes for this long ends the call.
     pub timeout: Duration,
     pub connect_timeout: Duration,
+    /// Cap on the answer's length, sent as `max_tokens` (Anthropic requires one).
+    pub max_output_tokens: Option<u32>,
+    pub retry: RetryPolicy,
+}
+
+/// How transient provider failures are retried (seed 004's `RetryPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts after the first; 0 turns retrying off.
+    pub max_retries: u32,
+    /// The first wait; each later one doubles, with jitter.
+    pub base_delay: Duration,
+    /// No single wait is longer, and a `Retry-After` beyond it is not waited for.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: DEFAULT_MAX_RETRIES,
+            base_delay: Duration::from_millis(DEFAULT_RETRY_BASE_DELAY_MS),
+            max_delay: Duration::from_secs(DEFAULT_RETRY_MAX_DELAY_SECS),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -177,6 +205,8 @@ impl Config {
             context_window: None,
             timeout: Duration::from_secs(DEFAULT_TIMEOUT_SECS),
             connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_SECS),
+            max_output_tokens: None,
+            retry: RetryPolicy::default(),
         };
         Self {
             source: None,
@@ -366,7 +396,7 @@ fn validate_provider(
             path,
             key(unknown),
             "is not a provider setting",
-            "Known settings: type, endpoint, default_model, api_key, api_key_file, context_window, timeout_secs, connect_timeout_secs. Remove or rename it.",
+            "Known settings: type, endpoint, default_model, api_key, api_key_file, context_window, max_output_tokens, timeout_secs, connect_timeout_secs, max_retries, retry_base_delay_ms, retry_max_delay_secs. Remove or rename it.",
         ));
     }
     if name.is_empty() {
@@ -527,6 +557,44 @@ fn validate_provider(
         &key("connect_timeout_secs"),
     )?;
 
+    let max_output_tokens = match raw.max_output_tokens {
+        Some(0) => {
+            return Err(invalid(
+                path,
+                key("max_output_tokens"),
+                "is 0",
+                "Give the longest answer in tokens (e.g. 8192), or leave it out.",
+            ));
+        }
+        other => other,
+    };
+    let base_delay = Duration::from_millis(
+        raw.retry_base_delay_ms
+            .unwrap_or(DEFAULT_RETRY_BASE_DELAY_MS),
+    );
+    let max_delay = positive_secs(
+        raw.retry_max_delay_secs,
+        DEFAULT_RETRY_MAX_DELAY_SECS,
+        path,
+        &key("retry_max_delay_secs"),
+    )?;
+    if base_delay > max_delay {
+        return Err(invalid(
+            path,
+            key("retry_base_delay_ms"),
+            format!(
+                "is longer than retry_max_delay_secs ({} s)",
+                max_delay.as_secs()
+            ),
+            "Make the first wait shorter than the longest one.",
+        ));
+    }
+    let retry = RetryPolicy {
+        max_retries: raw.max_retries.unwrap_or(DEFAULT_MAX_RETRIES),
+        base_delay,
+        max_delay,
+    };
+
     Ok(ProviderConfig {
         name: name.to_string(),
         kind,
@@ -537,6 +605,8 @@ fn validate_provider(
         context_window,
         timeout,
         connect_timeout,
+        max_output_tokens,
+        retry,
     })
 }
 

@@ -2,7 +2,12 @@
 //! translation see only [`ProviderEvent`]s; each wire format lives in its own
 //! module.
 
+pub mod anthropic;
+pub mod http;
+pub mod known_models;
+pub mod ollama;
 pub mod openai;
+pub mod retry;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,6 +46,10 @@ pub enum Part {
         text: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
+    },
+    /// Anthropic's encrypted reasoning; only Anthropic can read it back.
+    RedactedThinking {
+        data: String,
     },
     ToolCall {
         id: String,
@@ -114,6 +123,9 @@ pub struct ChatRequest {
     pub tools: Vec<ToolDefinition>,
     pub tool_choice: ToolChoice,
     pub max_output_tokens: Option<u32>,
+    /// The window the session budgets for. Ollama must be told (`num_ctx`),
+    /// or it silently cuts the prompt to its small default.
+    pub context_window: Option<u64>,
 }
 
 /// Token counts the provider reported for one call.
@@ -137,6 +149,9 @@ pub enum FinishReason {
 pub enum ProviderEvent {
     TextDelta(String),
     ThinkingDelta(String),
+    /// Closes the thinking block so far; the signature goes back with it.
+    ThinkingSignature(String),
+    RedactedThinking(String),
     ToolCallStart {
         index: usize,
         id: String,
@@ -213,20 +228,83 @@ pub enum ProviderError {
     #[error("provider `{provider}` sent data this agent cannot read: {detail}")]
     Malformed { provider: String, detail: String },
     #[error("provider `{provider}` reported an error: {detail}")]
-    Remote { provider: String, detail: String },
+    Remote {
+        provider: String,
+        detail: String,
+        /// The server says it is overloaded or failed internally: worth retrying.
+        transient: bool,
+    },
     #[error("provider `{provider}` could not be set up: {detail}")]
     Setup { provider: String, detail: String },
+    /// A transient failure that retrying did not cure.
+    #[error("{last} ({why})")]
+    GaveUp {
+        last: Box<ProviderError>,
+        why: String,
+    },
+}
+
+/// What kind of failure an error is, which decides whether to retry (seed 004).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    RateLimit,
+    ServerError,
+    Network,
+    Malformed,
+    Fatal,
+}
+
+impl ProviderError {
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            ProviderError::Http { status: 429, .. } => ErrorClass::RateLimit,
+            // 408 request timeout and 529 (Anthropic "overloaded") are transient too.
+            ProviderError::Http { status, .. } if *status >= 500 || *status == 408 => {
+                ErrorClass::ServerError
+            }
+            ProviderError::Remote {
+                transient: true, ..
+            } => ErrorClass::ServerError,
+            ProviderError::Unreachable { .. } | ProviderError::Truncated { .. } => {
+                ErrorClass::Network
+            }
+            ProviderError::Malformed { .. } | ProviderError::EmptyStream { .. } => {
+                ErrorClass::Malformed
+            }
+            ProviderError::Http { .. }
+            | ProviderError::Remote { .. }
+            | ProviderError::MissingKey { .. }
+            | ProviderError::Auth { .. }
+            | ProviderError::ModelNotFound { .. }
+            | ProviderError::IdleTimeout { .. }
+            | ProviderError::Setup { .. }
+            | ProviderError::GaveUp { .. } => ErrorClass::Fatal,
+        }
+    }
+
+    /// How long the server asked us to wait, if it did.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::Http { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
 }
 
 pub type EventStream = BoxStream<'static, Result<ProviderEvent, ProviderError>>;
 
 /// A streaming chat-completion client (seed: TextGenerationProvider).
 pub trait Provider: Send + Sync {
-    fn name(&self) -> &str;
-    fn kind(&self) -> ProviderKind;
-    fn default_model(&self) -> &str;
-    /// Configured window, if the user set one.
-    fn configured_context_window(&self) -> Option<u64>;
+    fn config(&self) -> &ProviderConfig;
+    fn name(&self) -> &str {
+        &self.config().name
+    }
+    fn kind(&self) -> ProviderKind {
+        self.config().kind
+    }
+    fn default_model(&self) -> &str {
+        &self.config().default_model
+    }
     /// Start a streamed completion. Resolves once the server has accepted the
     /// request (status checked), then the stream yields events.
     fn stream_chat(
@@ -235,6 +313,20 @@ pub trait Provider: Send + Sync {
     ) -> BoxFuture<'_, Result<EventStream, ProviderError>>;
     /// The models the server offers.
     fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>>;
+    /// The window the server reports for `model`, if it says. The default
+    /// reads the model list; Ollama asks `/api/show`.
+    fn reported_context_window<'a>(
+        &'a self,
+        model: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>, ProviderError>> {
+        Box::pin(async move {
+            let models = self.list_models().await?;
+            Ok(models
+                .into_iter()
+                .find(|m| m.id == model)
+                .and_then(|m| m.context_window))
+        })
+    }
 }
 
 /// Window used when neither the config nor the server says.
@@ -246,6 +338,7 @@ pub struct Providers {
     configs: BTreeMap<String, ProviderConfig>,
     built: std::sync::Mutex<BTreeMap<String, Arc<dyn Provider>>>,
     models: tokio::sync::Mutex<BTreeMap<String, Arc<tokio::sync::OnceCell<Vec<ModelInfo>>>>>,
+    windows: std::sync::Mutex<BTreeMap<(String, String), u64>>,
 }
 
 impl Providers {
@@ -254,6 +347,7 @@ impl Providers {
             configs: config.providers.clone(),
             built: std::sync::Mutex::default(),
             models: tokio::sync::Mutex::default(),
+            windows: std::sync::Mutex::default(),
         }
     }
 
@@ -292,16 +386,51 @@ impl Providers {
             .await
             .cloned()
     }
+
+    /// The context window a session using `model` budgets for: the config's
+    /// `context_window` > what the server reports > the table of well-known
+    /// models > [`FALLBACK_CONTEXT_WINDOW`]. A server that cannot be asked
+    /// now is asked again next time; an answer is kept.
+    pub async fn context_window(&self, name: &str, model: &str) -> u64 {
+        let Some(provider) = self.get(name) else {
+            return FALLBACK_CONTEXT_WINDOW;
+        };
+        if let Some(configured) = provider.config().context_window {
+            return configured;
+        }
+        let key = (name.to_string(), model.to_string());
+        if let Some(known) = self.lock_windows().get(&key) {
+            return *known;
+        }
+        let reported = match provider.reported_context_window(model).await {
+            Ok(reported) => Some(reported),
+            Err(err) => {
+                tracing::debug!(provider = name, model, %err, "context window not reported");
+                None
+            }
+        };
+        let window = reported
+            .flatten()
+            .or_else(|| known_models::context_window(model))
+            .unwrap_or(FALLBACK_CONTEXT_WINDOW);
+        if reported.is_some() {
+            self.lock_windows().insert(key, window);
+        }
+        window
+    }
+
+    fn lock_windows(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), u64>> {
+        self.windows
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
 }
 
 fn build_provider(config: &ProviderConfig) -> Arc<dyn Provider> {
     match config.kind {
-        // Ollama and Anthropic speak their own formats (next provider work);
-        // until then every type goes through the OpenAI-compatible client,
-        // which Ollama also serves under /v1.
-        ProviderKind::OpenAi | ProviderKind::Ollama | ProviderKind::Anthropic => {
-            Arc::new(openai::OpenAiProvider::new(config.clone()))
-        }
+        ProviderKind::OpenAi => Arc::new(openai::OpenAiProvider::new(config.clone())),
+        ProviderKind::Ollama => Arc::new(ollama::OllamaProvider::new(config.clone())),
+        ProviderKind::Anthropic => Arc::new(anthropic::AnthropicProvider::new(config.clone())),
     }
 }
 
@@ -327,47 +456,4 @@ pub fn key_hint(config: &ProviderConfig) -> (String, String) {
             },
         ),
     }
-}
-
-/// Map a transport failure from reqwest into a message that names the endpoint.
-pub fn connect_error(config: &ProviderConfig, err: &reqwest::Error) -> ProviderError {
-    let detail = if err.is_connect() {
-        "connection refused or host not found".to_string()
-    } else if err.is_timeout() {
-        format!("no answer within {} s", config.connect_timeout.as_secs())
-    } else {
-        error_chain(err)
-    };
-    ProviderError::Unreachable {
-        provider: config.name.clone(),
-        endpoint: config.endpoint.clone(),
-        detail,
-    }
-}
-
-/// An error and its causes on one line (reqwest's top-level text alone is vague).
-pub fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
-/// `Retry-After` in seconds, when given.
-pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    headers
-        .get(reqwest::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .map(Duration::from_secs)
 }

@@ -269,24 +269,32 @@ impl SessionActor {
             })));
             return None;
         };
-        let context_window = self.context_window(provider.configured_context_window());
         let system = prompt::system_prompt(&prompt::PromptVars {
             provider: &self.provider,
             model: &self.model,
             cwd: &self.cwd,
         });
-        let input = TurnInput {
+        let mut input = TurnInput {
             provider,
             model: self.model.clone(),
             system: Some(system),
             history: self.history.clone(),
-            context_window,
+            context_window: FALLBACK_CONTEXT_WINDOW,
             cancel: cancel.clone(),
         };
         let sink = Arc::clone(&self.sink);
         let session_id = self.id.clone();
+        let providers = Arc::clone(&self.providers);
+        let provider_name = self.provider.clone();
         // A task of its own: a panic inside a turn must not take the session with it.
         let task = tokio::spawn(async move {
+            // Asked once per model (Ollama: /api/show), then cached.
+            let window = providers.context_window(&provider_name, &input.model);
+            input.context_window = tokio::select! {
+                biased;
+                _ = input.cancel.cancelled() => FALLBACK_CONTEXT_WINDOW,
+                window = window => window,
+            };
             let emit = move |event: AgentEvent| sink.send(&session_id, Update::Agent(event));
             agent_loop::run_turn(input, &emit).await
         });
@@ -314,18 +322,6 @@ impl SessionActor {
             }
         };
         let _ = reply.send(result);
-    }
-
-    fn context_window(&self, configured: Option<u64>) -> u64 {
-        configured
-            .or_else(|| {
-                self.models
-                    .as_ref()?
-                    .iter()
-                    .find(|m| m.id == self.model)?
-                    .context_window
-            })
-            .unwrap_or(FALLBACK_CONTEXT_WINDOW)
     }
 
     fn load_models(&self) {

@@ -43,6 +43,10 @@ pub struct RawProvider {
     pub context_window: Option<u64>,
     pub timeout_secs: Option<u64>,
     pub connect_timeout_secs: Option<u64>,
+    pub max_output_tokens: Option<u32>,
+    pub max_retries: Option<u32>,
+    pub retry_base_delay_ms: Option<u64>,
+    pub retry_max_delay_secs: Option<u64>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
 }

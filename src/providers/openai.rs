@@ -3,242 +3,76 @@
 //! vLLM, LM Studio, OpenRouter, and Ollama's `/v1`.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
-use std::time::Duration;
 
-use eventsource_stream::Eventsource;
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
+use super::http::{Framing, HttpBase, WireDecoder, event_stream, truncate};
 use super::{
     ChatRequest, EventStream, FinishReason, Message, ModelInfo, Part, Provider, ProviderError,
-    ProviderEvent, Role, ToolChoice, Usage, connect_error, error_chain, key_hint, retry_after,
+    ProviderEvent, Role, ToolChoice, Usage,
 };
-use crate::config::{ProviderConfig, ProviderKind};
+use crate::config::ProviderConfig;
 
 pub struct OpenAiProvider {
-    config: ProviderConfig,
-    /// `/v1` base: the endpoint for OpenAI-type servers; Ollama and Anthropic
-    /// serve their OpenAI-compatible API under `{host}/v1`.
-    base_url: String,
-    client: OnceLock<reqwest::Client>,
+    http: HttpBase,
 }
 
 impl OpenAiProvider {
     pub fn new(config: ProviderConfig) -> Self {
-        let base_url = match config.kind {
-            ProviderKind::OpenAi => config.endpoint.clone(),
-            ProviderKind::Ollama | ProviderKind::Anthropic => format!("{}/v1", config.endpoint),
-        };
         Self {
-            config,
-            base_url,
-            client: OnceLock::new(),
+            http: HttpBase::new(config),
         }
-    }
-
-    fn client(&self) -> Result<&reqwest::Client, ProviderError> {
-        if let Some(client) = self.client.get() {
-            return Ok(client);
-        }
-        // Built on first use: TLS set-up costs milliseconds that `initialize` should not pay.
-        let client = reqwest::Client::builder()
-            .connect_timeout(self.config.connect_timeout)
-            .build()
-            .map_err(|err| ProviderError::Setup {
-                provider: self.config.name.clone(),
-                detail: error_chain(&err),
-            })?;
-        Ok(self.client.get_or_init(|| client))
     }
 
     fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        match &self.config.api_key {
-            Some(key) => request.bearer_auth(key.secret.expose()),
+        match self.http.key() {
+            Some(key) => request.bearer_auth(key),
             None => request,
         }
     }
 
-    /// A hosted API with no key can only fail; say so before sending anything.
-    fn check_key(&self) -> Result<(), ProviderError> {
-        if self.config.api_key.is_some() {
-            return Ok(());
-        }
-        if let Some(var) = &self.config.missing_key_variable {
-            return Err(ProviderError::MissingKey {
-                provider: self.config.name.clone(),
-                fix: format!(
-                    "the config asks for ${{{var}}}, which is not set. Export {var} in the environment the editor starts the agent from."
-                ),
-            });
-        }
-        let hosted = self.config.endpoint.starts_with("https://api.openai.com")
-            || self
-                .config
-                .endpoint
-                .starts_with("https://api.anthropic.com");
-        if hosted && let Some(var) = self.config.kind.conventional_key_variable() {
-            return Err(ProviderError::MissingKey {
-                provider: self.config.name.clone(),
-                fix: format!(
-                    "{} requires one. Export {var}, or set api_key = \"${{VARIABLE}}\" in [llm.providers.{}].",
-                    self.config.endpoint, self.config.name
-                ),
-            });
-        }
-        Ok(())
-    }
-
     async fn start(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        self.check_key()?;
-        let client = self.client()?;
+        self.http.check_key()?;
+        let client = self.http.client()?;
         let body = request_body(&request);
-        let url = format!("{}/chat/completions", self.base_url);
+        let url = format!("{}/chat/completions", self.http.config.endpoint);
         tracing::debug!(%url, model = %request.model, messages = request.messages.len(), "chat request");
-        let response = self
-            .authorized(client.post(&url))
-            .json(&body)
-            .send()
-            .await
-            .map_err(|err| connect_error(&self.config, &err))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(self.status_error(response, &request.model).await);
-        }
-        Ok(self.events(response))
+        let sent = self
+            .http
+            .send(
+                self.authorized(client.post(&url)).json(&body),
+                &request.model,
+            )
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(err) => return Err(self.http.with_listing(err, self.models()).await),
+        };
+        Ok(event_stream(
+            response,
+            Framing::Sse,
+            self.http.config.timeout,
+            self.http.name().to_string(),
+            StreamDecoder::new(self.http.name()),
+        ))
     }
 
-    async fn status_error(&self, response: reqwest::Response, model: &str) -> ProviderError {
-        let status = response.status().as_u16();
-        let retry_after = retry_after(response.headers());
-        let body = response.text().await.unwrap_or_default();
-        let detail = error_message(&body).unwrap_or_else(|| truncate(&body, 300));
-        let provider = self.config.name.clone();
-        if status == 401 || status == 403 {
-            let (from, hint) = key_hint(&self.config);
-            return ProviderError::Auth {
-                provider,
-                status,
-                from,
-                hint,
-                detail,
-            };
-        }
-        if mentions_unknown_model(status, &body) {
-            let listing = match self.list_models().await {
-                Ok(models) if !models.is_empty() => format!(
-                    "; it offers: {}",
-                    models
-                        .iter()
-                        .map(|m| m.id.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                _ => String::new(),
-            };
-            return ProviderError::ModelNotFound {
-                provider,
-                model: model.to_string(),
-                listing,
-            };
-        }
-        ProviderError::Http {
-            provider,
-            status,
-            detail,
-            retry_after,
-        }
-    }
-
-    fn events(&self, response: reqwest::Response) -> EventStream {
-        let provider = self.config.name.clone();
-        let idle = self.config.timeout;
-        let mut sse = response.bytes_stream().eventsource();
-        let mut decoder = StreamDecoder::default();
-        let stream = async_stream(move |tx| async move {
-            loop {
-                let next = match tokio::time::timeout(idle, sse.next()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        let _ = tx.send(Err(ProviderError::IdleTimeout {
-                            provider: provider.clone(),
-                            seconds: idle.as_secs(),
-                        }));
-                        return;
-                    }
-                };
-                let event = match next {
-                    Some(Ok(event)) => event,
-                    Some(Err(err)) => {
-                        let _ = tx.send(Err(ProviderError::Truncated {
-                            provider: provider.clone(),
-                            detail: error_chain(&err),
-                        }));
-                        return;
-                    }
-                    None => {
-                        for item in decoder.finish(&provider) {
-                            let _ = tx.send(item);
-                        }
-                        return;
-                    }
-                };
-                for item in decoder.on_data(&event.data, &provider) {
-                    let failed = item.is_err();
-                    if tx.send(item).is_err() || failed {
-                        return;
-                    }
-                }
-                if decoder.done {
-                    return;
-                }
-            }
-        });
-        stream.boxed()
-    }
-}
-
-/// Run `body` as a task feeding a channel, and yield what it sends. Dropping
-/// the stream aborts the task (and with it the HTTP response).
-fn async_stream<F, Fut>(
-    body: F,
-) -> impl futures::Stream<Item = Result<ProviderEvent, ProviderError>>
-where
-    F: FnOnce(tokio::sync::mpsc::UnboundedSender<Result<ProviderEvent, ProviderError>>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let task = tokio::spawn(body(tx));
-    let abort = AbortOnDrop(task);
-    futures::stream::unfold((rx, abort), |(mut rx, abort)| async move {
-        rx.recv().await.map(|item| (item, (rx, abort)))
-    })
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
+    async fn models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+        self.http.check_key()?;
+        let client = self.http.client()?;
+        let url = format!("{}/models", self.http.config.endpoint);
+        let body = self
+            .http
+            .fetch_json(self.authorized(client.get(&url)))
+            .await?;
+        parse_models(&body).map_err(|detail| self.http.malformed(detail))
     }
 }
 
 impl Provider for OpenAiProvider {
-    fn name(&self) -> &str {
-        &self.config.name
-    }
-
-    fn kind(&self) -> ProviderKind {
-        self.config.kind
-    }
-
-    fn default_model(&self) -> &str {
-        &self.config.default_model
-    }
-
-    fn configured_context_window(&self) -> Option<u64> {
-        self.config.context_window
+    fn config(&self) -> &ProviderConfig {
+        &self.http.config
     }
 
     fn stream_chat(
@@ -249,37 +83,7 @@ impl Provider for OpenAiProvider {
     }
 
     fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
-        Box::pin(async move {
-            self.check_key()?;
-            let client = self.client()?;
-            let url = format!("{}/models", self.base_url);
-            let response = self
-                .authorized(client.get(&url))
-                .timeout(Duration::from_secs(10))
-                .send()
-                .await
-                .map_err(|err| connect_error(&self.config, &err))?;
-            let status = response.status().as_u16();
-            let body = response
-                .text()
-                .await
-                .map_err(|err| ProviderError::Truncated {
-                    provider: self.config.name.clone(),
-                    detail: error_chain(&err),
-                })?;
-            if !(200..300).contains(&status) {
-                return Err(ProviderError::Http {
-                    provider: self.config.name.clone(),
-                    status,
-                    detail: error_message(&body).unwrap_or_else(|| truncate(&body, 300)),
-                    retry_after: None,
-                });
-            }
-            parse_models(&body).map_err(|detail| ProviderError::Malformed {
-                provider: self.config.name.clone(),
-                detail,
-            })
-        })
+        Box::pin(self.models())
     }
 }
 
@@ -349,7 +153,9 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
                         "tool_call_id": call_id,
                         "content": result,
                     })),
-                    Part::Thinking { .. } | Part::ToolCall { .. } => {}
+                    Part::Thinking { .. }
+                    | Part::RedactedThinking { .. }
+                    | Part::ToolCall { .. } => {}
                 }
             }
             match content.as_slice() {
@@ -392,8 +198,9 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
 /// Pure, so every quirk is tested without a server.
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
+    provider: String,
     /// `[DONE]` arrived.
-    pub done: bool,
+    done: bool,
     saw_anything: bool,
     finished: bool,
     /// Tool calls by the server's `index`: whether each has been announced.
@@ -401,12 +208,9 @@ pub struct StreamDecoder {
     pending_args: BTreeMap<usize, String>,
 }
 
-impl StreamDecoder {
-    pub fn on_data(
-        &mut self,
-        data: &str,
-        provider: &str,
-    ) -> Vec<Result<ProviderEvent, ProviderError>> {
+impl WireDecoder for StreamDecoder {
+    fn on_event(&mut self, _event: &str, data: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
+        let provider = self.provider.as_str();
         let data = data.trim();
         if data.is_empty() {
             return Vec::new();
@@ -416,7 +220,7 @@ impl StreamDecoder {
             let mut out: Vec<_> = self.close_calls().into_iter().map(Ok).collect();
             if !self.saw_anything {
                 out.push(Err(ProviderError::EmptyStream {
-                    provider: provider.to_string(),
+                    provider: self.provider.clone(),
                 }));
             }
             return out;
@@ -439,9 +243,15 @@ impl StreamDecoder {
                 .and_then(Value::as_str)
                 .map(str::to_string)
                 .unwrap_or_else(|| error.to_string());
+            // OpenRouter and vLLM report upstream overloads this way.
+            let transient = error
+                .get("code")
+                .and_then(Value::as_u64)
+                .is_some_and(|code| code == 429 || code >= 500);
             return vec![Err(ProviderError::Remote {
                 provider: provider.to_string(),
                 detail,
+                transient,
             })];
         }
         let mut out = Vec::new();
@@ -470,6 +280,41 @@ impl StreamDecoder {
             }));
         }
         out.into_iter().map(Ok).collect()
+    }
+
+    /// The byte stream ended. Without `[DONE]` the answer may be cut off.
+    fn finish(&mut self) -> Vec<Result<ProviderEvent, ProviderError>> {
+        let provider = self.provider.as_str();
+        if self.done {
+            return Vec::new();
+        }
+        if !self.saw_anything {
+            return vec![Err(ProviderError::EmptyStream {
+                provider: provider.to_string(),
+            })];
+        }
+        if self.finished {
+            // Some servers end after the finish chunk without `[DONE]`; nothing is lost.
+            let out = self.close_calls();
+            return out.into_iter().map(Ok).collect();
+        }
+        vec![Err(ProviderError::Truncated {
+            provider: provider.to_string(),
+            detail: "the connection closed without a finish reason or [DONE]".into(),
+        })]
+    }
+
+    fn done(&self) -> bool {
+        self.done
+    }
+}
+
+impl StreamDecoder {
+    pub fn new(provider: &str) -> Self {
+        Self {
+            provider: provider.to_string(),
+            ..Self::default()
+        }
     }
 
     fn on_delta(&mut self, delta: &Value, out: &mut Vec<ProviderEvent>) {
@@ -555,73 +400,12 @@ impl StreamDecoder {
             .map(|(index, _)| ProviderEvent::ToolCallEnd { index })
             .collect()
     }
-
-    /// The byte stream ended. Without `[DONE]` the answer may be cut off.
-    pub fn finish(&mut self, provider: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
-        if self.done {
-            return Vec::new();
-        }
-        if !self.saw_anything {
-            return vec![Err(ProviderError::EmptyStream {
-                provider: provider.to_string(),
-            })];
-        }
-        if self.finished {
-            // Some servers end after the finish chunk without `[DONE]`; nothing is lost.
-            let out = self.close_calls();
-            return out.into_iter().map(Ok).collect();
-        }
-        vec![Err(ProviderError::Truncated {
-            provider: provider.to_string(),
-            detail: "the connection closed without a finish reason or [DONE]".into(),
-        })]
-    }
-}
-
-fn mentions_unknown_model(status: u16, body: &str) -> bool {
-    if status == 404 {
-        return true;
-    }
-    let lower = body.to_ascii_lowercase();
-    (status == 400 || status == 422)
-        && lower.contains("model")
-        && (lower.contains("not found")
-            || lower.contains("does not exist")
-            || lower.contains("model_not_found")
-            || lower.contains("unknown model"))
-}
-
-/// The `error.message` of an OpenAI-style error body.
-fn error_message(body: &str) -> Option<String> {
-    let value: Value = serde_json::from_str(body).ok()?;
-    let error = value.get("error")?;
-    match error {
-        Value::String(text) => Some(text.clone()),
-        _ => error
-            .get("message")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-    }
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    let text = text.trim();
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 /// `GET /models`: `{"data":[{"id":…}]}`. llama.cpp adds `meta.n_ctx` (the
 /// window one request gets) and `meta.n_ctx_train`; LM Studio adds
 /// `max_context_length`.
-pub fn parse_models(body: &str) -> Result<Vec<ModelInfo>, String> {
-    let value: Value =
-        serde_json::from_str(body).map_err(|err| format!("the model list is not JSON: {err}"))?;
+pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, String> {
     let list = value
         .get("data")
         .or_else(|| value.get("models"))
@@ -654,12 +438,12 @@ mod tests {
     use std::sync::Arc;
 
     fn decode(events: &[&str]) -> Vec<Result<ProviderEvent, String>> {
-        let mut decoder = StreamDecoder::default();
+        let mut decoder = StreamDecoder::new("p");
         let mut out = Vec::new();
         for data in events {
-            out.extend(decoder.on_data(data, "p"));
+            out.extend(decoder.on_event("", data));
         }
-        out.extend(decoder.finish("p"));
+        out.extend(decoder.finish());
         out.into_iter()
             .map(|r| r.map_err(|e| e.to_string()))
             .collect()
@@ -776,6 +560,7 @@ mod tests {
             tools: vec![],
             tool_choice: ToolChoice::Auto,
             max_output_tokens: None,
+            context_window: None,
         };
         let body = request_body(&request);
         assert_eq!(body["stream"], true);
@@ -799,8 +584,9 @@ mod tests {
     #[test]
     fn models_list_reads_context_windows() {
         let body = r#"{"object":"list","data":[{"id":"smollm2-135m","object":"model","meta":{"n_ctx":4096,"n_ctx_train":8192}},{"id":"gpt-4o"}]}"#;
+        let body: Value = serde_json::from_str(body).unwrap();
         assert_eq!(
-            parse_models(body).unwrap(),
+            parse_models(&body).unwrap(),
             vec![
                 ModelInfo {
                     id: "smollm2-135m".into(),
@@ -812,6 +598,6 @@ mod tests {
                 },
             ]
         );
-        assert!(parse_models("[]").is_err());
+        assert!(parse_models(&json!([])).is_err());
     }
 }
