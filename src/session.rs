@@ -50,9 +50,11 @@ pub struct OptionValue {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OptionCategory {
     Model,
+    Provider,
 }
 
 pub const MODEL_OPTION: &str = "model";
+pub const PROVIDER_OPTION: &str = "provider";
 
 #[derive(Debug, Error)]
 pub enum SessionError {
@@ -359,14 +361,33 @@ impl SessionActor {
         for model in self.models.iter().flatten() {
             add(&model.id);
         }
-        vec![SelectOption {
+        let model = SelectOption {
             id: MODEL_OPTION.into(),
             name: "Model".into(),
             description: format!("The model provider `{}` answers with", self.provider),
             category: OptionCategory::Model,
             current: self.model.clone(),
             values,
-        }]
+        };
+        let provider = SelectOption {
+            id: PROVIDER_OPTION.into(),
+            name: "Provider".into(),
+            description: "The configured LLM server this session talks to".into(),
+            category: OptionCategory::Provider,
+            current: self.provider.clone(),
+            values: self
+                .providers
+                .names()
+                .map(|name| OptionValue {
+                    id: name.to_string(),
+                    name: match self.providers.config(name) {
+                        Some(config) => format!("{name} ({})", config.kind.as_str()),
+                        None => name.to_string(),
+                    },
+                })
+                .collect(),
+        };
+        vec![model, provider]
     }
 
     fn set_option(&mut self, id: &str, value: &str) -> Result<Vec<SelectOption>, SessionError> {
@@ -393,8 +414,19 @@ impl SessionActor {
                     .join(", "),
             });
         }
-        if id == MODEL_OPTION {
-            self.model = value.to_string();
+        match id {
+            MODEL_OPTION => self.model = value.to_string(),
+            PROVIDER_OPTION if value != self.provider => {
+                // A new server: its own default model, and its model list
+                // replaces the old one once it loads.
+                self.provider = value.to_string();
+                if let Some(config) = self.providers.config(value) {
+                    self.model = config.default_model.clone();
+                }
+                self.models = None;
+                self.load_models();
+            }
+            _ => {}
         }
         Ok(self.options())
     }

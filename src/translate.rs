@@ -50,6 +50,10 @@ pub fn config_options(options: &[SelectOption]) -> Vec<acp::SessionConfigOption>
             .description(option.description.clone())
             .category(match option.category {
                 OptionCategory::Model => acp::SessionConfigOptionCategory::Model,
+                // Not a category ACP defines; `_` names are free for extensions.
+                OptionCategory::Provider => {
+                    acp::SessionConfigOptionCategory::Other("_provider".into())
+                }
             })
         })
         .collect()

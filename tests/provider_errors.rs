@@ -74,13 +74,15 @@ async fn an_unreachable_endpoint_says_where_and_what_to_check() {
         listener.local_addr().unwrap().port()
     };
     let config = format!(
-        "[llm.providers.local]\ntype = \"openai\"\nendpoint = \"http://127.0.0.1:{port}/v1\"\ndefault_model = \"m\"\n"
+        "[llm.providers.local]\ntype = \"openai\"\nendpoint = \"http://127.0.0.1:{port}/v1\"\ndefault_model = \"m\"\nretry_base_delay_ms = 20\n"
     );
     let server = LlmServer::start(|_| models_reply(&[])).await;
     let (_, message) = failing_turn(&server, &config, &[]).await;
     assert!(message.contains(&format!("127.0.0.1:{port}")), "{message}");
     assert!(message.contains("running"), "{message}");
     assert!(message.contains("endpoint"), "{message}");
+    // Connection failures are retried before giving up.
+    assert!(message.contains("gave up after 4 attempts"), "{message}");
 }
 
 #[tokio::test]
@@ -135,6 +137,9 @@ async fn a_server_error_is_passed_on_with_its_message() {
         message.contains("500") && message.contains("CUDA out of memory"),
         "{message}"
     );
+    assert!(message.contains("gave up after 4 attempts"), "{message}");
+    // Two turns (the helper checks the session survives), four attempts each.
+    assert_eq!(server.chat_requests().len(), 8);
 }
 
 #[tokio::test]

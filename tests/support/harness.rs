@@ -60,6 +60,7 @@ pub enum Reply {
         hang: bool,
         /// Hold the first piece until this is notified.
         gate: Option<Arc<Notify>>,
+        content_type: &'static str,
     },
     /// A complete response with a body.
     Full {
@@ -86,7 +87,16 @@ impl Reply {
             pause: Duration::from_millis(2),
             hang: false,
             gate: None,
+            content_type: "text/event-stream",
         }
+    }
+
+    /// Ollama streams `application/x-ndjson`.
+    pub fn ndjson(mut self) -> Self {
+        if let Reply::Stream { content_type, .. } = &mut self {
+            *content_type = "application/x-ndjson";
+        }
+        self
     }
 
     pub fn hanging(mut self) -> Self {
@@ -143,6 +153,97 @@ impl Split {
                 pieces
             }
         }
+    }
+}
+
+// ---------------------------------------------------------- wire formats
+
+/// The three provider wire formats, with their recorded streams
+/// (`tests/fixtures`) and error bodies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    OpenAi,
+    Anthropic,
+    Ollama,
+}
+
+pub const WIRES: [Wire; 1] = [Wire::OpenAi];
+impl Wire {
+    pub fn kind(self) -> &'static str {
+        match self {
+            Wire::OpenAi => "openai",
+            Wire::Anthropic => "anthropic",
+            Wire::Ollama => "ollama",
+        }
+    }
+
+    pub fn endpoint(self, server: &LlmServer) -> String {
+        match self {
+            Wire::OpenAi => server.base_url(),
+            Wire::Anthropic | Wire::Ollama => format!("http://127.0.0.1:{}", server.port),
+        }
+    }
+
+    pub fn chat_path(self) -> &'static str {
+        match self {
+            Wire::OpenAi => "/v1/chat/completions",
+            Wire::Anthropic => "/v1/messages",
+            Wire::Ollama => "/api/chat",
+        }
+    }
+
+    pub fn fixture(self, scenario: &str) -> Vec<u8> {
+        let (dir, ext) = match self {
+            Wire::OpenAi => ("openai", "sse"),
+            Wire::Anthropic => ("anthropic", "sse"),
+            Wire::Ollama => ("ollama", "ndjson"),
+        };
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(dir)
+            .join(format!("{scenario}.{ext}"));
+        std::fs::read(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+    }
+
+    pub fn stream(self, scenario: &str, split: Split) -> Reply {
+        let reply = Reply::stream(self.fixture(scenario), split);
+        match self {
+            Wire::Ollama => reply.ndjson(),
+            _ => reply,
+        }
+    }
+
+    /// The error body each API sends with a failing status.
+    pub fn error(self, status: u16, message: &str) -> Reply {
+        let body = match self {
+            Wire::OpenAi => json!({"error": {"message": message, "type": "server_error"}}),
+            Wire::Anthropic => {
+                json!({"type": "error", "error": {"type": "api_error", "message": message}})
+            }
+            Wire::Ollama => json!({"error": message}),
+        };
+        Reply::json(status, body)
+    }
+
+    pub fn models(self) -> Reply {
+        match self {
+            Wire::OpenAi => Reply::json(
+                200,
+                json!({"object": "list", "data": [{"id": "test-model", "meta": {"n_ctx": 4096}}, {"id": "other-model"}]}),
+            ),
+            Wire::Anthropic => Reply::json(
+                200,
+                json!({"data": [{"type": "model", "id": "claude-test-model", "display_name": "Claude Test"}, {"type": "model", "id": "other-model"}], "has_more": false}),
+            ),
+            Wire::Ollama => Reply::json(
+                200,
+                json!({"models": [{"name": "test-model:latest", "model": "test-model:latest"}, {"name": "other-model:latest", "model": "other-model:latest"}]}),
+            ),
+        }
+    }
+
+    pub fn is_metadata(self, path: &str) -> bool {
+        path.ends_with("/models") || path.ends_with("/api/tags") || path.ends_with("/api/show")
     }
 }
 
@@ -208,7 +309,11 @@ impl LlmServer {
     pub fn chat_requests(&self) -> Vec<Recorded> {
         self.requests()
             .into_iter()
-            .filter(|r| r.path.ends_with("/chat/completions"))
+            .filter(|r| {
+                r.path.ends_with("/chat/completions")
+                    || r.path.ends_with("/v1/messages")
+                    || r.path.ends_with("/api/chat")
+            })
             .collect()
     }
 
@@ -291,8 +396,11 @@ async fn serve_one(
             pause,
             hang,
             gate,
+            content_type,
         } => {
-            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n"
+            );
             if socket.write_all(head.as_bytes()).await.is_err() {
                 return;
             }
@@ -399,7 +507,7 @@ pub struct Agent {
 
 pub fn config_for(server: &LlmServer, model: &str) -> String {
     format!(
-        "[chat]\ndefault_provider = \"local\"\n\n[llm.providers.local]\ntype = \"openai\"\nendpoint = \"{}\"\ndefault_model = \"{model}\"\n",
+        "[chat]\ndefault_provider = \"local\"\n\n[llm.providers.local]\ntype = \"openai\"\nendpoint = \"{}\"\ndefault_model = \"{model}\"\nretry_base_delay_ms = 20\n",
         server.base_url()
     )
 }
