@@ -1,7 +1,7 @@
 # crucible-agent: common tasks. `make demo` is the quickest way to see the agent work.
 CARGO ?= cargo
 
-.PHONY: build test fmt demo llm-server clean
+.PHONY: build test e2e fmt demo llm-server clean
 
 build:
 	$(CARGO) build --release
@@ -11,6 +11,11 @@ test:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) test
+
+# End-to-end: the agent against a real llama-server (built and cached on first
+# use, ~7 min), through its OpenAI-compatible and Anthropic-style APIs.
+e2e:
+	CARGO=$(CARGO) bash scripts/e2e.sh
 
 fmt:
 	$(CARGO) fmt
