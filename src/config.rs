@@ -868,6 +868,31 @@ context_window = 8192
         let text = "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"m\"\napi_key_file = \"missing\"";
         let err = load(text, &[]).unwrap_err().to_string();
         assert!(err.contains("api_key_file"), "{err}");
+        // A relative path is read beside the config file, wherever the agent runs.
+        let config_path = dir.path().join("config.toml");
+        let text =
+            "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"m\"\napi_key_file = \"key\"";
+        let config =
+            Config::from_toml(text, &config_path, &|_| None, &Overrides::default()).unwrap();
+        let key = config.providers["o"].api_key.as_ref().unwrap();
+        assert_eq!(key.secret.expose(), "sk-from-file");
+        assert_eq!(key.source, KeySource::File(dir.path().join("key")));
+    }
+
+    #[test]
+    fn retry_settings_are_read_and_checked() {
+        let text = "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"m\"\nmax_retries = 0\nretry_base_delay_ms = 50\nretry_max_delay_secs = 2\nmax_output_tokens = 100";
+        let provider = &load(text, &[]).unwrap().providers["o"];
+        assert_eq!(provider.retry.max_retries, 0);
+        assert_eq!(provider.retry.base_delay, Duration::from_millis(50));
+        assert_eq!(provider.retry.max_delay, Duration::from_secs(2));
+        assert_eq!(provider.max_output_tokens, Some(100));
+        let text = "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"m\"\nretry_base_delay_ms = 5000\nretry_max_delay_secs = 2";
+        let err = load(text, &[]).unwrap_err().to_string();
+        assert!(err.contains("retry_base_delay_ms"), "{err}");
+        let text = "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"m\"\nmax_retries = -1";
+        let err = load(text, &[]).unwrap_err().to_string();
+        assert!(err.contains("max_retries"), "{err}");
     }
 
     #[test]

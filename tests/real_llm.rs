@@ -94,7 +94,9 @@ fn plain_request() -> ChatRequest {
     ChatRequest {
         model: MODEL.into(),
         system: Some("You are a helpful assistant. Answer briefly.".into()),
-        messages: vec![Arc::new(Message::user_text("What is the capital of France?"))],
+        messages: vec![Arc::new(Message::user_text(
+            "What is the capital of France?",
+        ))],
         tools: Vec::new(),
         tool_choice: ToolChoice::Auto,
         max_output_tokens: Some(32),
@@ -145,7 +147,11 @@ async fn a_required_tool_call_comes_back_parsed_through_both_apis() {
         request.tool_choice = ToolChoice::Required;
         request.max_output_tokens = Some(64);
         let out = collect(&*provider, &request).await;
-        assert_eq!(out.finish, Some(FinishReason::ToolCalls), "{wire:?}: {out:?}");
+        assert_eq!(
+            out.finish,
+            Some(FinishReason::ToolCalls),
+            "{wire:?}: {out:?}"
+        );
         let (name, arguments) = out.calls.first().expect("a tool call");
         assert_eq!(name, "echo", "{wire:?}: {out:?}");
         let arguments: Value = serde_json::from_str(arguments)
