@@ -1,10 +1,25 @@
-//! Placeholder until the native client lands.
+//! Ollama's native chat API: `POST {endpoint}/api/chat` with `stream: true`,
+//! read as one JSON object per line. Native rather than `/v1` because only
+//! here can a request say how large a window it needs (`options.num_ctx`),
+//! and only `/api/show` says how large a window a model gets.
+
+use std::collections::BTreeSet;
 
 use futures::future::BoxFuture;
+use serde_json::{Map, Value, json};
 
-use super::http::HttpBase;
-use super::{ChatRequest, EventStream, ModelInfo, Provider, ProviderError};
+use super::http::{Framing, HttpBase, WireDecoder, event_stream, truncate};
+use super::{
+    ChatRequest, EventStream, FinishReason, Message, ModelInfo, Part, Provider, ProviderError,
+    ProviderEvent, Role, ToolChoice, Usage,
+};
 use crate::config::ProviderConfig;
+
+/// The most a model's trained window counts for when the server reports no
+/// `num_ctx` of its own. Ollama reserves memory for the whole `num_ctx` it is
+/// sent, so a 128k model would cost a 128k allocation nobody asked for; set
+/// `context_window` in the provider's config to go higher.
+pub const MAX_REPORTED_CONTEXT: u64 = 32768;
 
 pub struct OllamaProvider {
     http: HttpBase,
@@ -16,6 +31,65 @@ impl OllamaProvider {
             http: HttpBase::new(config),
         }
     }
+
+    /// Local Ollama needs no key; a hosted one behind a proxy may.
+    fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self.http.key() {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        }
+    }
+
+    async fn start(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
+        self.http.check_key()?;
+        let client = self.http.client()?;
+        let body = request_body(&request);
+        let url = format!("{}/api/chat", self.http.config.endpoint);
+        tracing::debug!(%url, model = %request.model, messages = request.messages.len(), "chat request");
+        let sent = self
+            .http
+            .send(
+                self.authorized(client.post(&url)).json(&body),
+                &request.model,
+            )
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(err) => return Err(self.http.with_listing(err, self.models()).await),
+        };
+        Ok(event_stream(
+            response,
+            Framing::Ndjson,
+            self.http.config.timeout,
+            self.http.name().to_string(),
+            StreamDecoder::new(self.http.name()),
+        ))
+    }
+
+    async fn models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+        self.http.check_key()?;
+        let client = self.http.client()?;
+        let url = format!("{}/api/tags", self.http.config.endpoint);
+        let body = self
+            .http
+            .fetch_json(self.authorized(client.get(&url)))
+            .await?;
+        parse_tags(&body).map_err(|detail| self.http.malformed(detail))
+    }
+
+    async fn show(&self, model: &str) -> Result<Option<u64>, ProviderError> {
+        self.http.check_key()?;
+        let client = self.http.client()?;
+        let url = format!("{}/api/show", self.http.config.endpoint);
+        let body = self
+            .http
+            .fetch_json(
+                self.authorized(client.post(&url))
+                    .json(&json!({ "model": model })),
+            )
+            .await?;
+        Ok(parse_show(&body))
+    }
 }
 
 impl Provider for OllamaProvider {
@@ -25,12 +99,954 @@ impl Provider for OllamaProvider {
 
     fn stream_chat(
         &self,
-        _request: ChatRequest,
+        request: ChatRequest,
     ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
-        Box::pin(async move { Err(self.http.malformed("not yet")) })
+        Box::pin(self.start(request))
     }
 
     fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
-        Box::pin(async move { Ok(Vec::new()) })
+        Box::pin(self.models())
+    }
+
+    /// `/api/tags` carries no window; `/api/show` does.
+    fn reported_context_window<'a>(
+        &'a self,
+        model: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>, ProviderError>> {
+        Box::pin(self.show(model))
+    }
+}
+
+/// The JSON body of a streamed `/api/chat` request.
+pub fn request_body(request: &ChatRequest) -> Value {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if let Some(system) = &request.system {
+        messages.push(json!({ "role": "system", "content": system }));
+    }
+    for (position, message) in request.messages.iter().enumerate() {
+        encode_message(message, &request.messages[..position], &mut messages);
+    }
+    let mut body = json!({
+        "model": request.model,
+        "stream": true,
+        "messages": messages,
+    });
+    let mut options = Map::new();
+    // Without `num_ctx` Ollama uses its small default and silently drops the
+    // start of a longer prompt.
+    if let Some(window) = request.context_window {
+        options.insert("num_ctx".into(), json!(window));
+    }
+    if let Some(max) = request.max_output_tokens {
+        options.insert("num_predict".into(), json!(max));
+    }
+    if !options.is_empty() {
+        body["options"] = Value::Object(options);
+    }
+    // Ollama has no `tool_choice`: `None` is honoured by sending no tools;
+    // `Required` and `Specific` can only offer the tools and hope.
+    if !request.tools.is_empty() && request.tool_choice != ToolChoice::None {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.parameters,
+                    }
+                })
+            })
+            .collect();
+    }
+    body
+}
+
+fn encode_message(message: &Message, earlier: &[std::sync::Arc<Message>], out: &mut Vec<Value>) {
+    match message.role {
+        Role::User => {
+            let mut texts = Vec::new();
+            let mut images = Vec::new();
+            for part in &message.parts {
+                match part {
+                    Part::Text { text } => texts.push(text.as_str()),
+                    // Ollama takes bare base64, no data-URL prefix.
+                    Part::Image { data, .. } => images.push(data.as_str()),
+                    // Tool results go first: they answer the previous turn's calls.
+                    Part::ToolResult {
+                        call_id, content, ..
+                    } => {
+                        let mut entry = json!({ "role": "tool", "content": content });
+                        if let Some(name) = tool_name(earlier, call_id) {
+                            entry["tool_name"] = json!(name);
+                        }
+                        out.push(entry);
+                    }
+                    Part::Thinking { .. }
+                    | Part::RedactedThinking { .. }
+                    | Part::ToolCall { .. } => {}
+                }
+            }
+            if texts.is_empty() && images.is_empty() {
+                return;
+            }
+            // Separate blocks (prompt text, attached files) must not run together.
+            let mut entry = json!({ "role": "user", "content": texts.join("\n\n") });
+            if !images.is_empty() {
+                entry["images"] = json!(images);
+            }
+            out.push(entry);
+        }
+        Role::Assistant => {
+            let mut thinking = String::new();
+            let mut calls = Vec::new();
+            for part in &message.parts {
+                match part {
+                    Part::Thinking { text, .. } => thinking.push_str(text),
+                    Part::ToolCall {
+                        name, arguments, ..
+                    } => calls.push(json!({
+                        "function": { "name": name, "arguments": arguments_object(arguments) }
+                    })),
+                    // Anthropic's encrypted reasoning means nothing to Ollama.
+                    _ => {}
+                }
+            }
+            let mut entry = json!({ "role": "assistant", "content": message.text() });
+            if !thinking.is_empty() {
+                entry["thinking"] = json!(thinking);
+            }
+            if !calls.is_empty() {
+                entry["tool_calls"] = Value::Array(calls);
+            }
+            out.push(entry);
+        }
+    }
+}
+
+/// The name of the call `call_id` answers. Synthesized ids repeat across
+/// turns, so the latest matching call wins.
+fn tool_name<'a>(earlier: &'a [std::sync::Arc<Message>], call_id: &str) -> Option<&'a str> {
+    earlier
+        .iter()
+        .rev()
+        .filter(|message| message.role == Role::Assistant)
+        .flat_map(|message| message.parts.iter().rev())
+        .find_map(|part| match part {
+            Part::ToolCall { id, name, .. } if id == call_id => Some(name.as_str()),
+            _ => None,
+        })
+}
+
+/// Ollama wants arguments as an object, not JSON text; anything that is not
+/// one (a call cut off mid-arguments) becomes `{}` rather than a 400.
+fn arguments_object(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(value @ Value::Object(_)) => value,
+        _ => json!({}),
+    }
+}
+
+/// Turns the lines of an `/api/chat` stream into events. Pure, so every
+/// quirk is tested without a server.
+#[derive(Debug, Default)]
+pub struct StreamDecoder {
+    provider: String,
+    /// The final `done: true` line arrived.
+    done: bool,
+    /// Any JSON line arrived.
+    saw_anything: bool,
+    /// Calls announced so far; the next call's index.
+    calls: usize,
+    ids: BTreeSet<String>,
+}
+
+impl StreamDecoder {
+    pub fn new(provider: &str) -> Self {
+        Self {
+            provider: provider.to_string(),
+            ..Self::default()
+        }
+    }
+
+    fn malformed(&self, detail: String) -> ProviderError {
+        ProviderError::Malformed {
+            provider: self.provider.clone(),
+            detail,
+        }
+    }
+
+    /// Ollama sends each call whole, so start, arguments and end go out at once.
+    fn on_tool_call(&mut self, call: &Value, out: &mut Vec<ProviderEvent>) {
+        let index = self.calls;
+        self.calls += 1;
+        let function = call.get("function");
+        let name = function
+            .and_then(|f| f.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let id = match call.get("id").and_then(Value::as_str) {
+            Some(id) if !id.is_empty() && !self.ids.contains(id) => id.to_string(),
+            _ => self.synthesized_id(index),
+        };
+        self.ids.insert(id.clone());
+        let delta = match function.and_then(|f| f.get("arguments")) {
+            // Some servers send the arguments as JSON text already.
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Null) | None => "{}".to_string(),
+            Some(value) => value.to_string(),
+        };
+        out.push(ProviderEvent::ToolCallStart {
+            index,
+            id,
+            name: name.to_string(),
+        });
+        out.push(ProviderEvent::ToolCallArgumentsDelta { index, delta });
+        out.push(ProviderEvent::ToolCallEnd { index });
+    }
+
+    /// Older Ollama sends no call ids; make up one not yet used in this stream.
+    fn synthesized_id(&self, index: usize) -> String {
+        let mut n = index;
+        loop {
+            let id = format!("call_{n}");
+            if !self.ids.contains(&id) {
+                return id;
+            }
+            n += 1;
+        }
+    }
+}
+
+impl WireDecoder for StreamDecoder {
+    fn on_event(&mut self, _event: &str, data: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
+        let data = data.trim();
+        if data.is_empty() || self.done {
+            return Vec::new();
+        }
+        let line = match serde_json::from_str::<Value>(data) {
+            Ok(line @ Value::Object(_)) => line,
+            Ok(_) => {
+                return vec![Err(self.malformed(format!(
+                    "a stream line is not a JSON object: {}",
+                    truncate(data, 200)
+                )))];
+            }
+            Err(err) => {
+                return vec![Err(self.malformed(format!(
+                    "a stream line is not JSON ({err}): {}",
+                    truncate(data, 200)
+                )))];
+            }
+        };
+        self.saw_anything = true;
+        if let Some(error) = line.get("error").filter(|e| !e.is_null()) {
+            let detail = match error {
+                Value::String(text) => text.clone(),
+                other => other
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| other.to_string()),
+            };
+            let transient = is_transient(&detail);
+            return vec![Err(ProviderError::Remote {
+                provider: self.provider.clone(),
+                detail,
+                transient,
+            })];
+        }
+        let mut out = Vec::new();
+        if let Some(message) = line.get("message") {
+            let text = |key: &str| {
+                message
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_string)
+            };
+            if let Some(thinking) = text("thinking") {
+                out.push(ProviderEvent::ThinkingDelta(thinking));
+            }
+            if let Some(content) = text("content") {
+                out.push(ProviderEvent::TextDelta(content));
+            }
+            if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
+                for call in calls {
+                    self.on_tool_call(call, &mut out);
+                }
+            }
+        }
+        if line.get("done").and_then(Value::as_bool) == Some(true) {
+            self.done = true;
+            // Ollama says `stop` even when the model called tools.
+            let reason = if self.calls > 0 {
+                FinishReason::ToolCalls
+            } else {
+                match line.get("done_reason").and_then(Value::as_str) {
+                    Some("length") => FinishReason::Length,
+                    // `stop`, `load`, none at all: the model had nothing more to say.
+                    _ => FinishReason::Stop,
+                }
+            };
+            let count = |key: &str| line.get(key).and_then(Value::as_u64).unwrap_or(0);
+            out.push(ProviderEvent::Finish(reason));
+            out.push(ProviderEvent::Usage(Usage {
+                prompt_tokens: count("prompt_eval_count"),
+                completion_tokens: count("eval_count"),
+            }));
+        }
+        out.into_iter().map(Ok).collect()
+    }
+
+    /// The body ended. Without the `done` line the answer may be cut off.
+    fn finish(&mut self) -> Vec<Result<ProviderEvent, ProviderError>> {
+        if self.done {
+            return Vec::new();
+        }
+        if !self.saw_anything {
+            return vec![Err(ProviderError::EmptyStream {
+                provider: self.provider.clone(),
+            })];
+        }
+        vec![Err(ProviderError::Truncated {
+            provider: self.provider.clone(),
+            detail: "the connection closed before the final `done` line".into(),
+        })]
+    }
+
+    fn done(&self) -> bool {
+        self.done
+    }
+}
+
+/// Whether an error line reads like a passing failure (overload, a runner
+/// that crashed and will be restarted) rather than a bad request.
+fn is_transient(detail: &str) -> bool {
+    let lower = detail.to_lowercase();
+    [
+        "overloaded",
+        "unexpectedly stopped",
+        "server busy",
+        "try again",
+    ]
+    .iter()
+    .any(|hint| lower.contains(hint))
+}
+
+/// `GET /api/tags`: `{"models":[{"name":"llama3.2:latest",…}]}`. It says
+/// nothing about windows; [`parse_show`] does.
+pub fn parse_tags(value: &Value) -> Result<Vec<ModelInfo>, String> {
+    let list = value
+        .get("models")
+        .and_then(Value::as_array)
+        .ok_or_else(|| "the model list has no `models` array".to_string())?;
+    Ok(list
+        .iter()
+        .filter_map(|entry| {
+            let id = entry
+                .get("name")
+                .or_else(|| entry.get("model"))
+                .and_then(Value::as_str)?;
+            Some(ModelInfo {
+                id: id.to_string(),
+                context_window: None,
+            })
+        })
+        .collect())
+}
+
+/// `POST /api/show`: the window a request gets. A `num_ctx` the model was
+/// created with wins; otherwise the trained length, capped at
+/// [`MAX_REPORTED_CONTEXT`].
+pub fn parse_show(value: &Value) -> Option<u64> {
+    let configured = value
+        .get("parameters")
+        .and_then(Value::as_str)
+        .and_then(|parameters| {
+            parameters.lines().find_map(|line| {
+                let mut words = line.split_whitespace();
+                match (words.next(), words.next()) {
+                    (Some("num_ctx"), Some(size)) => size.parse::<u64>().ok(),
+                    _ => None,
+                }
+            })
+        })
+        .filter(|&size| size > 0);
+    if configured.is_some() {
+        return configured;
+    }
+    value
+        .get("model_info")
+        .and_then(Value::as_object)?
+        .iter()
+        .find_map(|(key, size)| {
+            key.ends_with(".context_length")
+                .then(|| size.as_u64())
+                .flatten()
+        })
+        .filter(|&size| size > 0)
+        .map(|size| size.min(MAX_REPORTED_CONTEXT))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::ToolDefinition;
+    use std::sync::Arc;
+
+    fn decode(lines: &[&str]) -> Vec<Result<ProviderEvent, ProviderError>> {
+        let mut decoder = StreamDecoder::new("p");
+        let mut out = Vec::new();
+        for line in lines {
+            out.extend(decoder.on_event("", line));
+        }
+        out.extend(decoder.finish());
+        out
+    }
+
+    fn fixture(name: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
+        let path = format!(
+            "{}/tests/fixtures/ollama/{name}.ndjson",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.ends_with('\n'), "{path} must end with a newline");
+        let mut decoder = StreamDecoder::new("p");
+        let mut out = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let items = decoder.on_event("", line);
+            let failed = items.iter().any(Result::is_err);
+            out.extend(items);
+            // `event_stream` stops at the first error or at `done`.
+            if failed || decoder.done() {
+                return out;
+            }
+        }
+        out.extend(decoder.finish());
+        out
+    }
+
+    /// The same summary for every scenario: text, thought, calls (name and
+    /// parsed arguments), usage, finish, and the error, if any.
+    #[derive(Debug, Default, PartialEq)]
+    struct Outcome {
+        text: String,
+        thought: String,
+        calls: Vec<(String, String, Value)>,
+        usage: Option<Usage>,
+        finish: Option<FinishReason>,
+        error: Option<String>,
+    }
+
+    fn outcome(events: Vec<Result<ProviderEvent, ProviderError>>) -> Outcome {
+        let mut outcome = Outcome::default();
+        let mut args: Vec<String> = Vec::new();
+        for event in events {
+            match event {
+                Ok(ProviderEvent::TextDelta(t)) => outcome.text.push_str(&t),
+                Ok(ProviderEvent::ThinkingDelta(t)) => outcome.thought.push_str(&t),
+                Ok(ProviderEvent::ToolCallStart { index, id, name }) => {
+                    assert_eq!(index, outcome.calls.len());
+                    outcome.calls.push((id, name, Value::Null));
+                    args.push(String::new());
+                }
+                Ok(ProviderEvent::ToolCallArgumentsDelta { index, delta }) => {
+                    args[index].push_str(&delta)
+                }
+                Ok(ProviderEvent::ToolCallEnd { index }) => {
+                    outcome.calls[index].2 = serde_json::from_str(&args[index]).unwrap();
+                }
+                Ok(ProviderEvent::Usage(usage)) => outcome.usage = Some(usage),
+                Ok(ProviderEvent::Finish(reason)) => outcome.finish = Some(reason),
+                Ok(other) => panic!("unexpected event {other:?}"),
+                Err(err) => {
+                    assert!(outcome.error.is_none(), "two errors");
+                    outcome.error = Some(err.to_string());
+                }
+            }
+        }
+        outcome
+    }
+
+    fn usage(prompt_tokens: u64, completion_tokens: u64) -> Option<Usage> {
+        Some(Usage {
+            prompt_tokens,
+            completion_tokens,
+        })
+    }
+
+    fn call(id: &str, name: &str, arguments: Value) -> (String, String, Value) {
+        (id.into(), name.into(), arguments)
+    }
+
+    #[test]
+    fn fixtures_decode_as_the_readme_says() {
+        assert_eq!(
+            outcome(fixture("text")),
+            Outcome {
+                text: "Hello, world!".into(),
+                usage: usage(12, 4),
+                finish: Some(FinishReason::Stop),
+                ..Outcome::default()
+            }
+        );
+        assert_eq!(
+            outcome(fixture("thinking")),
+            Outcome {
+                text: "The answer is 4.".into(),
+                thought: "Let me think. 2+2=4.".into(),
+                usage: usage(20, 10),
+                finish: Some(FinishReason::Stop),
+                ..Outcome::default()
+            }
+        );
+        assert_eq!(
+            outcome(fixture("tool_call")),
+            Outcome {
+                text: "Reading the file.".into(),
+                calls: vec![call("call_0", "read_file", json!({"path": "src/main.rs"}))],
+                usage: usage(30, 15),
+                finish: Some(FinishReason::ToolCalls),
+                ..Outcome::default()
+            }
+        );
+        assert_eq!(
+            outcome(fixture("parallel_tool_calls")),
+            Outcome {
+                calls: vec![
+                    call("call_0", "read_file", json!({"path": "a.rs"})),
+                    call("call_1", "grep", json!({"pattern": "fn main", "path": "."})),
+                ],
+                usage: usage(40, 20),
+                finish: Some(FinishReason::ToolCalls),
+                ..Outcome::default()
+            }
+        );
+        assert_eq!(
+            outcome(fixture("utf8_arguments")),
+            Outcome {
+                calls: vec![call(
+                    "call_0",
+                    "write_file",
+                    json!({"path": "é.txt", "content": "héllo wörld ✓ 🎉"})
+                )],
+                usage: usage(25, 18),
+                finish: Some(FinishReason::ToolCalls),
+                ..Outcome::default()
+            }
+        );
+        let error = outcome(fixture("error_mid_stream"));
+        assert_eq!(error.text, "Partial");
+        assert!(error.finish.is_none() && error.usage.is_none());
+        assert!(
+            error
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("Overloaded"))
+        );
+        let dropped = outcome(fixture("dropped"));
+        assert_eq!(dropped.text, "Partial");
+        assert!(dropped.finish.is_none() && dropped.usage.is_none());
+        assert!(
+            dropped
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("ended before") && e.contains("`done`")),
+            "{dropped:?}"
+        );
+    }
+
+    #[test]
+    fn error_mid_stream_is_transient_remote_error() {
+        let events = fixture("error_mid_stream");
+        assert!(matches!(
+            events.last(),
+            Some(Err(ProviderError::Remote {
+                transient: true,
+                ..
+            }))
+        ));
+    }
+
+    #[test]
+    fn error_lines_say_whether_to_retry() {
+        let remote = |line: &str| match decode(&[line]).into_iter().next() {
+            Some(Err(ProviderError::Remote {
+                detail, transient, ..
+            })) => (detail, transient),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            remote(r#"{"error":"llama runner process has unexpectedly stopped"}"#),
+            ("llama runner process has unexpectedly stopped".into(), true)
+        );
+        assert!(
+            remote(
+                r#"{"error":"server busy, please try again.  maximum pending requests exceeded"}"#
+            )
+            .1
+        );
+        assert_eq!(
+            remote(r#"{"error":"invalid tool call arguments"}"#),
+            ("invalid tool call arguments".into(), false)
+        );
+        assert_eq!(
+            remote(r#"{"error":{"message":"Overloaded"}}"#),
+            ("Overloaded".into(), true)
+        );
+    }
+
+    #[test]
+    fn lines_that_are_not_json_objects_are_malformed() {
+        for line in ["{not json", "[1,2]", "<html>502 Bad Gateway</html>"] {
+            let events = decode(&[line]);
+            assert!(
+                matches!(events.first(), Some(Err(ProviderError::Malformed { detail, .. })) if detail.contains("not")),
+                "{line}: {events:?}"
+            );
+        }
+        let long = format!("{{{}", "x".repeat(1000));
+        let Some(Err(ProviderError::Malformed { detail, .. })) =
+            decode(&[&long]).into_iter().next()
+        else {
+            panic!("not malformed");
+        };
+        assert!(detail.len() < 400, "{detail}");
+    }
+
+    #[test]
+    fn endings_without_done_are_errors() {
+        assert!(matches!(
+            decode(&[]).as_slice(),
+            [Err(ProviderError::EmptyStream { .. })]
+        ));
+        let cut = decode(&[r#"{"message":{"role":"assistant","content":""},"done":false}"#]);
+        assert!(matches!(
+            cut.as_slice(),
+            [Err(ProviderError::Truncated { .. })]
+        ));
+        let finished = decode(&[r#"{"message":{"role":"assistant","content":""},"done":true}"#]);
+        assert_eq!(
+            finished.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+            vec![
+                ProviderEvent::Finish(FinishReason::Stop),
+                ProviderEvent::Usage(Usage::default()),
+            ]
+        );
+    }
+
+    #[test]
+    fn done_reason_maps_to_finish() {
+        let finish = |reason: &str| {
+            let line = format!(
+                r#"{{"message":{{"role":"assistant","content":"x"}},"done":true,"done_reason":"{reason}","prompt_eval_count":3,"eval_count":1}}"#
+            );
+            outcome(decode(&[&line])).finish
+        };
+        assert_eq!(finish("stop"), Some(FinishReason::Stop));
+        assert_eq!(finish("length"), Some(FinishReason::Length));
+        assert_eq!(finish("load"), Some(FinishReason::Stop));
+    }
+
+    #[test]
+    fn decoder_is_done_after_the_done_line() {
+        let mut decoder = StreamDecoder::new("p");
+        assert!(!decoder.done());
+        decoder.on_event("", r#"{"message":{"content":"a"},"done":false}"#);
+        assert!(!decoder.done());
+        decoder.on_event("", r#"{"message":{"content":""},"done":true}"#);
+        assert!(decoder.done());
+        assert!(decoder.finish().is_empty());
+    }
+
+    #[test]
+    fn tool_calls_get_unique_ids_and_string_arguments_pass_through() {
+        let events = outcome(decode(&[
+            r#"{"message":{"role":"assistant","content":"","tool_calls":[{"id":"call_1","function":{"index":0,"name":"a","arguments":{}}},{"function":{"index":1,"name":"b","arguments":"{\"x\":1}"}}]},"done":false}"#,
+            r#"{"message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"c","arguments":{"y":[1,2]}}},{"id":"call_1","function":{"name":"d","arguments":{}}}]},"done":false}"#,
+            r#"{"message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}"#,
+        ]));
+        assert_eq!(
+            events.calls,
+            vec![
+                call("call_1", "a", json!({})),
+                call("call_2", "b", json!({"x": 1})),
+                call("call_3", "c", json!({"y": [1, 2]})),
+                // A repeated server id would merge two calls downstream.
+                call("call_4", "d", json!({})),
+            ]
+        );
+        assert_eq!(events.finish, Some(FinishReason::ToolCalls));
+        let ids: BTreeSet<_> = events.calls.iter().map(|c| c.0.clone()).collect();
+        assert_eq!(ids.len(), 4);
+    }
+
+    #[test]
+    fn thinking_and_content_in_one_line_keep_their_order() {
+        let events = decode(&[
+            r#"{"message":{"role":"assistant","content":"B","thinking":"A"},"done":false}"#,
+        ]);
+        assert_eq!(
+            events
+                .into_iter()
+                .take(2)
+                .map(Result::unwrap)
+                .collect::<Vec<_>>(),
+            vec![
+                ProviderEvent::ThinkingDelta("A".into()),
+                ProviderEvent::TextDelta("B".into()),
+            ]
+        );
+    }
+
+    fn request(messages: Vec<Message>) -> ChatRequest {
+        ChatRequest {
+            model: "llama3.2".into(),
+            system: Some("be brief".into()),
+            messages: messages.into_iter().map(Arc::new).collect(),
+            tools: vec![],
+            tool_choice: ToolChoice::Auto,
+            max_output_tokens: None,
+            context_window: None,
+        }
+    }
+
+    #[test]
+    fn request_body_sets_window_and_output_cap() {
+        let mut chat = request(vec![Message::user_text("hi")]);
+        let body = request_body(&chat);
+        assert_eq!(body["model"], "llama3.2");
+        assert_eq!(body["stream"], true);
+        assert!(body.get("options").is_none());
+        assert!(body.get("tools").is_none());
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": "hi"},
+            ])
+        );
+        chat.context_window = Some(16384);
+        chat.max_output_tokens = Some(1024);
+        let body = request_body(&chat);
+        assert_eq!(
+            body["options"],
+            json!({"num_ctx": 16384, "num_predict": 1024})
+        );
+    }
+
+    #[test]
+    fn request_body_sends_images_as_bare_base64() {
+        let body = request_body(&request(vec![Message {
+            role: Role::User,
+            parts: vec![
+                Part::Text {
+                    text: "look".into(),
+                },
+                Part::Image {
+                    mime_type: "image/png".into(),
+                    data: "AAAA".into(),
+                },
+                Part::Text {
+                    text: "<context uri=\"file:///a.rs\">\nfn main() {}\n</context>".into(),
+                },
+            ],
+        }]));
+        assert_eq!(
+            body["messages"][1],
+            json!({
+                "role": "user",
+                "content": "look\n\n<context uri=\"file:///a.rs\">\nfn main() {}\n</context>",
+                "images": ["AAAA"],
+            })
+        );
+    }
+
+    #[test]
+    fn request_body_round_trips_tool_calls_results_and_thinking() {
+        let body = request_body(&request(vec![
+            Message::user_text("read it"),
+            Message {
+                role: Role::Assistant,
+                parts: vec![
+                    Part::Thinking {
+                        text: "I should ".into(),
+                        signature: None,
+                    },
+                    Part::RedactedThinking {
+                        data: "opaque".into(),
+                    },
+                    Part::Thinking {
+                        text: "read.".into(),
+                        signature: Some("sig".into()),
+                    },
+                    Part::Text {
+                        text: "Reading.".into(),
+                    },
+                    Part::ToolCall {
+                        id: "call_0".into(),
+                        name: "read_file".into(),
+                        arguments: r#"{"path":"a.rs"}"#.into(),
+                    },
+                    Part::ToolCall {
+                        id: "call_1".into(),
+                        name: "grep".into(),
+                        arguments: r#"{"pattern":"#.into(),
+                    },
+                ],
+            },
+            Message {
+                role: Role::User,
+                parts: vec![
+                    Part::Text {
+                        text: "and then?".into(),
+                    },
+                    Part::ToolResult {
+                        call_id: "call_0".into(),
+                        content: "fn main() {}".into(),
+                        is_error: false,
+                    },
+                    Part::ToolResult {
+                        call_id: "call_unknown".into(),
+                        content: "no such call".into(),
+                        is_error: true,
+                    },
+                ],
+            },
+        ]));
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": "read it"},
+                {
+                    "role": "assistant",
+                    "content": "Reading.",
+                    "thinking": "I should read.",
+                    "tool_calls": [
+                        {"function": {"name": "read_file", "arguments": {"path": "a.rs"}}},
+                        {"function": {"name": "grep", "arguments": {}}},
+                    ],
+                },
+                {"role": "tool", "content": "fn main() {}", "tool_name": "read_file"},
+                {"role": "tool", "content": "no such call"},
+                {"role": "user", "content": "and then?"},
+            ])
+        );
+    }
+
+    #[test]
+    fn tool_results_name_the_latest_call_with_their_id() {
+        let turn = |name: &str| Message {
+            role: Role::Assistant,
+            parts: vec![Part::ToolCall {
+                id: "call_0".into(),
+                name: name.into(),
+                arguments: "{}".into(),
+            }],
+        };
+        let result = Message {
+            role: Role::User,
+            parts: vec![Part::ToolResult {
+                call_id: "call_0".into(),
+                content: "ok".into(),
+                is_error: false,
+            }],
+        };
+        let body = request_body(&request(vec![
+            turn("first"),
+            result.clone(),
+            turn("second"),
+            result,
+        ]));
+        assert_eq!(body["messages"][2]["tool_name"], "first");
+        assert_eq!(body["messages"][4]["tool_name"], "second");
+    }
+
+    #[test]
+    fn request_body_tools_follow_tool_choice() {
+        let mut chat = request(vec![Message::user_text("hi")]);
+        chat.tools = vec![ToolDefinition {
+            name: "read_file".into(),
+            description: "Read a file".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }];
+        let body = request_body(&chat);
+        assert_eq!(
+            body["tools"],
+            json!([{
+                "type": "function",
+                "function": {
+                    "name": "read_file",
+                    "description": "Read a file",
+                    "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+                }
+            }])
+        );
+        assert!(body.get("tool_choice").is_none());
+        chat.tool_choice = ToolChoice::Required;
+        assert!(request_body(&chat).get("tools").is_some());
+        chat.tool_choice = ToolChoice::None;
+        assert!(request_body(&chat).get("tools").is_none());
+    }
+
+    #[test]
+    fn show_prefers_num_ctx_parameter() {
+        let body = json!({
+            "parameters": "num_keep                       24\nnum_ctx                        4096\nstop                           \"<|eot_id|>\"",
+            "model_info": {"general.architecture": "llama", "llama.context_length": 131072},
+        });
+        assert_eq!(parse_show(&body), Some(4096));
+    }
+
+    #[test]
+    fn show_caps_trained_context_length() {
+        let big = json!({
+            "parameters": "stop \"<|eot_id|>\"",
+            "model_info": {"general.architecture": "llama", "llama.context_length": 131072},
+        });
+        assert_eq!(parse_show(&big), Some(MAX_REPORTED_CONTEXT));
+        let small = json!({"model_info": {"qwen2.context_length": 8192}});
+        assert_eq!(parse_show(&small), Some(8192));
+    }
+
+    #[test]
+    fn show_without_either_reports_nothing() {
+        assert_eq!(parse_show(&json!({})), None);
+        assert_eq!(
+            parse_show(&json!({
+                "parameters": "num_keep 24",
+                "model_info": {"general.architecture": "llama"},
+            })),
+            None
+        );
+    }
+
+    #[test]
+    fn tags_list_models_by_name() {
+        let body = json!({"models": [
+            {"name": "llama3.2:latest", "model": "llama3.2:latest", "size": 2019393189,
+             "details": {"family": "llama", "parameter_size": "3.2B"}},
+            {"model": "qwen3:8b"},
+            {"size": 1},
+        ]});
+        assert_eq!(
+            parse_tags(&body).unwrap(),
+            vec![
+                ModelInfo {
+                    id: "llama3.2:latest".into(),
+                    context_window: None,
+                },
+                ModelInfo {
+                    id: "qwen3:8b".into(),
+                    context_window: None,
+                },
+            ]
+        );
+        assert!(parse_tags(&json!({"models": []})).unwrap().is_empty());
+        assert!(parse_tags(&json!({"data": []})).is_err());
     }
 }
