@@ -18,7 +18,7 @@ use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::config::{Config, KeySource, ProviderConfig, ProviderKind};
+use crate::config::{Config, ProviderConfig, ProviderKind};
 
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -431,29 +431,5 @@ fn build_provider(config: &ProviderConfig) -> Arc<dyn Provider> {
         ProviderKind::OpenAi => Arc::new(openai::OpenAiProvider::new(config.clone())),
         ProviderKind::Ollama => Arc::new(ollama::OllamaProvider::new(config.clone())),
         ProviderKind::Anthropic => Arc::new(anthropic::AnthropicProvider::new(config.clone())),
-    }
-}
-
-/// Where to tell the user to put a key, in words.
-pub fn key_hint(config: &ProviderConfig) -> (String, String) {
-    match &config.api_key {
-        Some(key) => (
-            format!(" from {}", key.source),
-            match &key.source {
-                KeySource::EnvVar(var) => format!(" in {var}"),
-                KeySource::ConfigLiteral => format!(" in [llm.providers.{}] api_key", config.name),
-                KeySource::File(path) => format!(" in {}", path.display()),
-            },
-        ),
-        None => (
-            " (no key was sent)".into(),
-            match config.kind.conventional_key_variable() {
-                Some(var) => format!(
-                    "; set api_key = \"${{{var}}}\" in [llm.providers.{}] and export {var}",
-                    config.name
-                ),
-                None => format!("; set api_key in [llm.providers.{}]", config.name),
-            },
-        ),
     }
 }

@@ -167,7 +167,7 @@ pub enum Wire {
     Ollama,
 }
 
-pub const WIRES: [Wire; 1] = [Wire::OpenAi];
+pub const WIRES: [Wire; 2] = [Wire::OpenAi, Wire::Ollama];
 impl Wire {
     pub fn kind(self) -> &'static str {
         match self {
