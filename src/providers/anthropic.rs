@@ -1,10 +1,21 @@
-//! Placeholder until the native client lands.
+//! Anthropic Messages API: `POST {endpoint}/v1/messages` with `stream: true`,
+//! read as server-sent events. Serves api.anthropic.com and servers that speak
+//! the same format (llama-server's `/v1/messages`, proxies).
+
+use std::collections::BTreeMap;
 
 use futures::future::BoxFuture;
+use serde_json::{Map, Value, json};
 
-use super::http::HttpBase;
-use super::{ChatRequest, EventStream, ModelInfo, Provider, ProviderError};
+use super::http::{Framing, HttpBase, WireDecoder, event_stream, truncate};
+use super::{
+    ChatRequest, EventStream, FinishReason, Message, ModelInfo, Part, Provider, ProviderError,
+    ProviderEvent, Role, ToolChoice, Usage,
+};
 use crate::config::ProviderConfig;
+
+/// The API version this client speaks; the server pins behaviour to it.
+const API_VERSION: &str = "2023-06-01";
 
 pub struct AnthropicProvider {
     http: HttpBase,
@@ -16,6 +27,52 @@ impl AnthropicProvider {
             http: HttpBase::new(config),
         }
     }
+
+    fn with_headers(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let request = request.header("anthropic-version", API_VERSION);
+        match self.http.key() {
+            Some(key) => request.header("x-api-key", key),
+            None => request,
+        }
+    }
+
+    async fn start(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
+        self.http.check_key()?;
+        let client = self.http.client()?;
+        let body = request_body(&request, self.http.config.max_output_tokens);
+        let url = format!("{}/v1/messages", self.http.config.endpoint);
+        tracing::debug!(%url, model = %request.model, messages = request.messages.len(), "chat request");
+        let sent = self
+            .http
+            .send(
+                self.with_headers(client.post(&url)).json(&body),
+                &request.model,
+            )
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(err) => return Err(self.http.with_listing(err, self.models()).await),
+        };
+        Ok(event_stream(
+            response,
+            Framing::Sse,
+            self.http.config.timeout,
+            self.http.name().to_string(),
+            StreamDecoder::new(self.http.name()),
+        ))
+    }
+
+    async fn models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+        self.http.check_key()?;
+        let client = self.http.client()?;
+        // The list is paged (20 by default); one page of the maximum size holds them all.
+        let url = format!("{}/v1/models?limit=1000", self.http.config.endpoint);
+        let body = self
+            .http
+            .fetch_json(self.with_headers(client.get(&url)))
+            .await?;
+        parse_models(&body).map_err(|detail| self.http.malformed(detail))
+    }
 }
 
 impl Provider for AnthropicProvider {
@@ -25,12 +82,1251 @@ impl Provider for AnthropicProvider {
 
     fn stream_chat(
         &self,
-        _request: ChatRequest,
+        request: ChatRequest,
     ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
-        Box::pin(async move { Err(self.http.malformed("not yet")) })
+        Box::pin(self.start(request))
     }
 
     fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
-        Box::pin(async move { Ok(Vec::new()) })
+        Box::pin(self.models())
+    }
+}
+
+/// `max_tokens` when neither the request nor the config sets it (the API
+/// requires one): the Claude 3 generation caps output at 4096, later ones
+/// allow at least 8192.
+pub fn default_max_tokens(model: &str) -> u32 {
+    let claude_3 = model.starts_with("claude-3-")
+        && !model.starts_with("claude-3-5")
+        && !model.starts_with("claude-3-7");
+    if claude_3 { 4096 } else { 8192 }
+}
+
+/// The JSON body of a streamed Messages call. `configured_max_tokens` is the
+/// provider config's `max_output_tokens`.
+pub fn request_body(request: &ChatRequest, configured_max_tokens: Option<u32>) -> Value {
+    let max_tokens = request
+        .max_output_tokens
+        .or(configured_max_tokens)
+        .unwrap_or_else(|| default_max_tokens(&request.model));
+    let mut body = json!({
+        "model": request.model,
+        "max_tokens": max_tokens,
+        "stream": true,
+        "messages": encode_messages(&request.messages),
+    });
+    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
+        body["system"] = json!(system);
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "name": tool.name,
+                    "description": tool.description,
+                    "input_schema": tool.parameters,
+                })
+            })
+            .collect();
+        body["tool_choice"] = match &request.tool_choice {
+            ToolChoice::Auto => json!({ "type": "auto" }),
+            ToolChoice::Required => json!({ "type": "any" }),
+            ToolChoice::None => json!({ "type": "none" }),
+            ToolChoice::Specific(name) => json!({ "type": "tool", "name": name }),
+        };
+    }
+    body
+}
+
+/// The history as alternating user/assistant turns: the API rejects two
+/// turns of the same role in a row and turns with no content.
+fn encode_messages(messages: &[std::sync::Arc<Message>]) -> Vec<Value> {
+    let mut turns: Vec<(Role, Vec<Value>)> = Vec::new();
+    for message in messages {
+        let blocks = encode_blocks(message);
+        if blocks.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some((role, existing)) if *role == message.role => existing.extend(blocks),
+            _ => turns.push((message.role, blocks)),
+        }
+    }
+    turns
+        .into_iter()
+        .map(|(role, mut blocks)| {
+            let role = match role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            };
+            // Tool results must open the user turn; keep the rest in order after them.
+            blocks.sort_by_key(|block| block["type"] != "tool_result");
+            json!({ "role": role, "content": blocks })
+        })
+        .collect()
+}
+
+fn encode_blocks(message: &Message) -> Vec<Value> {
+    let mut blocks = Vec::with_capacity(message.parts.len());
+    for part in &message.parts {
+        let block = match (message.role, part) {
+            // The API rejects empty text blocks.
+            (_, Part::Text { text }) if text.is_empty() => continue,
+            (_, Part::Text { text }) => json!({ "type": "text", "text": text }),
+            (Role::User, Part::Image { mime_type, data }) => json!({
+                "type": "image",
+                "source": { "type": "base64", "media_type": mime_type, "data": data },
+            }),
+            (
+                Role::User,
+                Part::ToolResult {
+                    call_id,
+                    content,
+                    is_error,
+                },
+            ) => json!({
+                "type": "tool_result",
+                "tool_use_id": call_id,
+                "content": content,
+                "is_error": is_error,
+            }),
+            (
+                Role::Assistant,
+                Part::Thinking {
+                    text,
+                    signature: Some(signature),
+                },
+            ) => json!({ "type": "thinking", "thinking": text, "signature": signature }),
+            (Role::Assistant, Part::RedactedThinking { data }) => {
+                json!({ "type": "redacted_thinking", "data": data })
+            }
+            (
+                Role::Assistant,
+                Part::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                },
+            ) => json!({
+                "type": "tool_use",
+                "id": id,
+                "name": name,
+                "input": tool_input(arguments),
+            }),
+            // Unsigned thinking came from another provider and would be
+            // rejected; the rest has no place in this role.
+            _ => continue,
+        };
+        blocks.push(block);
+    }
+    blocks
+}
+
+/// `input` must be an object; arguments the model left empty or broken become `{}`.
+fn tool_input(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(Value::Object(object)) => Value::Object(object),
+        _ => Value::Object(Map::new()),
+    }
+}
+
+/// What is still open at a block index.
+#[derive(Debug)]
+enum Block {
+    ToolUse {
+        /// A complete `input` sent with the start, used if no deltas follow.
+        start_input: Option<String>,
+        streamed: bool,
+    },
+    Thinking {
+        /// A signature sent with the start, used if no `signature_delta` follows.
+        start_signature: Option<String>,
+        signed: bool,
+    },
+}
+
+/// Turns the events of a Messages stream into [`ProviderEvent`]s. Pure, so
+/// every quirk is tested without a server. Events are told apart by the
+/// `type` in their data: llama-server and proxies differ in `event:` names.
+#[derive(Debug, Default)]
+pub struct StreamDecoder {
+    provider: String,
+    /// `message_stop` arrived.
+    done: bool,
+    saw_anything: bool,
+    /// A `message_delta` carried a stop reason.
+    stopped: bool,
+    usage_seen: bool,
+    usage_sent: bool,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    /// Open blocks by the server's `index`; blocks may interleave.
+    blocks: BTreeMap<usize, Block>,
+}
+
+impl WireDecoder for StreamDecoder {
+    fn on_event(&mut self, event: &str, data: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
+        let data = data.trim();
+        if data.is_empty() {
+            return Vec::new();
+        }
+        let value: Value = match serde_json::from_str(data) {
+            Ok(value) => value,
+            Err(err) => {
+                return vec![Err(ProviderError::Malformed {
+                    provider: self.provider.clone(),
+                    detail: format!(
+                        "a stream event is not JSON ({err}): {}",
+                        truncate(data, 200)
+                    ),
+                })];
+            }
+        };
+        let kind = value
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or(event)
+            .to_string();
+        let mut out = Vec::new();
+        match kind.as_str() {
+            "message_start" => {
+                self.saw_anything = true;
+                if let Some(usage) = value.pointer("/message/usage") {
+                    self.usage_seen = true;
+                    self.prompt_tokens = prompt_tokens(usage);
+                    self.completion_tokens = count(usage, "output_tokens");
+                }
+            }
+            "content_block_start" => {
+                self.saw_anything = true;
+                self.on_block_start(&value, &mut out);
+            }
+            "content_block_delta" => {
+                self.saw_anything = true;
+                self.on_block_delta(&value, &mut out);
+            }
+            "content_block_stop" => {
+                self.saw_anything = true;
+                let index = block_index(&value);
+                if let Some(block) = self.blocks.remove(&index) {
+                    close_block(index, block, &mut out);
+                }
+            }
+            "message_delta" => {
+                self.saw_anything = true;
+                if let Some(usage) = value.get("usage") {
+                    self.usage_seen = true;
+                    if let Some(output) = usage.get("output_tokens").and_then(Value::as_u64) {
+                        self.completion_tokens = output;
+                    }
+                    if count(usage, "input_tokens") > 0 {
+                        self.prompt_tokens = prompt_tokens(usage);
+                    }
+                }
+                if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.close_blocks(&mut out);
+                    self.stopped = true;
+                    out.push(ProviderEvent::Finish(match reason {
+                        "end_turn" | "stop_sequence" => FinishReason::Stop,
+                        "max_tokens" => FinishReason::Length,
+                        "tool_use" => FinishReason::ToolCalls,
+                        "refusal" => FinishReason::Refusal,
+                        other => FinishReason::Other(other.to_string()),
+                    }));
+                }
+            }
+            "message_stop" => {
+                self.saw_anything = true;
+                self.done = true;
+                self.close_blocks(&mut out);
+                self.push_usage(&mut out);
+            }
+            "error" => return vec![Err(self.remote_error(&value))],
+            // `ping` and event types added later carry nothing for us.
+            _ => {}
+        }
+        out.into_iter().map(Ok).collect()
+    }
+
+    /// The byte stream ended. Without `message_stop` the answer may be cut off.
+    fn finish(&mut self) -> Vec<Result<ProviderEvent, ProviderError>> {
+        if self.done {
+            return Vec::new();
+        }
+        if !self.saw_anything {
+            return vec![Err(ProviderError::EmptyStream {
+                provider: self.provider.clone(),
+            })];
+        }
+        if self.stopped {
+            // The stop reason arrived, only the end marker is missing: nothing is lost.
+            let mut out = Vec::new();
+            self.close_blocks(&mut out);
+            self.push_usage(&mut out);
+            return out.into_iter().map(Ok).collect();
+        }
+        vec![Err(ProviderError::Truncated {
+            provider: self.provider.clone(),
+            detail: "the connection closed before message_stop".into(),
+        })]
+    }
+
+    fn done(&self) -> bool {
+        self.done
+    }
+}
+
+impl StreamDecoder {
+    pub fn new(provider: &str) -> Self {
+        Self {
+            provider: provider.to_string(),
+            ..Self::default()
+        }
+    }
+
+    fn on_block_start(&mut self, value: &Value, out: &mut Vec<ProviderEvent>) {
+        let index = block_index(value);
+        // A start on an index still open: the server skipped the stop.
+        if let Some(previous) = self.blocks.remove(&index) {
+            close_block(index, previous, out);
+        }
+        let Some(block) = value.get("content_block") else {
+            return;
+        };
+        match block
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+        {
+            "text" => {
+                if let Some(text) = non_empty(block, "text") {
+                    out.push(ProviderEvent::TextDelta(text.to_string()));
+                }
+            }
+            "thinking" => {
+                if let Some(text) = non_empty(block, "thinking") {
+                    out.push(ProviderEvent::ThinkingDelta(text.to_string()));
+                }
+                self.blocks.insert(
+                    index,
+                    Block::Thinking {
+                        start_signature: non_empty(block, "signature").map(str::to_string),
+                        signed: false,
+                    },
+                );
+            }
+            "redacted_thinking" => {
+                if let Some(data) = non_empty(block, "data") {
+                    out.push(ProviderEvent::RedactedThinking(data.to_string()));
+                }
+            }
+            "tool_use" => {
+                let id = non_empty(block, "id")
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("toolu_{index}"));
+                let name = block
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                // llama-server may leave `input` out; the real API sends `{}`.
+                let start_input = match block.get("input") {
+                    Some(Value::Object(input)) if !input.is_empty() => {
+                        Some(Value::Object(input.clone()).to_string())
+                    }
+                    _ => None,
+                };
+                out.push(ProviderEvent::ToolCallStart { index, id, name });
+                self.blocks.insert(
+                    index,
+                    Block::ToolUse {
+                        start_input,
+                        streamed: false,
+                    },
+                );
+            }
+            // Server-side tools run on Anthropic's side; nothing for the agent to do.
+            _ => {}
+        }
+    }
+
+    fn on_block_delta(&mut self, value: &Value, out: &mut Vec<ProviderEvent>) {
+        let index = block_index(value);
+        let Some(delta) = value.get("delta") else {
+            return;
+        };
+        match delta
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+        {
+            "text_delta" => {
+                if let Some(text) = non_empty(delta, "text") {
+                    out.push(ProviderEvent::TextDelta(text.to_string()));
+                }
+            }
+            "thinking_delta" => {
+                if let Some(text) = non_empty(delta, "thinking") {
+                    out.push(ProviderEvent::ThinkingDelta(text.to_string()));
+                }
+            }
+            "signature_delta" => {
+                if let Some(signature) = non_empty(delta, "signature") {
+                    if let Some(Block::Thinking { signed, .. }) = self.blocks.get_mut(&index) {
+                        *signed = true;
+                    }
+                    out.push(ProviderEvent::ThinkingSignature(signature.to_string()));
+                }
+            }
+            "input_json_delta" => {
+                let Some(partial) = non_empty(delta, "partial_json") else {
+                    return;
+                };
+                // Arguments for a call that never started have nowhere to go.
+                if let Some(Block::ToolUse { streamed, .. }) = self.blocks.get_mut(&index) {
+                    *streamed = true;
+                    out.push(ProviderEvent::ToolCallArgumentsDelta {
+                        index,
+                        delta: partial.to_string(),
+                    });
+                }
+            }
+            // `citations_delta` and later kinds are not shown.
+            _ => {}
+        }
+    }
+
+    fn close_blocks(&mut self, out: &mut Vec<ProviderEvent>) {
+        for (index, block) in std::mem::take(&mut self.blocks) {
+            close_block(index, block, out);
+        }
+    }
+
+    fn push_usage(&mut self, out: &mut Vec<ProviderEvent>) {
+        if self.usage_seen && !self.usage_sent {
+            self.usage_sent = true;
+            out.push(ProviderEvent::Usage(Usage {
+                prompt_tokens: self.prompt_tokens,
+                completion_tokens: self.completion_tokens,
+            }));
+        }
+    }
+
+    /// `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
+    fn remote_error(&self, value: &Value) -> ProviderError {
+        let error = value.get("error").unwrap_or(value);
+        let detail = error
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| truncate(&error.to_string(), 300));
+        let transient = matches!(
+            error.get("type").and_then(Value::as_str),
+            Some("overloaded_error" | "api_error" | "rate_limit_error")
+        );
+        ProviderError::Remote {
+            provider: self.provider.clone(),
+            detail,
+            transient,
+        }
+    }
+}
+
+fn close_block(index: usize, block: Block, out: &mut Vec<ProviderEvent>) {
+    match block {
+        Block::ToolUse {
+            start_input,
+            streamed,
+        } => {
+            if let (Some(input), false) = (start_input, streamed) {
+                out.push(ProviderEvent::ToolCallArgumentsDelta {
+                    index,
+                    delta: input,
+                });
+            }
+            out.push(ProviderEvent::ToolCallEnd { index });
+        }
+        Block::Thinking {
+            start_signature: Some(signature),
+            signed: false,
+        } => out.push(ProviderEvent::ThinkingSignature(signature)),
+        Block::Thinking { .. } => {}
+    }
+}
+
+fn block_index(value: &Value) -> usize {
+    value
+        .get("index")
+        .and_then(Value::as_u64)
+        .map(|i| i as usize)
+        .unwrap_or(0)
+}
+
+fn non_empty<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .filter(|text| !text.is_empty())
+}
+
+fn count(usage: &Value, key: &str) -> u64 {
+    usage.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// Cached prompt tokens are counted apart from `input_tokens`; the window holds all of them.
+fn prompt_tokens(usage: &Value) -> u64 {
+    count(usage, "input_tokens")
+        + count(usage, "cache_creation_input_tokens")
+        + count(usage, "cache_read_input_tokens")
+}
+
+/// `GET /v1/models`: `{"data":[{"id":…,"display_name":…}]}`. llama-server
+/// adds `meta.n_ctx`, the window one request gets.
+pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, String> {
+    let list = value
+        .get("data")
+        .and_then(Value::as_array)
+        .ok_or_else(|| "the model list has no `data` array".to_string())?;
+    Ok(list
+        .iter()
+        .filter_map(|entry| {
+            let id = entry.get("id").and_then(Value::as_str)?;
+            Some(ModelInfo {
+                id: id.to_string(),
+                context_window: entry.pointer("/meta/n_ctx").and_then(Value::as_u64),
+            })
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::ToolDefinition;
+    use std::sync::Arc;
+
+    /// Feeds events as `event_stream` does: stop at the first error or at
+    /// the end marker, call `finish` only when the input runs out.
+    fn decode(events: &[(&str, &str)]) -> Vec<Result<ProviderEvent, String>> {
+        let mut decoder = StreamDecoder::new("p");
+        let mut out = Vec::new();
+        for (event, data) in events {
+            let items = decoder.on_event(event, data);
+            let failed = items.iter().any(Result::is_err);
+            out.extend(items);
+            if failed || decoder.done() {
+                return stringify(out);
+            }
+        }
+        out.extend(decoder.finish());
+        stringify(out)
+    }
+
+    fn stringify(
+        items: Vec<Result<ProviderEvent, ProviderError>>,
+    ) -> Vec<Result<ProviderEvent, String>> {
+        items
+            .into_iter()
+            .map(|r| r.map_err(|e| e.to_string()))
+            .collect()
+    }
+
+    /// SSE blocks separated by blank lines, with `event:` and `data:` lines.
+    fn parse_sse(text: &str) -> Vec<(String, String)> {
+        text.split("\n\n")
+            .filter(|block| !block.trim().is_empty())
+            .map(|block| {
+                let mut event = String::new();
+                let mut data: Vec<&str> = Vec::new();
+                for line in block.lines() {
+                    if let Some(name) = line.strip_prefix("event:") {
+                        event = name.trim().to_string();
+                    } else if let Some(value) = line.strip_prefix("data:") {
+                        data.push(value.strip_prefix(' ').unwrap_or(value));
+                    }
+                }
+                (event, data.join("\n"))
+            })
+            .collect()
+    }
+
+    /// What a stream added up to.
+    #[derive(Debug, Default, PartialEq)]
+    struct Outcome {
+        text: String,
+        thought: String,
+        signatures: Vec<String>,
+        /// (id, name, parsed arguments), in start order.
+        calls: Vec<(String, String, Value)>,
+        usage: Option<Usage>,
+        finish: Option<FinishReason>,
+        error: Option<String>,
+    }
+
+    fn outcome(events: Vec<Result<ProviderEvent, String>>) -> Outcome {
+        let mut result = Outcome::default();
+        let mut calls: Vec<(usize, String, String, String, bool)> = Vec::new();
+        let mut usages = 0;
+        for event in events {
+            match event {
+                Ok(ProviderEvent::TextDelta(text)) => result.text.push_str(&text),
+                Ok(ProviderEvent::ThinkingDelta(text)) => result.thought.push_str(&text),
+                Ok(ProviderEvent::ThinkingSignature(s)) => result.signatures.push(s),
+                Ok(ProviderEvent::RedactedThinking(_)) => {}
+                Ok(ProviderEvent::ToolCallStart { index, id, name }) => {
+                    calls.push((index, id, name, String::new(), false))
+                }
+                Ok(ProviderEvent::ToolCallArgumentsDelta { index, delta }) => {
+                    let call = calls.iter_mut().rev().find(|c| c.0 == index).unwrap();
+                    assert!(!call.4, "arguments after the end of call {index}");
+                    call.3.push_str(&delta);
+                }
+                Ok(ProviderEvent::ToolCallEnd { index }) => {
+                    let call = calls.iter_mut().rev().find(|c| c.0 == index).unwrap();
+                    assert!(!call.4, "call {index} ended twice");
+                    call.4 = true;
+                }
+                Ok(ProviderEvent::Usage(usage)) => {
+                    assert!(result.finish.is_some(), "usage before the finish");
+                    usages += 1;
+                    result.usage = Some(usage);
+                }
+                Ok(ProviderEvent::Finish(reason)) => {
+                    assert!(result.finish.is_none(), "two finishes");
+                    result.finish = Some(reason);
+                }
+                Err(err) => result.error = Some(err),
+            }
+        }
+        assert!(usages <= 1, "{usages} usage events");
+        for (index, id, name, arguments, ended) in calls {
+            if result.error.is_none() {
+                assert!(ended, "call {index} never ended");
+            }
+            let arguments = serde_json::from_str(&arguments)
+                .unwrap_or_else(|e| panic!("arguments of {name} ({arguments}): {e}"));
+            result.calls.push((id, name, arguments));
+        }
+        result
+    }
+
+    fn fixture(name: &str) -> Outcome {
+        let path = format!(
+            "{}/tests/fixtures/anthropic/{name}.sse",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.ends_with('\n'), "{path} must end with a newline");
+        let events = parse_sse(&text);
+        let borrowed: Vec<(&str, &str)> = events
+            .iter()
+            .map(|(e, d)| (e.as_str(), d.as_str()))
+            .collect();
+        outcome(decode(&borrowed))
+    }
+
+    fn usage(prompt_tokens: u64, completion_tokens: u64) -> Option<Usage> {
+        Some(Usage {
+            prompt_tokens,
+            completion_tokens,
+        })
+    }
+
+    #[test]
+    fn fixtures_match_the_scenario_table() {
+        let text = fixture("text");
+        assert_eq!(
+            text,
+            Outcome {
+                text: "Hello, world!".into(),
+                usage: usage(12, 4),
+                finish: Some(FinishReason::Stop),
+                ..Outcome::default()
+            }
+        );
+
+        let thinking = fixture("thinking");
+        assert_eq!(
+            thinking,
+            Outcome {
+                text: "The answer is 4.".into(),
+                thought: "Let me think. 2+2=4.".into(),
+                signatures: vec!["sig-abc123".into()],
+                usage: usage(20, 10),
+                finish: Some(FinishReason::Stop),
+                ..Outcome::default()
+            }
+        );
+
+        let tool_call = fixture("tool_call");
+        assert_eq!(tool_call.text, "Reading the file.");
+        assert_eq!(tool_call.calls.len(), 1);
+        assert_eq!(tool_call.calls[0].1, "read_file");
+        assert_eq!(tool_call.calls[0].2, json!({"path": "src/main.rs"}));
+        assert_eq!(tool_call.usage, usage(30, 15));
+        assert_eq!(tool_call.finish, Some(FinishReason::ToolCalls));
+        assert_eq!(tool_call.error, None);
+
+        let parallel = fixture("parallel_tool_calls");
+        let calls: Vec<(&str, &Value)> = parallel
+            .calls
+            .iter()
+            .map(|(_, name, args)| (name.as_str(), args))
+            .collect();
+        assert_eq!(
+            calls,
+            vec![
+                ("read_file", &json!({"path": "a.rs"})),
+                ("grep", &json!({"pattern": "fn main", "path": "."})),
+            ]
+        );
+        assert_ne!(parallel.calls[0].0, parallel.calls[1].0, "distinct ids");
+        assert_eq!(parallel.usage, usage(40, 20));
+        assert_eq!(parallel.finish, Some(FinishReason::ToolCalls));
+        assert_eq!(parallel.error, None);
+
+        let utf8 = fixture("utf8_arguments");
+        assert_eq!(utf8.calls.len(), 1);
+        assert_eq!(utf8.calls[0].1, "write_file");
+        assert_eq!(
+            utf8.calls[0].2,
+            json!({"path": "é.txt", "content": "héllo wörld ✓ 🎉"})
+        );
+        assert_eq!(utf8.usage, usage(25, 18));
+        assert_eq!(utf8.finish, Some(FinishReason::ToolCalls));
+        assert_eq!(utf8.error, None);
+
+        let error = fixture("error_mid_stream");
+        assert_eq!(error.text, "Partial");
+        assert!(
+            error
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("Overloaded")),
+            "{error:?}"
+        );
+
+        let dropped = fixture("dropped");
+        assert_eq!(dropped.text, "Partial");
+        assert_eq!((dropped.usage, dropped.finish.as_ref()), (None, None));
+        assert!(
+            dropped
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("ended before it was complete")),
+            "{dropped:?}"
+        );
+    }
+
+    /// The same files through the real SSE framing, cut every 3 bytes (inside
+    /// UTF-8 characters too): the outcome must not change.
+    #[tokio::test]
+    async fn fixtures_survive_real_framing_cut_into_small_chunks() {
+        use futures::StreamExt;
+        for name in [
+            "text",
+            "thinking",
+            "tool_call",
+            "parallel_tool_calls",
+            "utf8_arguments",
+            "error_mid_stream",
+            "dropped",
+        ] {
+            let path = format!(
+                "{}/tests/fixtures/anthropic/{name}.sse",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let bytes = std::fs::read(&path).unwrap();
+            let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+                bytes.chunks(3).map(|c| Ok(c.to_vec())).collect();
+            let body = reqwest::Body::wrap_stream(futures::stream::iter(chunks));
+            let response = reqwest::Response::from(axum::http::Response::new(body));
+            let stream = event_stream(
+                response,
+                Framing::Sse,
+                std::time::Duration::from_secs(5),
+                "p".into(),
+                StreamDecoder::new("p"),
+            );
+            let events: Vec<_> = stream.collect().await;
+            assert_eq!(outcome(stringify(events)), fixture(name), "{name}");
+        }
+    }
+
+    fn config(endpoint: String, key: Option<&str>) -> ProviderConfig {
+        use crate::config::{ApiKey, KeySource, ProviderKind, RetryPolicy, Secret};
+        ProviderConfig {
+            name: "claude".into(),
+            kind: ProviderKind::Anthropic,
+            endpoint,
+            default_model: "claude-sonnet-4-5".into(),
+            api_key: key.map(|key| ApiKey {
+                secret: Secret::new(key),
+                source: KeySource::ConfigLiteral,
+            }),
+            missing_key_variable: None,
+            context_window: None,
+            timeout: std::time::Duration::from_secs(5),
+            connect_timeout: std::time::Duration::from_secs(5),
+            max_output_tokens: Some(321),
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// Path, headers and body as a server sees them, and the hosted API
+    /// refused before sending when no key is set.
+    #[tokio::test]
+    async fn requests_carry_version_key_and_body() {
+        use axum::extract::{Json, State};
+        use axum::http::HeaderMap;
+        use futures::StreamExt;
+        type Seen = Arc<std::sync::Mutex<Vec<(String, Option<String>, Option<String>, Value)>>>;
+        let seen: Seen = Arc::default();
+        let header = |headers: &HeaderMap, name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let app =
+            axum::Router::new()
+                .route(
+                    "/v1/messages",
+                    axum::routing::post(
+                        move |State(seen): State<Seen>,
+                              headers: HeaderMap,
+                              Json(body): Json<Value>| async move {
+                            seen.lock().unwrap().push((
+                                "messages".into(),
+                                header(&headers, "x-api-key"),
+                                header(&headers, "anthropic-version"),
+                                body,
+                            ));
+                            std::fs::read_to_string(concat!(
+                                env!("CARGO_MANIFEST_DIR"),
+                                "/tests/fixtures/anthropic/text.sse"
+                            ))
+                            .unwrap()
+                        },
+                    ),
+                )
+                .route(
+                    "/v1/models",
+                    axum::routing::get(
+                        move |State(seen): State<Seen>, headers: HeaderMap| async move {
+                            seen.lock().unwrap().push((
+                                "models".into(),
+                                header(&headers, "x-api-key"),
+                                header(&headers, "anthropic-version"),
+                                Value::Null,
+                            ));
+                            Json(json!({"data": [{"id": "claude-sonnet-4-5"}]}))
+                        },
+                    ),
+                )
+                .with_state(Arc::clone(&seen));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+
+        let provider = AnthropicProvider::new(config(endpoint.clone(), Some("sk-test")));
+        let stream = provider
+            .stream_chat(chat(vec![Message::user_text("hi")]))
+            .await
+            .unwrap();
+        let events: Vec<_> = stream.collect().await;
+        assert_eq!(outcome(stringify(events)).text, "Hello, world!");
+        let models = provider.list_models().await.unwrap();
+        assert_eq!(models[0].id, "claude-sonnet-4-5");
+        // A local server without a key: no `x-api-key` header at all.
+        let keyless = AnthropicProvider::new(config(endpoint, None));
+        keyless.list_models().await.unwrap();
+
+        let seen = seen.lock().unwrap().clone();
+        let version = Some("2023-06-01".to_string());
+        let key = Some("sk-test".to_string());
+        assert_eq!(seen.len(), 3);
+        assert_eq!(
+            (&seen[0].0, &seen[0].1, &seen[0].2),
+            (&"messages".into(), &key, &version)
+        );
+        assert_eq!(seen[0].3["max_tokens"], 321);
+        assert_eq!(
+            seen[0].3["messages"],
+            json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+        );
+        assert_eq!(
+            (&seen[1].0, &seen[1].1, &seen[1].2),
+            (&"models".into(), &key, &version)
+        );
+        assert_eq!(
+            (&seen[2].0, &seen[2].1, &seen[2].2),
+            (&"models".into(), &None, &version)
+        );
+
+        let hosted = AnthropicProvider::new(config("https://api.anthropic.com".into(), None));
+        let refused = hosted
+            .stream_chat(chat(vec![Message::user_text("hi")]))
+            .await;
+        assert!(matches!(refused, Err(ProviderError::MissingKey { .. })));
+    }
+
+    #[test]
+    fn overloaded_mid_stream_is_transient() {
+        let mut decoder = StreamDecoder::new("p");
+        let items = decoder.on_event(
+            "error",
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        );
+        assert!(matches!(
+            items.as_slice(),
+            [Err(ProviderError::Remote { transient: true, detail, .. })] if detail == "Overloaded"
+        ));
+        let items = decoder.on_event(
+            "error",
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}"#,
+        );
+        assert!(matches!(
+            items.as_slice(),
+            [Err(ProviderError::Remote {
+                transient: false,
+                ..
+            })]
+        ));
+    }
+
+    #[test]
+    fn llama_server_quirks_are_tolerated() {
+        // No `input` on the start, interleaved starts, no `event:` names, one
+        // call whose whole input came with its start.
+        let events = decode(&[
+            (
+                "",
+                r#"{"type":"message_start","message":{"usage":{"input_tokens":7}}}"#,
+            ),
+            (
+                "",
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"a","name":"read_file"}}"#,
+            ),
+            (
+                "",
+                r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"b","name":"grep","input":{"pattern":"x"}}}"#,
+            ),
+            (
+                "",
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"path\":\"a\"}"}}"#,
+            ),
+            ("", r#"{"type":"content_block_stop","index":0}"#),
+            ("", r#"{"type":"content_block_stop","index":1}"#),
+            (
+                "",
+                r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"input_tokens":9,"output_tokens":3}}"#,
+            ),
+            ("", r#"{"type":"message_stop"}"#),
+        ]);
+        assert_eq!(
+            events,
+            vec![
+                Ok(ProviderEvent::ToolCallStart {
+                    index: 0,
+                    id: "a".into(),
+                    name: "read_file".into()
+                }),
+                Ok(ProviderEvent::ToolCallStart {
+                    index: 1,
+                    id: "b".into(),
+                    name: "grep".into()
+                }),
+                Ok(ProviderEvent::ToolCallArgumentsDelta {
+                    index: 0,
+                    delta: r#"{"path":"a"}"#.into()
+                }),
+                Ok(ProviderEvent::ToolCallEnd { index: 0 }),
+                Ok(ProviderEvent::ToolCallArgumentsDelta {
+                    index: 1,
+                    delta: r#"{"pattern":"x"}"#.into()
+                }),
+                Ok(ProviderEvent::ToolCallEnd { index: 1 }),
+                Ok(ProviderEvent::Finish(FinishReason::ToolCalls)),
+                Ok(ProviderEvent::Usage(Usage {
+                    prompt_tokens: 9,
+                    completion_tokens: 3
+                })),
+            ]
+        );
+    }
+
+    #[test]
+    fn stop_reason_without_message_stop_closes_quietly() {
+        let events = decode(&[
+            (
+                "",
+                r#"{"type":"message_start","message":{"usage":{"input_tokens":5,"cache_read_input_tokens":100}}}"#,
+            ),
+            (
+                "",
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"a","name":"ls","input":{}}}"#,
+            ),
+            (
+                "",
+                r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":2}}"#,
+            ),
+        ]);
+        assert_eq!(
+            events,
+            vec![
+                Ok(ProviderEvent::ToolCallStart {
+                    index: 0,
+                    id: "a".into(),
+                    name: "ls".into()
+                }),
+                Ok(ProviderEvent::ToolCallEnd { index: 0 }),
+                Ok(ProviderEvent::Finish(FinishReason::Length)),
+                Ok(ProviderEvent::Usage(Usage {
+                    prompt_tokens: 105,
+                    completion_tokens: 2
+                })),
+            ]
+        );
+    }
+
+    #[test]
+    fn stop_reasons_redacted_thinking_and_bad_endings() {
+        let reason = |reason: &str| {
+            let data =
+                format!(r#"{{"type":"message_delta","delta":{{"stop_reason":"{reason}"}}}}"#);
+            let events = decode(&[("", &data), ("", r#"{"type":"message_stop"}"#)]);
+            match events.as_slice() {
+                [Ok(ProviderEvent::Finish(reason))] => reason.clone(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(reason("end_turn"), FinishReason::Stop);
+        assert_eq!(reason("stop_sequence"), FinishReason::Stop);
+        assert_eq!(reason("max_tokens"), FinishReason::Length);
+        assert_eq!(reason("tool_use"), FinishReason::ToolCalls);
+        assert_eq!(reason("refusal"), FinishReason::Refusal);
+        assert_eq!(
+            reason("pause_turn"),
+            FinishReason::Other("pause_turn".into())
+        );
+
+        let redacted = decode(&[(
+            "content_block_start",
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"ENC"}}"#,
+        )]);
+        assert_eq!(
+            redacted[0],
+            Ok(ProviderEvent::RedactedThinking("ENC".into()))
+        );
+
+        let nothing = decode(&[]);
+        assert!(matches!(nothing.as_slice(), [Err(e)] if e.contains("empty stream")));
+        let pings = decode(&[("ping", r#"{"type":"ping"}"#)]);
+        assert!(matches!(pings.as_slice(), [Err(e)] if e.contains("empty stream")));
+        let garbage = decode(&[("message_start", "{not json")]);
+        assert!(matches!(garbage.as_slice(), [Err(e)] if e.contains("not JSON")));
+        let unknown = decode(&[
+            ("", r#"{"type":"something_new","x":1}"#),
+            ("", r#"{"type":"message_stop"}"#),
+        ]);
+        assert_eq!(unknown, vec![]);
+    }
+
+    fn chat(messages: Vec<Message>) -> ChatRequest {
+        ChatRequest {
+            model: "claude-sonnet-4-5".into(),
+            system: None,
+            messages: messages.into_iter().map(Arc::new).collect(),
+            tools: vec![],
+            tool_choice: ToolChoice::Auto,
+            max_output_tokens: None,
+            context_window: Some(1000),
+        }
+    }
+
+    #[test]
+    fn thinking_signatures_round_trip() {
+        let request = chat(vec![
+            Message::user_text("2+2?"),
+            Message {
+                role: Role::Assistant,
+                parts: vec![
+                    Part::Thinking {
+                        text: "from elsewhere".into(),
+                        signature: None,
+                    },
+                    Part::Thinking {
+                        text: "Let me think.".into(),
+                        signature: Some("sig-abc123".into()),
+                    },
+                    Part::RedactedThinking { data: "ENC".into() },
+                    Part::Text {
+                        text: String::new(),
+                    },
+                    Part::Text { text: "4".into() },
+                    Part::ToolCall {
+                        id: "toolu_1".into(),
+                        name: "calc".into(),
+                        arguments: r#"{"expr":"2+2"}"#.into(),
+                    },
+                    Part::ToolCall {
+                        id: "toolu_2".into(),
+                        name: "ls".into(),
+                        arguments: String::new(),
+                    },
+                    Part::ToolCall {
+                        id: "toolu_3".into(),
+                        name: "ls".into(),
+                        arguments: "{broken".into(),
+                    },
+                ],
+            },
+        ]);
+        let body = request_body(&request, None);
+        assert_eq!(
+            body["messages"][1],
+            json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "Let me think.", "signature": "sig-abc123"},
+                {"type": "redacted_thinking", "data": "ENC"},
+                {"type": "text", "text": "4"},
+                {"type": "tool_use", "id": "toolu_1", "name": "calc", "input": {"expr": "2+2"}},
+                {"type": "tool_use", "id": "toolu_2", "name": "ls", "input": {}},
+                {"type": "tool_use", "id": "toolu_3", "name": "ls", "input": {}},
+            ]})
+        );
+    }
+
+    #[test]
+    fn same_roles_merge_and_tool_results_come_first() {
+        let request = chat(vec![
+            Message::user_text("hi"),
+            Message::user_text("there"),
+            Message {
+                role: Role::Assistant,
+                parts: vec![Part::Thinking {
+                    text: "unsigned".into(),
+                    signature: None,
+                }],
+            },
+            Message::user_text("again"),
+            Message {
+                role: Role::User,
+                parts: vec![
+                    Part::Text {
+                        text: "note".into(),
+                    },
+                    Part::Image {
+                        mime_type: "image/png".into(),
+                        data: "AAAA".into(),
+                    },
+                    Part::ToolResult {
+                        call_id: "toolu_1".into(),
+                        content: "done".into(),
+                        is_error: true,
+                    },
+                ],
+            },
+        ]);
+        let body = request_body(&request, None);
+        // The assistant turn held only unsigned thinking: dropped, so all users merge.
+        assert_eq!(
+            body["messages"],
+            json!([{"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "done", "is_error": true},
+                {"type": "text", "text": "hi"},
+                {"type": "text", "text": "there"},
+                {"type": "text", "text": "again"},
+                {"type": "text", "text": "note"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+            ]}])
+        );
+        assert!(body.get("system").is_none());
+        assert!(body.get("tools").is_none());
+        assert!(body.get("tool_choice").is_none());
+        assert!(body.get("context_window").is_none());
+    }
+
+    #[test]
+    fn tools_and_tool_choice_are_mapped() {
+        let mut request = chat(vec![Message::user_text("go")]);
+        request.system = Some("be brief".into());
+        request.tools = vec![ToolDefinition {
+            name: "read_file".into(),
+            description: "Read a file".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        let choice = |request: &mut ChatRequest, choice: ToolChoice| {
+            request.tool_choice = choice;
+            request_body(request, None)["tool_choice"].clone()
+        };
+        assert_eq!(
+            choice(&mut request, ToolChoice::Auto),
+            json!({"type": "auto"})
+        );
+        assert_eq!(
+            choice(&mut request, ToolChoice::Required),
+            json!({"type": "any"})
+        );
+        assert_eq!(
+            choice(&mut request, ToolChoice::None),
+            json!({"type": "none"})
+        );
+        assert_eq!(
+            choice(&mut request, ToolChoice::Specific("read_file".into())),
+            json!({"type": "tool", "name": "read_file"})
+        );
+        let body = request_body(&request, None);
+        assert_eq!(body["system"], "be brief");
+        assert_eq!(body["stream"], true);
+        assert_eq!(
+            body["tools"],
+            json!([{"name": "read_file", "description": "Read a file", "input_schema": {"type": "object"}}])
+        );
+    }
+
+    #[test]
+    fn max_tokens_comes_from_request_config_or_model() {
+        assert_eq!(default_max_tokens("claude-3-haiku-20240307"), 4096);
+        assert_eq!(default_max_tokens("claude-3-opus-latest"), 4096);
+        assert_eq!(default_max_tokens("claude-3-5-sonnet-latest"), 8192);
+        assert_eq!(default_max_tokens("claude-3-7-sonnet-latest"), 8192);
+        assert_eq!(default_max_tokens("claude-sonnet-4-5"), 8192);
+        assert_eq!(default_max_tokens("qwen3-8b"), 8192);
+
+        let mut request = chat(vec![Message::user_text("hi")]);
+        request.model = "claude-3-haiku-20240307".into();
+        assert_eq!(request_body(&request, None)["max_tokens"], 4096);
+        assert_eq!(request_body(&request, Some(1000))["max_tokens"], 1000);
+        request.max_output_tokens = Some(200);
+        assert_eq!(request_body(&request, Some(1000))["max_tokens"], 200);
+    }
+
+    #[test]
+    fn models_list_reads_ids_and_llama_windows() {
+        let body = json!({
+            "data": [
+                {"type": "model", "id": "claude-sonnet-4-5-20250929", "display_name": "Claude Sonnet 4.5", "created_at": "2025-09-29T00:00:00Z"},
+                {"id": "qwen3-8b", "meta": {"n_ctx": 32768}},
+                {"display_name": "no id"},
+            ],
+            "has_more": false,
+        });
+        assert_eq!(
+            parse_models(&body).unwrap(),
+            vec![
+                ModelInfo {
+                    id: "claude-sonnet-4-5-20250929".into(),
+                    context_window: None
+                },
+                ModelInfo {
+                    id: "qwen3-8b".into(),
+                    context_window: Some(32768)
+                },
+            ]
+        );
+        assert!(parse_models(&json!({"models": []})).is_err());
     }
 }
