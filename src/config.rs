@@ -438,7 +438,28 @@ fn validate_provider(
                     ),
                 ));
             }
-            endpoint.trim_end_matches('/').to_string()
+            let endpoint = endpoint.trim_end_matches('/');
+            // The native APIs live under the host root; a copied `/v1` or
+            // `/api` base would double up (`/v1/v1/messages`).
+            let native_root = match kind {
+                ProviderKind::Anthropic => endpoint.strip_suffix("/v1"),
+                ProviderKind::Ollama => endpoint
+                    .strip_suffix("/v1")
+                    .or_else(|| endpoint.strip_suffix("/api")),
+                ProviderKind::OpenAi => None,
+            };
+            match native_root {
+                Some(root) => {
+                    warnings.push(format!(
+                        "{}: key `{}` ends in a path the {} API adds itself; using {root}",
+                        path.display(),
+                        key("endpoint"),
+                        kind.as_str()
+                    ));
+                    root.to_string()
+                }
+                None => endpoint.to_string(),
+            }
         }
         None => kind.default_endpoint().to_string(),
     };
@@ -877,6 +898,16 @@ context_window = 8192
         let key = config.providers["o"].api_key.as_ref().unwrap();
         assert_eq!(key.secret.expose(), "sk-from-file");
         assert_eq!(key.source, KeySource::File(dir.path().join("key")));
+    }
+
+    #[test]
+    fn native_endpoints_drop_a_copied_api_suffix() {
+        let text = "[llm.providers.a]\ntype = \"anthropic\"\nendpoint = \"https://api.anthropic.com/v1/\"\ndefault_model = \"claude-sonnet-4-5\"\n[llm.providers.o]\ntype = \"ollama\"\nendpoint = \"http://box:11434/api\"\n[llm.providers.x]\ntype = \"openai\"\nendpoint = \"http://box:8080/v1\"\ndefault_model = \"m\"";
+        let config = load(text, &[]).unwrap();
+        assert_eq!(config.providers["a"].endpoint, "https://api.anthropic.com");
+        assert_eq!(config.providers["o"].endpoint, "http://box:11434");
+        assert_eq!(config.providers["x"].endpoint, "http://box:8080/v1");
+        assert_eq!(config.warnings.len(), 2, "{:?}", config.warnings);
     }
 
     #[test]

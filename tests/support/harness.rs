@@ -167,7 +167,7 @@ pub enum Wire {
     Ollama,
 }
 
-pub const WIRES: [Wire; 2] = [Wire::OpenAi, Wire::Ollama];
+pub const WIRES: [Wire; 3] = [Wire::OpenAi, Wire::Anthropic, Wire::Ollama];
 impl Wire {
     pub fn kind(self) -> &'static str {
         match self {
@@ -243,6 +243,7 @@ impl Wire {
     }
 
     pub fn is_metadata(self, path: &str) -> bool {
+        let path = path.split('?').next().unwrap_or(path);
         path.ends_with("/models") || path.ends_with("/api/tags") || path.ends_with("/api/show")
     }
 }
