@@ -7,15 +7,12 @@ use std::collections::BTreeMap;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
-use super::http::{Framing, HttpBase, WireDecoder, event_stream, truncate};
+use super::http::{Framing, HttpBase, WireDecoder, truncate};
 use super::{
     ChatRequest, EventStream, FinishReason, Message, ModelInfo, Part, Provider, ProviderError,
     ProviderEvent, Role, ToolChoice, Usage,
 };
 use crate::config::ProviderConfig;
-
-/// The API version this client speaks; the server pins behaviour to it.
-const API_VERSION: &str = "2023-06-01";
 
 pub struct AnthropicProvider {
     http: HttpBase,
@@ -28,49 +25,26 @@ impl AnthropicProvider {
         }
     }
 
-    fn with_headers(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        let request = request.header("anthropic-version", API_VERSION);
-        match self.http.key() {
-            Some(key) => request.header("x-api-key", key),
-            None => request,
-        }
-    }
-
     async fn start(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        self.http.check_key()?;
-        let client = self.http.client()?;
-        let body = request_body(&request, self.http.config.max_output_tokens);
         let url = format!("{}/v1/messages", self.http.config.endpoint);
-        tracing::debug!(%url, model = %request.model, messages = request.messages.len(), "chat request");
-        let sent = self
-            .http
-            .send(
-                self.with_headers(client.post(&url)).json(&body),
+        let body = request_body(&request, self.http.config.max_output_tokens);
+        let decoder = StreamDecoder::new(self.http.name());
+        self.http
+            .start_stream(
+                &url,
+                &body,
                 &request.model,
+                Framing::Sse,
+                decoder,
+                self.models(),
             )
-            .await;
-        let response = match sent {
-            Ok(response) => response,
-            Err(err) => return Err(self.http.with_listing(err, self.models()).await),
-        };
-        Ok(event_stream(
-            response,
-            Framing::Sse,
-            self.http.config.timeout,
-            self.http.name().to_string(),
-            StreamDecoder::new(self.http.name()),
-        ))
+            .await
     }
 
     async fn models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-        self.http.check_key()?;
-        let client = self.http.client()?;
         // The list is paged (20 by default); one page of the maximum size holds them all.
         let url = format!("{}/v1/models?limit=1000", self.http.config.endpoint);
-        let body = self
-            .http
-            .fetch_json(self.with_headers(client.get(&url)))
-            .await?;
+        let body = self.http.get_json(&url).await?;
         parse_models(&body).map_err(|detail| self.http.malformed(detail))
     }
 }
@@ -605,6 +579,7 @@ pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, String> {
 mod tests {
     use super::*;
     use crate::providers::ToolDefinition;
+    use crate::providers::http::event_stream;
     use std::sync::Arc;
 
     /// Feeds events as `event_stream` does: stop at the first error or at

@@ -11,7 +11,10 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use super::{EventStream, ModelInfo, ProviderError, ProviderEvent};
-use crate::config::{KeySource, ProviderConfig};
+use crate::config::{KeySource, ProviderConfig, ProviderKind};
+
+/// The Messages API version this client speaks.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// How long a model list or model lookup may take; it only fills a menu.
 pub const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
@@ -53,6 +56,70 @@ impl HttpBase {
 
     pub fn key(&self) -> Option<&str> {
         self.config.api_key.as_ref().map(|key| key.secret.expose())
+    }
+
+    /// The key, the way the provider type expects it: Anthropic's own
+    /// headers, a bearer token for everyone else (a hosted Ollama behind a
+    /// proxy included).
+    pub fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self.config.kind {
+            ProviderKind::Anthropic => {
+                let request = request.header("anthropic-version", ANTHROPIC_VERSION);
+                match self.key() {
+                    Some(key) => request.header("x-api-key", key),
+                    None => request,
+                }
+            }
+            ProviderKind::OpenAi | ProviderKind::Ollama => match self.key() {
+                Some(key) => request.bearer_auth(key),
+                None => request,
+            },
+        }
+    }
+
+    /// `POST` a chat request to `url` and stream the answer through
+    /// `decoder`. An unknown model is reported with what `models` lists.
+    pub async fn start_stream(
+        &self,
+        url: &str,
+        body: &Value,
+        model: &str,
+        framing: Framing,
+        decoder: impl WireDecoder,
+        models: impl Future<Output = Result<Vec<ModelInfo>, ProviderError>>,
+    ) -> Result<EventStream, ProviderError> {
+        self.check_key()?;
+        let client = self.client()?;
+        tracing::debug!(%url, model, "chat request");
+        let sent = self
+            .send(self.authorized(client.post(url)).json(body), model)
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(err) => return Err(self.with_listing(err, models).await),
+        };
+        Ok(event_stream(
+            response,
+            framing,
+            self.config.timeout,
+            self.config.name.clone(),
+            decoder,
+        ))
+    }
+
+    /// `GET` a small JSON document (a model list), authorized.
+    pub async fn get_json(&self, url: &str) -> Result<Value, ProviderError> {
+        self.check_key()?;
+        let client = self.client()?;
+        self.fetch_json(self.authorized(client.get(url))).await
+    }
+
+    /// `POST` a small JSON request and read its JSON answer, authorized.
+    pub async fn post_json(&self, url: &str, body: &Value) -> Result<Value, ProviderError> {
+        self.check_key()?;
+        let client = self.client()?;
+        self.fetch_json(self.authorized(client.post(url)).json(body))
+            .await
     }
 
     /// A hosted API with no key can only fail; say so before sending anything.

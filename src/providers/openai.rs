@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::http::{Framing, HttpBase, WireDecoder, event_stream, truncate};
+use super::http::{Framing, HttpBase, WireDecoder, truncate};
 use super::{
     ChatRequest, EventStream, FinishReason, Message, ModelInfo, Part, Provider, ProviderError,
     ProviderEvent, Role, ToolChoice, Usage,
@@ -25,47 +25,25 @@ impl OpenAiProvider {
         }
     }
 
-    fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        match self.http.key() {
-            Some(key) => request.bearer_auth(key),
-            None => request,
-        }
-    }
-
     async fn start(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        self.http.check_key()?;
-        let client = self.http.client()?;
-        let body = request_body(&request);
         let url = format!("{}/chat/completions", self.http.config.endpoint);
-        tracing::debug!(%url, model = %request.model, messages = request.messages.len(), "chat request");
-        let sent = self
-            .http
-            .send(
-                self.authorized(client.post(&url)).json(&body),
+        let body = request_body(&request);
+        let decoder = StreamDecoder::new(self.http.name());
+        self.http
+            .start_stream(
+                &url,
+                &body,
                 &request.model,
+                Framing::Sse,
+                decoder,
+                self.models(),
             )
-            .await;
-        let response = match sent {
-            Ok(response) => response,
-            Err(err) => return Err(self.http.with_listing(err, self.models()).await),
-        };
-        Ok(event_stream(
-            response,
-            Framing::Sse,
-            self.http.config.timeout,
-            self.http.name().to_string(),
-            StreamDecoder::new(self.http.name()),
-        ))
+            .await
     }
 
     async fn models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-        self.http.check_key()?;
-        let client = self.http.client()?;
         let url = format!("{}/models", self.http.config.endpoint);
-        let body = self
-            .http
-            .fetch_json(self.authorized(client.get(&url)))
-            .await?;
+        let body = self.http.get_json(&url).await?;
         parse_models(&body).map_err(|detail| self.http.malformed(detail))
     }
 }
