@@ -11,7 +11,8 @@ use tokio::io::AsyncWriteExt;
 use super::ToolError;
 
 /// Reads and writes whole text files. Paths are absolute and already
-/// confined by [`super::ToolContext::resolve`].
+/// confined by [`super::ToolContext::resolve`]. A missing file must be
+/// [`ToolError::NotFound`]: `write_file` tells a new file by it.
 pub trait FileSystem: Send + Sync {
     /// The file's text; with `line` (1-based) and/or `limit`, only `limit`
     /// lines from `line` on, as ACP's `fs/read_text_file` does.
@@ -22,7 +23,8 @@ pub trait FileSystem: Send + Sync {
         limit: Option<u32>,
     ) -> BoxFuture<'a, Result<String, ToolError>>;
 
-    /// Replaces the file's text, creating the file (and its directories).
+    /// Replaces the file's text, creating the file and any missing
+    /// parent directories.
     fn write_text_file<'a>(
         &'a self,
         path: &'a Path,

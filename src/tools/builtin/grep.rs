@@ -353,6 +353,51 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn symlinks_are_not_followed_out_of_the_workspace() {
+        let ws = fixture();
+        let outside = ws.dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret.txt"), "helper( secret\n").unwrap();
+        std::os::unix::fs::symlink(&outside, ws.path("linked_dir")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret.txt"), ws.path("linked.txt")).unwrap();
+        let out = ws
+            .call(&GrepTool, json!({"pattern": "secret"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            out.for_model,
+            "No matches for `secret` in the working directory."
+        );
+        let through = ws
+            .call(
+                &GrepTool,
+                json!({"pattern": "secret", "path": "linked_dir"}),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(through, ToolError::PathOutsideWorkspace { .. }));
+    }
+
+    #[tokio::test]
+    async fn nested_gitignore_and_ignore_files_are_respected() {
+        let ws = workspace();
+        ws.write("keep.txt", "needle\n");
+        ws.write("sub/.gitignore", "generated.txt\n");
+        ws.write("sub/generated.txt", "needle\n");
+        ws.write("sub/kept.txt", "needle\n");
+        ws.write(".ignore", "scratch/\n");
+        ws.write("scratch/notes.txt", "needle\n");
+        let out = ws
+            .call(&GrepTool, json!({"pattern": "needle"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            out.for_model,
+            "keep.txt:1: needle\nsub/kept.txt:1: needle\n"
+        );
+    }
+
+    #[tokio::test]
     async fn no_matches_is_an_answer_not_an_error() {
         let ws = fixture();
         let out = ws

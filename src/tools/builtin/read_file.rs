@@ -312,6 +312,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_symlink_out_of_the_workspace_is_refused() {
+        let ws = workspace();
+        let secret = ws.dir.path().join("secret.txt");
+        std::fs::write(&secret, "secret").unwrap();
+        std::os::unix::fs::symlink(&secret, ws.path("innocent.txt")).unwrap();
+        let err = ws
+            .call(&ReadFileTool, json!({"path": "innocent.txt"}))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ToolError::PathOutsideWorkspace { .. }),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
     async fn reading_a_directory_points_to_list_dir() {
         let ws = workspace();
         ws.write("src/a.rs", "");
