@@ -13,5 +13,6 @@ pub mod prompt;
 pub mod providers;
 pub mod router;
 pub mod session;
+pub mod tools;
 pub mod translate;
 pub mod transport;

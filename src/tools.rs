@@ -1,0 +1,481 @@
+//! Tools the model can call: the [`Tool`] trait, the [`ToolRegistry`] and the
+//! built-ins. Each tool describes itself twice: for the model (name,
+//! description, JSON Schema) and for the editor (kind, title, locations,
+//! content). File contents go through [`FileSystem`] and commands through
+//! [`Shell`], so the editor can take both over later (ACP `fs/*`,
+//! `terminal/*`). Nothing here speaks ACP types; `translate` maps them.
+
+pub mod builtin;
+mod context;
+mod fs;
+mod shell;
+#[cfg(test)]
+pub(crate) mod test_support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::providers::ToolDefinition;
+
+pub use context::{TodoItem, TodoPriority, TodoStatus, ToolContext, ToolSettings};
+pub use fs::{FileSystem, LocalFs};
+pub use shell::{LocalShell, Shell, ShellOutput};
+
+/// ACP's tool kinds: how the editor groups and pictures a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    Read,
+    Edit,
+    Delete,
+    Move,
+    Search,
+    Execute,
+    Fetch,
+    Think,
+    Other,
+}
+
+impl ToolKind {
+    /// The ACP wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Read => "read",
+            ToolKind::Edit => "edit",
+            ToolKind::Delete => "delete",
+            ToolKind::Move => "move",
+            ToolKind::Search => "search",
+            ToolKind::Execute => "execute",
+            ToolKind::Fetch => "fetch",
+            ToolKind::Think => "think",
+            ToolKind::Other => "other",
+        }
+    }
+}
+
+/// A place the editor can follow: an absolute path, and a 1-based line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Location {
+    pub path: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+impl Location {
+    pub fn file(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            line: None,
+        }
+    }
+
+    pub fn at_line(path: impl Into<PathBuf>, line: u32) -> Self {
+        Self {
+            path: path.into(),
+            line: Some(line),
+        }
+    }
+}
+
+/// What the editor shows for a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolContent {
+    Text(String),
+    /// An edit, with whole-file texts: `old_text` is None for a new file.
+    Diff {
+        path: PathBuf,
+        old_text: Option<String>,
+        new_text: String,
+    },
+}
+
+/// A finished call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// What the model reads back (plain text).
+    pub for_model: String,
+    /// What the editor shows.
+    pub content: Vec<ToolContent>,
+    /// Structured result for ACP `rawOutput`.
+    pub raw_output: serde_json::Value,
+    /// Where the call acted, now that it is known (e.g. the edited line).
+    pub locations: Vec<Location>,
+}
+
+impl ToolOutput {
+    /// The same text for the model and the editor.
+    pub fn text(text: impl Into<String>) -> Self {
+        let text = text.into();
+        Self {
+            content: vec![ToolContent::Text(text.clone())],
+            for_model: text,
+            raw_output: serde_json::Value::Null,
+            locations: Vec::new(),
+        }
+    }
+}
+
+/// Why a call failed. The messages are written for the model, so it can
+/// correct the call and try again.
+#[derive(Debug, Error)]
+pub enum ToolError {
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    #[error("no tool named `{name}`; the available tools are: {}", .available.join(", "))]
+    UnknownTool {
+        name: String,
+        available: Vec<String>,
+    },
+    #[error(
+        "{path} is outside the workspace; only paths inside {} may be used",
+        display_paths(.allowed)
+    )]
+    PathOutsideWorkspace { path: String, allowed: Vec<PathBuf> },
+    #[error("{path} does not exist; check the path with list_dir or glob")]
+    NotFound { path: String },
+    #[error("{path} is not a text file (binary or not UTF-8); it cannot be read or edited as text")]
+    NotText { path: String },
+    #[error(
+        "{path} is {size} bytes, more than the {limit} bytes one read may return; read a part with offset and limit, or search it with grep"
+    )]
+    TooLarge { path: String, size: u64, limit: u64 },
+    #[error("cannot access {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "old_text was not found in {path}. It must match the file exactly, including whitespace and indentation{hint}; read the file again and copy the lines exactly"
+    )]
+    EditNoMatch { path: String, hint: String },
+    #[error(
+        "old_text matches {count} places in {path}; include more surrounding lines so it matches exactly once, or set replace_all to true to change every one"
+    )]
+    EditAmbiguous { path: String, count: usize },
+    #[error(
+        "the command timed out after {seconds} s and was killed. Run long tasks with a larger timeout_secs, or in the background with their output sent to a file. Output before the kill:\n{output}"
+    )]
+    Timeout { seconds: u64, output: String },
+    #[error("cancelled by the user")]
+    Cancelled,
+    #[error("{0}")]
+    Failed(String),
+}
+
+fn display_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|path| path.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A tool the model may call.
+pub trait Tool: Send + Sync {
+    /// The name the model calls it by: `^[a-zA-Z0-9_-]{1,64}$`.
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
+    /// The arguments as a JSON Schema object.
+    fn parameters(&self) -> serde_json::Value;
+    fn kind(&self) -> ToolKind;
+    /// "Read src/main.rs", "Run `cargo test`": from the (possibly invalid) arguments.
+    fn title(&self, arguments: &serde_json::Value) -> String;
+    /// Where the call will act, before it runs (for the `tool_call` notification).
+    fn locations(&self, arguments: &serde_json::Value, ctx: &ToolContext) -> Vec<Location>;
+    /// Whether the tool changes anything (plan mode hides such tools;
+    /// permissions ask for them).
+    fn mutates(&self) -> bool;
+    fn call<'a>(
+        &'a self,
+        arguments: serde_json::Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: self.name().to_string(),
+            description: self.description().to_string(),
+            parameters: self.parameters(),
+        }
+    }
+}
+
+/// The tools a session offers, in registration order (a stable order keeps
+/// provider prompt caches warm).
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+impl ToolRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// All built-in tools.
+    pub fn builtin() -> Self {
+        let mut registry = Self::new();
+        for tool in builtin::all() {
+            registry.register(tool);
+        }
+        registry
+    }
+
+    /// Adds a tool; one with the same name is replaced (in its place) and returned.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Option<Arc<dyn Tool>> {
+        match self.tools.iter_mut().find(|t| t.name() == tool.name()) {
+            Some(slot) => Some(std::mem::replace(slot, tool)),
+            None => {
+                self.tools.push(tool);
+                None
+            }
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|tool| tool.name() == name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.iter()
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.iter().map(|tool| tool.name())
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The tools `keep` accepts, e.g. `|t| !t.mutates()` for plan mode.
+    pub fn filtered(&self, keep: impl Fn(&dyn Tool) -> bool) -> Self {
+        Self {
+            tools: self
+                .tools
+                .iter()
+                .filter(|tool| keep(tool.as_ref()))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// What the provider is told.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.tools.iter().map(|tool| tool.definition()).collect()
+    }
+
+    /// Runs the named tool; an unknown name is an error the model can act on.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let Some(tool) = self.get(name) else {
+            return Err(ToolError::UnknownTool {
+                name: name.to_string(),
+                available: self.names().map(str::to_string).collect(),
+            });
+        };
+        tool.call(arguments, ctx).await
+    }
+}
+
+/// The model's argument text as JSON. An empty text means no arguments
+/// (some models send "" for tools without parameters).
+pub fn parse_arguments(text: &str) -> Result<serde_json::Value, ToolError> {
+    if text.trim().is_empty() {
+        return Ok(serde_json::Value::Object(serde_json::Map::new()));
+    }
+    serde_json::from_str(text).map_err(|err| {
+        ToolError::InvalidArguments(format!("the arguments are not valid JSON: {err}"))
+    })
+}
+
+/// Arguments into a tool's struct; the error names the field at fault.
+pub(crate) fn deserialize_arguments<T: DeserializeOwned>(
+    arguments: serde_json::Value,
+) -> Result<T, ToolError> {
+    // Models sometimes send `null` for "no arguments".
+    let arguments = match arguments {
+        serde_json::Value::Null => serde_json::Value::Object(serde_json::Map::new()),
+        other => other,
+    };
+    serde_path_to_error::deserialize(arguments).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        if path == "." {
+            ToolError::InvalidArguments(inner.to_string())
+        } else {
+            ToolError::InvalidArguments(format!("`{path}`: {inner}"))
+        }
+    })
+}
+
+/// A string argument from possibly invalid arguments, for titles and locations.
+pub(crate) fn str_argument<'a>(arguments: &'a serde_json::Value, field: &str) -> Option<&'a str> {
+    arguments
+        .get(field)
+        .and_then(serde_json::Value::as_str)
+        .filter(|value| !value.is_empty())
+}
+
+/// Cuts `text` to at most `max_chars` characters, marking the cut.
+pub(crate) fn shorten(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// A path as the model should see it: relative to `cwd` when inside it.
+pub(crate) fn display_path(path: &Path, cwd: &Path) -> String {
+    match path.strip_prefix(cwd) {
+        Ok(relative) if relative.as_os_str().is_empty() => ".".to_string(),
+        Ok(relative) => relative.display().to_string(),
+        Err(_) => path.display().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_definitions_are_json_schema_objects_with_valid_unique_names() {
+        let registry = ToolRegistry::builtin();
+        let definitions = registry.definitions();
+        assert_eq!(definitions.len(), 8);
+        let name_pattern = regex::Regex::new("^[a-zA-Z0-9_-]{1,64}$").unwrap();
+        let mut names = std::collections::BTreeSet::new();
+        for definition in &definitions {
+            assert!(
+                name_pattern.is_match(&definition.name),
+                "{}",
+                definition.name
+            );
+            assert!(
+                names.insert(definition.name.clone()),
+                "duplicate {}",
+                definition.name
+            );
+            assert!(!definition.description.is_empty(), "{}", definition.name);
+            let schema = &definition.parameters;
+            assert_eq!(schema["type"], "object", "{}", definition.name);
+            let properties = schema["properties"].as_object().unwrap();
+            for (field, property) in properties {
+                assert!(
+                    property["type"].is_string(),
+                    "{}.{field} has no type",
+                    definition.name
+                );
+                assert!(
+                    property["description"].is_string(),
+                    "{}.{field} has no description",
+                    definition.name
+                );
+            }
+            let required = schema["required"].as_array().unwrap();
+            for field in required {
+                assert!(
+                    properties.contains_key(field.as_str().unwrap()),
+                    "{} requires unknown {field}",
+                    definition.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn builtin_tools_describe_kind_and_mutation() {
+        let registry = ToolRegistry::builtin();
+        let mutating: Vec<&str> = registry
+            .iter()
+            .filter(|tool| tool.mutates())
+            .map(|tool| tool.name())
+            .collect();
+        assert_eq!(mutating, ["write_file", "edit_file", "shell"]);
+        let plan = registry.filtered(|tool| !tool.mutates());
+        assert_eq!(
+            plan.names().collect::<Vec<_>>(),
+            ["read_file", "list_dir", "glob", "grep", "todo"]
+        );
+        assert_eq!(registry.get("shell").unwrap().kind(), ToolKind::Execute);
+        assert_eq!(registry.get("grep").unwrap().kind(), ToolKind::Search);
+        assert_eq!(ToolKind::Think.as_str(), "think");
+    }
+
+    #[test]
+    fn register_replaces_a_tool_of_the_same_name_in_place() {
+        let mut registry = ToolRegistry::builtin();
+        let before: Vec<String> = registry.names().map(str::to_string).collect();
+        let previous = registry.register(Arc::new(builtin::grep::GrepTool));
+        assert!(previous.is_some());
+        let after: Vec<String> = registry.names().map(str::to_string).collect();
+        assert_eq!(before, after);
+    }
+
+    #[tokio::test]
+    async fn unknown_tool_names_the_available_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ToolContext::local(dir.path());
+        let err = ToolRegistry::builtin()
+            .call("rm_rf", serde_json::json!({}), &ctx)
+            .await
+            .unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("no tool named `rm_rf`"), "{message}");
+        assert!(message.contains("read_file"), "{message}");
+    }
+
+    #[test]
+    fn parse_arguments_accepts_empty_text_and_rejects_bad_json() {
+        assert_eq!(parse_arguments("").unwrap(), serde_json::json!({}));
+        assert_eq!(parse_arguments(r#"{"a":1}"#).unwrap()["a"], 1);
+        assert!(matches!(
+            parse_arguments("{oops"),
+            Err(ToolError::InvalidArguments(_))
+        ));
+    }
+
+    #[test]
+    fn argument_errors_name_the_field() {
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct Args {
+            path: String,
+            limit: Option<u32>,
+        }
+        let missing = deserialize_arguments::<Args>(serde_json::json!({})).unwrap_err();
+        assert!(
+            missing.to_string().contains("missing field `path`"),
+            "{missing}"
+        );
+        let wrong = deserialize_arguments::<Args>(serde_json::json!({"path": "a", "limit": "x"}))
+            .unwrap_err();
+        assert!(wrong.to_string().contains("`limit`"), "{wrong}");
+    }
+
+    #[test]
+    fn shorten_cuts_on_char_boundaries() {
+        assert_eq!(shorten("héllo", 2), "hé…");
+        assert_eq!(shorten("hi", 2), "hi");
+    }
+}

@@ -1,0 +1,406 @@
+//! `edit_file`: replaces an exact piece of a file's text.
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{numbered_lines, plural, with_shown_path};
+use crate::tools::{
+    Location, Tool, ToolContent, ToolContext, ToolError, ToolKind, ToolOutput,
+    deserialize_arguments, str_argument,
+};
+
+/// Lines of context shown around an edit for the model to check it.
+const EXCERPT_CONTEXT: usize = 3;
+/// The longest excerpt shown back.
+const EXCERPT_MAX_LINES: usize = 40;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EditFileTool;
+
+#[derive(Debug, Deserialize)]
+struct Arguments {
+    path: String,
+    old_text: String,
+    new_text: String,
+    #[serde(default)]
+    replace_all: Option<bool>,
+}
+
+impl Tool for EditFileTool {
+    fn name(&self) -> &str {
+        "edit_file"
+    }
+
+    fn description(&self) -> &str {
+        "Edit a text file by replacing `old_text` with `new_text`. `old_text` must match the file exactly \
+         (whitespace and indentation included) and exactly once: include enough surrounding lines to make it unique, \
+         or set `replace_all` to change every occurrence. Do not include the line numbers read_file shows. \
+         Read the file first. To create a file, use write_file."
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "The file, relative to the working directory or absolute"
+                },
+                "old_text": {
+                    "type": "string",
+                    "description": "The exact text to replace"
+                },
+                "new_text": {
+                    "type": "string",
+                    "description": "The text to put in its place"
+                },
+                "replace_all": {
+                    "type": "boolean",
+                    "description": "Replace every occurrence of old_text instead of exactly one (default false)"
+                }
+            },
+            "required": ["path", "old_text", "new_text"]
+        })
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Edit
+    }
+
+    fn title(&self, arguments: &serde_json::Value) -> String {
+        match str_argument(arguments, "path") {
+            Some(path) => format!("Edit {path}"),
+            None => "Edit file".into(),
+        }
+    }
+
+    fn locations(&self, arguments: &serde_json::Value, ctx: &ToolContext) -> Vec<Location> {
+        str_argument(arguments, "path")
+            .and_then(|path| ctx.resolve(path).ok())
+            .map(Location::file)
+            .into_iter()
+            .collect()
+    }
+
+    fn mutates(&self) -> bool {
+        true
+    }
+
+    fn call<'a>(
+        &'a self,
+        arguments: serde_json::Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let arguments: Arguments = deserialize_arguments(arguments)?;
+            edit(arguments, ctx).await
+        })
+    }
+}
+
+async fn edit(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    if arguments.old_text.is_empty() {
+        return Err(ToolError::InvalidArguments(
+            "`old_text` is empty; give the exact text to replace (to create a file or replace all of it, use write_file)".into(),
+        ));
+    }
+    if arguments.old_text == arguments.new_text {
+        return Err(ToolError::InvalidArguments(
+            "`old_text` and `new_text` are the same; there is nothing to change".into(),
+        ));
+    }
+    let replace_all = arguments.replace_all.unwrap_or(false);
+    let path = ctx.resolve(&arguments.path)?;
+    let shown = ctx.display_path(&path);
+    let old_file = ctx
+        .fs
+        .read_text_file(&path, None, None)
+        .await
+        .map_err(|err| with_shown_path(err, &shown))?;
+
+    // Models write "\n"; a file with Windows line ends gets its own.
+    let (old_text, new_text) = if !old_file.contains(&arguments.old_text)
+        && old_file.contains("\r\n")
+        && !arguments.old_text.contains('\r')
+    {
+        (
+            arguments.old_text.replace('\n', "\r\n"),
+            arguments.new_text.replace('\n', "\r\n"),
+        )
+    } else {
+        (arguments.old_text, arguments.new_text)
+    };
+
+    let count = old_file.matches(old_text.as_str()).count();
+    let Some(first_match) = old_file.find(old_text.as_str()) else {
+        return Err(ToolError::EditNoMatch {
+            hint: no_match_hint(&old_file, &old_text),
+            path: shown,
+        });
+    };
+    if count > 1 && !replace_all {
+        return Err(ToolError::EditAmbiguous { path: shown, count });
+    }
+    let new_file = if replace_all {
+        old_file.replace(old_text.as_str(), &new_text)
+    } else {
+        old_file.replacen(old_text.as_str(), &new_text, 1)
+    };
+    ctx.fs
+        .write_text_file(&path, &new_file)
+        .await
+        .map_err(|err| with_shown_path(err, &shown))?;
+
+    let first_line = old_file[..first_match].matches('\n').count() + 1;
+    let last_line = first_line + new_text.lines().count().saturating_sub(1);
+    let excerpt_first = first_line.saturating_sub(EXCERPT_CONTEXT).max(1);
+    let excerpt_last = (last_line + EXCERPT_CONTEXT)
+        .min(excerpt_first + EXCERPT_MAX_LINES - 1)
+        .min(new_file.lines().count());
+    let replaced = plural(count, "occurrence");
+    let for_model = if excerpt_last >= excerpt_first {
+        format!(
+            "Edited {shown}: replaced {replaced}, the first at line {first_line}. Lines {excerpt_first}-{excerpt_last} now read:\n{}",
+            numbered_lines(&new_file, excerpt_first, excerpt_last)
+        )
+    } else {
+        format!("Edited {shown}: replaced {replaced}; the file is now empty.")
+    };
+    Ok(ToolOutput {
+        for_model,
+        raw_output: json!({
+            "path": shown,
+            "replacements": count,
+            "first_line": first_line,
+        }),
+        locations: vec![Location::at_line(
+            path.clone(),
+            u32::try_from(first_line).unwrap_or(u32::MAX),
+        )],
+        content: vec![ToolContent::Diff {
+            path,
+            old_text: Some(old_file),
+            new_text: new_file,
+        }],
+    })
+}
+
+/// Where the model may have meant, when its text is almost there.
+fn no_match_hint(file: &str, old_text: &str) -> String {
+    let file_lines: Vec<&str> = file.lines().map(str::trim).collect();
+    let wanted: Vec<&str> = old_text.lines().map(str::trim).collect();
+    if !wanted.is_empty()
+        && let Some(index) = file_lines
+            .windows(wanted.len())
+            .position(|window| window == wanted.as_slice())
+    {
+        return format!(
+            " (text that differs only in whitespace starts at line {})",
+            index + 1
+        );
+    }
+    let first_wanted = wanted.iter().find(|line| !line.is_empty());
+    if let Some(first) = first_wanted
+        && let Some(index) = file_lines.iter().position(|line| line == first)
+    {
+        return format!(
+            " (its first line matches line {}, but what follows differs)",
+            index + 1
+        );
+    }
+    String::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::test_support::workspace;
+
+    #[tokio::test]
+    async fn replaces_exactly_one_match() {
+        let ws = workspace();
+        ws.write("src/a.rs", "fn a() {\n    1\n}\n\nfn b() {\n    2\n}\n");
+        let out = ws
+            .call(
+                &EditFileTool,
+                json!({"path": "src/a.rs", "old_text": "    2\n", "new_text": "    20\n    21\n"}),
+            )
+            .await
+            .unwrap();
+        let expected = "fn a() {\n    1\n}\n\nfn b() {\n    20\n    21\n}\n";
+        assert_eq!(ws.read("src/a.rs"), expected);
+        assert_eq!(
+            out.content,
+            [ToolContent::Diff {
+                path: ws.path("src/a.rs"),
+                old_text: Some("fn a() {\n    1\n}\n\nfn b() {\n    2\n}\n".into()),
+                new_text: expected.into(),
+            }]
+        );
+        assert_eq!(out.locations, [Location::at_line(ws.path("src/a.rs"), 6)]);
+        assert!(
+            out.for_model.starts_with(
+                "Edited src/a.rs: replaced 1 occurrence, the first at line 6. Lines 3-8 now read:\n     3\t}\n"
+            ),
+            "{}",
+            out.for_model
+        );
+        assert!(
+            out.for_model.contains("     7\t    21\n"),
+            "{}",
+            out.for_model
+        );
+    }
+
+    #[tokio::test]
+    async fn several_matches_are_ambiguous_unless_replace_all() {
+        let ws = workspace();
+        ws.write("src/a.rs", "x = 1;\nx = 1;\nx = 1;\n");
+        let err = ws
+            .call(
+                &EditFileTool,
+                json!({"path": "src/a.rs", "old_text": "x = 1;", "new_text": "x = 2;"}),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "old_text matches 3 places in src/a.rs; include more surrounding lines so it matches exactly once, or set replace_all to true to change every one"
+        );
+        assert_eq!(ws.read("src/a.rs"), "x = 1;\nx = 1;\nx = 1;\n");
+
+        let out = ws
+            .call(
+                &EditFileTool,
+                json!({"path": "src/a.rs", "old_text": "x = 1;", "new_text": "x = 2;", "replace_all": true}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(ws.read("src/a.rs"), "x = 2;\nx = 2;\nx = 2;\n");
+        assert_eq!(out.raw_output["replacements"], 3);
+        assert!(
+            out.for_model.contains("replaced 3 occurrences"),
+            "{}",
+            out.for_model
+        );
+    }
+
+    #[tokio::test]
+    async fn no_match_explains_and_points_near_misses() {
+        let ws = workspace();
+        ws.write("a.py", "def f():\n    return 1\n");
+        let err = ws
+            .call(
+                &EditFileTool,
+                json!({"path": "a.py", "old_text": "def f():\n  return 1", "new_text": "x"}),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::EditNoMatch { .. }));
+        let message = err.to_string();
+        assert!(
+            message.starts_with("old_text was not found in a.py."),
+            "{message}"
+        );
+        assert!(
+            message.contains("differs only in whitespace starts at line 1"),
+            "{message}"
+        );
+
+        let diverging = ws
+            .call(
+                &EditFileTool,
+                json!({"path": "a.py", "old_text": "def f():\n    return 2", "new_text": "x"}),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            diverging
+                .to_string()
+                .contains("its first line matches line 1, but what follows differs"),
+            "{diverging}"
+        );
+
+        let unrelated = ws
+            .call(
+                &EditFileTool,
+                json!({"path": "a.py", "old_text": "nothing like it", "new_text": "x"}),
+            )
+            .await
+            .unwrap_err();
+        assert!(!unrelated.to_string().contains(" at line"), "{unrelated}");
+        assert!(
+            !unrelated.to_string().contains("matches line"),
+            "{unrelated}"
+        );
+    }
+
+    #[tokio::test]
+    async fn windows_line_ends_are_matched() {
+        let ws = workspace();
+        ws.write("a.txt", "one\r\ntwo\r\nthree\r\n");
+        ws.call(
+            &EditFileTool,
+            json!({"path": "a.txt", "old_text": "one\ntwo\n", "new_text": "1\n2\n"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(ws.read("a.txt"), "1\r\n2\r\nthree\r\n");
+    }
+
+    #[tokio::test]
+    async fn refuses_empty_identical_missing_and_outside() {
+        let ws = workspace();
+        ws.write("a.txt", "x");
+        let empty = ws
+            .call(
+                &EditFileTool,
+                json!({"path": "a.txt", "old_text": "", "new_text": "y"}),
+            )
+            .await
+            .unwrap_err();
+        assert!(empty.to_string().contains("write_file"), "{empty}");
+        let same = ws
+            .call(
+                &EditFileTool,
+                json!({"path": "a.txt", "old_text": "x", "new_text": "x"}),
+            )
+            .await
+            .unwrap_err();
+        assert!(same.to_string().contains("nothing to change"), "{same}");
+        let missing = ws
+            .call(
+                &EditFileTool,
+                json!({"path": "b.txt", "old_text": "x", "new_text": "y"}),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(missing, ToolError::NotFound { ref path } if path == "b.txt"));
+        let outside = ws
+            .call(
+                &EditFileTool,
+                json!({"path": "/etc/hosts", "old_text": "x", "new_text": "y"}),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
+        let no_new = ws
+            .call(&EditFileTool, json!({"path": "a.txt", "old_text": "x"}))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            no_new.to_string(),
+            "invalid arguments: missing field `new_text`"
+        );
+    }
+
+    #[test]
+    fn title_names_the_file() {
+        assert_eq!(
+            EditFileTool.title(&json!({"path": "src/a.rs"})),
+            "Edit src/a.rs"
+        );
+        assert_eq!(EditFileTool.title(&json!(null)), "Edit file");
+    }
+}

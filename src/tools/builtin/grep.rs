@@ -1,0 +1,508 @@
+//! `grep`: lines matching a regular expression, in files .gitignore leaves.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::glob::compile_glob;
+use super::walk::{run_blocking, walker};
+use super::{place, plural, with_shown_path};
+use crate::tools::fs::{io_error, looks_binary};
+use crate::tools::{
+    Location, Tool, ToolContext, ToolError, ToolKind, ToolOutput, deserialize_arguments,
+    display_path, shorten, str_argument,
+};
+
+/// The most matching lines one call returns.
+pub const MAX_MATCHES: usize = 200;
+/// Matching lines are cut to this many characters.
+const MAX_LINE_CHARS: usize = 300;
+/// Larger files are skipped (generated data, not code).
+const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+/// Files with matches the editor is pointed at.
+const MAX_LOCATIONS: usize = 10;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GrepTool;
+
+#[derive(Debug, Deserialize)]
+struct Arguments {
+    pattern: String,
+    path: Option<String>,
+    glob: Option<String>,
+    #[serde(default)]
+    case_insensitive: Option<bool>,
+}
+
+impl Tool for GrepTool {
+    fn name(&self) -> &str {
+        "grep"
+    }
+
+    fn description(&self) -> &str {
+        "Search file contents for a regular expression (Rust regex syntax, like ripgrep; no look-around). \
+         Matches single lines and answers `path:line: text`, paths relative to the working directory. \
+         Files matched by .gitignore and binary files are skipped. Narrow the search with `path` (a directory or a file) \
+         and `glob` (a file-name filter such as `*.rs`, or a path pattern such as `src/**/*.ts`). \
+         Returns at most 200 matching lines."
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "pattern": {
+                    "type": "string",
+                    "description": "The regular expression to search for"
+                },
+                "path": {
+                    "type": "string",
+                    "description": "The directory or file to search (default: the working directory)"
+                },
+                "glob": {
+                    "type": "string",
+                    "description": "Search only files matching this glob: `*.rs` matches file names, a pattern with `/` matches paths relative to path"
+                },
+                "case_insensitive": {
+                    "type": "boolean",
+                    "description": "Ignore case (default false)"
+                }
+            },
+            "required": ["pattern"]
+        })
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Search
+    }
+
+    fn title(&self, arguments: &serde_json::Value) -> String {
+        let Some(pattern) = str_argument(arguments, "pattern") else {
+            return "Search files".into();
+        };
+        let pattern = shorten(pattern, 60);
+        match str_argument(arguments, "path") {
+            Some(path) => format!("Search for `{pattern}` in {path}"),
+            None => format!("Search for `{pattern}`"),
+        }
+    }
+
+    fn locations(&self, arguments: &serde_json::Value, ctx: &ToolContext) -> Vec<Location> {
+        str_argument(arguments, "path")
+            .and_then(|path| ctx.resolve(path).ok())
+            .map(Location::file)
+            .into_iter()
+            .collect()
+    }
+
+    fn mutates(&self) -> bool {
+        false
+    }
+
+    fn call<'a>(
+        &'a self,
+        arguments: serde_json::Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let arguments: Arguments = deserialize_arguments(arguments)?;
+            search(arguments, ctx).await
+        })
+    }
+}
+
+/// A file filter: by file name, or by relative path when it has a `/`.
+struct FileFilter {
+    matcher: globset::GlobMatcher,
+    by_path: bool,
+}
+
+impl FileFilter {
+    fn accepts(&self, path: &Path, base: &Path) -> bool {
+        if self.by_path {
+            let relative = path.strip_prefix(base).unwrap_or(path);
+            self.matcher.is_match(relative)
+        } else {
+            path.file_name()
+                .is_some_and(|name| self.matcher.is_match(Path::new(name)))
+        }
+    }
+}
+
+struct Match {
+    path: PathBuf,
+    line: usize,
+    text: String,
+}
+
+#[derive(Default)]
+struct Found {
+    shown: Vec<Match>,
+    total_matches: usize,
+    /// Files with matches, in order, with their first matching line.
+    files: Vec<(PathBuf, usize)>,
+}
+
+async fn search(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    if arguments.pattern.is_empty() {
+        return Err(ToolError::InvalidArguments("`pattern` is empty".into()));
+    }
+    let regex = regex::RegexBuilder::new(&arguments.pattern)
+        .case_insensitive(arguments.case_insensitive.unwrap_or(false))
+        .build()
+        .map_err(|err| {
+            ToolError::InvalidArguments(format!(
+                "`pattern` is not a valid regular expression: {err}"
+            ))
+        })?;
+    let filter = match arguments.glob.as_deref().map(str::trim) {
+        Some(glob) if !glob.is_empty() => {
+            let glob = glob.strip_prefix("./").unwrap_or(glob);
+            Some(FileFilter {
+                matcher: compile_glob(glob, "glob")?,
+                by_path: glob.contains('/'),
+            })
+        }
+        _ => None,
+    };
+    let base = ctx.resolve(arguments.path.as_deref().unwrap_or("."))?;
+    let shown_base = ctx.display_path(&base);
+    tokio::fs::metadata(&base)
+        .await
+        .map_err(|err| with_shown_path(io_error(&base, err), &shown_base))?;
+
+    let walk_base = base.clone();
+    let found = run_blocking(&ctx.cancel, move |cancel| {
+        let mut found = Found::default();
+        for entry in walker(&walk_base, None).flatten() {
+            if cancel.is_cancelled() {
+                return Err(ToolError::Cancelled);
+            }
+            if !entry.file_type().is_some_and(|kind| kind.is_file()) {
+                continue;
+            }
+            if filter
+                .as_ref()
+                .is_some_and(|filter| !filter.accepts(entry.path(), &walk_base))
+            {
+                continue;
+            }
+            let Some(text) = read_searchable(entry.path()) else {
+                continue;
+            };
+            search_text(&regex, entry.path(), &text, &mut found);
+        }
+        Ok(found)
+    })
+    .await?;
+
+    let mut for_model = String::new();
+    for found_match in &found.shown {
+        for_model.push_str(&format!(
+            "{}:{}: {}\n",
+            display_path(&found_match.path, &ctx.cwd),
+            found_match.line,
+            found_match.text
+        ));
+    }
+    if found.total_matches == 0 {
+        for_model = format!(
+            "No matches for `{}` in {}.",
+            arguments.pattern,
+            place(&shown_base)
+        );
+    } else if found.total_matches > found.shown.len() {
+        for_model.push_str(&format!(
+            "[showing the first {} of {} matching lines in {}; narrow the pattern, path or glob]\n",
+            found.shown.len(),
+            found.total_matches,
+            plural(found.files.len(), "file")
+        ));
+    }
+    let mut output = ToolOutput::text(for_model);
+    output.raw_output = json!({
+        "matches": found.total_matches,
+        "files": found.files.len(),
+        "truncated": found.total_matches > found.shown.len(),
+    });
+    output.locations = found
+        .files
+        .into_iter()
+        .take(MAX_LOCATIONS)
+        .map(|(path, line)| Location::at_line(path, u32::try_from(line).unwrap_or(u32::MAX)))
+        .collect();
+    Ok(output)
+}
+
+/// The file's text, or None for files not worth searching (unreadable,
+/// too large, binary). Invalid UTF-8 is replaced, as ripgrep does.
+fn read_searchable(path: &Path) -> Option<String> {
+    let file = std::fs::File::open(path).ok()?;
+    if file.metadata().ok()?.len() > MAX_FILE_BYTES {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES).read_to_end(&mut bytes).ok()?;
+    if looks_binary(&bytes) {
+        return None;
+    }
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+fn search_text(regex: &regex::Regex, path: &Path, text: &str, found: &mut Found) {
+    let mut first_line = None;
+    for (index, line) in text.lines().enumerate() {
+        if !regex.is_match(line) {
+            continue;
+        }
+        found.total_matches += 1;
+        first_line.get_or_insert(index + 1);
+        if found.shown.len() < MAX_MATCHES {
+            found.shown.push(Match {
+                path: path.to_path_buf(),
+                line: index + 1,
+                text: shorten(line.trim_end(), MAX_LINE_CHARS),
+            });
+        }
+    }
+    if let Some(line) = first_line {
+        found.files.push((path.to_path_buf(), line));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::test_support::workspace;
+
+    fn fixture() -> crate::tools::test_support::Workspace {
+        let ws = workspace();
+        ws.write(".gitignore", "target/\n");
+        ws.write("src/main.rs", "fn main() {\n    helper();\n}\n");
+        ws.write("src/lib.rs", "pub fn helper() {}\n// TODO: more\n");
+        ws.write("README.md", "Call Helper() first.\n");
+        ws.write("target/debug/gen.rs", "fn helper_generated() {}\n");
+        ws.write("data.bin", b"helper\0\x01\x02");
+        ws
+    }
+
+    #[tokio::test]
+    async fn finds_matching_lines_skipping_ignored_and_binary_files() {
+        let ws = fixture();
+        let out = ws
+            .call(&GrepTool, json!({"pattern": "helper\\("}))
+            .await
+            .unwrap();
+        assert_eq!(
+            out.for_model,
+            "src/lib.rs:1: pub fn helper() {}\nsrc/main.rs:2:     helper();\n"
+        );
+        assert_eq!(
+            out.locations,
+            [
+                Location::at_line(ws.path("src/lib.rs"), 1),
+                Location::at_line(ws.path("src/main.rs"), 2)
+            ]
+        );
+        assert_eq!(out.raw_output["matches"], 2);
+        assert_eq!(out.raw_output["files"], 2);
+    }
+
+    #[tokio::test]
+    async fn case_insensitive_path_and_glob_narrow_the_search() {
+        let ws = fixture();
+        let insensitive = ws
+            .call(
+                &GrepTool,
+                json!({"pattern": "helper\\(", "case_insensitive": true}),
+            )
+            .await
+            .unwrap();
+        assert!(
+            insensitive
+                .for_model
+                .starts_with("README.md:1: Call Helper() first.\n")
+        );
+
+        let in_file = ws
+            .call(
+                &GrepTool,
+                json!({"pattern": "helper", "path": "src/main.rs"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(in_file.for_model, "src/main.rs:2:     helper();\n");
+
+        let by_name = ws
+            .call(&GrepTool, json!({"pattern": "(?i)helper", "glob": "*.md"}))
+            .await
+            .unwrap();
+        assert_eq!(by_name.for_model, "README.md:1: Call Helper() first.\n");
+
+        let by_path = ws
+            .call(
+                &GrepTool,
+                json!({"pattern": "helper", "glob": "src/**/lib.rs"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(by_path.for_model, "src/lib.rs:1: pub fn helper() {}\n");
+    }
+
+    #[tokio::test]
+    async fn symlinks_are_not_followed_out_of_the_workspace() {
+        let ws = fixture();
+        let outside = ws.dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret.txt"), "helper( secret\n").unwrap();
+        std::os::unix::fs::symlink(&outside, ws.path("linked_dir")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret.txt"), ws.path("linked.txt")).unwrap();
+        let out = ws
+            .call(&GrepTool, json!({"pattern": "secret"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            out.for_model,
+            "No matches for `secret` in the working directory."
+        );
+        let through = ws
+            .call(
+                &GrepTool,
+                json!({"pattern": "secret", "path": "linked_dir"}),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(through, ToolError::PathOutsideWorkspace { .. }));
+    }
+
+    #[tokio::test]
+    async fn nested_gitignore_and_ignore_files_are_respected() {
+        let ws = workspace();
+        ws.write("keep.txt", "needle\n");
+        ws.write("sub/.gitignore", "generated.txt\n");
+        ws.write("sub/generated.txt", "needle\n");
+        ws.write("sub/kept.txt", "needle\n");
+        ws.write(".ignore", "scratch/\n");
+        ws.write("scratch/notes.txt", "needle\n");
+        let out = ws
+            .call(&GrepTool, json!({"pattern": "needle"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            out.for_model,
+            "keep.txt:1: needle\nsub/kept.txt:1: needle\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn no_matches_is_an_answer_not_an_error() {
+        let ws = fixture();
+        let out = ws
+            .call(&GrepTool, json!({"pattern": "zebra"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            out.for_model,
+            "No matches for `zebra` in the working directory."
+        );
+        assert!(out.locations.is_empty());
+    }
+
+    #[tokio::test]
+    async fn caps_the_matches_with_a_note() {
+        let ws = workspace();
+        let text: String = (0..150).map(|n| format!("hit {n}\n")).collect();
+        ws.write("a.txt", &text);
+        ws.write("b.txt", &text);
+        let out = ws
+            .call(&GrepTool, json!({"pattern": "^hit"}))
+            .await
+            .unwrap();
+        assert_eq!(out.for_model.lines().count(), MAX_MATCHES + 1);
+        assert!(
+            out.for_model.ends_with(
+                "[showing the first 200 of 300 matching lines in 2 files; narrow the pattern, path or glob]\n"
+            ),
+            "{}",
+            out.for_model
+        );
+        assert_eq!(out.raw_output["truncated"], true);
+    }
+
+    #[tokio::test]
+    async fn long_lines_are_cut() {
+        let ws = workspace();
+        ws.write("min.js", format!("var x='{}';\n", "a".repeat(1000)));
+        let out = ws.call(&GrepTool, json!({"pattern": "var"})).await.unwrap();
+        assert!(out.for_model.len() < 400, "{}", out.for_model.len());
+        assert!(out.for_model.contains('…'));
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_are_errors() {
+        let ws = fixture();
+        let regex = ws
+            .call(&GrepTool, json!({"pattern": "fn ("}))
+            .await
+            .unwrap_err();
+        assert!(
+            regex.to_string().contains("not a valid regular expression"),
+            "{regex}"
+        );
+        let empty = ws
+            .call(&GrepTool, json!({"pattern": ""}))
+            .await
+            .unwrap_err();
+        assert!(matches!(empty, ToolError::InvalidArguments(_)));
+        let glob = ws
+            .call(&GrepTool, json!({"pattern": "x", "glob": "[z"}))
+            .await
+            .unwrap_err();
+        assert!(glob.to_string().contains("`glob`"), "{glob}");
+        let outside = ws
+            .call(&GrepTool, json!({"pattern": "root", "path": "/etc"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
+        let missing = ws
+            .call(&GrepTool, json!({"pattern": "x", "path": "nope"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(missing, ToolError::NotFound { ref path } if path == "nope"));
+        let kind = ws
+            .call(
+                &GrepTool,
+                json!({"pattern": "x", "case_insensitive": "yes"}),
+            )
+            .await
+            .unwrap_err();
+        assert!(kind.to_string().contains("`case_insensitive`"), "{kind}");
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_search_says_so() {
+        let ws = fixture();
+        ws.ctx.cancel.cancel();
+        let err = ws
+            .call(&GrepTool, json!({"pattern": "x"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::Cancelled));
+    }
+
+    #[test]
+    fn title_quotes_the_pattern() {
+        assert_eq!(
+            GrepTool.title(&json!({"pattern": "fn main"})),
+            "Search for `fn main`"
+        );
+        assert_eq!(
+            GrepTool.title(&json!({"pattern": "x", "path": "src"})),
+            "Search for `x` in src"
+        );
+        assert_eq!(GrepTool.title(&json!({})), "Search files");
+    }
+}

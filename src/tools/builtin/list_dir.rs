@@ -1,0 +1,216 @@
+//! `list_dir`: one directory's entries, as .gitignore leaves them.
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::walk::{require_dir, run_blocking, walker};
+use crate::tools::{
+    Location, Tool, ToolContext, ToolError, ToolKind, ToolOutput, deserialize_arguments,
+    str_argument,
+};
+
+/// The most entries one listing shows.
+pub const MAX_ENTRIES: usize = 500;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListDirTool;
+
+#[derive(Debug, Deserialize)]
+struct Arguments {
+    path: Option<String>,
+}
+
+impl Tool for ListDirTool {
+    fn name(&self) -> &str {
+        "list_dir"
+    }
+
+    fn description(&self) -> &str {
+        "List the entries of a directory (not recursive), sorted by name; directories end with `/`. \
+         Entries matched by .gitignore are left out. Shows at most 500 entries. \
+         To find files by name across directories, use glob."
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "The directory, relative to the working directory or absolute (default: the working directory)"
+                }
+            },
+            "required": []
+        })
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
+    }
+
+    fn title(&self, arguments: &serde_json::Value) -> String {
+        match str_argument(arguments, "path") {
+            Some(path) => format!("List {path}"),
+            None => "List the working directory".into(),
+        }
+    }
+
+    fn locations(&self, arguments: &serde_json::Value, ctx: &ToolContext) -> Vec<Location> {
+        ctx.resolve(str_argument(arguments, "path").unwrap_or("."))
+            .ok()
+            .map(Location::file)
+            .into_iter()
+            .collect()
+    }
+
+    fn mutates(&self) -> bool {
+        false
+    }
+
+    fn call<'a>(
+        &'a self,
+        arguments: serde_json::Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let arguments: Arguments = deserialize_arguments(arguments)?;
+            list(arguments, ctx).await
+        })
+    }
+}
+
+async fn list(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let dir = ctx.resolve(arguments.path.as_deref().unwrap_or("."))?;
+    let shown = ctx.display_path(&dir);
+    require_dir(&dir, &shown).await?;
+    let walk_dir = dir.clone();
+    let mut entries = run_blocking(&ctx.cancel, move |cancel| {
+        let mut entries = Vec::new();
+        for entry in walker(&walk_dir, Some(1)).flatten() {
+            if cancel.is_cancelled() {
+                return Err(ToolError::Cancelled);
+            }
+            if entry.depth() == 0 {
+                continue;
+            }
+            let mut name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().is_some_and(|kind| kind.is_dir()) {
+                name.push('/');
+            }
+            entries.push(name);
+        }
+        Ok(entries)
+    })
+    .await?;
+    entries.sort();
+    let total = entries.len();
+    entries.truncate(MAX_ENTRIES);
+
+    let mut for_model = if entries.is_empty() {
+        format!("({shown} is empty)")
+    } else {
+        entries.join("\n")
+    };
+    if total > entries.len() {
+        for_model.push_str(&format!(
+            "\n[{} more entries not shown; use glob to narrow down]",
+            total - entries.len()
+        ));
+    }
+    let mut output = ToolOutput::text(for_model);
+    output.raw_output = json!({
+        "path": shown,
+        "entries": entries,
+        "total": total,
+    });
+    output.locations = vec![Location::file(dir)];
+    Ok(output)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::test_support::workspace;
+
+    #[tokio::test]
+    async fn lists_sorted_entries_with_directories_marked() {
+        let ws = workspace();
+        ws.write("b.txt", "");
+        ws.write("a.txt", "");
+        ws.write("src/main.rs", "");
+        ws.write(".github/ci.yml", "");
+        std::fs::create_dir_all(ws.path(".git")).unwrap();
+        let out = ws.call(&ListDirTool, json!({})).await.unwrap();
+        assert_eq!(out.for_model, ".github/\na.txt\nb.txt\nsrc/");
+        assert_eq!(out.locations, [Location::file(ws.ctx.cwd.clone())]);
+
+        let sub = ws.call(&ListDirTool, json!({"path": "src"})).await.unwrap();
+        assert_eq!(sub.for_model, "main.rs");
+    }
+
+    #[tokio::test]
+    async fn leaves_out_what_gitignore_ignores() {
+        let ws = workspace();
+        ws.write(".gitignore", "target/\n*.log\n");
+        ws.write("target/debug/x", "");
+        ws.write("run.log", "");
+        ws.write("keep.rs", "");
+        let out = ws.call(&ListDirTool, json!({"path": "."})).await.unwrap();
+        assert_eq!(out.for_model, ".gitignore\nkeep.rs");
+    }
+
+    #[tokio::test]
+    async fn caps_long_listings() {
+        let ws = workspace();
+        for n in 0..MAX_ENTRIES + 5 {
+            ws.write(&format!("many/f{n:04}"), "");
+        }
+        let out = ws
+            .call(&ListDirTool, json!({"path": "many"}))
+            .await
+            .unwrap();
+        assert_eq!(out.for_model.lines().count(), MAX_ENTRIES + 1);
+        assert!(
+            out.for_model
+                .ends_with("[5 more entries not shown; use glob to narrow down]")
+        );
+        assert_eq!(out.raw_output["total"], MAX_ENTRIES + 5);
+    }
+
+    #[tokio::test]
+    async fn empty_missing_file_and_outside_paths() {
+        let ws = workspace();
+        std::fs::create_dir_all(ws.path("empty")).unwrap();
+        ws.write("a.txt", "");
+        let empty = ws
+            .call(&ListDirTool, json!({"path": "empty"}))
+            .await
+            .unwrap();
+        assert_eq!(empty.for_model, "(empty is empty)");
+        let missing = ws
+            .call(&ListDirTool, json!({"path": "nope"}))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            "nope does not exist; check the path with list_dir or glob"
+        );
+        let file = ws
+            .call(&ListDirTool, json!({"path": "a.txt"}))
+            .await
+            .unwrap_err();
+        assert!(file.to_string().contains("use read_file"), "{file}");
+        let outside = ws
+            .call(&ListDirTool, json!({"path": ".."}))
+            .await
+            .unwrap_err();
+        assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
+    }
+
+    #[test]
+    fn title_names_the_directory() {
+        assert_eq!(ListDirTool.title(&json!({"path": "src"})), "List src");
+        assert_eq!(ListDirTool.title(&json!({})), "List the working directory");
+    }
+}

@@ -1,0 +1,386 @@
+//! `read_file`: a text file, or a window of its lines, numbered for the model.
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{MAX_LINE_CHARS, plural, with_shown_path};
+use crate::tools::{
+    Location, Tool, ToolContent, ToolContext, ToolError, ToolKind, ToolOutput,
+    deserialize_arguments, shorten, str_argument,
+};
+
+/// Lines one read returns when the model gives no limit.
+pub const DEFAULT_LINE_LIMIT: u32 = 2000;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadFileTool;
+
+#[derive(Debug, Deserialize)]
+struct Arguments {
+    path: String,
+    offset: Option<u32>,
+    limit: Option<u32>,
+}
+
+impl Tool for ReadFileTool {
+    fn name(&self) -> &str {
+        "read_file"
+    }
+
+    fn description(&self) -> &str {
+        "Read a text file. Returns its lines numbered from 1 (`number<TAB>line`; the numbers are not part of the file). \
+         Reads up to 2000 lines by default; for long files pass `offset` (the first line, 1-based) and `limit` (how many lines). \
+         Binary files cannot be read. Read a file before editing it."
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "The file, relative to the working directory or absolute"
+                },
+                "offset": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "The first line to read, 1-based (default 1)"
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "How many lines to read (default 2000)"
+                }
+            },
+            "required": ["path"]
+        })
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
+    }
+
+    fn title(&self, arguments: &serde_json::Value) -> String {
+        let Some(path) = str_argument(arguments, "path") else {
+            return "Read file".into();
+        };
+        match arguments.get("offset").and_then(serde_json::Value::as_u64) {
+            Some(offset) => format!("Read {path}:{offset}"),
+            None => format!("Read {path}"),
+        }
+    }
+
+    fn locations(&self, arguments: &serde_json::Value, ctx: &ToolContext) -> Vec<Location> {
+        let Some(path) = str_argument(arguments, "path").and_then(|p| ctx.resolve(p).ok()) else {
+            return Vec::new();
+        };
+        let line = arguments
+            .get("offset")
+            .and_then(serde_json::Value::as_u64)
+            .and_then(|offset| u32::try_from(offset).ok())
+            .unwrap_or(1);
+        vec![Location::at_line(path, line.max(1))]
+    }
+
+    fn mutates(&self) -> bool {
+        false
+    }
+
+    fn call<'a>(
+        &'a self,
+        arguments: serde_json::Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let arguments: Arguments = deserialize_arguments(arguments)?;
+            read(arguments, ctx).await
+        })
+    }
+}
+
+async fn read(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    if arguments.limit == Some(0) {
+        return Err(ToolError::InvalidArguments(
+            "`limit` must be at least 1".into(),
+        ));
+    }
+    let path = ctx.resolve(&arguments.path)?;
+    let shown = ctx.display_path(&path);
+    let max_bytes = ctx.settings.max_read_bytes;
+    // A huge file is refused before it is loaded, unless a window was asked for.
+    if arguments.offset.is_none()
+        && arguments.limit.is_none()
+        && let Ok(meta) = tokio::fs::metadata(&path).await
+        && meta.is_file()
+        && meta.len() > max_bytes
+    {
+        return Err(ToolError::TooLarge {
+            path: shown,
+            size: meta.len(),
+            limit: max_bytes,
+        });
+    }
+    let text = ctx
+        .fs
+        .read_text_file(&path, None, None)
+        .await
+        .map_err(|err| with_shown_path(err, &shown))?;
+    if text.contains('\0') {
+        return Err(ToolError::NotText { path: shown });
+    }
+
+    let lines: Vec<&str> = text.lines().collect();
+    let total = lines.len();
+    let first = arguments.offset.unwrap_or(1).max(1) as usize;
+    if total == 0 {
+        let mut output = ToolOutput::text(format!("({shown} is empty)"));
+        output.content = vec![ToolContent::Text(String::new())];
+        output.raw_output = json!({"path": shown, "total_lines": 0});
+        output.locations = vec![Location::at_line(path, 1)];
+        return Ok(output);
+    }
+    if first > total {
+        return Err(ToolError::InvalidArguments(format!(
+            "`offset` {first} is past the end of {shown}, which has {}",
+            plural(total, "line")
+        )));
+    }
+    let limit = arguments.limit.unwrap_or(DEFAULT_LINE_LIMIT) as usize;
+
+    let mut for_model = String::new();
+    let mut shown_lines = Vec::new();
+    let mut byte_capped = false;
+    for (index, line) in lines.iter().enumerate().skip(first - 1).take(limit) {
+        let numbered = format!("{:>6}\t{}\n", index + 1, shorten(line, MAX_LINE_CHARS));
+        if !shown_lines.is_empty() && (for_model.len() + numbered.len()) as u64 > max_bytes {
+            byte_capped = true;
+            break;
+        }
+        for_model.push_str(&numbered);
+        shown_lines.push(*line);
+    }
+    let last = first + shown_lines.len() - 1;
+    if last < total {
+        let why = if byte_capped {
+            format!(" (stopped at the {max_bytes}-byte limit of one read)")
+        } else {
+            String::new()
+        };
+        for_model.push_str(&format!(
+            "(Showing lines {first}-{last} of {total}{why}. Use offset={} to read on.)\n",
+            last + 1
+        ));
+    }
+    Ok(ToolOutput {
+        for_model,
+        content: vec![ToolContent::Text(shown_lines.join("\n"))],
+        raw_output: json!({
+            "path": shown,
+            "start_line": first,
+            "end_line": last,
+            "total_lines": total,
+        }),
+        locations: vec![Location::at_line(
+            path,
+            u32::try_from(first).unwrap_or(u32::MAX),
+        )],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::test_support::workspace;
+
+    #[tokio::test]
+    async fn reads_numbered_lines_for_the_model_and_plain_text_for_the_editor() {
+        let ws = workspace();
+        ws.write("src/a.rs", "fn main() {\n    println!(\"hi\");\n}\n");
+        let out = ws
+            .call(&ReadFileTool, json!({"path": "src/a.rs"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            out.for_model,
+            "     1\tfn main() {\n     2\t    println!(\"hi\");\n     3\t}\n"
+        );
+        assert_eq!(
+            out.content,
+            [ToolContent::Text(
+                "fn main() {\n    println!(\"hi\");\n}".into()
+            )]
+        );
+        assert_eq!(out.locations, [Location::at_line(ws.path("src/a.rs"), 1)]);
+        assert_eq!(out.raw_output["total_lines"], 3);
+    }
+
+    #[tokio::test]
+    async fn reads_a_window_and_says_how_to_read_on() {
+        let ws = workspace();
+        let text: String = (1..=10).map(|n| format!("line {n}\n")).collect();
+        ws.write("a.txt", text);
+        let out = ws
+            .call(
+                &ReadFileTool,
+                json!({"path": "a.txt", "offset": 4, "limit": 2}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            out.for_model,
+            "     4\tline 4\n     5\tline 5\n(Showing lines 4-5 of 10. Use offset=6 to read on.)\n"
+        );
+        assert_eq!(out.content, [ToolContent::Text("line 4\nline 5".into())]);
+        assert_eq!(out.locations, [Location::at_line(ws.path("a.txt"), 4)]);
+    }
+
+    #[tokio::test]
+    async fn an_offset_past_the_end_is_an_error() {
+        let ws = workspace();
+        ws.write("a.txt", "one\n");
+        let err = ws
+            .call(&ReadFileTool, json!({"path": "a.txt", "offset": 5}))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid arguments: `offset` 5 is past the end of a.txt, which has 1 line"
+        );
+    }
+
+    #[tokio::test]
+    async fn empty_files_say_so() {
+        let ws = workspace();
+        ws.write("empty.txt", "");
+        let out = ws
+            .call(&ReadFileTool, json!({"path": "empty.txt"}))
+            .await
+            .unwrap();
+        assert_eq!(out.for_model, "(empty.txt is empty)");
+    }
+
+    #[tokio::test]
+    async fn refuses_binary_huge_missing_and_outside_files() {
+        let mut ws = workspace();
+        ws.write("image.png", b"\x89PNG\r\n\x1a\n\0\0\0");
+        let binary = ws
+            .call(&ReadFileTool, json!({"path": "image.png"}))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            binary.to_string(),
+            "image.png is not a text file (binary or not UTF-8); it cannot be read or edited as text"
+        );
+
+        let missing = ws
+            .call(&ReadFileTool, json!({"path": "nope.txt"}))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            "nope.txt does not exist; check the path with list_dir or glob"
+        );
+
+        let outside = ws
+            .call(&ReadFileTool, json!({"path": "/etc/passwd"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
+
+        ws.ctx.settings.max_read_bytes = 100;
+        let lines: String = (1..=50).map(|n| format!("line {n}\n")).collect();
+        ws.write("big.txt", &lines);
+        let big = ws
+            .call(&ReadFileTool, json!({"path": "big.txt"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(big, ToolError::TooLarge { .. }), "{big}");
+        assert!(big.to_string().contains("offset and limit"), "{big}");
+
+        // A window of a big file is fine, cut at the byte limit.
+        let window = ws
+            .call(&ReadFileTool, json!({"path": "big.txt", "offset": 1}))
+            .await
+            .unwrap();
+        assert!(window.for_model.starts_with("     1\tline 1\n"));
+        assert!(
+            window.for_model.contains("stopped at the 100-byte limit"),
+            "{}",
+            window.for_model
+        );
+    }
+
+    #[tokio::test]
+    async fn a_symlink_out_of_the_workspace_is_refused() {
+        let ws = workspace();
+        let secret = ws.dir.path().join("secret.txt");
+        std::fs::write(&secret, "secret").unwrap();
+        std::os::unix::fs::symlink(&secret, ws.path("innocent.txt")).unwrap();
+        let err = ws
+            .call(&ReadFileTool, json!({"path": "innocent.txt"}))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ToolError::PathOutsideWorkspace { .. }),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn reading_a_directory_points_to_list_dir() {
+        let ws = workspace();
+        ws.write("src/a.rs", "");
+        let err = ws
+            .call(&ReadFileTool, json!({"path": "src"}))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("list_dir"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn invalid_arguments_name_the_field() {
+        let ws = workspace();
+        let missing = ws.call(&ReadFileTool, json!({})).await.unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            "invalid arguments: missing field `path`"
+        );
+        let wrong = ws
+            .call(&ReadFileTool, json!({"path": "a", "offset": "ten"}))
+            .await
+            .unwrap_err();
+        assert!(wrong.to_string().contains("`offset`"), "{wrong}");
+        let zero = ws
+            .call(&ReadFileTool, json!({"path": "a", "limit": 0}))
+            .await
+            .unwrap_err();
+        assert!(
+            zero.to_string().contains("`limit` must be at least 1"),
+            "{zero}"
+        );
+    }
+
+    #[test]
+    fn title_and_locations_come_from_the_arguments() {
+        let ws = workspace();
+        assert_eq!(
+            ReadFileTool.title(&json!({"path": "src/a.rs"})),
+            "Read src/a.rs"
+        );
+        assert_eq!(
+            ReadFileTool.title(&json!({"path": "src/a.rs", "offset": 12})),
+            "Read src/a.rs:12"
+        );
+        assert_eq!(ReadFileTool.title(&json!("garbage")), "Read file");
+        assert_eq!(
+            ReadFileTool.locations(&json!({"path": "src/a.rs", "offset": 12}), &ws.ctx),
+            [Location::at_line(ws.path("src/a.rs"), 12)]
+        );
+        assert!(
+            ReadFileTool
+                .locations(&json!({"path": "../x"}), &ws.ctx)
+                .is_empty()
+        );
+    }
+}

@@ -1,0 +1,245 @@
+//! `write_file`: creates a file or replaces its whole text.
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{first_changed_line, plural, with_shown_path};
+use crate::tools::{
+    Location, Tool, ToolContent, ToolContext, ToolError, ToolKind, ToolOutput,
+    deserialize_arguments, str_argument,
+};
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteFileTool;
+
+#[derive(Debug, Deserialize)]
+struct Arguments {
+    path: String,
+    content: String,
+}
+
+impl Tool for WriteFileTool {
+    fn name(&self) -> &str {
+        "write_file"
+    }
+
+    fn description(&self) -> &str {
+        "Create a text file, or replace the whole text of an existing one. Missing directories are created. \
+         To change part of an existing file, prefer edit_file."
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "The file, relative to the working directory or absolute"
+                },
+                "content": {
+                    "type": "string",
+                    "description": "The file's complete new text"
+                }
+            },
+            "required": ["path", "content"]
+        })
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Edit
+    }
+
+    fn title(&self, arguments: &serde_json::Value) -> String {
+        match str_argument(arguments, "path") {
+            Some(path) => format!("Write {path}"),
+            None => "Write file".into(),
+        }
+    }
+
+    fn locations(&self, arguments: &serde_json::Value, ctx: &ToolContext) -> Vec<Location> {
+        str_argument(arguments, "path")
+            .and_then(|path| ctx.resolve(path).ok())
+            .map(Location::file)
+            .into_iter()
+            .collect()
+    }
+
+    fn mutates(&self) -> bool {
+        true
+    }
+
+    fn call<'a>(
+        &'a self,
+        arguments: serde_json::Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let arguments: Arguments = deserialize_arguments(arguments)?;
+            write(arguments, ctx).await
+        })
+    }
+}
+
+async fn write(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let path = ctx.resolve(&arguments.path)?;
+    let shown = ctx.display_path(&path);
+    let old_text = match ctx.fs.read_text_file(&path, None, None).await {
+        Ok(text) => Some(text),
+        // A file that is not text is replaced like a new one: there is no
+        // old text to show.
+        Err(
+            ToolError::NotFound { .. } | ToolError::NotText { .. } | ToolError::TooLarge { .. },
+        ) => None,
+        Err(err) => return Err(with_shown_path(err, &shown)),
+    };
+    let new_text = arguments.content;
+    let lines = plural(new_text.lines().count(), "line");
+    let for_model = match &old_text {
+        Some(old) if *old == new_text => {
+            format!("{shown} already had this content; nothing changed.")
+        }
+        Some(_) => format!("Wrote {shown} ({lines})."),
+        None => format!("Created {shown} ({lines})."),
+    };
+    if old_text.as_deref() != Some(new_text.as_str()) {
+        ctx.fs
+            .write_text_file(&path, &new_text)
+            .await
+            .map_err(|err| with_shown_path(err, &shown))?;
+    }
+    let line = first_changed_line(old_text.as_deref().unwrap_or(""), &new_text);
+    Ok(ToolOutput {
+        for_model,
+        raw_output: json!({
+            "path": shown,
+            "created": old_text.is_none(),
+            "bytes": new_text.len(),
+        }),
+        locations: vec![Location::at_line(path.clone(), line)],
+        content: vec![ToolContent::Diff {
+            path,
+            old_text,
+            new_text,
+        }],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::test_support::workspace;
+
+    #[tokio::test]
+    async fn creates_a_file_and_its_directories() {
+        let ws = workspace();
+        let out = ws
+            .call(
+                &WriteFileTool,
+                json!({"path": "src/new/mod.rs", "content": "pub fn f() {}\n"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(ws.read("src/new/mod.rs"), "pub fn f() {}\n");
+        assert_eq!(out.for_model, "Created src/new/mod.rs (1 line).");
+        assert_eq!(
+            out.content,
+            [ToolContent::Diff {
+                path: ws.path("src/new/mod.rs"),
+                old_text: None,
+                new_text: "pub fn f() {}\n".into(),
+            }]
+        );
+        assert_eq!(out.raw_output["created"], true);
+    }
+
+    #[tokio::test]
+    async fn replaces_a_file_showing_the_old_text() {
+        let ws = workspace();
+        ws.write("a.txt", "one\ntwo\nthree\n");
+        let out = ws
+            .call(
+                &WriteFileTool,
+                json!({"path": "a.txt", "content": "one\n2\nthree\n"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(ws.read("a.txt"), "one\n2\nthree\n");
+        assert_eq!(out.for_model, "Wrote a.txt (3 lines).");
+        assert_eq!(
+            out.content,
+            [ToolContent::Diff {
+                path: ws.path("a.txt"),
+                old_text: Some("one\ntwo\nthree\n".into()),
+                new_text: "one\n2\nthree\n".into(),
+            }]
+        );
+        assert_eq!(out.locations, [Location::at_line(ws.path("a.txt"), 2)]);
+    }
+
+    #[tokio::test]
+    async fn the_same_content_changes_nothing() {
+        let ws = workspace();
+        ws.write("a.txt", "same\n");
+        let out = ws
+            .call(
+                &WriteFileTool,
+                json!({"path": "a.txt", "content": "same\n"}),
+            )
+            .await
+            .unwrap();
+        assert!(
+            out.for_model.contains("nothing changed"),
+            "{}",
+            out.for_model
+        );
+    }
+
+    #[tokio::test]
+    async fn refuses_paths_outside_and_directories() {
+        let ws = workspace();
+        let outside = ws
+            .call(
+                &WriteFileTool,
+                json!({"path": "../evil.txt", "content": "x"}),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
+        assert!(!ws.dir.path().join("evil.txt").exists());
+
+        ws.write("src/a.rs", "");
+        let directory = ws
+            .call(&WriteFileTool, json!({"path": "src", "content": "x"}))
+            .await
+            .unwrap_err();
+        assert!(directory.to_string().contains("directory"), "{directory}");
+    }
+
+    #[tokio::test]
+    async fn content_is_required() {
+        let ws = workspace();
+        let err = ws
+            .call(&WriteFileTool, json!({"path": "a.txt"}))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid arguments: missing field `content`"
+        );
+    }
+
+    #[test]
+    fn title_and_locations_come_from_the_arguments() {
+        let ws = workspace();
+        assert_eq!(
+            WriteFileTool.title(&json!({"path": "a.txt"})),
+            "Write a.txt"
+        );
+        assert_eq!(WriteFileTool.title(&json!({})), "Write file");
+        assert_eq!(
+            WriteFileTool.locations(&json!({"path": "a.txt"}), &ws.ctx),
+            [Location::file(ws.path("a.txt"))]
+        );
+    }
+}

@@ -1,0 +1,393 @@
+//! What a tool call runs with: the workspace it is confined to, the file
+//! system and shell it goes through, its cancel token and the session state
+//! tools share (the todo list).
+
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use super::{FileSystem, LocalFs, LocalShell, Shell, ToolError};
+
+/// Limits the tools keep to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSettings {
+    /// How long a shell command may run when the model does not say.
+    pub shell_timeout: Duration,
+    /// The most command output the model gets back, in bytes.
+    pub output_cap: usize,
+    /// The largest file `read_file` returns whole, and the most text one
+    /// read returns, in bytes.
+    pub max_read_bytes: u64,
+}
+
+impl Default for ToolSettings {
+    fn default() -> Self {
+        Self {
+            shell_timeout: Duration::from_secs(120),
+            output_cap: 100 * 1024,
+            max_read_bytes: 256 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoPriority {
+    High,
+    #[default]
+    Medium,
+    Low,
+}
+
+/// One entry of the session's todo list (an ACP `plan` entry).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TodoItem {
+    pub content: String,
+    pub status: TodoStatus,
+    #[serde(default)]
+    pub priority: TodoPriority,
+}
+
+/// Cheap to clone: everything shared sits behind an `Arc`.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The session's working directory (absolute); relative paths start here.
+    pub cwd: PathBuf,
+    /// Directories paths may reach, besides `cwd` (which is always allowed).
+    pub roots: Vec<PathBuf>,
+    pub fs: Arc<dyn FileSystem>,
+    pub shell: Arc<dyn Shell>,
+    /// Cancelled when the user cancels the turn (a child of the prompt's token).
+    pub cancel: CancellationToken,
+    /// The session's todo list, replaced whole by the `todo` tool.
+    pub todos: Arc<Mutex<Vec<TodoItem>>>,
+    pub settings: ToolSettings,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("cwd", &self.cwd)
+            .field("roots", &self.roots)
+            .field("cancelled", &self.cancel.is_cancelled())
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolContext {
+    /// Tools on the local disk and shell, confined to `cwd`.
+    pub fn local(cwd: impl Into<PathBuf>) -> Self {
+        let cwd = cwd.into();
+        Self {
+            roots: vec![cwd.clone()],
+            cwd,
+            fs: Arc::new(LocalFs::default()),
+            shell: Arc::new(LocalShell),
+            cancel: CancellationToken::new(),
+            todos: Arc::default(),
+            settings: ToolSettings::default(),
+        }
+    }
+
+    /// The same context with another cancel token (e.g. a child token per call).
+    pub fn with_cancel(&self, cancel: CancellationToken) -> Self {
+        Self {
+            cancel,
+            ..self.clone()
+        }
+    }
+
+    /// A snapshot of the todo list.
+    pub fn todos(&self) -> Vec<TodoItem> {
+        self.lock_todos().clone()
+    }
+
+    pub fn set_todos(&self, todos: Vec<TodoItem>) {
+        *self.lock_todos() = todos;
+    }
+
+    fn lock_todos(&self) -> MutexGuard<'_, Vec<TodoItem>> {
+        self.todos
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// The directories paths may reach: `cwd` and the extra roots.
+    pub fn allowed_roots(&self) -> Vec<PathBuf> {
+        let mut allowed = vec![self.cwd.clone()];
+        for root in &self.roots {
+            if !allowed.contains(root) {
+                allowed.push(root.clone());
+            }
+        }
+        allowed
+    }
+
+    /// The absolute path for a path the model gave, if it stays inside the
+    /// allowed roots. `..` is normalised first; then symlinks are resolved on
+    /// the longest existing ancestor, so neither can lead outside, while a new
+    /// file in an existing directory is still allowed. Returns the
+    /// normalised path (what the editor knows), not the resolved one.
+    pub fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
+        if path.trim().is_empty() {
+            return Err(ToolError::InvalidArguments("the path is empty".into()));
+        }
+        let joined = if Path::new(path).is_absolute() {
+            PathBuf::from(path)
+        } else {
+            self.cwd.join(path)
+        };
+        let normalized = normalize(&joined);
+        let real = real_path(&normalized).map_err(|err| match err {
+            RealPathError::DanglingSymlink(link) => ToolError::Failed(format!(
+                "{path} goes through the symlink {}, whose target does not exist; refusing to follow it",
+                link.display()
+            )),
+            RealPathError::Io(source) => ToolError::Io {
+                path: path.to_string(),
+                source,
+            },
+        })?;
+        let allowed = self.allowed_roots();
+        let inside = allowed.iter().any(|root| {
+            let root = std::fs::canonicalize(root).unwrap_or_else(|_| normalize(root));
+            real.starts_with(root)
+        });
+        if inside {
+            Ok(normalized)
+        } else {
+            Err(ToolError::PathOutsideWorkspace {
+                path: path.to_string(),
+                allowed,
+            })
+        }
+    }
+
+    /// A path as the model should see it: relative to `cwd` when inside it.
+    pub fn display_path(&self, path: &Path) -> String {
+        super::display_path(path, &self.cwd)
+    }
+}
+
+/// Removes `.` and resolves `..` lexically (`..` at the root stays there).
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) {
+                    out.pop();
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+enum RealPathError {
+    DanglingSymlink(PathBuf),
+    Io(io::Error),
+}
+
+/// Where `path` really leads: its longest existing ancestor canonicalised,
+/// with the not-yet-existing rest appended.
+fn real_path(path: &Path) -> Result<PathBuf, RealPathError> {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        match std::fs::canonicalize(&existing) {
+            Ok(mut real) => {
+                for name in rest.iter().rev() {
+                    real.push(name);
+                }
+                return Ok(real);
+            }
+            Err(err) => {
+                // It exists but cannot be resolved: a dangling symlink (whose
+                // target a write would create, maybe outside) or no access.
+                if let Ok(meta) = std::fs::symlink_metadata(&existing) {
+                    return Err(if meta.file_type().is_symlink() {
+                        RealPathError::DanglingSymlink(existing)
+                    } else {
+                        RealPathError::Io(err)
+                    });
+                }
+                match (existing.file_name(), existing.parent()) {
+                    (Some(name), Some(parent)) => {
+                        rest.push(name.to_os_string());
+                        existing = parent.to_path_buf();
+                    }
+                    _ => return Err(RealPathError::Io(err)),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workspace() -> (tempfile::TempDir, ToolContext) {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path().join("project");
+        std::fs::create_dir_all(cwd.join("src")).unwrap();
+        std::fs::write(cwd.join("src/a.rs"), "fn a() {}\n").unwrap();
+        (dir, ToolContext::local(cwd))
+    }
+
+    fn assert_outside(ctx: &ToolContext, path: &str) {
+        match ctx.resolve(path) {
+            Err(err @ ToolError::PathOutsideWorkspace { .. }) => {
+                let message = err.to_string();
+                assert!(
+                    message.contains(&ctx.cwd.display().to_string()),
+                    "the error names the allowed directory: {message}"
+                );
+            }
+            other => panic!("{path} should be refused, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn relative_paths_start_at_cwd() {
+        let (_dir, ctx) = workspace();
+        assert_eq!(ctx.resolve("src/a.rs").unwrap(), ctx.cwd.join("src/a.rs"));
+        assert_eq!(
+            ctx.resolve("./src/../src/a.rs").unwrap(),
+            ctx.cwd.join("src/a.rs")
+        );
+        assert_eq!(ctx.resolve(".").unwrap(), ctx.cwd);
+    }
+
+    #[test]
+    fn new_files_in_new_directories_are_allowed() {
+        let (_dir, ctx) = workspace();
+        assert_eq!(
+            ctx.resolve("new/deeper/file.txt").unwrap(),
+            ctx.cwd.join("new/deeper/file.txt")
+        );
+    }
+
+    #[test]
+    fn absolute_paths_inside_are_allowed() {
+        let (_dir, ctx) = workspace();
+        let absolute = ctx.cwd.join("src/a.rs");
+        assert_eq!(ctx.resolve(absolute.to_str().unwrap()).unwrap(), absolute);
+    }
+
+    #[test]
+    fn parent_escapes_are_refused() {
+        let (_dir, ctx) = workspace();
+        assert_outside(&ctx, "../x");
+        assert_outside(&ctx, "a/../../x");
+        assert_outside(&ctx, "src/../../project-sibling/x");
+        assert_outside(&ctx, "../../../../../../../../etc/passwd");
+    }
+
+    #[test]
+    fn absolute_paths_outside_are_refused() {
+        let (_dir, ctx) = workspace();
+        assert_outside(&ctx, "/etc/passwd");
+        assert_outside(&ctx, "/");
+    }
+
+    #[test]
+    fn a_sibling_with_a_common_prefix_is_outside() {
+        let (dir, ctx) = workspace();
+        std::fs::create_dir_all(dir.path().join("project2")).unwrap();
+        assert_outside(&ctx, dir.path().join("project2/x").to_str().unwrap());
+    }
+
+    #[test]
+    fn symlinks_pointing_outside_are_refused() {
+        let (dir, ctx) = workspace();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(&outside, ctx.cwd.join("link")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), ctx.cwd.join("secret_link")).unwrap();
+        assert_outside(&ctx, "link/secret");
+        assert_outside(&ctx, "link/new_file");
+        assert_outside(&ctx, "link/new_dir/new_file");
+        assert_outside(&ctx, "secret_link");
+    }
+
+    #[test]
+    fn dangling_symlinks_are_refused() {
+        let (dir, ctx) = workspace();
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), ctx.cwd.join("dangling")).unwrap();
+        let err = ctx.resolve("dangling").unwrap_err();
+        assert!(err.to_string().contains("does not exist"), "{err}");
+        assert!(ctx.resolve("dangling/x").is_err());
+    }
+
+    #[test]
+    fn symlinks_inside_the_workspace_are_followed() {
+        let (_dir, ctx) = workspace();
+        std::os::unix::fs::symlink(ctx.cwd.join("src"), ctx.cwd.join("src_link")).unwrap();
+        assert_eq!(
+            ctx.resolve("src_link/a.rs").unwrap(),
+            ctx.cwd.join("src_link/a.rs")
+        );
+    }
+
+    #[test]
+    fn extra_roots_are_allowed() {
+        let (dir, mut ctx) = workspace();
+        let extra = dir.path().join("extra");
+        std::fs::create_dir_all(&extra).unwrap();
+        assert_outside(&ctx, extra.join("x").to_str().unwrap());
+        ctx.roots.push(extra.clone());
+        assert_eq!(
+            ctx.resolve(extra.join("x").to_str().unwrap()).unwrap(),
+            extra.join("x")
+        );
+        let err = ctx.resolve("/etc/passwd").unwrap_err().to_string();
+        assert!(err.contains(&extra.display().to_string()), "{err}");
+    }
+
+    #[test]
+    fn empty_paths_are_invalid() {
+        let (_dir, ctx) = workspace();
+        assert!(matches!(
+            ctx.resolve(" "),
+            Err(ToolError::InvalidArguments(_))
+        ));
+    }
+
+    #[test]
+    fn display_paths_are_relative_to_cwd() {
+        let (_dir, ctx) = workspace();
+        assert_eq!(ctx.display_path(&ctx.cwd.join("src/a.rs")), "src/a.rs");
+        assert_eq!(ctx.display_path(&ctx.cwd), ".");
+        assert_eq!(ctx.display_path(Path::new("/etc/hosts")), "/etc/hosts");
+    }
+
+    #[test]
+    fn todos_are_shared_between_clones() {
+        let (_dir, ctx) = workspace();
+        let clone = ctx.with_cancel(CancellationToken::new());
+        clone.set_todos(vec![TodoItem {
+            content: "x".into(),
+            status: TodoStatus::Pending,
+            priority: TodoPriority::default(),
+        }]);
+        assert_eq!(ctx.todos().len(), 1);
+    }
+}

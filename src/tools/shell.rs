@@ -1,0 +1,519 @@
+//! Commands behind a small trait: `sh -c` on this machine now, an editor
+//! terminal (ACP `terminal/*`) later.
+
+use std::collections::VecDeque;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::ToolError;
+
+/// How a command ended and what it printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellOutput {
+    /// None when a signal ended it.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, if one did (SIGKILL after a timeout).
+    pub signal: Option<i32>,
+    /// stdout and stderr interleaved as they arrived, within the cap.
+    pub output: String,
+    /// Killed for running longer than the timeout.
+    pub timed_out: bool,
+    /// Bytes left out of `output` to keep within the cap.
+    pub omitted_bytes: u64,
+}
+
+impl ShellOutput {
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+}
+
+/// Runs a command line.
+pub trait Shell: Send + Sync {
+    /// Runs `command` in `cwd`. Past `timeout` the command is killed and the
+    /// output so far returned with `timed_out`; on `cancel` it is killed and
+    /// the answer is [`ToolError::Cancelled`]. `output_cap` bounds the bytes kept.
+    fn run<'a>(
+        &'a self,
+        command: &'a str,
+        cwd: &'a Path,
+        timeout: Duration,
+        output_cap: usize,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ShellOutput, ToolError>>;
+}
+
+/// `sh -c` on this machine, in a process group of its own so a timeout or a
+/// cancel kills everything the command started.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalShell;
+
+/// After the command exits, how long to wait for the rest of its output
+/// (a background process it left may hold the pipes open for good).
+const OUTPUT_GRACE: Duration = Duration::from_millis(500);
+/// How long to wait for the output and the exit after a kill.
+const AFTER_KILL: Duration = Duration::from_secs(2);
+
+impl Shell for LocalShell {
+    fn run<'a>(
+        &'a self,
+        command: &'a str,
+        cwd: &'a Path,
+        timeout: Duration,
+        output_cap: usize,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ShellOutput, ToolError>> {
+        Box::pin(run_local(command, cwd, timeout, output_cap, cancel))
+    }
+}
+
+enum Ending {
+    Exited(std::io::Result<ExitStatus>),
+    TimedOut,
+    Cancelled,
+}
+
+async fn run_local(
+    command: &str,
+    cwd: &Path,
+    timeout: Duration,
+    output_cap: usize,
+    cancel: &CancellationToken,
+) -> Result<ShellOutput, ToolError> {
+    if cancel.is_cancelled() {
+        return Err(ToolError::Cancelled);
+    }
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0)
+        .spawn()
+        .map_err(|err| {
+            ToolError::Failed(format!("could not start `sh` in {}: {err}", cwd.display()))
+        })?;
+    let mut group = GroupKiller {
+        pgid: child.id().and_then(|pid| libc::pid_t::try_from(pid).ok()),
+    };
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let mut output = CappedOutput::new(output_cap);
+    let mut stdout_buf = [0u8; 8192];
+    let mut stderr_buf = [0u8; 8192];
+    let deadline = Instant::now() + timeout;
+    let mut status = None;
+    let mut grace_until = None;
+
+    let ending = loop {
+        if stdout.is_none()
+            && stderr.is_none()
+            && let Some(status) = status.take()
+        {
+            break Ending::Exited(status);
+        }
+        tokio::select! {
+            // Biased: a cancel or timeout wins even over a flood of output,
+            // and output already there is read before the exit is noticed.
+            biased;
+            () = cancel.cancelled() => break Ending::Cancelled,
+            () = tokio::time::sleep_until(deadline) => break Ending::TimedOut,
+            read = read_some(&mut stdout, &mut stdout_buf) => match read {
+                Some(bytes) => output.push(&stdout_buf[..bytes]),
+                None => stdout = None,
+            },
+            read = read_some(&mut stderr, &mut stderr_buf) => match read {
+                Some(bytes) => output.push(&stderr_buf[..bytes]),
+                None => stderr = None,
+            },
+            exit = child.wait(), if status.is_none() && grace_until.is_none() => {
+                status = Some(exit);
+                grace_until = Some(Instant::now() + OUTPUT_GRACE);
+            }
+            () = sleep_until_some(grace_until) => {
+                if let Some(status) = status.take() {
+                    break Ending::Exited(status);
+                }
+            }
+        }
+    };
+
+    match ending {
+        Ending::Exited(status) => {
+            // Processes it left in the background keep running, as in a terminal.
+            group.disarm();
+            let status = status.map_err(|err| {
+                ToolError::Failed(format!("could not wait for the command: {err}"))
+            })?;
+            let (output, omitted_bytes) = output.finish();
+            Ok(ShellOutput {
+                exit_code: status.code(),
+                signal: status.signal(),
+                output,
+                timed_out: false,
+                omitted_bytes,
+            })
+        }
+        Ending::Cancelled => {
+            group.kill();
+            let _ = tokio::time::timeout(AFTER_KILL, child.wait()).await;
+            Err(ToolError::Cancelled)
+        }
+        Ending::TimedOut => {
+            group.kill();
+            // What was already in the pipes is part of the answer.
+            let drain = async {
+                while stdout.is_some() || stderr.is_some() {
+                    tokio::select! {
+                        read = read_some(&mut stdout, &mut stdout_buf) => match read {
+                            Some(bytes) => output.push(&stdout_buf[..bytes]),
+                            None => stdout = None,
+                        },
+                        read = read_some(&mut stderr, &mut stderr_buf) => match read {
+                            Some(bytes) => output.push(&stderr_buf[..bytes]),
+                            None => stderr = None,
+                        },
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(AFTER_KILL, drain).await;
+            let status = tokio::time::timeout(AFTER_KILL, child.wait()).await;
+            let signal = match status {
+                Ok(Ok(status)) => status.signal(),
+                _ => Some(libc::SIGKILL),
+            };
+            let (output, omitted_bytes) = output.finish();
+            Ok(ShellOutput {
+                exit_code: None,
+                signal,
+                output,
+                timed_out: true,
+                omitted_bytes,
+            })
+        }
+    }
+}
+
+/// Some bytes from the pipe, or None at its end (or on a read error).
+/// An absent pipe never answers.
+async fn read_some<R: AsyncRead + Unpin>(pipe: &mut Option<R>, buf: &mut [u8]) -> Option<usize> {
+    match pipe {
+        Some(reader) => match reader.read(buf).await {
+            Ok(0) | Err(_) => None,
+            Ok(bytes) => Some(bytes),
+        },
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Kills the command's whole process group, also when the run is dropped
+/// half-way (kill_on_drop alone would reach only `sh`).
+struct GroupKiller {
+    pgid: Option<libc::pid_t>,
+}
+
+impl GroupKiller {
+    fn kill(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            // SAFETY: kill(2) with a negative pid signals that process group;
+            // it touches no memory of ours.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.pgid = None;
+    }
+}
+
+impl Drop for GroupKiller {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Keeps the first and the last half of the cap and counts what falls
+/// between: the start shows what ran, the end how it finished.
+struct CappedOutput {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    head_cap: usize,
+    tail_cap: usize,
+    omitted: u64,
+}
+
+impl CappedOutput {
+    fn new(cap: usize) -> Self {
+        let head_cap = cap / 2;
+        Self {
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            head_cap,
+            tail_cap: cap - head_cap,
+            omitted: 0,
+        }
+    }
+
+    fn push(&mut self, mut bytes: &[u8]) {
+        let room = self.head_cap - self.head.len();
+        if room > 0 {
+            let take = room.min(bytes.len());
+            self.head.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        self.tail.extend(bytes);
+        if self.tail.len() > self.tail_cap {
+            let excess = self.tail.len() - self.tail_cap;
+            self.tail.drain(..excess);
+            self.omitted += excess as u64;
+        }
+    }
+
+    /// The text, and how many bytes were left out.
+    fn finish(self) -> (String, u64) {
+        let mut head = self.head;
+        let mut tail: Vec<u8> = self.tail.into();
+        if self.omitted == 0 {
+            head.extend_from_slice(&tail);
+            return (String::from_utf8_lossy(&head).into_owned(), 0);
+        }
+        // Cut on character boundaries, counting the cut bytes as omitted.
+        let mut omitted = self.omitted;
+        if let Err(err) = std::str::from_utf8(&head)
+            && err.error_len().is_none()
+        {
+            omitted += (head.len() - err.valid_up_to()) as u64;
+            head.truncate(err.valid_up_to());
+        }
+        let continuation = tail
+            .iter()
+            .take(3)
+            .take_while(|byte| (**byte & 0xC0) == 0x80)
+            .count();
+        tail.drain(..continuation);
+        omitted += continuation as u64;
+        let mut text = String::from_utf8_lossy(&head).into_owned();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&format!("[output truncated: {omitted} bytes omitted]\n"));
+        text.push_str(&String::from_utf8_lossy(&tail));
+        (text, omitted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn run(command: &str, timeout: Duration, cap: usize) -> Result<ShellOutput, ToolError> {
+        let dir = tempfile::tempdir().unwrap();
+        LocalShell
+            .run(command, dir.path(), timeout, cap, &CancellationToken::new())
+            .await
+    }
+
+    fn process_is_gone(pid: i32) -> bool {
+        // A zombie has exited; only its parent's reaping is pending.
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+            Err(_) => true,
+        }
+    }
+
+    async fn wait_until_gone(pid: i32) -> bool {
+        for _ in 0..50 {
+            if process_is_gone(pid) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn reports_exit_codes_and_both_streams() {
+        let ok = run("echo out; echo err >&2", Duration::from_secs(10), 1000)
+            .await
+            .unwrap();
+        assert_eq!(ok.exit_code, Some(0));
+        assert!(ok.success());
+        assert!(ok.output.contains("out\n"), "{:?}", ok.output);
+        assert!(ok.output.contains("err\n"), "{:?}", ok.output);
+        assert!(!ok.timed_out);
+
+        let failed = run("exit 3", Duration::from_secs(10), 1000).await.unwrap();
+        assert_eq!(failed.exit_code, Some(3));
+        assert!(!failed.success());
+
+        let killed = run("kill -TERM $$", Duration::from_secs(10), 1000)
+            .await
+            .unwrap();
+        assert_eq!(killed.exit_code, None);
+        assert_eq!(killed.signal, Some(libc::SIGTERM));
+    }
+
+    #[tokio::test]
+    async fn runs_in_the_given_directory_with_no_stdin() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("marker"), "").unwrap();
+        let out = LocalShell
+            .run(
+                "ls; cat; echo done",
+                dir.path(),
+                Duration::from_secs(10),
+                1000,
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.output, "marker\ndone\n");
+    }
+
+    #[tokio::test]
+    async fn caps_output_keeping_the_start_and_the_end() {
+        let out = run("seq 1 100000", Duration::from_secs(10), 1000)
+            .await
+            .unwrap();
+        assert!(out.output.starts_with("1\n2\n3\n"), "{}", out.output);
+        assert!(out.output.ends_with("99999\n100000\n"), "{}", out.output);
+        assert!(out.output.contains("[output truncated: "), "{}", out.output);
+        assert!(out.omitted_bytes > 500_000);
+        assert!(out.output.len() < 1100, "{}", out.output.len());
+        let total: u64 = (1..=100_000u64)
+            .map(|n| n.to_string().len() as u64 + 1)
+            .sum();
+        assert_eq!(total, 1000 + out.omitted_bytes);
+    }
+
+    #[test]
+    fn capping_cuts_on_character_boundaries() {
+        let mut capped = CappedOutput::new(8);
+        capped.push("ééééééééé".as_bytes());
+        let (text, omitted) = capped.finish();
+        assert!(!text.contains('\u{FFFD}'), "{text}");
+        assert_eq!(text, "éé\n[output truncated: 10 bytes omitted]\néé");
+        assert_eq!(omitted, 10);
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_the_command_and_keeps_its_output() {
+        let started = std::time::Instant::now();
+        let out = run("echo started; sleep 30", Duration::from_secs(1), 1000)
+            .await
+            .unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(out.timed_out);
+        assert_eq!(out.exit_code, None);
+        assert_eq!(out.signal, Some(libc::SIGKILL));
+        assert_eq!(out.output, "started\n");
+    }
+
+    #[tokio::test]
+    async fn cancel_kills_the_whole_process_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let cancel = CancellationToken::new();
+        let canceller = cancel.clone();
+        let pid_file = dir.path().join("pid");
+        let started = std::time::Instant::now();
+        let run = LocalShell.run(
+            "sleep 30 & echo $! > pid; wait",
+            dir.path(),
+            Duration::from_secs(60),
+            1000,
+            &cancel,
+        );
+        let cancel_soon = async {
+            for _ in 0..50 {
+                if std::fs::read_to_string(&pid_file).is_ok_and(|pid| pid.ends_with('\n')) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            canceller.cancel();
+        };
+        let (result, ()) = tokio::join!(run, cancel_soon);
+        assert!(matches!(result, Err(ToolError::Cancelled)), "{result:?}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            wait_until_gone(pid).await,
+            "sleep {pid} survived the cancel"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_already_cancelled_token_runs_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let result = LocalShell
+            .run(
+                "touch ran",
+                dir.path(),
+                Duration::from_secs(5),
+                100,
+                &cancel,
+            )
+            .await;
+        assert!(matches!(result, Err(ToolError::Cancelled)));
+        assert!(!dir.path().join("ran").exists());
+    }
+
+    #[tokio::test]
+    async fn background_processes_holding_the_output_do_not_block() {
+        let started = std::time::Instant::now();
+        let out = run("sleep 30 & echo $!", Duration::from_secs(20), 1000)
+            .await
+            .unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(out.exit_code, Some(0));
+        let pid: i32 = out.output.trim().parse().unwrap();
+        // SAFETY: signals the test's own background sleep.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_missing_directory_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = LocalShell
+            .run(
+                "true",
+                &dir.path().join("missing"),
+                Duration::from_secs(5),
+                100,
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("could not start"), "{err}");
+    }
+}
