@@ -1,16 +1,23 @@
-//! One prompt turn: prompt → LLM (streaming) → … until the model answers,
-//! the turn is cancelled or the provider fails. Emits [`AgentEvent`]s in the
-//! order they happen; knows nothing of ACP.
+//! One prompt turn: prompt → LLM (streaming) → tools → LLM … until the
+//! model answers without asking for tools, the turn is cancelled, the
+//! provider fails or `max_turn_requests` is reached. Emits [`AgentEvent`]s in
+//! the order they happen; knows nothing of ACP.
 
 use std::sync::Arc;
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::providers::retry;
 use crate::providers::{
     ChatRequest, FinishReason, Message, Part, Provider, ProviderError, ProviderEvent, Role,
     ToolChoice, Usage,
+};
+use crate::tools::{
+    Location, TodoItem, Tool, ToolContent, ToolContext, ToolError, ToolKind, ToolRegistry,
+    parse_arguments,
 };
 
 /// What a turn tells the client while it runs.
@@ -23,7 +30,67 @@ pub enum AgentEvent {
         used: u64,
         size: u64,
     },
+    /// The model asked for a tool (ACP `tool_call`, pending).
+    ToolCall(ToolCallInfo),
+    /// A tool call started, finished or failed (ACP `tool_call_update`).
+    ToolCallUpdate(ToolCallProgress),
+    /// The model's task list changed (ACP `plan`).
+    Plan(Vec<TodoItem>),
 }
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallInfo {
+    /// Unique within the session (providers' own ids may repeat across turns).
+    pub id: String,
+    pub title: String,
+    pub kind: ToolKind,
+    pub raw_input: Value,
+    pub locations: Vec<Location>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolStatus {
+    InProgress,
+    Completed,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallProgress {
+    pub id: String,
+    pub status: ToolStatus,
+    pub content: Vec<ToolContent>,
+    pub locations: Vec<Location>,
+    pub raw_output: Option<Value>,
+}
+
+/// Whether a tool call may run: the session's mode, rules and the user's answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Permission {
+    Allow,
+    /// Not run; the reason is what the model reads.
+    Reject(String),
+    /// The user cancelled the turn while being asked.
+    Cancelled,
+}
+
+/// The seam between the loop and the session's permission rules.
+pub trait PermissionGate: Send + Sync {
+    fn check<'a>(&'a self, call: &'a ToolCallInfo, tool: &'a dyn Tool)
+    -> BoxFuture<'a, Permission>;
+}
+
+/// Lets everything through: for turns without a user to ask (tests, plan-free runs).
+pub struct AllowAll;
+
+impl PermissionGate for AllowAll {
+    fn check<'a>(&'a self, _: &'a ToolCallInfo, _: &'a dyn Tool) -> BoxFuture<'a, Permission> {
+        Box::pin(async { Permission::Allow })
+    }
+}
+
+/// Model calls per turn when the config does not say.
+pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 25;
 
 /// Why a turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +110,12 @@ pub struct TurnInput {
     pub history: Vec<Arc<Message>>,
     pub context_window: u64,
     pub cancel: CancellationToken,
+    /// The tools offered to the model (already filtered by the mode).
+    pub tools: ToolRegistry,
+    pub tool_context: ToolContext,
+    pub permissions: Arc<dyn PermissionGate>,
+    /// Model calls allowed in one turn before it stops with `max_turn_requests`.
+    pub max_turn_requests: u32,
 }
 
 pub struct TurnOutcome {
@@ -54,51 +127,249 @@ pub struct TurnOutcome {
 }
 
 pub async fn run_turn(input: TurnInput, emit: &(dyn Fn(AgentEvent) + Send + Sync)) -> TurnOutcome {
-    if input.cancel.is_cancelled() {
-        return TurnOutcome {
-            new_messages: Vec::new(),
-            result: Ok(StopReason::Cancelled),
-            last_usage: None,
+    let mut new_messages: Vec<Message> = Vec::new();
+    let mut last_usage = None;
+    let mut requests = 0;
+    let result = loop {
+        if input.cancel.is_cancelled() {
+            break Ok(StopReason::Cancelled);
+        }
+        if requests >= input.max_turn_requests {
+            break Ok(StopReason::MaxTurnRequests);
+        }
+        requests += 1;
+        let mut messages = input.history.clone();
+        messages.extend(new_messages.iter().cloned().map(Arc::new));
+        let request = ChatRequest {
+            model: input.model.clone(),
+            system: input.system.clone(),
+            messages,
+            tools: input.tools.definitions(),
+            tool_choice: ToolChoice::Auto,
+            max_output_tokens: input.provider.config().max_output_tokens,
+            context_window: Some(input.context_window),
         };
-    }
-    // One model call per turn until tools exist; the tool loop (bounded by
-    // `max_turn_requests`) wraps this call.
-    let request = ChatRequest {
-        model: input.model.clone(),
-        system: input.system.clone(),
-        messages: input.history.clone(),
-        tools: Vec::new(),
-        tool_choice: ToolChoice::Auto,
-        max_output_tokens: input.provider.config().max_output_tokens,
-        context_window: Some(input.context_window),
-    };
-    let call = call_model(
-        &*input.provider,
-        request,
-        &input.cancel,
-        input.context_window,
-        emit,
-    )
-    .await;
-    let mut new_messages = Vec::new();
-    if !call.message.parts.is_empty() {
-        new_messages.push(call.message);
-    }
-    let result = match call.result {
-        Ok(CallEnd::Finished(reason)) => Ok(match reason {
-            FinishReason::Length => StopReason::MaxTokens,
-            FinishReason::Refusal => StopReason::Refusal,
-            FinishReason::Stop | FinishReason::ToolCalls | FinishReason::Other(_) => {
-                StopReason::EndTurn
+        let call = call_model(
+            &*input.provider,
+            request,
+            &input.cancel,
+            input.context_window,
+            emit,
+        )
+        .await;
+        if call.usage.is_some() {
+            last_usage = call.usage;
+        }
+        let calls: Vec<(String, String, String)> = call
+            .message
+            .parts
+            .iter()
+            .filter_map(|part| match part {
+                Part::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                } => Some((id.clone(), name.clone(), arguments.clone())),
+                _ => None,
+            })
+            .collect();
+        let finished = match call.result {
+            Ok(CallEnd::Finished(reason)) => reason,
+            Ok(CallEnd::Cancelled) => {
+                // Calls the model asked for but never got a result would make
+                // the next request invalid: drop them from what is kept.
+                push_without_calls(&mut new_messages, call.message);
+                break Ok(StopReason::Cancelled);
             }
-        }),
-        Ok(CallEnd::Cancelled) => Ok(StopReason::Cancelled),
-        Err(err) => Err(err),
+            Err(err) => {
+                push_without_calls(&mut new_messages, call.message);
+                break Err(err);
+            }
+        };
+        if !call.message.parts.is_empty() {
+            new_messages.push(call.message);
+        }
+        if calls.is_empty() {
+            break Ok(match finished {
+                FinishReason::Length => StopReason::MaxTokens,
+                FinishReason::Refusal => StopReason::Refusal,
+                FinishReason::Stop | FinishReason::ToolCalls | FinishReason::Other(_) => {
+                    StopReason::EndTurn
+                }
+            });
+        }
+        let results = run_tools(&input, calls, emit).await;
+        new_messages.push(Message {
+            role: Role::User,
+            parts: results,
+        });
+        if input.cancel.is_cancelled() {
+            break Ok(StopReason::Cancelled);
+        }
     };
     TurnOutcome {
         new_messages,
         result,
-        last_usage: call.usage,
+        last_usage,
+    }
+}
+
+fn push_without_calls(messages: &mut Vec<Message>, mut message: Message) {
+    message
+        .parts
+        .retain(|part| !matches!(part, Part::ToolCall { .. }));
+    if !message.parts.is_empty() {
+        messages.push(message);
+    }
+}
+
+/// One call the model asked for, prepared for the editor and the tool.
+struct PreparedCall {
+    provider_id: String,
+    info: ToolCallInfo,
+    arguments: Result<Value, ToolError>,
+    tool: Option<Arc<dyn Tool>>,
+}
+
+/// Run the calls of one model answer: announce each, ask permission one at
+/// a time, run the allowed ones concurrently, and return their results in
+/// the order the model asked (every call gets one, so the conversation stays
+/// valid for every provider).
+async fn run_tools(
+    input: &TurnInput,
+    calls: Vec<(String, String, String)>,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> Vec<Part> {
+    let prepared: Vec<PreparedCall> = calls
+        .into_iter()
+        .map(|(provider_id, name, arguments)| {
+            let tool = input.tools.get(&name).cloned();
+            let arguments = parse_arguments(&arguments);
+            let raw_input = arguments.as_ref().cloned().unwrap_or(Value::Null);
+            let (title, kind, locations) = match &tool {
+                Some(tool) => (
+                    tool.title(&raw_input),
+                    tool.kind(),
+                    tool.locations(&raw_input, &input.tool_context),
+                ),
+                None => (name.clone(), ToolKind::Other, Vec::new()),
+            };
+            PreparedCall {
+                provider_id,
+                info: ToolCallInfo {
+                    id: format!("call-{}", uuid::Uuid::new_v4().simple()),
+                    title,
+                    kind,
+                    raw_input,
+                    locations,
+                },
+                arguments,
+                tool,
+            }
+        })
+        .collect();
+    for call in &prepared {
+        emit(AgentEvent::ToolCall(call.info.clone()));
+    }
+
+    // Decide every call before running any, so the user answers in order.
+    let mut decisions = Vec::with_capacity(prepared.len());
+    for call in &prepared {
+        let decision = match (&call.tool, &call.arguments) {
+            (None, _) => Err(ToolError::UnknownTool {
+                name: call.info.title.clone(),
+                available: input.tools.names().map(str::to_string).collect(),
+            }),
+            (Some(_), Err(err)) => Err(ToolError::InvalidArguments(err.to_string())),
+            (Some(_), Ok(_)) if input.cancel.is_cancelled() => Err(ToolError::Cancelled),
+            (Some(tool), Ok(_)) => {
+                let asked = tokio::select! {
+                    biased;
+                    _ = input.cancel.cancelled() => Permission::Cancelled,
+                    answer = input.permissions.check(&call.info, &**tool) => answer,
+                };
+                match asked {
+                    Permission::Allow => Ok(()),
+                    Permission::Reject(reason) => Err(ToolError::Failed(reason)),
+                    Permission::Cancelled => {
+                        input.cancel.cancel();
+                        Err(ToolError::Cancelled)
+                    }
+                }
+            }
+        };
+        decisions.push(decision);
+    }
+
+    let runs = prepared
+        .iter()
+        .zip(decisions)
+        .map(|(call, decision)| async move {
+            let outcome = match (decision, &call.tool, &call.arguments) {
+                (Ok(()), Some(tool), Ok(arguments)) => {
+                    emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
+                        id: call.info.id.clone(),
+                        status: ToolStatus::InProgress,
+                        content: Vec::new(),
+                        locations: Vec::new(),
+                        raw_output: None,
+                    }));
+                    let context = input
+                        .tool_context
+                        .clone()
+                        .with_cancel(input.cancel.child_token());
+                    let outcome = tool.call(arguments.clone(), &context).await;
+                    if outcome.is_ok() && tool.name() == "todo" {
+                        emit(AgentEvent::Plan(context.todos()));
+                    }
+                    outcome
+                }
+                (Err(err), _, _) => Err(err),
+                // Unreachable by construction: a decision is only Ok with a tool and arguments.
+                (Ok(()), _, _) => Err(ToolError::Failed("the call could not be prepared".into())),
+            };
+            finish_call(call, outcome, emit)
+        });
+    futures::future::join_all(runs).await
+}
+
+fn finish_call(
+    call: &PreparedCall,
+    outcome: Result<crate::tools::ToolOutput, ToolError>,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> Part {
+    let (progress, content, is_error) = match outcome {
+        Ok(output) => (
+            ToolCallProgress {
+                id: call.info.id.clone(),
+                status: ToolStatus::Completed,
+                content: output.content,
+                locations: output.locations,
+                raw_output: (!output.raw_output.is_null()).then_some(output.raw_output),
+            },
+            output.for_model,
+            false,
+        ),
+        Err(err) => {
+            let message = err.to_string();
+            (
+                ToolCallProgress {
+                    id: call.info.id.clone(),
+                    status: ToolStatus::Failed,
+                    content: vec![ToolContent::Text(message.clone())],
+                    locations: Vec::new(),
+                    raw_output: Some(serde_json::json!({ "error": message })),
+                },
+                format!("Error: {message}"),
+                true,
+            )
+        }
+    };
+    emit(AgentEvent::ToolCallUpdate(progress));
+    Part::ToolResult {
+        call_id: call.provider_id.clone(),
+        content,
+        is_error,
     }
 }
 
@@ -276,6 +547,8 @@ mod tests {
     /// A provider that replays scripted events, optionally never finishing.
     struct Scripted {
         events: Vec<Result<ProviderEvent, ProviderError>>,
+        /// What calls after the first answer, if different.
+        later: Option<Vec<Result<ProviderEvent, ProviderError>>>,
         hang_after: bool,
         seen: Mutex<Vec<ChatRequest>>,
         config: ProviderConfig,
@@ -289,9 +562,16 @@ mod tests {
             &self,
             request: ChatRequest,
         ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
-            self.seen.lock().unwrap().push(request);
-            let events: Vec<_> = self
-                .events
+            let first = {
+                let mut seen = self.seen.lock().unwrap();
+                seen.push(request);
+                seen.len() == 1
+            };
+            let script = match &self.later {
+                Some(later) if !first => later,
+                _ => &self.events,
+            };
+            let events: Vec<_> = script
                 .iter()
                 .map(|e| match e {
                     Ok(event) => Ok(event.clone()),
@@ -326,6 +606,10 @@ mod tests {
             history: vec![Arc::new(Message::user_text("hi"))],
             context_window: 1000,
             cancel,
+            tools: ToolRegistry::builtin(),
+            tool_context: ToolContext::local(std::env::temp_dir()),
+            permissions: Arc::new(AllowAll),
+            max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
         }
     }
 
@@ -335,6 +619,7 @@ mod tests {
     ) -> Arc<Scripted> {
         Arc::new(Scripted {
             events,
+            later: None,
             hang_after,
             seen: Mutex::default(),
             config: Config::builtin_default()
@@ -434,5 +719,163 @@ mod tests {
                 .contains("overloaded")
         );
         assert_eq!(outcome.new_messages[0].text(), "a");
+    }
+
+    fn tool_call(
+        id: &str,
+        name: &str,
+        arguments: &str,
+    ) -> Vec<Result<ProviderEvent, ProviderError>> {
+        vec![
+            Ok(ProviderEvent::ToolCallStart {
+                index: 0,
+                id: id.into(),
+                name: name.into(),
+            }),
+            Ok(ProviderEvent::ToolCallArgumentsDelta {
+                index: 0,
+                delta: arguments.into(),
+            }),
+            Ok(ProviderEvent::ToolCallEnd { index: 0 }),
+            Ok(ProviderEvent::Finish(FinishReason::ToolCalls)),
+        ]
+    }
+
+    fn with_later(
+        first: Vec<Result<ProviderEvent, ProviderError>>,
+        later: Vec<Result<ProviderEvent, ProviderError>>,
+    ) -> Arc<Scripted> {
+        let mut provider = Arc::into_inner(scripted(first, false)).unwrap();
+        provider.later = Some(later);
+        Arc::new(provider)
+    }
+
+    #[tokio::test]
+    async fn tool_calls_run_and_their_results_reach_the_next_request() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+        let provider = with_later(
+            tool_call("call_1", "read_file", r#"{"path":"notes.txt"}"#),
+            vec![
+                Ok(ProviderEvent::TextDelta("It says alpha.".into())),
+                Ok(ProviderEvent::Finish(FinishReason::Stop)),
+            ],
+        );
+        let events = Mutex::new(Vec::new());
+        let mut turn = input(provider.clone(), CancellationToken::new());
+        turn.tool_context = ToolContext::local(dir.path().to_path_buf());
+        let outcome = run_turn(turn, &|e| events.lock().unwrap().push(e)).await;
+        assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
+        let events = events.into_inner().unwrap();
+        let AgentEvent::ToolCall(call) = &events[0] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(call.title, "Read notes.txt");
+        assert_eq!(call.kind, ToolKind::Read);
+        assert_eq!(call.locations[0].path, dir.path().join("notes.txt"));
+        let statuses: Vec<ToolStatus> = events
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::ToolCallUpdate(p) if p.id == call.id => Some(p.status),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(statuses, [ToolStatus::InProgress, ToolStatus::Completed]);
+        let seen = provider.seen.lock().unwrap();
+        assert_eq!(seen.len(), 2);
+        assert!(seen[0].tools.iter().any(|t| t.name == "read_file"));
+        let last = seen[1].messages.last().unwrap();
+        assert_eq!(last.role, Role::User);
+        let Part::ToolResult {
+            call_id,
+            content,
+            is_error,
+        } = &last.parts[0]
+        else {
+            panic!("{last:?}")
+        };
+        assert_eq!(call_id, "call_1");
+        assert!(content.contains("alpha"), "{content}");
+        assert!(!is_error);
+        // Assistant call, tool result, final answer.
+        assert_eq!(outcome.new_messages.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn tool_errors_go_back_to_the_model_and_the_turn_goes_on() {
+        let provider = with_later(
+            tool_call("c", "read_file", r#"{"path":"../../etc/passwd"}"#),
+            vec![
+                Ok(ProviderEvent::TextDelta("I cannot read that.".into())),
+                Ok(ProviderEvent::Finish(FinishReason::Stop)),
+            ],
+        );
+        let outcome = run_turn(input(provider.clone(), CancellationToken::new()), &|_| {}).await;
+        assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
+        let seen = provider.seen.lock().unwrap();
+        let result = &seen[1].messages.last().unwrap().parts[0];
+        assert!(
+            matches!(result, Part::ToolResult { is_error: true, content, .. } if content.contains("outside the workspace")),
+            "{result:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_model_that_keeps_calling_tools_stops_at_max_turn_requests() {
+        let provider = with_later(
+            tool_call("c", "list_dir", "{}"),
+            tool_call("c", "list_dir", "{}"),
+        );
+        let mut turn = input(provider.clone(), CancellationToken::new());
+        turn.max_turn_requests = 3;
+        let outcome = run_turn(turn, &|_| {}).await;
+        assert_eq!(outcome.result.unwrap(), StopReason::MaxTurnRequests);
+        assert_eq!(provider.seen.lock().unwrap().len(), 3);
+        // Every call kept in history has its result.
+        let calls = outcome
+            .new_messages
+            .iter()
+            .flat_map(|m| &m.parts)
+            .filter(|p| matches!(p, Part::ToolCall { .. }))
+            .count();
+        let results = outcome
+            .new_messages
+            .iter()
+            .flat_map(|m| &m.parts)
+            .filter(|p| matches!(p, Part::ToolResult { .. }))
+            .count();
+        assert_eq!((calls, results), (3, 3));
+    }
+
+    struct Refuse;
+
+    impl PermissionGate for Refuse {
+        fn check<'a>(&'a self, _: &'a ToolCallInfo, _: &'a dyn Tool) -> BoxFuture<'a, Permission> {
+            Box::pin(async { Permission::Reject("the user said no".into()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_call_does_not_run_and_the_model_hears_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let provider = with_later(
+            tool_call("w", "write_file", r#"{"path":"x.txt","content":"hi"}"#),
+            vec![
+                Ok(ProviderEvent::TextDelta("OK, I will not.".into())),
+                Ok(ProviderEvent::Finish(FinishReason::Stop)),
+            ],
+        );
+        let mut turn = input(provider.clone(), CancellationToken::new());
+        turn.tool_context = ToolContext::local(dir.path().to_path_buf());
+        turn.permissions = Arc::new(Refuse);
+        let outcome = run_turn(turn, &|_| {}).await;
+        assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
+        assert!(!dir.path().join("x.txt").exists());
+        let seen = provider.seen.lock().unwrap();
+        let result = &seen[1].messages.last().unwrap().parts[0];
+        assert!(
+            matches!(result, Part::ToolResult { is_error: true, content, .. } if content.contains("the user said no")),
+            "{result:?}"
+        );
     }
 }

@@ -180,6 +180,8 @@ pub struct Config {
     pub default_provider: String,
     pub default_agent: Option<String>,
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// Model calls one prompt turn may make before it stops (`[agent]`).
+    pub max_turn_requests: u32,
     /// Non-fatal findings (ignored keys, a plaintext key) to log once at start.
     pub warnings: Vec<String>,
 }
@@ -213,6 +215,7 @@ impl Config {
             default_provider: provider.name.clone(),
             default_agent: None,
             providers: BTreeMap::from([(provider.name.clone(), provider)]),
+            max_turn_requests: crate::agent_loop::DEFAULT_MAX_TURN_REQUESTS,
             warnings: Vec::new(),
         }
     }
@@ -311,6 +314,18 @@ fn validate(
     let mut warnings = Vec::new();
     let chat = raw.chat.unwrap_or_default();
     let llm = raw.llm.unwrap_or_default();
+    let max_turn_requests = match raw.agent.and_then(|agent| agent.max_turn_requests) {
+        Some(0) => {
+            return Err(invalid(
+                path,
+                "agent.max_turn_requests",
+                "is 0",
+                "Allow at least one model call per turn (default 25), or leave it out.",
+            ));
+        }
+        Some(limit) => limit,
+        None => crate::agent_loop::DEFAULT_MAX_TURN_REQUESTS,
+    };
     // Keys the Crucible TUI reads from the same file: accepted silently.
     const TUI_CHAT_KEYS: [&str; 2] = ["default_backend", "default_acp_agent"];
     for key in chat
@@ -369,6 +384,7 @@ fn validate(
                 config.source = Some(path.to_path_buf());
                 config.default_agent = chat.default_agent;
                 config.warnings = warnings;
+                config.max_turn_requests = max_turn_requests;
                 return Ok(config);
             }
         },
@@ -379,6 +395,7 @@ fn validate(
         default_provider,
         default_agent: chat.default_agent,
         providers,
+        max_turn_requests,
         warnings,
     })
 }

@@ -75,6 +75,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let defaults = Defaults {
         provider: default_provider.name.clone(),
         model: default_provider.default_model.clone(),
+        max_turn_requests: config.max_turn_requests,
     };
     let providers = Arc::new(Providers::from_config(&config));
     let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());

@@ -14,7 +14,10 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_loop::StopReason;
+use futures::future::BoxFuture;
+
+use crate::agent_loop::{StopReason, ToolCallInfo};
+use crate::permissions::PermissionChoice;
 use crate::session::manager::{self, SessionManager};
 use crate::session::{ClientSink, SessionError, SessionMsg, Update};
 use crate::translate;
@@ -368,6 +371,49 @@ impl ClientSink for Connection {
         );
         self.notify("session/update", &notification);
     }
+
+    fn request_permission<'a>(
+        &'a self,
+        session_id: &'a str,
+        call: &'a ToolCallInfo,
+    ) -> BoxFuture<'a, Result<PermissionChoice, String>> {
+        Box::pin(async move {
+            let options = PermissionChoice::OFFERED
+                .iter()
+                .map(|(choice, id, name)| {
+                    let kind = match choice {
+                        PermissionChoice::AllowOnce => acp::PermissionOptionKind::AllowOnce,
+                        PermissionChoice::AllowAlways => acp::PermissionOptionKind::AllowAlways,
+                        PermissionChoice::RejectOnce | PermissionChoice::Cancelled => {
+                            acp::PermissionOptionKind::RejectOnce
+                        }
+                        PermissionChoice::RejectAlways => acp::PermissionOptionKind::RejectAlways,
+                    };
+                    acp::PermissionOption::new(*id, *name, kind)
+                })
+                .collect();
+            let request = acp::RequestPermissionRequest::new(
+                session_id.to_string(),
+                translate::tool_call_fields(call),
+                options,
+            );
+            let answer = self
+                .request("session/request_permission", &request)
+                .await
+                .map_err(|err| err.message)?;
+            let response: acp::RequestPermissionResponse = serde_json::from_value(answer)
+                .map_err(|err| format!("its answer could not be read: {err}"))?;
+            match response.outcome {
+                acp::RequestPermissionOutcome::Cancelled => Ok(PermissionChoice::Cancelled),
+                acp::RequestPermissionOutcome::Selected(selected) => {
+                    PermissionChoice::from_option_id(&selected.option_id.0).ok_or_else(|| {
+                        format!("it chose `{}`, which was not offered", selected.option_id.0)
+                    })
+                }
+                _ => Err("it answered with an outcome this agent does not know".into()),
+            }
+        })
+    }
 }
 
 #[cfg(test)]
@@ -424,6 +470,7 @@ mod tests {
             Defaults {
                 provider: "ollama".into(),
                 model: "llama3.2".into(),
+                max_turn_requests: 25,
             },
         );
         (Router::new(connection, manager), lines)

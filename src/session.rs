@@ -12,16 +12,26 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_loop::{self, AgentEvent, StopReason, TurnInput, TurnOutcome};
+use futures::future::BoxFuture;
+
+use crate::agent_loop::{self, AgentEvent, StopReason, ToolCallInfo, TurnInput, TurnOutcome};
+use crate::permissions::{PermissionChoice, SessionPermissions};
 use crate::prompt;
 use crate::providers::{
     FALLBACK_CONTEXT_WINDOW, Message, ModelInfo, Part, ProviderError, Providers, Role,
 };
+use crate::tools::{ToolContext, ToolRegistry};
 
 /// Everything a session sends to its client. The seam that keeps session
 /// logic free of stdio: the transport implements it, tests record it.
 pub trait ClientSink: Send + Sync {
     fn send(&self, session_id: &str, update: Update);
+    /// Ask the user whether `call` may run. `Err` says why the client could not ask.
+    fn request_permission<'a>(
+        &'a self,
+        session_id: &'a str,
+        call: &'a ToolCallInfo,
+    ) -> BoxFuture<'a, Result<PermissionChoice, String>>;
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -113,6 +123,7 @@ pub struct SessionConfig {
     pub cwd: PathBuf,
     pub provider: String,
     pub model: String,
+    pub max_turn_requests: u32,
 }
 
 /// The session manager's handle on an actor.
@@ -137,7 +148,15 @@ pub fn spawn(
 ) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
     let id = config.id.clone();
+    let permissions = Arc::new(SessionPermissions::new(
+        config.id.clone(),
+        Arc::clone(&sink),
+    ));
     let actor = SessionActor {
+        tool_context: ToolContext::local(config.cwd.clone()),
+        tools: ToolRegistry::builtin(),
+        permissions,
+        max_turn_requests: config.max_turn_requests,
         id: config.id,
         cwd: config.cwd,
         provider: config.provider,
@@ -159,6 +178,11 @@ struct RunningTurn {
 }
 
 struct SessionActor {
+    tools: ToolRegistry,
+    /// Shared by every turn: the todo list lives here.
+    tool_context: ToolContext,
+    permissions: Arc<SessionPermissions>,
+    max_turn_requests: u32,
     id: String,
     cwd: PathBuf,
     provider: String,
@@ -283,6 +307,10 @@ impl SessionActor {
             history: self.history.clone(),
             context_window: FALLBACK_CONTEXT_WINDOW,
             cancel: cancel.clone(),
+            tools: self.tools.clone(),
+            tool_context: self.tool_context.clone(),
+            permissions: Arc::clone(&self.permissions) as Arc<dyn agent_loop::PermissionGate>,
+            max_turn_requests: self.max_turn_requests,
         };
         let sink = Arc::clone(&self.sink);
         let session_id = self.id.clone();

@@ -5,9 +5,10 @@
 
 use agent_client_protocol_schema::v1 as acp;
 
-use crate::agent_loop::{AgentEvent, StopReason};
+use crate::agent_loop::{AgentEvent, StopReason, ToolCallInfo, ToolCallProgress, ToolStatus};
 use crate::providers::Part;
 use crate::session::{OptionCategory, SelectOption, Update};
+use crate::tools::{Location, TodoItem, TodoPriority, TodoStatus, ToolContent, ToolKind};
 
 pub fn session_update(update: &Update) -> acp::SessionUpdate {
     match update {
@@ -20,10 +21,114 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
         Update::Agent(AgentEvent::Usage { used, size }) => {
             acp::SessionUpdate::UsageUpdate(acp::UsageUpdate::new(*used, *size))
         }
+        Update::Agent(AgentEvent::ToolCall(call)) => acp::SessionUpdate::ToolCall(tool_call(call)),
+        Update::Agent(AgentEvent::ToolCallUpdate(progress)) => {
+            acp::SessionUpdate::ToolCallUpdate(tool_call_update(progress))
+        }
+        Update::Agent(AgentEvent::Plan(todos)) => acp::SessionUpdate::Plan(plan(todos)),
         Update::ConfigOptions(options) => acp::SessionUpdate::ConfigOptionUpdate(
             acp::ConfigOptionUpdate::new(config_options(options)),
         ),
     }
+}
+
+pub fn tool_call(call: &ToolCallInfo) -> acp::ToolCall {
+    acp::ToolCall::new(call.id.clone(), call.title.clone())
+        .kind(tool_kind(call.kind))
+        .status(acp::ToolCallStatus::Pending)
+        .locations(call.locations.iter().map(location).collect())
+        .raw_input(call.raw_input.clone())
+}
+
+/// The fields of a pending call, as a permission request shows it.
+pub fn tool_call_fields(call: &ToolCallInfo) -> acp::ToolCallUpdate {
+    acp::ToolCallUpdate::new(
+        call.id.clone(),
+        acp::ToolCallUpdateFields::new()
+            .title(call.title.clone())
+            .kind(tool_kind(call.kind))
+            .status(acp::ToolCallStatus::Pending)
+            .locations(call.locations.iter().map(location).collect::<Vec<_>>())
+            .raw_input(call.raw_input.clone()),
+    )
+}
+
+pub fn tool_call_update(progress: &ToolCallProgress) -> acp::ToolCallUpdate {
+    let mut fields = acp::ToolCallUpdateFields::new().status(match progress.status {
+        ToolStatus::InProgress => acp::ToolCallStatus::InProgress,
+        ToolStatus::Completed => acp::ToolCallStatus::Completed,
+        ToolStatus::Failed => acp::ToolCallStatus::Failed,
+    });
+    if !progress.content.is_empty() {
+        fields = fields.content(
+            progress
+                .content
+                .iter()
+                .map(tool_content)
+                .collect::<Vec<_>>(),
+        );
+    }
+    if !progress.locations.is_empty() {
+        fields = fields.locations(progress.locations.iter().map(location).collect::<Vec<_>>());
+    }
+    if let Some(raw) = &progress.raw_output {
+        fields = fields.raw_output(raw.clone());
+    }
+    acp::ToolCallUpdate::new(progress.id.clone(), fields)
+}
+
+fn tool_kind(kind: ToolKind) -> acp::ToolKind {
+    match kind {
+        ToolKind::Read => acp::ToolKind::Read,
+        ToolKind::Edit => acp::ToolKind::Edit,
+        ToolKind::Delete => acp::ToolKind::Delete,
+        ToolKind::Move => acp::ToolKind::Move,
+        ToolKind::Search => acp::ToolKind::Search,
+        ToolKind::Execute => acp::ToolKind::Execute,
+        ToolKind::Fetch => acp::ToolKind::Fetch,
+        ToolKind::Think => acp::ToolKind::Think,
+        ToolKind::Other => acp::ToolKind::Other,
+    }
+}
+
+fn location(location: &Location) -> acp::ToolCallLocation {
+    acp::ToolCallLocation::new(location.path.clone()).line(location.line)
+}
+
+fn tool_content(content: &ToolContent) -> acp::ToolCallContent {
+    match content {
+        ToolContent::Text(text) => acp::ToolCallContent::from(text_block(text)),
+        ToolContent::Diff {
+            path,
+            old_text,
+            new_text,
+        } => acp::ToolCallContent::Diff(
+            acp::Diff::new(path.clone(), new_text.clone()).old_text(old_text.clone()),
+        ),
+    }
+}
+
+fn plan(todos: &[TodoItem]) -> acp::Plan {
+    acp::Plan::new(
+        todos
+            .iter()
+            .map(|todo| {
+                acp::PlanEntry::new(
+                    todo.content.clone(),
+                    match todo.priority {
+                        TodoPriority::High => acp::PlanEntryPriority::High,
+                        TodoPriority::Medium => acp::PlanEntryPriority::Medium,
+                        TodoPriority::Low => acp::PlanEntryPriority::Low,
+                    },
+                    match todo.status {
+                        TodoStatus::Pending => acp::PlanEntryStatus::Pending,
+                        TodoStatus::InProgress => acp::PlanEntryStatus::InProgress,
+                        TodoStatus::Completed => acp::PlanEntryStatus::Completed,
+                    },
+                )
+            })
+            .collect(),
+    )
 }
 
 fn text_block(text: &str) -> acp::ContentBlock {

@@ -10,6 +10,7 @@ use serde::Deserialize;
 pub struct RawConfig {
     pub chat: Option<RawChat>,
     pub llm: Option<RawLlm>,
+    pub agent: Option<RawAgent>,
     /// Other top-level tables belong to the rest of Crucible.
     #[serde(flatten)]
     pub other: BTreeMap<String, toml::Value>,
@@ -49,4 +50,11 @@ pub struct RawProvider {
     pub retry_max_delay_secs: Option<u64>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
+}
+
+/// How the agent works a turn.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgent {
+    pub max_turn_requests: Option<u32>,
 }

@@ -17,6 +17,7 @@ const CLOSE_GRACE: Duration = Duration::from_secs(3);
 pub struct Defaults {
     pub provider: String,
     pub model: String,
+    pub max_turn_requests: u32,
 }
 
 pub struct SessionManager {
@@ -44,6 +45,7 @@ impl SessionManager {
                 cwd,
                 provider: self.defaults.provider.clone(),
                 model: self.defaults.model.clone(),
+                max_turn_requests: self.defaults.max_turn_requests,
             },
             Arc::clone(&self.providers),
             Arc::clone(&self.sink),

@@ -1,0 +1,123 @@
+//! Whether a tool call may run. Reads and searches change nothing and run
+//! at once; anything that writes or executes asks the user through the
+//! client (`session/request_permission`), and an "always" answer is kept as
+//! a rule for the rest of the session. The session's other work goes on
+//! while a question waits.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+
+use crate::agent_loop::{Permission, PermissionGate, ToolCallInfo};
+use crate::session::ClientSink;
+use crate::tools::Tool;
+
+/// The user's answer to one permission request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PermissionChoice {
+    AllowOnce,
+    AllowAlways,
+    RejectOnce,
+    RejectAlways,
+    /// The client cancelled the question (the user cancelled the turn).
+    Cancelled,
+}
+
+impl PermissionChoice {
+    /// The option ids offered to the client, in the order shown.
+    pub const OFFERED: [(PermissionChoice, &'static str, &'static str); 4] = [
+        (PermissionChoice::AllowOnce, "allow_once", "Allow"),
+        (
+            PermissionChoice::AllowAlways,
+            "allow_always",
+            "Always allow",
+        ),
+        (PermissionChoice::RejectOnce, "reject_once", "Reject"),
+        (
+            PermissionChoice::RejectAlways,
+            "reject_always",
+            "Always reject",
+        ),
+    ];
+
+    pub fn from_option_id(id: &str) -> Option<Self> {
+        Self::OFFERED
+            .iter()
+            .find(|(_, option, _)| *option == id)
+            .map(|(choice, _, _)| *choice)
+    }
+}
+
+/// A session's permission rules: "always" answers, by tool name.
+pub struct SessionPermissions {
+    session_id: String,
+    sink: Arc<dyn ClientSink>,
+    remembered: Mutex<BTreeMap<String, bool>>,
+}
+
+impl SessionPermissions {
+    pub fn new(session_id: String, sink: Arc<dyn ClientSink>) -> Self {
+        Self {
+            session_id,
+            sink,
+            remembered: Mutex::default(),
+        }
+    }
+
+    fn remembered(&self, tool: &str) -> Option<bool> {
+        self.lock().get(tool).copied()
+    }
+
+    fn remember(&self, tool: &str, allowed: bool) {
+        self.lock().insert(tool.to_string(), allowed);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, bool>> {
+        self.remembered
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+}
+
+fn rejected(call: &ToolCallInfo) -> Permission {
+    Permission::Reject(format!(
+        "The user declined to let you run this ({}). Do not try it again another way; ask the user what they want instead.",
+        call.title
+    ))
+}
+
+impl PermissionGate for SessionPermissions {
+    fn check<'a>(
+        &'a self,
+        call: &'a ToolCallInfo,
+        tool: &'a dyn Tool,
+    ) -> BoxFuture<'a, Permission> {
+        Box::pin(async move {
+            if !tool.mutates() {
+                return Permission::Allow;
+            }
+            match self.remembered(tool.name()) {
+                Some(true) => return Permission::Allow,
+                Some(false) => return rejected(call),
+                None => {}
+            }
+            match self.sink.request_permission(&self.session_id, call).await {
+                Ok(PermissionChoice::AllowOnce) => Permission::Allow,
+                Ok(PermissionChoice::AllowAlways) => {
+                    self.remember(tool.name(), true);
+                    Permission::Allow
+                }
+                Ok(PermissionChoice::RejectOnce) => rejected(call),
+                Ok(PermissionChoice::RejectAlways) => {
+                    self.remember(tool.name(), false);
+                    rejected(call)
+                }
+                Ok(PermissionChoice::Cancelled) => Permission::Cancelled,
+                Err(reason) => Permission::Reject(format!(
+                    "This needs the user's permission, and the editor could not ask ({reason}). Tell the user what you wanted to do."
+                )),
+            }
+        })
+    }
+}
