@@ -1,0 +1,328 @@
+//! Tools as an editor sees them: the model asks, the agent announces the
+//! call, runs it (asking the user first when it writes or executes), shows
+//! the result, and the model's next request carries it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/harness.rs"]
+mod harness;
+
+use std::sync::{Arc, Mutex};
+
+use harness::{Agent, LlmServer, Recorded, Reply, Split, agent_text, config_for, openai_stream};
+use serde_json::{Value, json};
+
+/// What the scripted model does: the tool calls it makes, one per request,
+/// until they run out; then it answers with text.
+fn scripted_model(calls: Vec<(&'static str, Value)>) -> impl Fn(&Recorded) -> Reply {
+    let next = Arc::new(Mutex::new(0usize));
+    move |request| {
+        if request.path.ends_with("/models") {
+            return harness::models_reply(&["test-model"]);
+        }
+        let mut n = next.lock().unwrap();
+        let reply = match calls.get(*n) {
+            Some((name, arguments)) => openai_stream(
+                &[
+                    json!({"tool_calls": [{"index": 0, "id": format!("call_{n}"), "type": "function",
+                    "function": {"name": name, "arguments": arguments.to_string()}}]}),
+                ],
+                "tool_calls",
+                (50, 10),
+            ),
+            None => {
+                let last = request.body["messages"].as_array().unwrap().last().unwrap();
+                let answer = format!(
+                    "Done. Last result: {}",
+                    last["content"].as_str().unwrap_or("")
+                );
+                openai_stream(&[json!({"content": answer})], "stop", (60, 5))
+            }
+        };
+        *n += 1;
+        Reply::stream(reply, Split::Every(11))
+    }
+}
+
+fn tool_updates<'a>(seen: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    seen.iter()
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == kind)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_read_is_announced_run_and_its_result_reaches_the_model() {
+    let server = LlmServer::start(scripted_model(vec![(
+        "read_file",
+        json!({"path": "hello.txt"}),
+    )]))
+    .await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    std::fs::write(agent.cwd().join("hello.txt"), "greetings from disk\n").unwrap();
+    let session = agent.start_session().await;
+    let (seen, response) = agent.prompt(&session, "What does hello.txt say?").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+
+    let calls = tool_updates(&seen, "tool_call");
+    assert_eq!(calls.len(), 1, "{seen:?}");
+    let call = calls[0];
+    assert_eq!(call["title"], "Read hello.txt");
+    assert_eq!(call["kind"], "read");
+    // `pending` is the default status, which the schema leaves out.
+    assert!(
+        call["status"].is_null() || call["status"] == "pending",
+        "{call}"
+    );
+    assert_eq!(call["rawInput"]["path"], "hello.txt");
+    let expected_path = agent.cwd().join("hello.txt");
+    assert_eq!(
+        call["locations"][0]["path"].as_str().unwrap(),
+        expected_path.to_str().unwrap()
+    );
+    let updates = tool_updates(&seen, "tool_call_update");
+    let statuses: Vec<&str> = updates
+        .iter()
+        .filter(|u| u["toolCallId"] == call["toolCallId"])
+        .map(|u| u["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["in_progress", "completed"]);
+    let done = updates.last().unwrap();
+    assert!(
+        done["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("greetings from disk"),
+        "{done}"
+    );
+    // No permission was asked for a read.
+    assert!(
+        !seen
+            .iter()
+            .any(|m| m["method"] == "session/request_permission")
+    );
+    // The result went back to the model, which then answered.
+    let chat = server.chat_requests();
+    assert_eq!(chat.len(), 2);
+    let last = chat[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["role"], "tool");
+    assert_eq!(last["tool_call_id"], "call_0");
+    assert!(agent_text(&seen, &session).contains("greetings from disk"));
+}
+
+/// Answer the next permission request with `option`; returns the request.
+async fn answer_permission(agent: &mut Agent, option: &str) -> Value {
+    let request = agent
+        .wait_for(|m| m["method"] == "session/request_permission")
+        .await;
+    agent
+        .send(&json!({"jsonrpc": "2.0", "id": request["id"],
+            "result": {"outcome": {"outcome": "selected", "optionId": option}}}))
+        .await;
+    request
+}
+
+#[tokio::test]
+async fn writes_ask_first_and_always_allowed_is_not_asked_again() {
+    let server = LlmServer::start(scripted_model(vec![
+        ("write_file", json!({"path": "a.txt", "content": "one\n"})),
+        (
+            "edit_file",
+            json!({"path": "a.txt", "old_text": "one", "new_text": "two"}),
+        ),
+        ("write_file", json!({"path": "b.txt", "content": "three\n"})),
+    ]))
+    .await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let session = agent.start_session().await;
+    let prompt = agent.start_prompt(&session, "Write then edit a.txt").await;
+    let asked = answer_permission(&mut agent, "allow_always").await;
+    let params = &asked["params"];
+    assert_eq!(params["sessionId"], session.as_str());
+    assert_eq!(params["toolCall"]["title"], "Write a.txt");
+    assert_eq!(params["toolCall"]["kind"], "edit");
+    let options: Vec<&str> = params["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        options,
+        ["allow_once", "allow_always", "reject_once", "reject_always"]
+    );
+    // Another tool is another question.
+    let edit = answer_permission(&mut agent, "allow_once").await;
+    assert_eq!(edit["params"]["toolCall"]["title"], "Edit a.txt");
+    let (seen, response) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    // The second write_file was not asked about: "always" held.
+    let asked_again = seen
+        .iter()
+        .filter(|m| m["method"] == "session/request_permission")
+        .count();
+    assert_eq!(asked_again, 0, "{seen:?}");
+    assert_eq!(
+        std::fs::read_to_string(agent.cwd().join("a.txt")).unwrap(),
+        "two\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(agent.cwd().join("b.txt")).unwrap(),
+        "three\n"
+    );
+    let diffs: Vec<&Value> = tool_updates(&seen, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["status"] == "completed")
+        .map(|u| &u["content"][0])
+        .collect();
+    assert_eq!(diffs.len(), 3);
+    assert!(diffs.iter().all(|d| d["type"] == "diff"), "{diffs:?}");
+    assert!(diffs[0]["oldText"].is_null(), "a new file has no old text");
+    assert_eq!(diffs[1]["oldText"], "one\n");
+    assert_eq!(diffs[1]["newText"], "two\n");
+    assert_eq!(diffs[2]["newText"], "three\n");
+}
+
+#[tokio::test]
+async fn a_rejected_command_does_not_run_and_the_model_hears_why() {
+    let server = LlmServer::start(scripted_model(vec![(
+        "shell",
+        json!({"command": "touch ran.txt"}),
+    )]))
+    .await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let session = agent.start_session().await;
+    let prompt = agent.start_prompt(&session, "Run it").await;
+    let asked = answer_permission(&mut agent, "reject_once").await;
+    assert_eq!(asked["params"]["toolCall"]["kind"], "execute");
+    let (seen, response) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(!agent.cwd().join("ran.txt").exists());
+    let failed = tool_updates(&seen, "tool_call_update")
+        .into_iter()
+        .find(|u| u["status"] == "failed")
+        .expect("a failed update");
+    assert!(
+        failed["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("declined")
+    );
+    let chat = server.chat_requests();
+    let last = chat[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(
+        last["content"].as_str().unwrap().contains("declined"),
+        "{last}"
+    );
+}
+
+#[tokio::test]
+async fn cancel_while_a_permission_question_waits_ends_the_turn_cancelled() {
+    let server = LlmServer::start(scripted_model(vec![(
+        "shell",
+        json!({"command": "touch ran.txt"}),
+    )]))
+    .await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let session = agent.start_session().await;
+    let prompt = agent.start_prompt(&session, "Run it").await;
+    agent
+        .wait_for(|m| m["method"] == "session/request_permission")
+        .await;
+    agent
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    let (_, response) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    assert!(!agent.cwd().join("ran.txt").exists());
+    // The session still works afterwards (the model's next answer is text).
+    let (_, again) = agent.prompt(&session, "never mind").await;
+    assert_eq!(again["result"]["stopReason"], "end_turn", "{again}");
+}
+
+#[tokio::test]
+async fn a_model_that_never_stops_calling_tools_ends_at_max_turn_requests() {
+    let calls = (0..10).map(|_| ("list_dir", json!({}))).collect();
+    let server = LlmServer::start(scripted_model(calls)).await;
+    let config = format!(
+        "{}\n[agent]\nmax_turn_requests = 3\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn(&config).await;
+    let session = agent.start_session().await;
+    let (_, response) = agent.prompt(&session, "loop").await;
+    assert_eq!(response["result"]["stopReason"], "max_turn_requests");
+    assert_eq!(server.chat_requests().len(), 3);
+}
+
+#[tokio::test]
+async fn the_todo_tool_becomes_a_plan() {
+    let server = LlmServer::start(scripted_model(vec![(
+        "todo",
+        json!({"todos": [
+            {"content": "Read the code", "status": "completed"},
+            {"content": "Fix the bug", "status": "in_progress", "priority": "high"},
+        ]}),
+    )]))
+    .await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let session = agent.start_session().await;
+    let (seen, _) = agent.prompt(&session, "plan it").await;
+    let plans = tool_updates(&seen, "plan");
+    assert_eq!(plans.len(), 1, "{seen:?}");
+    let entries = plans[0]["entries"].as_array().unwrap();
+    assert_eq!(entries[0]["content"], "Read the code");
+    assert_eq!(entries[0]["status"], "completed");
+    assert_eq!(entries[1]["priority"], "high");
+    assert_eq!(entries[1]["status"], "in_progress");
+}
+
+#[tokio::test]
+async fn cancel_while_a_command_runs_kills_it_and_answers_cancelled() {
+    let server = LlmServer::start(scripted_model(vec![(
+        "shell",
+        json!({"command": "sleep 31.25 && touch finished.txt"}),
+    )]))
+    .await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let session = agent.start_session().await;
+    let prompt = agent.start_prompt(&session, "Run the slow thing").await;
+    answer_permission(&mut agent, "allow_once").await;
+    agent
+        .wait_for(|m| m["params"]["update"]["status"] == "in_progress")
+        .await;
+    agent
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    let (seen, response) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    let failed = tool_updates(&seen, "tool_call_update")
+        .into_iter()
+        .find(|u| u["status"] == "failed")
+        .expect("the call is marked failed");
+    assert!(
+        failed["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("cancelled")
+    );
+    // The command was killed, not left running.
+    let running = std::process::Command::new("pgrep")
+        .args(["-f", "sleep 31.25"])
+        .output()
+        .unwrap();
+    assert!(
+        running.stdout.is_empty(),
+        "still running: {}",
+        String::from_utf8_lossy(&running.stdout)
+    );
+}
