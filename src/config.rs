@@ -182,6 +182,8 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// Model calls one prompt turn may make before it stops (`[agent]`).
     pub max_turn_requests: u32,
+    /// The mode sessions start in (`[agent] default_mode`).
+    pub default_mode: String,
     /// Non-fatal findings (ignored keys, a plaintext key) to log once at start.
     pub warnings: Vec<String>,
 }
@@ -216,6 +218,7 @@ impl Config {
             default_agent: None,
             providers: BTreeMap::from([(provider.name.clone(), provider)]),
             max_turn_requests: crate::agent_loop::DEFAULT_MAX_TURN_REQUESTS,
+            default_mode: crate::modes::DEFAULT_MODE.to_string(),
             warnings: Vec::new(),
         }
     }
@@ -314,7 +317,20 @@ fn validate(
     let mut warnings = Vec::new();
     let chat = raw.chat.unwrap_or_default();
     let llm = raw.llm.unwrap_or_default();
-    let max_turn_requests = match raw.agent.and_then(|agent| agent.max_turn_requests) {
+    let agent = raw.agent.unwrap_or_default();
+    let default_mode = match agent.default_mode {
+        Some(mode) if crate::modes::find(&mode).is_none() => {
+            return Err(invalid(
+                path,
+                "agent.default_mode",
+                format!("`{mode}` is not a mode"),
+                format!("Use one of: {}.", crate::modes::ids()),
+            ));
+        }
+        Some(mode) => mode,
+        None => crate::modes::DEFAULT_MODE.to_string(),
+    };
+    let max_turn_requests = match agent.max_turn_requests {
         Some(0) => {
             return Err(invalid(
                 path,
@@ -385,6 +401,7 @@ fn validate(
                 config.default_agent = chat.default_agent;
                 config.warnings = warnings;
                 config.max_turn_requests = max_turn_requests;
+                config.default_mode = default_mode;
                 return Ok(config);
             }
         },
@@ -396,6 +413,7 @@ fn validate(
         default_agent: chat.default_agent,
         providers,
         max_turn_requests,
+        default_mode,
         warnings,
     })
 }

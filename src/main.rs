@@ -76,6 +76,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         provider: default_provider.name.clone(),
         model: default_provider.default_model.clone(),
         max_turn_requests: config.max_turn_requests,
+        mode: config.default_mode.clone(),
     };
     let providers = Arc::new(Providers::from_config(&config));
     let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());

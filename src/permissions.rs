@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 
 use crate::agent_loop::{Permission, PermissionGate, ToolCallInfo};
+use crate::modes::ModePolicy;
 use crate::session::ClientSink;
 use crate::tools::Tool;
 
@@ -54,15 +55,32 @@ pub struct SessionPermissions {
     session_id: String,
     sink: Arc<dyn ClientSink>,
     remembered: Mutex<BTreeMap<String, bool>>,
+    /// The session's mode; changed by the session actor, read by running turns.
+    policy: Mutex<ModePolicy>,
 }
 
 impl SessionPermissions {
-    pub fn new(session_id: String, sink: Arc<dyn ClientSink>) -> Self {
+    pub fn new(session_id: String, sink: Arc<dyn ClientSink>, policy: ModePolicy) -> Self {
         Self {
             session_id,
             sink,
             remembered: Mutex::default(),
+            policy: Mutex::new(policy),
         }
+    }
+
+    pub fn policy(&self) -> ModePolicy {
+        *self
+            .policy
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    pub fn set_policy(&self, policy: ModePolicy) {
+        *self
+            .policy
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = policy;
     }
 
     fn remembered(&self, tool: &str) -> Option<bool> {
@@ -97,10 +115,17 @@ impl PermissionGate for SessionPermissions {
             if !tool.mutates() {
                 return Permission::Allow;
             }
-            match self.remembered(tool.name()) {
-                Some(true) => return Permission::Allow,
-                Some(false) => return rejected(call),
-                None => {}
+            let policy = self.policy();
+            if policy == ModePolicy::ReadOnly {
+                return Permission::Reject(format!(
+                    "{} changes files or runs commands, which plan mode does not allow. Finish the plan and ask the user to switch to act mode.",
+                    call.title
+                ));
+            }
+            match (self.remembered(tool.name()), policy) {
+                (Some(false), _) => return rejected(call),
+                (Some(true), _) | (None, ModePolicy::Auto) => return Permission::Allow,
+                (None, _) => {}
             }
             match self.sink.request_permission(&self.session_id, call).await {
                 Ok(PermissionChoice::AllowOnce) => Permission::Allow,

@@ -91,6 +91,7 @@ impl Router {
             "session/new" => self.new_session(params, responder),
             "session/prompt" => self.prompt(params, responder),
             "session/set_config_option" => self.set_config_option(params, responder),
+            "session/set_mode" => self.set_mode(params, responder),
             "session/close" => self.close_session(params, responder),
             _ => responder.respond(Err(RpcError::method_not_found(method))),
         }
@@ -165,6 +166,7 @@ impl Router {
                     .respond(Err(RpcError::internal("the new session stopped at once")));
             };
             let response = acp::NewSessionResponse::new(id)
+                .modes(translate::mode_state(&options))
                 .config_options(translate::config_options(&options));
             responder.respond_with(Ok(response));
             // Only now may the session speak: its updates must follow this answer.
@@ -245,6 +247,29 @@ impl Router {
                 Ok(Ok(options)) => Ok(acp::SetSessionConfigOptionResponse::new(
                     translate::config_options(&options),
                 )),
+                Ok(Err(err)) => Err(session_error(err)),
+                Err(_) => Err(RpcError::internal("the session stopped before answering")),
+            };
+            responder.respond_with(answer);
+        });
+    }
+
+    fn set_mode(&mut self, params: Value, responder: Responder) {
+        let request = match parse::<acp::SetSessionModeRequest>("session/set_mode", params) {
+            Ok(request) => request,
+            Err(err) => return responder.respond(Err(err)),
+        };
+        let Some(session) = self.sessions.get(&request.session_id.0) else {
+            return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
+        };
+        let (reply, answer) = oneshot::channel();
+        session.send(SessionMsg::SetMode {
+            mode: request.mode_id.0.to_string(),
+            reply,
+        });
+        tokio::spawn(async move {
+            let answer = match answer.await {
+                Ok(Ok(())) => Ok(acp::SetSessionModeResponse::new()),
                 Ok(Err(err)) => Err(session_error(err)),
                 Err(_) => Err(RpcError::internal("the session stopped before answering")),
             };
@@ -471,6 +496,7 @@ mod tests {
                 provider: "ollama".into(),
                 model: "llama3.2".into(),
                 max_turn_requests: 25,
+                mode: "act".into(),
             },
         );
         (Router::new(connection, manager), lines)

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use futures::future::BoxFuture;
 
 use crate::agent_loop::{self, AgentEvent, StopReason, ToolCallInfo, TurnInput, TurnOutcome};
+use crate::modes::{self, ModePolicy};
 use crate::permissions::{PermissionChoice, SessionPermissions};
 use crate::prompt;
 use crate::providers::{
@@ -38,6 +39,8 @@ pub trait ClientSink: Send + Sync {
 pub enum Update {
     Agent(AgentEvent),
     ConfigOptions(Vec<SelectOption>),
+    /// The session's mode changed (ACP `current_mode_update`).
+    CurrentMode(String),
 }
 
 /// A session setting the client can change (a select, in ACP terms).
@@ -55,16 +58,19 @@ pub struct SelectOption {
 pub struct OptionValue {
     pub id: String,
     pub name: String,
+    pub description: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OptionCategory {
     Model,
     Provider,
+    Mode,
 }
 
 pub const MODEL_OPTION: &str = "model";
 pub const PROVIDER_OPTION: &str = "provider";
+pub const MODE_OPTION: &str = "mode";
 
 #[derive(Debug, Error)]
 pub enum SessionError {
@@ -103,6 +109,11 @@ pub enum SessionMsg {
         value: String,
         reply: oneshot::Sender<Result<Vec<SelectOption>, SessionError>>,
     },
+    /// `session/set_mode`: the mode option by another name.
+    SetMode {
+        mode: String,
+        reply: oneshot::Sender<Result<(), SessionError>>,
+    },
     Options {
         reply: oneshot::Sender<Vec<SelectOption>>,
     },
@@ -124,6 +135,7 @@ pub struct SessionConfig {
     pub provider: String,
     pub model: String,
     pub max_turn_requests: u32,
+    pub mode: String,
 }
 
 /// The session manager's handle on an actor.
@@ -148,15 +160,20 @@ pub fn spawn(
 ) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
     let id = config.id.clone();
+    let policy = modes::find(&config.mode)
+        .map(|mode| mode.policy)
+        .unwrap_or(ModePolicy::Ask);
     let permissions = Arc::new(SessionPermissions::new(
         config.id.clone(),
         Arc::clone(&sink),
+        policy,
     ));
     let actor = SessionActor {
         tool_context: ToolContext::local(config.cwd.clone()),
         tools: ToolRegistry::builtin(),
         permissions,
         max_turn_requests: config.max_turn_requests,
+        mode: config.mode,
         id: config.id,
         cwd: config.cwd,
         provider: config.provider,
@@ -183,6 +200,7 @@ struct SessionActor {
     tool_context: ToolContext,
     permissions: Arc<SessionPermissions>,
     max_turn_requests: u32,
+    mode: String,
     id: String,
     cwd: PathBuf,
     provider: String,
@@ -257,6 +275,9 @@ impl SessionActor {
             SessionMsg::SetOption { id, value, reply } => {
                 let _ = reply.send(self.set_option(&id, &value));
             }
+            SessionMsg::SetMode { mode, reply } => {
+                let _ = reply.send(self.set_option(MODE_OPTION, &mode).map(|_| ()));
+            }
             SessionMsg::Options { reply } => {
                 let _ = reply.send(self.options());
             }
@@ -307,7 +328,10 @@ impl SessionActor {
             history: self.history.clone(),
             context_window: FALLBACK_CONTEXT_WINDOW,
             cancel: cancel.clone(),
-            tools: self.tools.clone(),
+            tools: match self.permissions.policy() {
+                ModePolicy::ReadOnly => self.tools.filtered(|tool| !tool.mutates()),
+                ModePolicy::Ask | ModePolicy::Auto => self.tools.clone(),
+            },
             tool_context: self.tool_context.clone(),
             permissions: Arc::clone(&self.permissions) as Arc<dyn agent_loop::PermissionGate>,
             max_turn_requests: self.max_turn_requests,
@@ -379,6 +403,7 @@ impl SessionActor {
                 values.push(OptionValue {
                     id: id.to_string(),
                     name: id.to_string(),
+                    description: None,
                 });
             }
         };
@@ -412,10 +437,26 @@ impl SessionActor {
                         Some(config) => format!("{name} ({})", config.kind.as_str()),
                         None => name.to_string(),
                     },
+                    description: None,
                 })
                 .collect(),
         };
-        vec![model, provider]
+        let mode = SelectOption {
+            id: MODE_OPTION.into(),
+            name: "Mode".into(),
+            description: "How much the agent may do without asking".into(),
+            category: OptionCategory::Mode,
+            current: self.mode.clone(),
+            values: modes::MODES
+                .iter()
+                .map(|mode| OptionValue {
+                    id: mode.id.to_string(),
+                    name: mode.name.to_string(),
+                    description: Some(mode.description.to_string()),
+                })
+                .collect(),
+        };
+        vec![model, mode, provider]
     }
 
     fn set_option(&mut self, id: &str, value: &str) -> Result<Vec<SelectOption>, SessionError> {
@@ -444,6 +485,17 @@ impl SessionActor {
         }
         match id {
             MODEL_OPTION => self.model = value.to_string(),
+            MODE_OPTION if value != self.mode => {
+                if let Some(mode) = modes::find(value) {
+                    self.mode = value.to_string();
+                    self.permissions.set_policy(mode.policy);
+                    // Takes effect from the next model call; a running turn keeps its tools.
+                    self.sink
+                        .send(&self.id, Update::CurrentMode(self.mode.clone()));
+                    self.sink
+                        .send(&self.id, Update::ConfigOptions(self.options()));
+                }
+            }
             PROVIDER_OPTION if value != self.provider => {
                 // A new server: its own default model, and its model list
                 // replaces the old one once it loads.

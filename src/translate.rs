@@ -29,7 +29,28 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
         Update::ConfigOptions(options) => acp::SessionUpdate::ConfigOptionUpdate(
             acp::ConfigOptionUpdate::new(config_options(options)),
         ),
+        Update::CurrentMode(id) => {
+            acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(id.clone()))
+        }
     }
+}
+
+/// ACP's `modes` view of the session's `mode` option, for clients that
+/// predate config options.
+pub fn mode_state(options: &[SelectOption]) -> Option<acp::SessionModeState> {
+    let mode = options
+        .iter()
+        .find(|option| option.category == OptionCategory::Mode)?;
+    Some(acp::SessionModeState::new(
+        mode.current.clone(),
+        mode.values
+            .iter()
+            .map(|value| {
+                acp::SessionMode::new(value.id.clone(), value.name.clone())
+                    .description(value.description.clone())
+            })
+            .collect(),
+    ))
 }
 
 pub fn tool_call(call: &ToolCallInfo) -> acp::ToolCall {
@@ -144,6 +165,7 @@ pub fn config_options(options: &[SelectOption]) -> Vec<acp::SessionConfigOption>
                 .iter()
                 .map(|value| {
                     acp::SessionConfigSelectOption::new(value.id.clone(), value.name.clone())
+                        .description(value.description.clone())
                 })
                 .collect();
             acp::SessionConfigOption::select(
@@ -155,6 +177,7 @@ pub fn config_options(options: &[SelectOption]) -> Vec<acp::SessionConfigOption>
             .description(option.description.clone())
             .category(match option.category {
                 OptionCategory::Model => acp::SessionConfigOptionCategory::Model,
+                OptionCategory::Mode => acp::SessionConfigOptionCategory::Mode,
                 // Not a category ACP defines; `_` names are free for extensions.
                 OptionCategory::Provider => {
                     acp::SessionConfigOptionCategory::Other("_provider".into())
@@ -264,10 +287,12 @@ mod tests {
                 OptionValue {
                     id: "a".into(),
                     name: "a".into(),
+                    description: None,
                 },
                 OptionValue {
                     id: "b".into(),
                     name: "b".into(),
+                    description: Some("the bigger one".into()),
                 },
             ],
         };

@@ -326,3 +326,139 @@ async fn cancel_while_a_command_runs_kills_it_and_answers_cancelled() {
         String::from_utf8_lossy(&running.stdout)
     );
 }
+
+#[tokio::test]
+async fn sessions_offer_modes_and_plan_mode_neither_offers_nor_runs_changes() {
+    let server = LlmServer::start(scripted_model(vec![(
+        "write_file",
+        json!({"path": "plan.txt", "content": "x"}),
+    )]))
+    .await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    agent.initialize().await;
+    let (_, created) = agent
+        .call("session/new", json!({"cwd": agent.cwd(), "mcpServers": []}))
+        .await;
+    let session = created["result"]["sessionId"].as_str().unwrap().to_string();
+    let modes = &created["result"]["modes"];
+    assert_eq!(modes["currentModeId"], "act");
+    let ids: Vec<&str> = modes["availableModes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["plan", "act", "auto"]);
+    let options = created["result"]["configOptions"].as_array().unwrap();
+    let mode = options.iter().find(|o| o["id"] == "mode").unwrap();
+    assert_eq!(mode["category"], "mode");
+    assert_eq!(mode["currentValue"], "act");
+
+    let (seen, answer) = agent
+        .call(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "plan"}),
+        )
+        .await;
+    assert!(answer["result"].is_object(), "{answer}");
+    let is_plan = |m: &Value| m["params"]["update"]["currentModeId"] == "plan";
+    if !seen.iter().any(is_plan) {
+        agent.wait_for(is_plan).await;
+    }
+
+    let (seen, response) = agent.prompt(&session, "write plan.txt").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(!agent.cwd().join("plan.txt").exists());
+    assert!(
+        !seen
+            .iter()
+            .any(|m| m["method"] == "session/request_permission")
+    );
+    let chat = server.chat_requests();
+    let offered: Vec<&str> = chat[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(offered.contains(&"read_file"), "{offered:?}");
+    assert!(!offered.contains(&"write_file"), "{offered:?}");
+    assert!(!offered.contains(&"shell"), "{offered:?}");
+    let result = chat[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap()
+            .contains("no tool named `write_file`"),
+        "{result}"
+    );
+
+    let (_, bad) = agent
+        .call(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "yolo"}),
+        )
+        .await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+}
+
+#[tokio::test]
+async fn auto_mode_asks_nothing_but_keeps_rejections() {
+    let server = LlmServer::start(scripted_model(vec![
+        ("shell", json!({"command": "touch first.txt"})),
+        ("shell", json!({"command": "touch second.txt"})),
+        ("write_file", json!({"path": "auto.txt", "content": "ok"})),
+    ]))
+    .await;
+    let config = format!(
+        "{}\n[agent]\ndefault_mode = \"act\"\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn(&config).await;
+    let session = agent.start_session().await;
+    let prompt = agent.start_prompt(&session, "go").await;
+    answer_permission(&mut agent, "reject_always").await;
+    agent
+        .wait_for(|m| m["params"]["update"]["status"] == "failed")
+        .await;
+    // Switch to auto while the turn goes on: the next calls ask nothing.
+    agent
+        .call(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "mode", "value": "auto"}),
+        )
+        .await;
+    let (seen, response) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(
+        !seen
+            .iter()
+            .any(|m| m["method"] == "session/request_permission")
+    );
+    assert!(!agent.cwd().join("first.txt").exists());
+    assert!(!agent.cwd().join("second.txt").exists(), "rejected always");
+    assert_eq!(
+        std::fs::read_to_string(agent.cwd().join("auto.txt")).unwrap(),
+        "ok"
+    );
+}
+
+#[tokio::test]
+async fn the_default_mode_comes_from_the_config() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let config = format!(
+        "{}\n[agent]\ndefault_mode = \"plan\"\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn(&config).await;
+    agent.initialize().await;
+    let (_, created) = agent
+        .call("session/new", json!({"cwd": agent.cwd(), "mcpServers": []}))
+        .await;
+    assert_eq!(created["result"]["modes"]["currentModeId"], "plan");
+}

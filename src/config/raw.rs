@@ -57,4 +57,5 @@ pub struct RawProvider {
 #[serde(deny_unknown_fields)]
 pub struct RawAgent {
     pub max_turn_requests: Option<u32>,
+    pub default_mode: Option<String>,
 }

@@ -18,6 +18,7 @@ pub struct Defaults {
     pub provider: String,
     pub model: String,
     pub max_turn_requests: u32,
+    pub mode: String,
 }
 
 pub struct SessionManager {
@@ -46,6 +47,7 @@ impl SessionManager {
                 provider: self.defaults.provider.clone(),
                 model: self.defaults.model.clone(),
                 max_turn_requests: self.defaults.max_turn_requests,
+                mode: self.defaults.mode.clone(),
             },
             Arc::clone(&self.providers),
             Arc::clone(&self.sink),
