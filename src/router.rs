@@ -19,7 +19,7 @@ use futures::future::BoxFuture;
 use crate::agent_loop::{StopReason, ToolCallInfo};
 use crate::permissions::PermissionChoice;
 use crate::session::manager::{self, SessionManager};
-use crate::session::{ClientSink, SessionError, SessionMsg, Update};
+use crate::session::{ClientAbilities, ClientSink, SessionError, SessionMsg, Update};
 use crate::translate;
 use crate::transport::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST};
 use crate::transport::{Connection, Incoming, Responder, RpcError};
@@ -155,7 +155,16 @@ impl Router {
                 "MCP servers requested; not supported yet"
             );
         }
-        let session = self.sessions.create(request.cwd);
+        let client = self
+            .client
+            .as_ref()
+            .map(|info| ClientAbilities {
+                read_text_file: info.read_text_file,
+                write_text_file: info.write_text_file,
+                terminal: info.terminal,
+            })
+            .unwrap_or_default();
+        let session = self.sessions.create(request.cwd, client);
         let id = session.id.clone();
         let (reply, options) = oneshot::channel();
         session.send(SessionMsg::Options { reply });
@@ -395,6 +404,18 @@ impl ClientSink for Connection {
             translate::session_update(&update),
         );
         self.notify("session/update", &notification);
+    }
+
+    fn call<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+    ) -> BoxFuture<'a, Result<Value, (i32, String)>> {
+        Box::pin(async move {
+            self.request(method, &params)
+                .await
+                .map_err(|err| (err.code, err.message))
+        })
     }
 
     fn request_permission<'a>(

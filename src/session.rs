@@ -21,7 +21,7 @@ use crate::prompt;
 use crate::providers::{
     FALLBACK_CONTEXT_WINDOW, Message, ModelInfo, Part, ProviderError, Providers, Role,
 };
-use crate::tools::{ToolContext, ToolRegistry};
+use crate::tools::{ClientFs, LocalFs, ToolContext, ToolRegistry};
 
 /// Everything a session sends to its client. The seam that keeps session
 /// logic free of stdio: the transport implements it, tests record it.
@@ -33,6 +33,13 @@ pub trait ClientSink: Send + Sync {
         session_id: &'a str,
         call: &'a ToolCallInfo,
     ) -> BoxFuture<'a, Result<PermissionChoice, String>>;
+    /// Any other request to the client (`fs/*`, `terminal/*`); an error is
+    /// the client's code and message.
+    fn call<'a>(
+        &'a self,
+        method: &'a str,
+        params: serde_json::Value,
+    ) -> BoxFuture<'a, Result<serde_json::Value, (i32, String)>>;
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -136,6 +143,16 @@ pub struct SessionConfig {
     pub model: String,
     pub max_turn_requests: u32,
     pub mode: String,
+    /// What the client offers to do for tools.
+    pub client: ClientAbilities,
+}
+
+/// The client capabilities tools can use instead of the local machine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientAbilities {
+    pub read_text_file: bool,
+    pub write_text_file: bool,
+    pub terminal: bool,
 }
 
 /// The session manager's handle on an actor.
@@ -168,8 +185,18 @@ pub fn spawn(
         Arc::clone(&sink),
         policy,
     ));
+    let mut tool_context = ToolContext::local(config.cwd.clone());
+    if config.client.read_text_file || config.client.write_text_file {
+        tool_context.fs = Arc::new(ClientFs {
+            session_id: config.id.clone(),
+            sink: Arc::clone(&sink),
+            read: config.client.read_text_file,
+            write: config.client.write_text_file,
+            local: LocalFs::default(),
+        });
+    }
     let actor = SessionActor {
-        tool_context: ToolContext::local(config.cwd.clone()),
+        tool_context,
         tools: ToolRegistry::builtin(),
         permissions,
         max_turn_requests: config.max_turn_requests,

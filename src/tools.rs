@@ -6,6 +6,7 @@
 //! `terminal/*`). Nothing here speaks ACP types; `translate` maps them.
 
 pub mod builtin;
+mod client_fs;
 mod context;
 mod fs;
 mod shell;
@@ -22,6 +23,7 @@ use thiserror::Error;
 
 use crate::providers::ToolDefinition;
 
+pub use client_fs::ClientFs;
 pub use context::{TodoItem, TodoPriority, TodoStatus, ToolContext, ToolSettings};
 pub use fs::{FileSystem, LocalFs};
 pub use shell::{LocalShell, Shell, ShellOutput};

@@ -462,3 +462,77 @@ async fn the_default_mode_comes_from_the_config() {
         .await;
     assert_eq!(created["result"]["modes"]["currentModeId"], "plan");
 }
+
+#[tokio::test]
+async fn files_go_through_the_editor_when_it_offers_them() {
+    let server = LlmServer::start(scripted_model(vec![
+        ("read_file", json!({"path": "buffer.txt"})),
+        (
+            "write_file",
+            json!({"path": "buffer.txt", "content": "rewritten\n"}),
+        ),
+    ]))
+    .await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    std::fs::write(agent.cwd().join("buffer.txt"), "saved on disk\n").unwrap();
+    agent
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": false}}),
+        )
+        .await;
+    let (_, created) = agent
+        .call("session/new", json!({"cwd": agent.cwd(), "mcpServers": []}))
+        .await;
+    let session = created["result"]["sessionId"].as_str().unwrap().to_string();
+    let prompt = agent.start_prompt(&session, "rewrite buffer.txt").await;
+
+    let read = agent.wait_for(|m| m["method"] == "fs/read_text_file").await;
+    assert_eq!(read["params"]["sessionId"], session.as_str());
+    let path = agent.cwd().join("buffer.txt");
+    assert_eq!(
+        read["params"]["path"].as_str().unwrap(),
+        path.to_str().unwrap()
+    );
+    agent
+        .send(&json!({"jsonrpc": "2.0", "id": read["id"], "result": {"content": "unsaved edit in the editor\n"}}))
+        .await;
+    answer_permission(&mut agent, "allow_once").await;
+    // write_file first reads the old text (for the diff), then writes.
+    let old = agent.wait_for(|m| m["method"] == "fs/read_text_file").await;
+    agent
+        .send(&json!({"jsonrpc": "2.0", "id": old["id"], "result": {"content": "unsaved edit in the editor\n"}}))
+        .await;
+    let write = agent
+        .wait_for(|m| m["method"] == "fs/write_text_file")
+        .await;
+    assert_eq!(write["params"]["content"], "rewritten\n");
+    agent
+        .send(&json!({"jsonrpc": "2.0", "id": write["id"], "result": null}))
+        .await;
+    let (seen, response) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    // The editor did the writing; the disk copy is the editor's business.
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "saved on disk\n");
+    let chat = server.chat_requests();
+    let first_result = chat[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(
+        first_result["content"]
+            .as_str()
+            .unwrap()
+            .contains("unsaved edit in the editor")
+    );
+    let diff = tool_updates(&seen, "tool_call_update")
+        .into_iter()
+        .find(|u| u["content"][0]["type"] == "diff")
+        .expect("a diff");
+    assert_eq!(
+        diff["content"][0]["oldText"],
+        "unsaved edit in the editor\n"
+    );
+}

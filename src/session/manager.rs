@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::{ClientSink, SessionConfig, SessionHandle, SessionMsg};
+use super::{ClientAbilities, ClientSink, SessionConfig, SessionHandle, SessionMsg};
 use crate::providers::Providers;
 
 /// How long shutdown waits for turns to answer `cancelled` before giving up.
@@ -38,7 +38,7 @@ impl SessionManager {
         }
     }
 
-    pub fn create(&mut self, cwd: PathBuf) -> &SessionHandle {
+    pub fn create(&mut self, cwd: PathBuf, client: ClientAbilities) -> &SessionHandle {
         let id = uuid::Uuid::new_v4().to_string();
         let handle = super::spawn(
             SessionConfig {
@@ -48,6 +48,7 @@ impl SessionManager {
                 model: self.defaults.model.clone(),
                 max_turn_requests: self.defaults.max_turn_requests,
                 mode: self.defaults.mode.clone(),
+                client,
             },
             Arc::clone(&self.providers),
             Arc::clone(&self.sink),
