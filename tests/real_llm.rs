@@ -37,9 +37,11 @@ fn endpoint(wire: Wire) -> String {
     }
 }
 
+/// Plan mode: only read-only tools, so a tiny model that reaches for a write
+/// cannot leave the turn waiting on a permission question nobody answers.
 fn provider_toml(wire: Wire) -> String {
     format!(
-        "[chat]\ndefault_provider = \"real\"\n[llm.providers.real]\ntype = \"{}\"\nendpoint = \"{}\"\ndefault_model = \"{MODEL}\"\nmax_output_tokens = 48\n",
+        "[chat]\ndefault_provider = \"real\"\n[llm.providers.real]\ntype = \"{}\"\nendpoint = \"{}\"\ndefault_model = \"{MODEL}\"\nmax_output_tokens = 48\n[agent]\ndefault_mode = \"plan\"\n",
         wire.kind(),
         endpoint(wire)
     )
