@@ -188,3 +188,104 @@ async fn the_binary_answers_a_prompt_from_the_real_model_through_both_apis() {
         }
     }
 }
+
+/// A proxy between the agent and llama-server that steers SmolLM2 into a
+/// real tool call: a request with tools whose last message is the user's
+/// gets the `<tool_call>` prefill and `tool_choice: "required"` (see
+/// shared/docs/real-peers.md). After a tool result it forwards untouched, so
+/// the model answers in text. Every answer is the model's own.
+async fn steering_proxy(upstream: String, seen: Arc<std::sync::Mutex<Vec<Value>>>) -> String {
+    use axum::body::Body;
+    use axum::extract::State;
+    use axum::response::Response;
+
+    type Shared = (String, Arc<std::sync::Mutex<Vec<Value>>>, reqwest::Client);
+    async fn chat(State((upstream, seen, client)): State<Shared>, body: String) -> Response {
+        let mut request: Value = serde_json::from_str(&body).unwrap();
+        let last_is_user = request["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .is_some_and(|m| m["role"] == "user");
+        if request.get("tools").is_some() && last_is_user {
+            request["messages"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"role": "assistant", "content": "<tool_call>\n"}));
+            request["tool_choice"] = json!("required");
+        }
+        seen.lock().unwrap().push(request.clone());
+        let answer = client
+            .post(format!("{upstream}/v1/chat/completions"))
+            .json(&request)
+            .send()
+            .await
+            .unwrap();
+        Response::builder()
+            .status(answer.status().as_u16())
+            .header("content-type", "text/event-stream")
+            .body(Body::from_stream(answer.bytes_stream()))
+            .unwrap()
+    }
+    async fn models(State((upstream, _, client)): State<Shared>) -> Response {
+        let answer = client
+            .get(format!("{upstream}/v1/models"))
+            .send()
+            .await
+            .unwrap();
+        Response::new(Body::from(answer.bytes().await.unwrap()))
+    }
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(chat))
+        .route("/v1/models", axum::routing::get(models))
+        .with_state((upstream, seen, reqwest::Client::new()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://127.0.0.1:{port}/v1")
+}
+
+#[tokio::test]
+#[ignore = "needs a real llama-server: run `make e2e`"]
+async fn the_real_model_drives_a_whole_tool_loop_through_the_binary() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let endpoint = steering_proxy(server_root(), Arc::clone(&seen)).await;
+    let config = format!(
+        "[chat]\ndefault_provider = \"real\"\n[llm.providers.real]\ntype = \"openai\"\nendpoint = \"{endpoint}\"\ndefault_model = \"{MODEL}\"\nmax_output_tokens = 64\n[agent]\ndefault_mode = \"plan\"\nmax_turn_requests = 4\n"
+    );
+    let mut agent = Agent::spawn(&config).await;
+    std::fs::write(
+        agent.cwd().join("notes.txt"),
+        "The secret word is crucible.\n",
+    )
+    .unwrap();
+    let session = agent.start_session().await;
+    let (updates_seen, response) = agent
+        .prompt(
+            &session,
+            "Read the file notes.txt and tell me the secret word.",
+        )
+        .await;
+    let stop = response["result"]["stopReason"].as_str();
+    assert!(
+        matches!(stop, Some("end_turn" | "max_tokens" | "max_turn_requests")),
+        "{response}"
+    );
+    // The model's call was announced, ran (or failed as a result the model
+    // saw), and its result went back in the next request.
+    let calls = updates(&updates_seen, &session, "tool_call");
+    assert!(!calls.is_empty(), "no tool call: {updates_seen:?}");
+    let finished: Vec<Value> = updates(&updates_seen, &session, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["status"] == "completed" || u["status"] == "failed")
+        .collect();
+    assert_eq!(finished.len(), calls.len(), "{updates_seen:?}");
+    let requests = seen.lock().unwrap().clone();
+    assert!(requests.len() >= 2, "{requests:?}");
+    let tool_results = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .count();
+    assert_eq!(tool_results, calls.len(), "{:?}", requests[1]);
+}

@@ -155,11 +155,19 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
                         id,
                         name,
                         arguments,
-                    } => Some(json!({
-                        "id": id,
-                        "type": "function",
-                        "function": { "name": name, "arguments": arguments },
-                    })),
+                    } => {
+                        // Arguments the model cut short were already answered
+                        // with an error; servers that parse the history
+                        // (llama-server) reject them, so send an empty object.
+                        let valid = serde_json::from_str::<Value>(arguments)
+                            .is_ok_and(|value| value.is_object());
+                        let arguments = if valid { arguments.as_str() } else { "{}" };
+                        Some(json!({
+                            "id": id,
+                            "type": "function",
+                            "function": { "name": name, "arguments": arguments },
+                        }))
+                    }
                     _ => None,
                 })
                 .collect();
@@ -557,6 +565,37 @@ mod tests {
             "data:image/png;base64,AAAA"
         );
         assert!(body.get("tools").is_none());
+    }
+
+    #[test]
+    fn cut_off_tool_arguments_go_back_as_an_empty_object() {
+        let request = ChatRequest {
+            model: "m".into(),
+            system: None,
+            messages: vec![Arc::new(Message {
+                role: Role::Assistant,
+                parts: vec![
+                    Part::ToolCall {
+                        id: "a".into(),
+                        name: "read_file".into(),
+                        arguments: r#"{"path":"x"}"#.into(),
+                    },
+                    Part::ToolCall {
+                        id: "b".into(),
+                        name: "read_file".into(),
+                        arguments: r#"{"path":"#.into(),
+                    },
+                ],
+            })],
+            tools: vec![],
+            tool_choice: ToolChoice::Auto,
+            max_output_tokens: None,
+            context_window: None,
+        };
+        let body = request_body(&request);
+        let calls = &body["messages"][0]["tool_calls"];
+        assert_eq!(calls[0]["function"]["arguments"], r#"{"path":"x"}"#);
+        assert_eq!(calls[1]["function"]["arguments"], "{}");
     }
 
     #[test]
