@@ -184,6 +184,8 @@ pub struct Config {
     pub max_turn_requests: u32,
     /// The mode sessions start in (`[agent] default_mode`).
     pub default_mode: String,
+    /// `[[permissions.rules]]`, in the order written (first match wins).
+    pub permission_rules: Vec<crate::permissions::Rule>,
     /// Non-fatal findings (ignored keys, a plaintext key) to log once at start.
     pub warnings: Vec<String>,
 }
@@ -219,6 +221,7 @@ impl Config {
             providers: BTreeMap::from([(provider.name.clone(), provider)]),
             max_turn_requests: crate::agent_loop::DEFAULT_MAX_TURN_REQUESTS,
             default_mode: crate::modes::DEFAULT_MODE.to_string(),
+            permission_rules: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -317,6 +320,7 @@ fn validate(
     let mut warnings = Vec::new();
     let chat = raw.chat.unwrap_or_default();
     let llm = raw.llm.unwrap_or_default();
+    let permission_rules = validate_rules(raw.permissions.unwrap_or_default(), path)?;
     let agent = raw.agent.unwrap_or_default();
     let default_mode = match agent.default_mode {
         Some(mode) if crate::modes::find(&mode).is_none() => {
@@ -402,6 +406,7 @@ fn validate(
                 config.warnings = warnings;
                 config.max_turn_requests = max_turn_requests;
                 config.default_mode = default_mode;
+                config.permission_rules = permission_rules;
                 return Ok(config);
             }
         },
@@ -414,8 +419,73 @@ fn validate(
         providers,
         max_turn_requests,
         default_mode,
+        permission_rules,
         warnings,
     })
+}
+
+fn validate_rules(
+    raw: raw::RawPermissions,
+    path: &Path,
+) -> Result<Vec<crate::permissions::Rule>, ConfigError> {
+    use crate::permissions::{Decision, Rule};
+    raw.rules
+        .into_iter()
+        .enumerate()
+        .map(|(n, rule)| {
+            let key = |field: &str| format!("permissions.rules[{n}].{field}");
+            let decision = match rule.decision.as_deref() {
+                Some("allow") => Decision::Allow,
+                Some("deny") => Decision::Deny,
+                Some("ask") => Decision::Ask,
+                Some(other) => {
+                    return Err(invalid(
+                        path,
+                        key("decision"),
+                        format!("`{other}` is not a decision"),
+                        "Use \"allow\", \"deny\" or \"ask\".",
+                    ));
+                }
+                None => {
+                    return Err(invalid(
+                        path,
+                        key("decision"),
+                        "is missing",
+                        "Say what the rule decides: decision = \"allow\", \"deny\" or \"ask\".",
+                    ));
+                }
+            };
+            let kind = match rule.kind.as_deref() {
+                None => None,
+                Some(text) => Some(crate::tools::ToolKind::parse(text).ok_or_else(|| {
+                    invalid(
+                        path,
+                        key("kind"),
+                        format!("`{text}` is not a tool kind"),
+                        "Use one of read, edit, delete, move, search, execute, fetch, think, other.",
+                    )
+                })?),
+            };
+            let pattern = match rule.pattern.as_deref() {
+                None => None,
+                Some(text) => Some(regex::Regex::new(text).map_err(|err| {
+                    invalid(
+                        path,
+                        key("pattern"),
+                        format!("is not a valid regular expression: {err}"),
+                        "Fix the expression (Rust regex syntax), or use command_prefix.",
+                    )
+                })?),
+            };
+            Ok(Rule {
+                tool: rule.tool.filter(|tool| tool != "*"),
+                kind,
+                command_prefix: rule.command_prefix,
+                pattern,
+                decision,
+            })
+        })
+        .collect()
 }
 
 fn validate_provider(
@@ -943,6 +1013,33 @@ context_window = 8192
         assert_eq!(config.providers["o"].endpoint, "http://box:11434");
         assert_eq!(config.providers["x"].endpoint, "http://box:8080/v1");
         assert_eq!(config.warnings.len(), 2, "{:?}", config.warnings);
+    }
+
+    #[test]
+    fn permission_rules_are_read_in_order_and_checked() {
+        let text = "[[permissions.rules]]\ntool = \"shell\"\ncommand_prefix = \"cargo \"\ndecision = \"allow\"\n[[permissions.rules]]\nkind = \"execute\"\npattern = \"rm\\\\s+-rf\"\ndecision = \"deny\"\n[[permissions.rules]]\ntool = \"*\"\ndecision = \"ask\"";
+        let config = load(text, &[]).unwrap();
+        let rules = &config.permission_rules;
+        assert_eq!(rules.len(), 3);
+        assert_eq!(rules[0].tool.as_deref(), Some("shell"));
+        assert_eq!(rules[0].decision, crate::permissions::Decision::Allow);
+        assert_eq!(rules[1].kind, Some(crate::tools::ToolKind::Execute));
+        assert!(rules[1].pattern.as_ref().unwrap().is_match("rm  -rf /"));
+        assert_eq!(rules[2].tool, None, "\"*\" matches every tool");
+        for (rule, key) in [
+            ("tool = \"shell\"", "decision"),
+            ("decision = \"maybe\"", "decision"),
+            ("kind = \"writes\"\ndecision = \"deny\"", "kind"),
+            ("pattern = \"(\"\ndecision = \"deny\"", "pattern"),
+        ] {
+            let err = load(&format!("[[permissions.rules]]\n{rule}"), &[])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!("permissions.rules[0].{key}")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -77,6 +77,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         model: default_provider.default_model.clone(),
         max_turn_requests: config.max_turn_requests,
         mode: config.default_mode.clone(),
+        rules: Arc::new(config.permission_rules.clone()),
     };
     let providers = Arc::new(Providers::from_config(&config));
     let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());

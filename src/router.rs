@@ -518,6 +518,7 @@ mod tests {
                 model: "llama3.2".into(),
                 max_turn_requests: 25,
                 mode: "act".into(),
+                rules: Arc::default(),
             },
         );
         (Router::new(connection, manager), lines)

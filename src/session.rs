@@ -145,6 +145,7 @@ pub struct SessionConfig {
     pub mode: String,
     /// What the client offers to do for tools.
     pub client: ClientAbilities,
+    pub rules: Arc<Vec<crate::permissions::Rule>>,
 }
 
 /// The client capabilities tools can use instead of the local machine.
@@ -183,6 +184,7 @@ pub fn spawn(
     let permissions = Arc::new(SessionPermissions::new(
         config.id.clone(),
         Arc::clone(&sink),
+        Arc::clone(&config.rules),
         policy,
     ));
     let mut tool_context = ToolContext::local(config.cwd.clone());

@@ -44,6 +44,23 @@ pub enum ToolKind {
 }
 
 impl ToolKind {
+    pub const ALL: [ToolKind; 9] = [
+        ToolKind::Read,
+        ToolKind::Edit,
+        ToolKind::Delete,
+        ToolKind::Move,
+        ToolKind::Search,
+        ToolKind::Execute,
+        ToolKind::Fetch,
+        ToolKind::Think,
+        ToolKind::Other,
+    ];
+
+    /// The kind named by its ACP wire name (config rules use these).
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == text)
+    }
+
     /// The ACP wire name.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -536,3 +536,38 @@ async fn files_go_through_the_editor_when_it_offers_them() {
         "unsaved edit in the editor\n"
     );
 }
+
+#[tokio::test]
+async fn config_rules_allow_and_deny_without_asking() {
+    let server = LlmServer::start(scripted_model(vec![
+        ("shell", json!({"command": "echo allowed > ok.txt"})),
+        ("shell", json!({"command": "touch denied.txt"})),
+    ]))
+    .await;
+    let config = format!(
+        "{}\n[[permissions.rules]]\ntool = \"shell\"\ncommand_prefix = \"echo \"\ndecision = \"allow\"\n\n[[permissions.rules]]\ntool = \"shell\"\ncommand_prefix = \"touch \"\ndecision = \"deny\"\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn(&config).await;
+    let session = agent.start_session().await;
+    let (seen, response) = agent.prompt(&session, "go").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(
+        !seen
+            .iter()
+            .any(|m| m["method"] == "session/request_permission")
+    );
+    assert!(agent.cwd().join("ok.txt").exists());
+    assert!(!agent.cwd().join("denied.txt").exists());
+    let chat = server.chat_requests();
+    let last = chat[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(
+        last["content"].as_str().unwrap().contains("forbids"),
+        "{last}"
+    );
+}

@@ -11,6 +11,7 @@ pub struct RawConfig {
     pub chat: Option<RawChat>,
     pub llm: Option<RawLlm>,
     pub agent: Option<RawAgent>,
+    pub permissions: Option<RawPermissions>,
     /// Other top-level tables belong to the rest of Crucible.
     #[serde(flatten)]
     pub other: BTreeMap<String, toml::Value>,
@@ -58,4 +59,22 @@ pub struct RawProvider {
 pub struct RawAgent {
     pub max_turn_requests: Option<u32>,
     pub default_mode: Option<String>,
+}
+
+/// `[permissions]`: rules checked before a tool runs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPermissions {
+    #[serde(default)]
+    pub rules: Vec<RawRule>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRule {
+    pub tool: Option<String>,
+    pub kind: Option<String>,
+    pub command_prefix: Option<String>,
+    pub pattern: Option<String>,
+    pub decision: Option<String>,
 }

@@ -19,6 +19,7 @@ pub struct Defaults {
     pub model: String,
     pub max_turn_requests: u32,
     pub mode: String,
+    pub rules: Arc<Vec<crate::permissions::Rule>>,
 }
 
 pub struct SessionManager {
@@ -49,6 +50,7 @@ impl SessionManager {
                 max_turn_requests: self.defaults.max_turn_requests,
                 mode: self.defaults.mode.clone(),
                 client,
+                rules: Arc::clone(&self.defaults.rules),
             },
             Arc::clone(&self.providers),
             Arc::clone(&self.sink),
