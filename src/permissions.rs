@@ -280,15 +280,16 @@ mod tests {
         let shell = |command: &str| json!({ "command": command });
         let read = json!({"path": "a.txt"});
         // (policy, rules, user's answer, tool, input, expect allowed, expect asked)
-        let table: Vec<(
+        type Row = (
             ModePolicy,
             Vec<Rule>,
             PermissionChoice,
-            &str,
+            &'static str,
             Value,
             bool,
             usize,
-        )> = vec![
+        );
+        let table: Vec<Row> = vec![
             (Ask, vec![], AllowOnce, "read_file", read.clone(), true, 0),
             (Ask, vec![], AllowOnce, "shell", shell("ls"), true, 1),
             (Ask, vec![], RejectOnce, "shell", shell("ls"), false, 1),
