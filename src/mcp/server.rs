@@ -440,7 +440,10 @@ impl ServerInner {
     /// its cached listing).
     async fn relist(&self, peer: &Peer<RoleClient>, connection: u64) {
         let ticket = self.take_ticket();
-        match peer.list_all_tools().await {
+        let listed = tokio::time::timeout(self.options.call_timeout, peer.list_all_tools()).await;
+        match listed.unwrap_or(Err(ServiceError::Timeout {
+            timeout: self.options.call_timeout,
+        })) {
             Ok(tools) => {
                 tracing::debug!(server = %self.spec.name, count = tools.len(), "MCP tools listed again");
                 self.set_tools(connection, ticket, tools);
@@ -762,7 +765,7 @@ impl ChildProcess {
                 source: std::io::Error::other("its standard streams were not captured"),
             });
         };
-        tokio::spawn(pump_stderr(name.to_string(), stderr, stderr_tail));
+        let pump = tokio::spawn(pump_stderr(name.to_string(), stderr, stderr_tail));
         let (exit_tx, exit_rx) = watch::channel(None);
         let server = name.to_string();
         // The waiter owns the child (and reaps it); kill_on_drop covers a
@@ -772,6 +775,9 @@ impl ChildProcess {
                 Ok(status) => describe_exit(status),
                 Err(err) => format!("ended ({err})"),
             };
+            // Its last words first, so messages about the exit can quote them
+            // (bounded: something it started may hold stderr open).
+            let _ = tokio::time::timeout(Duration::from_millis(500), pump).await;
             tracing::debug!(%server, %status, "MCP server process ended");
             let _ = exit_tx.send(Some(status));
         });
