@@ -16,3 +16,24 @@ trap 'bash scripts/llm-server.sh stop "$PORT" >/dev/null 2>&1 || true' EXIT
 
 CRUCIBLE_E2E_LLM_URL="http://127.0.0.1:$PORT" \
   "$CARGO" test --test real_llm -- --ignored --test-threads 1
+
+# The MCP client against real MCP servers from npm (pinned), installed once
+# into a cache and reused while the pinned versions are there.
+MCP_VERSION=2026.8.31
+MCP_NPM="${XDG_CACHE_HOME:-$HOME/.cache}/crucible-e2e/npm"
+MCP_MODULES="$MCP_NPM/node_modules/@modelcontextprotocol"
+mcp_installed() {
+  for server in server-everything server-filesystem; do
+    grep -q "\"version\": \"$MCP_VERSION\"" "$MCP_MODULES/$server/package.json" 2>/dev/null || return 1
+  done
+}
+if ! mcp_installed; then
+  mkdir -p "$MCP_NPM"
+  npm install --prefix "$MCP_NPM" --no-audit --no-fund \
+    "@modelcontextprotocol/server-everything@$MCP_VERSION" \
+    "@modelcontextprotocol/server-filesystem@$MCP_VERSION"
+  mcp_installed || { echo "npm did not install the MCP servers $MCP_VERSION" >&2; exit 1; }
+fi
+export CRUCIBLE_E2E_MCP_EVERYTHING="$MCP_MODULES/server-everything/dist/index.js"
+export CRUCIBLE_E2E_MCP_FILESYSTEM="$MCP_MODULES/server-filesystem/dist/index.js"
+"$CARGO" test --test mcp -- --ignored

@@ -1,0 +1,437 @@
+//! An MCP server's tool as a [`Tool`]: described to the model by the
+//! server's own schema, run through the server, its result turned into text.
+
+use std::sync::{Arc, Weak};
+
+use futures::future::BoxFuture;
+use rmcp::model::CallToolResult;
+use serde_json::{Map, Value, json};
+
+use super::McpServer;
+use super::server::{McpCallError, ServerInner};
+use crate::tools::{Location, Tool, ToolContent, ToolContext, ToolError, ToolKind, ToolOutput};
+
+/// One tool of one MCP server.
+pub struct McpTool {
+    name: String,
+    server_name: String,
+    tool_name: String,
+    description: String,
+    parameters: Value,
+    read_only: bool,
+    /// Weak: the manager owns the servers; a tool outliving it fails cleanly.
+    server: Weak<ServerInner>,
+}
+
+impl std::fmt::Debug for McpTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpTool")
+            .field("name", &self.name)
+            .field("server", &self.server_name)
+            .field("tool", &self.tool_name)
+            .field("read_only", &self.read_only)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpTool {
+    pub(crate) fn new(
+        name: String,
+        server_name: &str,
+        tool: &rmcp::model::Tool,
+        server: Weak<ServerInner>,
+    ) -> Self {
+        let description = match tool.description.as_deref().map(str::trim) {
+            Some(text) if !text.is_empty() => format!("[MCP server `{server_name}`] {text}"),
+            _ => match &tool.title {
+                Some(title) => format!("[MCP server `{server_name}`] {title}"),
+                None => format!("[MCP server `{server_name}`] the tool `{}`", tool.name),
+            },
+        };
+        let read_only = tool
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.read_only_hint)
+            == Some(true);
+        Self {
+            name,
+            server_name: server_name.to_string(),
+            tool_name: tool.name.to_string(),
+            description,
+            parameters: object_schema(&tool.input_schema),
+            read_only,
+            server,
+        }
+    }
+
+    /// The server's name, as configured.
+    pub fn server_name(&self) -> &str {
+        &self.server_name
+    }
+
+    /// The tool's name on its server (what is called).
+    pub fn tool_name(&self) -> &str {
+        &self.tool_name
+    }
+}
+
+impl Tool for McpTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn parameters(&self) -> Value {
+        self.parameters.clone()
+    }
+
+    fn kind(&self) -> ToolKind {
+        if self.read_only {
+            ToolKind::Read
+        } else {
+            ToolKind::Other
+        }
+    }
+
+    fn title(&self, _arguments: &Value) -> String {
+        format!("{}: {}", self.server_name, self.tool_name)
+    }
+
+    fn locations(&self, _arguments: &Value, _ctx: &ToolContext) -> Vec<Location> {
+        Vec::new()
+    }
+
+    /// Only a server's own `readOnlyHint` spares the user the question.
+    fn mutates(&self) -> bool {
+        !self.read_only
+    }
+
+    fn call<'a>(
+        &'a self,
+        arguments: Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let arguments = match arguments {
+                Value::Null => None,
+                Value::Object(map) => Some(map),
+                other => {
+                    return Err(ToolError::InvalidArguments(format!(
+                        "the arguments must be a JSON object, not {}",
+                        json_type(&other)
+                    )));
+                }
+            };
+            let Some(server) = self.server.upgrade() else {
+                return Err(ToolError::Failed(format!(
+                    "MCP server `{}` has been shut down",
+                    self.server_name
+                )));
+            };
+            let result = McpServer::from_inner(server)
+                .call_tool(&self.tool_name, arguments, &ctx.cancel)
+                .await
+                .map_err(|err| match err {
+                    McpCallError::Cancelled => ToolError::Cancelled,
+                    McpCallError::InvalidParams { message, .. } => {
+                        ToolError::InvalidArguments(message)
+                    }
+                    other => ToolError::Failed(other.to_string()),
+                })?;
+            convert_result(result, ctx.settings.output_cap)
+        })
+    }
+}
+
+/// The tool's input schema as a JSON Schema object (what providers require).
+fn object_schema(schema: &Arc<Map<String, Value>>) -> Value {
+    let mut schema = schema.as_ref().clone();
+    match schema.get("type") {
+        None => {
+            schema.insert("type".into(), json!("object"));
+        }
+        Some(Value::String(kind)) if kind == "object" => {}
+        // Not an object schema: providers would reject the whole request.
+        Some(_) => return json!({"type": "object", "properties": {}}),
+    }
+    if !schema.get("properties").is_some_and(Value::is_object) {
+        schema.insert("properties".into(), json!({}));
+    }
+    Value::Object(schema)
+}
+
+/// A result as text for the model and the editor. `isError` results are
+/// errors the model reads; structured content becomes `rawOutput`.
+fn convert_result(result: CallToolResult, output_cap: usize) -> Result<ToolOutput, ToolError> {
+    // Read through JSON: the wire shapes are stable, rmcp's types less so.
+    let blocks = match serde_json::to_value(&result.content) {
+        Ok(Value::Array(blocks)) => blocks,
+        _ => Vec::new(),
+    };
+    let parts: Vec<String> = blocks.iter().map(describe_block).collect();
+    let text = parts.join("\n");
+    if result.is_error == Some(true) {
+        let message = if text.trim().is_empty() {
+            "the tool reported an error without a message".to_string()
+        } else {
+            cap_text(&text, output_cap)
+        };
+        return Err(ToolError::Failed(message));
+    }
+    let structured = result.structured_content.unwrap_or(Value::Null);
+    let for_model = if !text.trim().is_empty() {
+        text
+    } else if !structured.is_null() {
+        structured.to_string()
+    } else {
+        "(no output)".to_string()
+    };
+    let content = if parts.is_empty() {
+        vec![ToolContent::Text(for_model.clone())]
+    } else {
+        parts.into_iter().map(ToolContent::Text).collect()
+    };
+    Ok(ToolOutput {
+        for_model: cap_text(&for_model, output_cap),
+        content,
+        raw_output: structured,
+        locations: Vec::new(),
+    })
+}
+
+/// One content block as text. There is no image variant in [`ToolContent`]
+/// yet, so media become a note.
+fn describe_block(block: &Value) -> String {
+    let field = |name: &str| block.get(name).and_then(Value::as_str).unwrap_or("");
+    match field("type") {
+        "text" => field("text").to_string(),
+        kind @ ("image" | "audio") => format!(
+            "[{kind}: {}, {} bytes]",
+            or_unknown(field("mimeType")),
+            base64_len(field("data"))
+        ),
+        "resource_link" => {
+            let mut text = format!("[resource: {}", field("uri"));
+            for extra in ["name", "description"] {
+                if !field(extra).is_empty() {
+                    text.push_str(&format!(" ({})", field(extra)));
+                }
+            }
+            text.push(']');
+            text
+        }
+        "resource" => {
+            let resource = block.get("resource").unwrap_or(&Value::Null);
+            let get = |name: &str| resource.get(name).and_then(Value::as_str);
+            let uri = get("uri").unwrap_or("");
+            match (get("text"), get("blob")) {
+                (Some(text), _) => format!("[resource: {uri}]\n{text}"),
+                (None, Some(blob)) => format!(
+                    "[resource: {uri}, {}, {} bytes]",
+                    or_unknown(get("mimeType").unwrap_or("")),
+                    base64_len(blob)
+                ),
+                (None, None) => format!("[resource: {uri}]"),
+            }
+        }
+        other => format!("[{} content]", or_unknown(other)),
+    }
+}
+
+fn or_unknown(text: &str) -> &str {
+    if text.is_empty() {
+        "unknown type"
+    } else {
+        text
+    }
+}
+
+/// The decoded size of base64 text.
+fn base64_len(data: &str) -> usize {
+    let digits = data.bytes().filter(|b| !b.is_ascii_whitespace()).count();
+    let padding = data.bytes().rev().take_while(|&b| b == b'=').count();
+    (digits * 3 / 4).saturating_sub(padding)
+}
+
+fn cap_text(text: &str, cap: usize) -> String {
+    if text.len() <= cap {
+        return text.to_string();
+    }
+    let mut cut = cap;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{}\n[output cut: {} of {} bytes shown]",
+        &text[..cut],
+        cut,
+        text.len()
+    )
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(json: Value) -> CallToolResult {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn tool(json: Value) -> McpTool {
+        let tool: rmcp::model::Tool = serde_json::from_value(json).unwrap();
+        McpTool::new("srv__t".into(), "srv", &tool, Weak::new())
+    }
+
+    #[test]
+    fn text_blocks_become_the_output() {
+        let output = convert_result(
+            result(
+                json!({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}),
+            ),
+            1000,
+        )
+        .unwrap();
+        assert_eq!(output.for_model, "a\nb");
+        assert_eq!(
+            output.content,
+            vec![ToolContent::Text("a".into()), ToolContent::Text("b".into())]
+        );
+        assert_eq!(output.raw_output, Value::Null);
+    }
+
+    #[test]
+    fn is_error_results_are_errors_the_model_reads() {
+        let err = convert_result(
+            result(json!({"content": [{"type": "text", "text": "no such file"}], "isError": true})),
+            1000,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, ToolError::Failed(m) if m == "no such file"),
+            "{err}"
+        );
+        let err =
+            convert_result(result(json!({"content": [], "isError": true})), 1000).unwrap_err();
+        assert!(err.to_string().contains("without a message"), "{err}");
+    }
+
+    #[test]
+    fn media_and_resources_become_notes() {
+        let output = convert_result(
+            result(json!({"content": [
+                {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="},
+                {"type": "audio", "mimeType": "audio/wav", "data": "AAAA"},
+                {"type": "resource_link", "uri": "file:///a.txt", "name": "a.txt"},
+                {"type": "resource", "resource": {"uri": "test://r/1", "text": "hello"}},
+                {"type": "resource", "resource": {"uri": "test://r/2", "mimeType": "application/zip", "blob": "AAAAAA=="}}
+            ]})),
+            1000,
+        )
+        .unwrap();
+        assert_eq!(
+            output.for_model,
+            "[image: image/png, 8 bytes]\n[audio: audio/wav, 3 bytes]\n[resource: file:///a.txt (a.txt)]\n[resource: test://r/1]\nhello\n[resource: test://r/2, application/zip, 4 bytes]"
+        );
+        assert_eq!(output.content.len(), 5);
+    }
+
+    #[test]
+    fn structured_content_is_the_raw_output() {
+        let output = convert_result(
+            result(json!({"content": [], "structuredContent": {"sum": 3}})),
+            1000,
+        )
+        .unwrap();
+        assert_eq!(output.raw_output, json!({"sum": 3}));
+        assert_eq!(output.for_model, r#"{"sum":3}"#);
+        let empty = convert_result(result(json!({"content": []})), 1000).unwrap();
+        assert_eq!(empty.for_model, "(no output)");
+    }
+
+    #[test]
+    fn long_output_is_capped_for_the_model() {
+        let output = convert_result(
+            result(json!({"content": [{"type": "text", "text": "é".repeat(100)}]})),
+            51,
+        )
+        .unwrap();
+        assert!(
+            output.for_model.starts_with(&"é".repeat(25)),
+            "{}",
+            output.for_model
+        );
+        assert!(
+            output
+                .for_model
+                .contains("[output cut: 50 of 200 bytes shown]")
+        );
+    }
+
+    #[test]
+    fn schemas_are_made_object_schemas() {
+        assert_eq!(
+            tool(json!({"name": "t", "inputSchema": {}})).parameters(),
+            json!({"type": "object", "properties": {}})
+        );
+        assert_eq!(
+            tool(json!({"name": "t", "inputSchema": {"type": "string"}})).parameters(),
+            json!({"type": "object", "properties": {}})
+        );
+        let schema =
+            json!({"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"]});
+        assert_eq!(
+            tool(json!({"name": "t", "inputSchema": schema.clone()})).parameters(),
+            schema
+        );
+    }
+
+    #[test]
+    fn read_only_hint_decides_kind_and_mutation() {
+        let read =
+            tool(json!({"name": "t", "inputSchema": {}, "annotations": {"readOnlyHint": true}}));
+        assert_eq!(read.kind(), ToolKind::Read);
+        assert!(!read.mutates());
+        for annotations in [json!({"readOnlyHint": false}), json!({}), Value::Null] {
+            let other = tool(json!({"name": "t", "inputSchema": {}, "annotations": annotations}));
+            assert_eq!(other.kind(), ToolKind::Other);
+            assert!(other.mutates());
+        }
+    }
+
+    #[test]
+    fn description_and_title_name_the_server() {
+        let t = tool(json!({"name": "echo", "description": "Echoes.", "inputSchema": {}}));
+        assert_eq!(t.description(), "[MCP server `srv`] Echoes.");
+        assert_eq!(t.title(&json!({})), "srv: echo");
+        assert_eq!(t.name(), "srv__t");
+        assert_eq!(t.tool_name(), "echo");
+        assert!(
+            t.locations(&json!({}), &ToolContext::local("/tmp"))
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn calls_check_arguments_and_a_gone_server() {
+        let t = tool(json!({"name": "echo", "inputSchema": {}}));
+        let ctx = ToolContext::local("/tmp");
+        let err = t.call(json!([1]), &ctx).await.unwrap_err();
+        assert!(matches!(err, ToolError::InvalidArguments(_)), "{err}");
+        let err = t.call(json!({}), &ctx).await.unwrap_err();
+        assert!(err.to_string().contains("has been shut down"), "{err}");
+    }
+}
