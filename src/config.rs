@@ -186,6 +186,9 @@ pub struct Config {
     pub default_mode: String,
     /// `[[permissions.rules]]`, in the order written (first match wins).
     pub permission_rules: Vec<crate::permissions::Rule>,
+    /// `[mcp_servers.NAME]`: started by every session (enabled ones only).
+    pub mcp_servers: Vec<crate::mcp::McpServerSpec>,
+    pub mcp_options: crate::mcp::McpOptions,
     /// Non-fatal findings (ignored keys, a plaintext key) to log once at start.
     pub warnings: Vec<String>,
 }
@@ -222,6 +225,8 @@ impl Config {
             max_turn_requests: crate::agent_loop::DEFAULT_MAX_TURN_REQUESTS,
             default_mode: crate::modes::DEFAULT_MODE.to_string(),
             permission_rules: Vec::new(),
+            mcp_servers: Vec::new(),
+            mcp_options: crate::mcp::McpOptions::default(),
             warnings: Vec::new(),
         }
     }
@@ -321,6 +326,24 @@ fn validate(
     let chat = raw.chat.unwrap_or_default();
     let llm = raw.llm.unwrap_or_default();
     let permission_rules = validate_rules(raw.permissions.unwrap_or_default(), path)?;
+    let mcp_servers = validate_mcp_servers(raw.mcp_servers.unwrap_or_default(), path)?;
+    let raw_mcp = raw.mcp.unwrap_or_default();
+    let defaults = crate::mcp::McpOptions::default();
+    let mcp_options = crate::mcp::McpOptions {
+        start_timeout: match raw_mcp.start_timeout_secs {
+            Some(_) => positive_secs(
+                raw_mcp.start_timeout_secs,
+                0,
+                path,
+                "mcp.start_timeout_secs",
+            )?,
+            None => defaults.start_timeout,
+        },
+        call_timeout: match raw_mcp.call_timeout_secs {
+            Some(_) => positive_secs(raw_mcp.call_timeout_secs, 0, path, "mcp.call_timeout_secs")?,
+            None => defaults.call_timeout,
+        },
+    };
     let agent = raw.agent.unwrap_or_default();
     let default_mode = match agent.default_mode {
         Some(mode) if crate::modes::find(&mode).is_none() => {
@@ -407,6 +430,8 @@ fn validate(
                 config.max_turn_requests = max_turn_requests;
                 config.default_mode = default_mode;
                 config.permission_rules = permission_rules;
+                config.mcp_servers = mcp_servers;
+                config.mcp_options = mcp_options;
                 return Ok(config);
             }
         },
@@ -420,8 +445,87 @@ fn validate(
         max_turn_requests,
         default_mode,
         permission_rules,
+        mcp_servers,
+        mcp_options,
         warnings,
     })
+}
+
+fn validate_mcp_servers(
+    raw: BTreeMap<String, raw::RawMcpServer>,
+    path: &Path,
+) -> Result<Vec<crate::mcp::McpServerSpec>, ConfigError> {
+    use crate::mcp::McpServerSpec;
+    let mut specs = Vec::new();
+    for (name, server) in raw {
+        if server.enabled == Some(false) {
+            continue;
+        }
+        let key = |field: &str| format!("mcp_servers.{name}.{field}");
+        let kind = server.kind.as_deref().unwrap_or(if server.url.is_some() {
+            "http"
+        } else {
+            "stdio"
+        });
+        let spec = match kind {
+            "stdio" => {
+                let Some(command) = server.command else {
+                    return Err(invalid(
+                        path,
+                        key("command"),
+                        "is missing",
+                        "Name the program that runs the server, e.g. command = \"npx\", or set url for an HTTP server.",
+                    ));
+                };
+                let mut spec =
+                    McpServerSpec::stdio(&name, command).with_args(server.args.unwrap_or_default());
+                for (variable, value) in server.env.unwrap_or_default() {
+                    spec = spec.with_env(variable, value);
+                }
+                if let Some(cwd) = server.cwd {
+                    spec = spec.with_cwd(cwd);
+                }
+                spec
+            }
+            "http" | "sse" => {
+                let Some(url) = server.url else {
+                    return Err(invalid(
+                        path,
+                        key("url"),
+                        "is missing",
+                        "Give the server's URL, e.g. url = \"http://127.0.0.1:3001/mcp\".",
+                    ));
+                };
+                let mut spec = if kind == "http" {
+                    McpServerSpec::http(&name, url)
+                } else {
+                    McpServerSpec::sse(&name, url)
+                };
+                for (header, value) in server.headers.unwrap_or_default() {
+                    spec = spec.with_header(header, value);
+                }
+                spec
+            }
+            other => {
+                return Err(invalid(
+                    path,
+                    key("type"),
+                    format!("`{other}` is not an MCP transport"),
+                    "Use \"stdio\" (with command), \"http\" or \"sse\" (with url).",
+                ));
+            }
+        };
+        spec.validate().map_err(|err| {
+            invalid(
+                path,
+                format!("mcp_servers.{name}"),
+                err.to_string(),
+                "Fix the server's settings.",
+            )
+        })?;
+        specs.push(spec);
+    }
+    Ok(specs)
 }
 
 fn validate_rules(

@@ -78,6 +78,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         max_turn_requests: config.max_turn_requests,
         mode: config.default_mode.clone(),
         rules: Arc::new(config.permission_rules.clone()),
+        mcp_servers: config.mcp_servers.clone(),
+        mcp_options: config.mcp_options.clone(),
     };
     let providers = Arc::new(Providers::from_config(&config));
     let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());

@@ -149,11 +149,16 @@ impl Router {
         if let Err(err) = check_cwd(&request.cwd) {
             return responder.respond(Err(err));
         }
-        if !request.mcp_servers.is_empty() {
-            tracing::info!(
-                count = request.mcp_servers.len(),
-                "MCP servers requested; not supported yet"
-            );
+        let mut mcp_servers = Vec::with_capacity(request.mcp_servers.len());
+        for (n, server) in request.mcp_servers.iter().enumerate() {
+            match crate::mcp::McpServerSpec::from_acp(server, &request.cwd) {
+                Ok(spec) => mcp_servers.push(spec),
+                Err(err) => {
+                    return responder.respond(Err(RpcError::invalid_params(format!(
+                        "session/new: field mcpServers[{n}]: {err}"
+                    ))));
+                }
+            }
         }
         let client = self
             .client
@@ -164,7 +169,7 @@ impl Router {
                 terminal: info.terminal,
             })
             .unwrap_or_default();
-        let session = self.sessions.create(request.cwd, client);
+        let session = self.sessions.create(request.cwd, client, mcp_servers);
         let id = session.id.clone();
         let (reply, options) = oneshot::channel();
         session.send(SessionMsg::Options { reply });
@@ -311,7 +316,7 @@ pub fn initialize_response() -> acp::InitializeResponse {
                         .image(true)
                         .embedded_context(true),
                 )
-                .mcp_capabilities(acp::McpCapabilities::new())
+                .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(true))
                 .session_capabilities(
                     acp::SessionCapabilities::new().close(acp::SessionCloseCapabilities::new()),
                 ),
@@ -493,8 +498,8 @@ mod tests {
         assert_eq!(value["protocolVersion"], 1);
         let caps = &value["agentCapabilities"];
         assert_eq!(caps["loadSession"], false);
-        assert_eq!(caps["mcpCapabilities"]["http"], false);
-        assert_eq!(caps["mcpCapabilities"]["sse"], false);
+        assert_eq!(caps["mcpCapabilities"]["http"], true);
+        assert_eq!(caps["mcpCapabilities"]["sse"], true);
         assert!(caps["sessionCapabilities"]["close"].is_object());
         assert!(caps["sessionCapabilities"].get("list").is_none());
         assert_eq!(value["agentInfo"]["name"], "crucible-agent");
@@ -519,6 +524,8 @@ mod tests {
                 max_turn_requests: 25,
                 mode: "act".into(),
                 rules: Arc::default(),
+                mcp_servers: Vec::new(),
+                mcp_options: crate::mcp::McpOptions::default(),
             },
         );
         (Router::new(connection, manager), lines)

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use futures::future::BoxFuture;
 
 use crate::agent_loop::{self, AgentEvent, StopReason, ToolCallInfo, TurnInput, TurnOutcome};
+use crate::mcp::{McpManager, McpOptions, McpServerSpec};
 use crate::modes::{self, ModePolicy};
 use crate::permissions::{PermissionChoice, SessionPermissions};
 use crate::prompt;
@@ -146,6 +147,9 @@ pub struct SessionConfig {
     /// What the client offers to do for tools.
     pub client: ClientAbilities,
     pub rules: Arc<Vec<crate::permissions::Rule>>,
+    /// Started in the background; the first prompt waits for them.
+    pub mcp_servers: Vec<McpServerSpec>,
+    pub mcp_options: McpOptions,
 }
 
 /// The client capabilities tools can use instead of the local machine.
@@ -197,7 +201,25 @@ pub fn spawn(
             local: LocalFs::default(),
         });
     }
+    // MCP servers start at once, beside the session: `session/new` is
+    // answered without waiting, and the first prompt waits for them.
+    let (mcp_ready, mcp) = tokio::sync::watch::channel(None);
+    if config.mcp_servers.is_empty() {
+        let _ = mcp_ready.send(Some(McpManager::new()));
+    } else {
+        let specs = config.mcp_servers;
+        let options = config.mcp_options;
+        tokio::spawn(async move {
+            let manager = McpManager::start(specs, options).await;
+            for (server, reason) in manager.failures() {
+                tracing::warn!(%server, %reason, "MCP server failed to start");
+            }
+            let _ = mcp_ready.send(Some(manager));
+        });
+    }
     let actor = SessionActor {
+        mcp,
+        mcp_failures_told: false,
         tool_context,
         tools: ToolRegistry::builtin(),
         permissions,
@@ -224,6 +246,10 @@ struct RunningTurn {
 }
 
 struct SessionActor {
+    /// The session's MCP servers, once started.
+    mcp: tokio::sync::watch::Receiver<Option<McpManager>>,
+    /// Servers that failed to start are reported once, in the first turn.
+    mcp_failures_told: bool,
     tools: ToolRegistry,
     /// Shared by every turn: the todo list lives here.
     tool_context: ToolContext,
@@ -274,6 +300,11 @@ impl SessionActor {
         if let Some(turn) = running.take() {
             turn.cancel.cancel();
             self.finish_turn(turn.reply, turn.task.await);
+        }
+        // MCP servers are children of the session: stop them with it.
+        let manager = self.mcp.borrow().clone();
+        if let Some(manager) = manager {
+            manager.shutdown().await;
         }
         tracing::debug!(session = %self.id, "session actor stopped");
     }
@@ -350,6 +381,7 @@ impl SessionActor {
             model: &self.model,
             cwd: &self.cwd,
         });
+        let read_only = self.permissions.policy() == ModePolicy::ReadOnly;
         let mut input = TurnInput {
             provider,
             model: self.model.clone(),
@@ -357,10 +389,7 @@ impl SessionActor {
             history: self.history.clone(),
             context_window: FALLBACK_CONTEXT_WINDOW,
             cancel: cancel.clone(),
-            tools: match self.permissions.policy() {
-                ModePolicy::ReadOnly => self.tools.filtered(|tool| !tool.mutates()),
-                ModePolicy::Ask | ModePolicy::Auto => self.tools.clone(),
-            },
+            tools: self.tools.clone(),
             tool_context: self.tool_context.clone(),
             permissions: Arc::clone(&self.permissions) as Arc<dyn agent_loop::PermissionGate>,
             max_turn_requests: self.max_turn_requests,
@@ -369,8 +398,30 @@ impl SessionActor {
         let session_id = self.id.clone();
         let providers = Arc::clone(&self.providers);
         let provider_name = self.provider.clone();
+        let mut mcp = self.mcp.clone();
+        let tell_failures = !std::mem::replace(&mut self.mcp_failures_told, true);
         // A task of its own: a panic inside a turn must not take the session with it.
         let task = tokio::spawn(async move {
+            let emit = move |event: AgentEvent| sink.send(&session_id, Update::Agent(event));
+            // MCP servers still starting (bounded by their start timeout).
+            let manager = tokio::select! {
+                biased;
+                _ = input.cancel.cancelled() => None,
+                ready = mcp.wait_for(Option::is_some) => ready.ok().and_then(|m| m.clone()),
+            };
+            if let Some(manager) = manager {
+                if tell_failures {
+                    for (_, reason) in manager.failures() {
+                        emit(AgentEvent::Thought(format!("{reason}\n")));
+                    }
+                }
+                for tool in manager.tools() {
+                    input.tools.register(tool);
+                }
+            }
+            if read_only {
+                input.tools = input.tools.filtered(|tool| !tool.mutates());
+            }
             // Asked once per model (Ollama: /api/show), then cached.
             let window = providers.context_window(&provider_name, &input.model);
             input.context_window = tokio::select! {
@@ -378,7 +429,6 @@ impl SessionActor {
                 _ = input.cancel.cancelled() => FALLBACK_CONTEXT_WINDOW,
                 window = window => window,
             };
-            let emit = move |event: AgentEvent| sink.send(&session_id, Update::Agent(event));
             agent_loop::run_turn(input, &emit).await
         });
         Some(RunningTurn {

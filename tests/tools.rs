@@ -6,49 +6,10 @@
 #[path = "support/harness.rs"]
 mod harness;
 
-use std::sync::{Arc, Mutex};
-
-use harness::{Agent, LlmServer, Recorded, Reply, Split, agent_text, config_for, openai_stream};
+use harness::{
+    Agent, LlmServer, agent_text, answer_permission, config_for, scripted_model, tool_updates,
+};
 use serde_json::{Value, json};
-
-/// What the scripted model does: the tool calls it makes, one per request,
-/// until they run out; then it answers with text.
-fn scripted_model(calls: Vec<(&'static str, Value)>) -> impl Fn(&Recorded) -> Reply {
-    let next = Arc::new(Mutex::new(0usize));
-    move |request| {
-        if request.path.ends_with("/models") {
-            return harness::models_reply(&["test-model"]);
-        }
-        let mut n = next.lock().unwrap();
-        let reply = match calls.get(*n) {
-            Some((name, arguments)) => openai_stream(
-                &[
-                    json!({"tool_calls": [{"index": 0, "id": format!("call_{n}"), "type": "function",
-                    "function": {"name": name, "arguments": arguments.to_string()}}]}),
-                ],
-                "tool_calls",
-                (50, 10),
-            ),
-            None => {
-                let last = request.body["messages"].as_array().unwrap().last().unwrap();
-                let answer = format!(
-                    "Done. Last result: {}",
-                    last["content"].as_str().unwrap_or("")
-                );
-                openai_stream(&[json!({"content": answer})], "stop", (60, 5))
-            }
-        };
-        *n += 1;
-        Reply::stream(reply, Split::Every(11))
-    }
-}
-
-fn tool_updates<'a>(seen: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    seen.iter()
-        .map(|m| &m["params"]["update"])
-        .filter(|u| u["sessionUpdate"] == kind)
-        .collect()
-}
 
 #[tokio::test]
 async fn a_read_is_announced_run_and_its_result_reaches_the_model() {
@@ -112,18 +73,6 @@ async fn a_read_is_announced_run_and_its_result_reaches_the_model() {
     assert_eq!(last["role"], "tool");
     assert_eq!(last["tool_call_id"], "call_0");
     assert!(agent_text(&seen, &session).contains("greetings from disk"));
-}
-
-/// Answer the next permission request with `option`; returns the request.
-async fn answer_permission(agent: &mut Agent, option: &str) -> Value {
-    let request = agent
-        .wait_for(|m| m["method"] == "session/request_permission")
-        .await;
-    agent
-        .send(&json!({"jsonrpc": "2.0", "id": request["id"],
-            "result": {"outcome": {"outcome": "selected", "optionId": option}}}))
-        .await;
-    request
 }
 
 #[tokio::test]

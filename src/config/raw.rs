@@ -12,6 +12,8 @@ pub struct RawConfig {
     pub llm: Option<RawLlm>,
     pub agent: Option<RawAgent>,
     pub permissions: Option<RawPermissions>,
+    pub mcp: Option<RawMcp>,
+    pub mcp_servers: Option<BTreeMap<String, RawMcpServer>>,
     /// Other top-level tables belong to the rest of Crucible.
     #[serde(flatten)]
     pub other: BTreeMap<String, toml::Value>,
@@ -77,4 +79,27 @@ pub struct RawRule {
     pub command_prefix: Option<String>,
     pub pattern: Option<String>,
     pub decision: Option<String>,
+}
+
+/// `[mcp]`: how MCP servers are run.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMcp {
+    pub start_timeout_secs: Option<u64>,
+    pub call_timeout_secs: Option<u64>,
+}
+
+/// `[mcp_servers.NAME]`: a server every session starts with.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMcpServer {
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    pub command: Option<String>,
+    pub args: Option<Vec<String>>,
+    pub env: Option<BTreeMap<String, String>>,
+    pub cwd: Option<String>,
+    pub url: Option<String>,
+    pub headers: Option<BTreeMap<String, String>>,
+    pub enabled: Option<bool>,
 }

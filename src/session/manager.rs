@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::{ClientAbilities, ClientSink, SessionConfig, SessionHandle, SessionMsg};
+use crate::mcp::{McpOptions, McpServerSpec};
 use crate::providers::Providers;
 
 /// How long shutdown waits for turns to answer `cancelled` before giving up.
@@ -20,6 +21,9 @@ pub struct Defaults {
     pub max_turn_requests: u32,
     pub mode: String,
     pub rules: Arc<Vec<crate::permissions::Rule>>,
+    /// `[mcp_servers]` from the config, started by every session.
+    pub mcp_servers: Vec<McpServerSpec>,
+    pub mcp_options: McpOptions,
 }
 
 pub struct SessionManager {
@@ -39,7 +43,22 @@ impl SessionManager {
         }
     }
 
-    pub fn create(&mut self, cwd: PathBuf, client: ClientAbilities) -> &SessionHandle {
+    /// A new session. `mcp_servers` (from `session/new`) replace config
+    /// servers of the same name.
+    pub fn create(
+        &mut self,
+        cwd: PathBuf,
+        client: ClientAbilities,
+        mcp_servers: Vec<McpServerSpec>,
+    ) -> &SessionHandle {
+        let mut servers: Vec<McpServerSpec> = self
+            .defaults
+            .mcp_servers
+            .iter()
+            .filter(|configured| !mcp_servers.iter().any(|s| s.name == configured.name))
+            .cloned()
+            .collect();
+        servers.extend(mcp_servers);
         let id = uuid::Uuid::new_v4().to_string();
         let handle = super::spawn(
             SessionConfig {
@@ -51,6 +70,8 @@ impl SessionManager {
                 mode: self.defaults.mode.clone(),
                 client,
                 rules: Arc::clone(&self.defaults.rules),
+                mcp_servers: servers,
+                mcp_options: self.defaults.mcp_options.clone(),
             },
             Arc::clone(&self.providers),
             Arc::clone(&self.sink),

@@ -817,3 +817,56 @@ pub fn error_message(response: &Value) -> String {
 pub fn path_str(path: &Path) -> String {
     path.display().to_string()
 }
+
+// ---------------------------------------------------------- tools
+
+/// What the scripted model does: the tool calls it makes, one per request,
+/// until they run out; then it answers with text.
+pub fn scripted_model(calls: Vec<(&'static str, Value)>) -> impl Fn(&Recorded) -> Reply {
+    let next = Arc::new(Mutex::new(0usize));
+    move |request| {
+        if request.path.ends_with("/models") {
+            return models_reply(&["test-model"]);
+        }
+        let mut n = next.lock().unwrap();
+        let reply = match calls.get(*n) {
+            Some((name, arguments)) => openai_stream(
+                &[
+                    json!({"tool_calls": [{"index": 0, "id": format!("call_{n}"), "type": "function",
+                    "function": {"name": name, "arguments": arguments.to_string()}}]}),
+                ],
+                "tool_calls",
+                (50, 10),
+            ),
+            None => {
+                let last = request.body["messages"].as_array().unwrap().last().unwrap();
+                let answer = format!(
+                    "Done. Last result: {}",
+                    last["content"].as_str().unwrap_or("")
+                );
+                openai_stream(&[json!({"content": answer})], "stop", (60, 5))
+            }
+        };
+        *n += 1;
+        Reply::stream(reply, Split::Every(11))
+    }
+}
+
+pub fn tool_updates<'a>(seen: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    seen.iter()
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == kind)
+        .collect()
+}
+
+/// Answer the next permission request with `option`; returns the request.
+pub async fn answer_permission(agent: &mut Agent, option: &str) -> Value {
+    let request = agent
+        .wait_for(|m| m["method"] == "session/request_permission")
+        .await;
+    agent
+        .send(&json!({"jsonrpc": "2.0", "id": request["id"],
+            "result": {"outcome": {"outcome": "selected", "optionId": option}}}))
+        .await;
+    request
+}

@@ -1,0 +1,146 @@
+//! MCP servers in a session, as an editor sees them: servers named in
+//! `session/new` start beside the session, their tools reach the model under
+//! namespaced names, calls show up like any tool call, a server that cannot
+//! start is reported without breaking the session, and closing the session
+//! stops its servers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/harness.rs"]
+mod harness;
+
+use std::path::PathBuf;
+
+use harness::{
+    Agent, LlmServer, agent_text, answer_permission, config_for, scripted_model, thought_text,
+    tool_updates,
+};
+use serde_json::{Value, json};
+
+fn echo_server() -> Value {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/echo_server.py");
+    json!({"name": "fx", "command": "python3", "args": [script], "env": []})
+}
+
+async fn new_session(agent: &mut Agent, servers: Value) -> String {
+    agent.initialize().await;
+    let (_, created) = agent
+        .call(
+            "session/new",
+            json!({"cwd": agent.cwd(), "mcpServers": servers}),
+        )
+        .await;
+    created["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_string()
+}
+
+#[tokio::test]
+async fn tools_of_a_session_server_are_offered_and_run() {
+    let server = LlmServer::start(scripted_model(vec![
+        ("fx__add", json!({"a": 2, "b": 3})),
+        ("fx__echo", json!({"text": "hello over MCP"})),
+    ]))
+    .await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let session = new_session(&mut agent, json!([echo_server()])).await;
+    let prompt = agent.start_prompt(&session, "use the server").await;
+    // `add` says it is read-only: it runs at once. `echo` does not: asked.
+    let asked = answer_permission(&mut agent, "allow_once").await;
+    assert_eq!(asked["params"]["toolCall"]["title"], "fx: echo");
+    let (seen, response) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+
+    let chat = server.chat_requests();
+    let offered: Vec<&str> = chat[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(offered.contains(&"fx__echo"), "{offered:?}");
+    assert!(offered.contains(&"fx__odd_name_tool"), "{offered:?}");
+    assert!(offered.contains(&"read_file"), "{offered:?}");
+    let first = chat[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(first["content"], "5", "{first}");
+    let completed: Vec<Value> = tool_updates(&seen, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["status"] == "completed")
+        .cloned()
+        .collect();
+    assert_eq!(completed.len(), 2, "{seen:?}");
+    assert_eq!(completed[0]["rawOutput"]["sum"], 5);
+    assert_eq!(
+        completed[1]["content"][0]["content"]["text"],
+        "hello over MCP"
+    );
+    assert!(agent_text(&seen, &session).contains("hello over MCP"));
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_start_is_reported_and_the_session_works() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let broken =
+        json!({"name": "ghost", "command": "no-such-mcp-server-xyz", "args": [], "env": []});
+    let session = new_session(&mut agent, json!([broken, echo_server()])).await;
+    let (seen, response) = agent.prompt(&session, "hi").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let thoughts = thought_text(&seen, &session);
+    assert!(thoughts.contains("ghost"), "{thoughts}");
+    assert!(thoughts.contains("not found"), "{thoughts}");
+    let offered = server.chat_requests()[0].body["tools"].to_string();
+    assert!(
+        offered.contains("fx__echo"),
+        "the working server's tools are there"
+    );
+    // Reported once, not on every turn.
+    let (seen, _) = agent.prompt(&session, "again").await;
+    assert!(!thought_text(&seen, &session).contains("ghost"));
+}
+
+#[tokio::test]
+async fn config_servers_start_with_every_session_and_stop_with_it() {
+    let server = LlmServer::start(scripted_model(vec![("fx__child_pid", json!({}))])).await;
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/echo_server.py");
+    let config = format!(
+        "{}\n[agent]\ndefault_mode = \"auto\"\n\n[mcp_servers.fx]\ncommand = \"python3\"\nargs = [{:?}]\n",
+        config_for(&server, "test-model"),
+        script.display().to_string()
+    );
+    let mut agent = Agent::spawn(&config).await;
+    let session = new_session(&mut agent, json!([])).await;
+    let (seen, response) = agent.prompt(&session, "which pid?").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let done = tool_updates(&seen, "tool_call_update")
+        .into_iter()
+        .find(|u| u["status"] == "completed")
+        .cloned()
+        .expect("the config server's tool ran");
+    let pid: i32 = done["content"][0]["content"]["text"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(PathBuf::from(format!("/proc/{pid}")).exists());
+    let (_, closed) = agent
+        .call("session/close", json!({"sessionId": session}))
+        .await;
+    assert!(closed["result"].is_object(), "{closed}");
+    // The server's process (and its child) are gone once the session is.
+    for _ in 0..50 {
+        if !PathBuf::from(format!("/proc/{pid}")).exists() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("MCP process {pid} outlived its session");
+}
