@@ -33,10 +33,8 @@ async fn initialize_negotiates_version_and_advertises_truthfully() {
     let caps = &result["agentCapabilities"];
     // Nothing is advertised that does not work yet.
     assert_eq!(caps["loadSession"], false);
-    assert_eq!(
-        caps["mcpCapabilities"],
-        json!({"http": false, "sse": false})
-    );
+    // MCP over streamable HTTP and legacy SSE both work (tests/mcp.rs).
+    assert_eq!(caps["mcpCapabilities"], json!({"http": true, "sse": true}));
     assert_eq!(caps["promptCapabilities"]["audio"], false);
     assert!(caps["sessionCapabilities"]["close"].is_object());
     // A future protocol version gets the one we speak.
