@@ -326,7 +326,7 @@ fn validate(
     let chat = raw.chat.unwrap_or_default();
     let llm = raw.llm.unwrap_or_default();
     let permission_rules = validate_rules(raw.permissions.unwrap_or_default(), path)?;
-    let mcp_servers = validate_mcp_servers(raw.mcp_servers.unwrap_or_default(), path)?;
+    let mcp_servers = validate_mcp_servers(raw.mcp_servers.unwrap_or_default(), path, env)?;
     let raw_mcp = raw.mcp.unwrap_or_default();
     let defaults = crate::mcp::McpOptions::default();
     let mcp_options = crate::mcp::McpOptions {
@@ -454,6 +454,7 @@ fn validate(
 fn validate_mcp_servers(
     raw: BTreeMap<String, raw::RawMcpServer>,
     path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<crate::mcp::McpServerSpec>, ConfigError> {
     use crate::mcp::McpServerSpec;
     let mut specs = Vec::new();
@@ -462,6 +463,17 @@ fn validate_mcp_servers(
             continue;
         }
         let key = |field: &str| format!("mcp_servers.{name}.{field}");
+        // Secrets (tokens in headers or env) stay out of the file: ${VAR}.
+        let expand = |field: String, value: &str| {
+            expand_env(value, env).map_err(|var| {
+                invalid(
+                    path,
+                    key(&field),
+                    format!("refers to ${{{var}}}, which is not set"),
+                    format!("Export {var} in the environment the editor starts the agent from."),
+                )
+            })
+        };
         let kind = server.kind.as_deref().unwrap_or(if server.url.is_some() {
             "http"
         } else {
@@ -480,6 +492,7 @@ fn validate_mcp_servers(
                 let mut spec =
                     McpServerSpec::stdio(&name, command).with_args(server.args.unwrap_or_default());
                 for (variable, value) in server.env.unwrap_or_default() {
+                    let value = expand(format!("env.{variable}"), &value)?;
                     spec = spec.with_env(variable, value);
                 }
                 if let Some(cwd) = server.cwd {
@@ -502,6 +515,7 @@ fn validate_mcp_servers(
                     McpServerSpec::sse(&name, url)
                 };
                 for (header, value) in server.headers.unwrap_or_default() {
+                    let value = expand(format!("headers.{header}"), &value)?;
                     spec = spec.with_header(header, value);
                 }
                 spec
@@ -1144,6 +1158,34 @@ context_window = 8192
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn mcp_servers_are_read_with_secrets_from_the_environment() {
+        let text = "[mcp_servers.local]\ncommand = \"npx\"\nargs = [\"-y\", \"srv\"]\nenv = { TOKEN = \"${MY_TOKEN}\" }\n[mcp_servers.remote]\ntype = \"http\"\nurl = \"http://127.0.0.1:3001/mcp\"\nheaders = { Authorization = \"Bearer ${MY_TOKEN}\" }\n[mcp_servers.off]\ncommand = \"x\"\nenabled = false\n[mcp]\ncall_timeout_secs = 5";
+        let config = load(text, &[("MY_TOKEN", "t0k")]).unwrap();
+        let names: Vec<&str> = config.mcp_servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["local", "remote"]);
+        assert_eq!(config.mcp_options.call_timeout, Duration::from_secs(5));
+        let crate::mcp::McpTransport::Http { headers, .. } = &config.mcp_servers[1].transport
+        else {
+            panic!("{:?}", config.mcp_servers[1])
+        };
+        assert_eq!(headers[0], ("Authorization".into(), "Bearer t0k".into()));
+        // Tokens never show in Debug output (and so never in logs).
+        let debug = format!("{:?}", config.mcp_servers);
+        assert!(!debug.contains("t0k"), "{debug}");
+        assert!(debug.contains("Authorization=***"), "{debug}");
+        let err = load(text, &[]).unwrap_err().to_string();
+        assert!(err.contains("MY_TOKEN"), "{err}");
+        let err = load("[mcp_servers.x]\ntype = \"http\"", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("mcp_servers.x.url"), "{err}");
+        let err = load("[mcp_servers.x]\nargs = []", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("mcp_servers.x.command"), "{err}");
     }
 
     #[test]

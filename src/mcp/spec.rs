@@ -14,8 +14,9 @@ pub struct McpServerSpec {
     pub transport: McpTransport,
 }
 
-/// How to reach an MCP server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How to reach an MCP server. `Debug` shows variable and header names but
+/// never their values, which often hold tokens.
+#[derive(Clone, PartialEq, Eq)]
 pub enum McpTransport {
     /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
     Stdio {
@@ -36,6 +37,41 @@ pub enum McpTransport {
         url: String,
         headers: Vec<(String, String)>,
     },
+}
+
+impl std::fmt::Debug for McpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |pairs: &[(String, String)]| -> Vec<String> {
+            pairs
+                .iter()
+                .map(|(name, _)| format!("{name}=***"))
+                .collect()
+        };
+        match self {
+            McpTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", args)
+                .field("env", &names(env))
+                .field("cwd", cwd)
+                .finish(),
+            McpTransport::Http { url, headers } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .field("headers", &names(headers))
+                .finish(),
+            McpTransport::Sse { url, headers } => f
+                .debug_struct("Sse")
+                .field("url", url)
+                .field("headers", &names(headers))
+                .finish(),
+        }
+    }
 }
 
 /// Why a server description cannot be used.
