@@ -349,6 +349,16 @@ pub(crate) fn deserialize_arguments<T: DeserializeOwned>(
 }
 
 /// A string argument from possibly invalid arguments, for titles and locations.
+/// The `path` argument as a location the editor can follow, when it names
+/// a place inside the workspace.
+pub(crate) fn path_location(arguments: &serde_json::Value, ctx: &ToolContext) -> Vec<Location> {
+    str_argument(arguments, "path")
+        .and_then(|path| ctx.resolve(path).ok())
+        .map(Location::file)
+        .into_iter()
+        .collect()
+}
+
 pub(crate) fn str_argument<'a>(arguments: &'a serde_json::Value, field: &str) -> Option<&'a str> {
     arguments
         .get(field)

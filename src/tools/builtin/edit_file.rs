@@ -76,11 +76,7 @@ impl Tool for EditFileTool {
     }
 
     fn locations(&self, arguments: &serde_json::Value, ctx: &ToolContext) -> Vec<Location> {
-        str_argument(arguments, "path")
-            .and_then(|path| ctx.resolve(path).ok())
-            .map(Location::file)
-            .into_iter()
-            .collect()
+        crate::tools::path_location(arguments, ctx)
     }
 
     fn mutates(&self) -> bool {
