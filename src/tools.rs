@@ -105,6 +105,11 @@ impl Location {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolContent {
     Text(String),
+    /// An image a tool returned (MCP), base64 as the wire carries it.
+    Image {
+        mime_type: String,
+        data: String,
+    },
     /// An edit, with whole-file texts: `old_text` is None for a new file.
     Diff {
         path: PathBuf,

@@ -119,6 +119,9 @@ fn location(location: &Location) -> acp::ToolCallLocation {
 fn tool_content(content: &ToolContent) -> acp::ToolCallContent {
     match content {
         ToolContent::Text(text) => acp::ToolCallContent::from(text_block(text)),
+        ToolContent::Image { mime_type, data } => acp::ToolCallContent::from(
+            acp::ContentBlock::Image(acp::ImageContent::new(data.clone(), mime_type.clone())),
+        ),
         ToolContent::Diff {
             path,
             old_text,

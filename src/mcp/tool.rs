@@ -192,7 +192,21 @@ fn convert_result(result: CallToolResult, output_cap: usize) -> Result<ToolOutpu
     let content = if parts.is_empty() {
         vec![ToolContent::Text(for_model.clone())]
     } else {
-        parts.into_iter().map(ToolContent::Text).collect()
+        // The editor can show images; the model reads the note about them.
+        blocks
+            .iter()
+            .zip(parts)
+            .map(|(block, part)| {
+                let field = |name: &str| block.get(name).and_then(Value::as_str);
+                match (field("type"), field("mimeType"), field("data")) {
+                    (Some("image"), Some(mime_type), Some(data)) => ToolContent::Image {
+                        mime_type: mime_type.to_string(),
+                        data: data.to_string(),
+                    },
+                    _ => ToolContent::Text(part),
+                }
+            })
+            .collect()
     };
     Ok(ToolOutput {
         for_model: cap_text(&for_model, output_cap),
@@ -202,8 +216,7 @@ fn convert_result(result: CallToolResult, output_cap: usize) -> Result<ToolOutpu
     })
 }
 
-/// One content block as text. There is no image variant in [`ToolContent`]
-/// yet, so media become a note.
+/// One content block as text for the model: media become a note.
 fn describe_block(block: &Value) -> String {
     let field = |name: &str| block.get(name).and_then(Value::as_str).unwrap_or("");
     match field("type") {
@@ -330,7 +343,7 @@ mod tests {
     }
 
     #[test]
-    fn media_and_resources_become_notes() {
+    fn media_and_resources_become_notes_for_the_model_and_images_for_the_editor() {
         let output = convert_result(
             result(json!({"content": [
                 {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="},
@@ -347,6 +360,15 @@ mod tests {
             "[image: image/png, 8 bytes]\n[audio: audio/wav, 3 bytes]\n[resource: file:///a.txt (a.txt)]\n[resource: test://r/1]\nhello\n[resource: test://r/2, application/zip, 4 bytes]"
         );
         assert_eq!(output.content.len(), 5);
+        // The editor gets the image itself.
+        assert_eq!(
+            output.content[0],
+            ToolContent::Image {
+                mime_type: "image/png".into(),
+                data: "iVBORw0KGgo=".into()
+            }
+        );
+        assert!(matches!(&output.content[1], ToolContent::Text(t) if t.starts_with("[audio")));
     }
 
     #[test]
