@@ -121,13 +121,13 @@ pub struct TurnInput {
 pub struct TurnOutcome {
     /// Messages the turn added after the user's (what the model said, even
     /// if cut short by cancel or an error: the user saw it).
-    pub new_messages: Vec<Message>,
+    pub new_messages: Vec<Arc<Message>>,
     pub result: Result<StopReason, ProviderError>,
     pub last_usage: Option<Usage>,
 }
 
 pub async fn run_turn(input: TurnInput, emit: &(dyn Fn(AgentEvent) + Send + Sync)) -> TurnOutcome {
-    let mut new_messages: Vec<Message> = Vec::new();
+    let mut new_messages: Vec<Arc<Message>> = Vec::new();
     let mut last_usage = None;
     let mut requests = 0;
     let result = loop {
@@ -139,7 +139,7 @@ pub async fn run_turn(input: TurnInput, emit: &(dyn Fn(AgentEvent) + Send + Sync
         }
         requests += 1;
         let mut messages = input.history.clone();
-        messages.extend(new_messages.iter().cloned().map(Arc::new));
+        messages.extend(new_messages.iter().cloned());
         let request = ChatRequest {
             model: input.model.clone(),
             system: input.system.clone(),
@@ -187,7 +187,7 @@ pub async fn run_turn(input: TurnInput, emit: &(dyn Fn(AgentEvent) + Send + Sync
             }
         };
         if !call.message.parts.is_empty() {
-            new_messages.push(call.message);
+            new_messages.push(Arc::new(call.message));
         }
         if calls.is_empty() {
             break Ok(match finished {
@@ -199,10 +199,10 @@ pub async fn run_turn(input: TurnInput, emit: &(dyn Fn(AgentEvent) + Send + Sync
             });
         }
         let results = run_tools(&input, calls, emit).await;
-        new_messages.push(Message {
+        new_messages.push(Arc::new(Message {
             role: Role::User,
             parts: results,
-        });
+        }));
         if input.cancel.is_cancelled() {
             break Ok(StopReason::Cancelled);
         }
@@ -214,12 +214,12 @@ pub async fn run_turn(input: TurnInput, emit: &(dyn Fn(AgentEvent) + Send + Sync
     }
 }
 
-fn push_without_calls(messages: &mut Vec<Message>, mut message: Message) {
+fn push_without_calls(messages: &mut Vec<Arc<Message>>, mut message: Message) {
     message
         .parts
         .retain(|part| !matches!(part, Part::ToolCall { .. }));
     if !message.parts.is_empty() {
-        messages.push(message);
+        messages.push(Arc::new(message));
     }
 }
 
@@ -273,6 +273,7 @@ async fn run_tools(
     }
 
     // Decide every call before running any, so the user answers in order.
+    // A decision to run carries the tool and its arguments.
     let mut decisions = Vec::with_capacity(prepared.len());
     for call in &prepared {
         let decision = match (&call.tool, &call.arguments) {
@@ -280,16 +281,17 @@ async fn run_tools(
                 name: call.info.title.clone(),
                 available: input.tools.names().map(str::to_string).collect(),
             }),
-            (Some(_), Err(err)) => Err(ToolError::InvalidArguments(err.to_string())),
+            // Already an `invalid arguments` error; its text is what the model reads.
+            (Some(_), Err(err)) => Err(ToolError::Failed(err.to_string())),
             (Some(_), Ok(_)) if input.cancel.is_cancelled() => Err(ToolError::Cancelled),
-            (Some(tool), Ok(_)) => {
+            (Some(tool), Ok(arguments)) => {
                 let asked = tokio::select! {
                     biased;
                     _ = input.cancel.cancelled() => Permission::Cancelled,
                     answer = input.permissions.check(&call.info, &**tool) => answer,
                 };
                 match asked {
-                    Permission::Allow => Ok(()),
+                    Permission::Allow => Ok((tool, arguments)),
                     Permission::Reject(reason) => Err(ToolError::Failed(reason)),
                     Permission::Cancelled => {
                         input.cancel.cancel();
@@ -305,8 +307,8 @@ async fn run_tools(
         .iter()
         .zip(decisions)
         .map(|(call, decision)| async move {
-            let outcome = match (decision, &call.tool, &call.arguments) {
-                (Ok(()), Some(tool), Ok(arguments)) => {
+            let outcome = match decision {
+                Ok((tool, arguments)) => {
                     emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
                         id: call.info.id.clone(),
                         status: ToolStatus::InProgress,
@@ -314,19 +316,14 @@ async fn run_tools(
                         locations: Vec::new(),
                         raw_output: None,
                     }));
-                    let context = input
-                        .tool_context
-                        .clone()
-                        .with_cancel(input.cancel.child_token());
+                    let context = input.tool_context.with_cancel(input.cancel.child_token());
                     let outcome = tool.call(arguments.clone(), &context).await;
                     if outcome.is_ok() && tool.name() == "todo" {
                         emit(AgentEvent::Plan(context.todos()));
                     }
                     outcome
                 }
-                (Err(err), _, _) => Err(err),
-                // Unreachable by construction: a decision is only Ok with a tool and arguments.
-                (Ok(()), _, _) => Err(ToolError::Failed("the call could not be prepared".into())),
+                Err(err) => Err(err),
             };
             finish_call(call, outcome, emit)
         });
@@ -818,6 +815,26 @@ mod tests {
             matches!(result, Part::ToolResult { is_error: true, content, .. } if content.contains("outside the workspace")),
             "{result:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn arguments_that_do_not_parse_are_one_clear_error_for_the_model() {
+        let provider = with_later(
+            tool_call("c", "read_file", r#"{"path": "#),
+            vec![Ok(ProviderEvent::Finish(FinishReason::Stop))],
+        );
+        let outcome = run_turn(input(provider.clone(), CancellationToken::new()), &|_| {}).await;
+        assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
+        let seen = provider.seen.lock().unwrap();
+        let Part::ToolResult {
+            content, is_error, ..
+        } = &seen[1].messages.last().unwrap().parts[0]
+        else {
+            panic!("{:?}", seen[1].messages)
+        };
+        assert!(is_error);
+        assert!(content.starts_with("Error: invalid arguments"), "{content}");
+        assert_eq!(content.matches("invalid arguments").count(), 1, "{content}");
     }
 
     #[tokio::test]

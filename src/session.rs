@@ -445,8 +445,7 @@ impl SessionActor {
     ) {
         let result = match outcome {
             Ok(outcome) => {
-                self.history
-                    .extend(outcome.new_messages.into_iter().map(Arc::new));
+                self.history.extend(outcome.new_messages);
                 outcome.result.map_err(SessionError::from)
             }
             Err(err) => {
