@@ -313,19 +313,14 @@ pub trait Provider: Send + Sync {
     ) -> BoxFuture<'_, Result<EventStream, ProviderError>>;
     /// The models the server offers.
     fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>>;
-    /// The window the server reports for `model`, if it says. The default
-    /// reads the model list; Ollama asks `/api/show`.
+    /// The window the server reports for `model` beyond its model list
+    /// (which [`Providers::context_window`] reads first, from its cache).
+    /// Only Ollama has more to say, through `/api/show`.
     fn reported_context_window<'a>(
         &'a self,
-        model: &'a str,
+        _model: &'a str,
     ) -> BoxFuture<'a, Result<Option<u64>, ProviderError>> {
-        Box::pin(async move {
-            let models = self.list_models().await?;
-            Ok(models
-                .into_iter()
-                .find(|m| m.id == model)
-                .and_then(|m| m.context_window))
-        })
+        Box::pin(async { Ok(None) })
     }
 }
 
@@ -402,18 +397,33 @@ impl Providers {
         if let Some(known) = self.lock_windows().get(&key) {
             return *known;
         }
-        let reported = match provider.reported_context_window(model).await {
-            Ok(reported) => Some(reported),
-            Err(err) => {
-                tracing::debug!(provider = name, model, %err, "context window not reported");
-                None
-            }
+        // The model list is the one sessions already loaded (cached), so
+        // this costs no request unless the server has more to say.
+        let listed = self.models(name).await;
+        let from_list = listed.as_ref().ok().and_then(|models| {
+            models
+                .iter()
+                .find(|m| m.id == model)
+                .and_then(|m| m.context_window)
+        });
+        let reported = match from_list {
+            Some(window) => Ok(Some(window)),
+            None => provider.reported_context_window(model).await,
         };
+        for err in [listed.as_ref().err(), reported.as_ref().err()]
+            .into_iter()
+            .flatten()
+        {
+            tracing::debug!(provider = name, model, %err, "context window not reported");
+        }
+        let answered = listed.is_ok() && reported.is_ok();
         let window = reported
+            .ok()
             .flatten()
             .or_else(|| known_models::context_window(model))
             .unwrap_or(FALLBACK_CONTEXT_WINDOW);
-        if reported.is_some() {
+        // A server that could not be asked is asked again next time.
+        if answered {
             self.lock_windows().insert(key, window);
         }
         window

@@ -82,6 +82,13 @@ async fn every_provider_type_streams_thoughts_then_text_and_reports_usage() {
         let chat = server.chat_requests();
         assert_eq!(chat.len(), 1, "{wire:?}");
         assert_eq!(chat[0].path, wire.chat_path(), "{wire:?}");
+        // The model list is fetched once: the menu and the window share it.
+        let listings = server
+            .requests()
+            .iter()
+            .filter(|r| wire.is_metadata(&r.path) && !r.path.ends_with("/api/show"))
+            .count();
+        assert_eq!(listings, 1, "{wire:?}");
     }
 }
 
