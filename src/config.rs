@@ -330,19 +330,18 @@ fn validate(
     let raw_mcp = raw.mcp.unwrap_or_default();
     let defaults = crate::mcp::McpOptions::default();
     let mcp_options = crate::mcp::McpOptions {
-        start_timeout: match raw_mcp.start_timeout_secs {
-            Some(_) => positive_secs(
-                raw_mcp.start_timeout_secs,
-                0,
-                path,
-                "mcp.start_timeout_secs",
-            )?,
-            None => defaults.start_timeout,
-        },
-        call_timeout: match raw_mcp.call_timeout_secs {
-            Some(_) => positive_secs(raw_mcp.call_timeout_secs, 0, path, "mcp.call_timeout_secs")?,
-            None => defaults.call_timeout,
-        },
+        start_timeout: positive_secs(
+            raw_mcp.start_timeout_secs,
+            defaults.start_timeout.as_secs(),
+            path,
+            "mcp.start_timeout_secs",
+        )?,
+        call_timeout: positive_secs(
+            raw_mcp.call_timeout_secs,
+            defaults.call_timeout.as_secs(),
+            path,
+            "mcp.call_timeout_secs",
+        )?,
     };
     let agent = raw.agent.unwrap_or_default();
     let default_mode = match agent.default_mode {
