@@ -421,17 +421,10 @@ fn validate(
         None => match providers.keys().next() {
             Some(first) => first.clone(),
             None => {
-                // No providers at all: fall back to the local Ollama default.
-                let mut config = Config::builtin_default();
-                config.source = Some(path.to_path_buf());
-                config.default_agent = chat.default_agent;
-                config.warnings = warnings;
-                config.max_turn_requests = max_turn_requests;
-                config.default_mode = default_mode;
-                config.permission_rules = permission_rules;
-                config.mcp_servers = mcp_servers;
-                config.mcp_options = mcp_options;
-                return Ok(config);
+                // No providers at all: the local Ollama default.
+                let builtin = Config::builtin_default();
+                providers = builtin.providers;
+                builtin.default_provider
             }
         },
     };
