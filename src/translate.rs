@@ -63,15 +63,7 @@ pub fn tool_call(call: &ToolCallInfo) -> acp::ToolCall {
 
 /// The fields of a pending call, as a permission request shows it.
 pub fn tool_call_fields(call: &ToolCallInfo) -> acp::ToolCallUpdate {
-    acp::ToolCallUpdate::new(
-        call.id.clone(),
-        acp::ToolCallUpdateFields::new()
-            .title(call.title.clone())
-            .kind(tool_kind(call.kind))
-            .status(acp::ToolCallStatus::Pending)
-            .locations(call.locations.iter().map(location).collect::<Vec<_>>())
-            .raw_input(call.raw_input.clone()),
-    )
+    tool_call(call).into()
 }
 
 pub fn tool_call_update(progress: &ToolCallProgress) -> acp::ToolCallUpdate {
