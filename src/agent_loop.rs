@@ -16,8 +16,8 @@ use crate::providers::{
     ToolChoice, Usage,
 };
 use crate::tools::{
-    Location, TodoItem, Tool, ToolContent, ToolContext, ToolError, ToolKind, ToolRegistry,
-    parse_arguments,
+    Location, Progress, TodoItem, Tool, ToolContent, ToolContext, ToolError, ToolKind,
+    ToolRegistry, parse_arguments,
 };
 
 /// What a turn tells the client while it runs.
@@ -316,8 +316,32 @@ async fn run_tools(
                         locations: Vec::new(),
                         raw_output: None,
                     }));
-                    let context = input.tool_context.with_cancel(input.cancel.child_token());
-                    let outcome = tool.call(arguments.clone(), &context).await;
+                    let (progress, mut reports) = Progress::channel();
+                    let context = input
+                        .tool_context
+                        .for_call(input.cancel.child_token(), progress);
+                    let in_progress = |content| {
+                        emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
+                            id: call.info.id.clone(),
+                            status: ToolStatus::InProgress,
+                            content,
+                            locations: Vec::new(),
+                            raw_output: None,
+                        }))
+                    };
+                    let run = tool.call(arguments.clone(), &context);
+                    tokio::pin!(run);
+                    // Reports go out as they come, all before the final update.
+                    let outcome = loop {
+                        tokio::select! {
+                            biased;
+                            outcome = &mut run => break outcome,
+                            Some(content) = reports.recv() => in_progress(content),
+                        }
+                    };
+                    while let Ok(content) = reports.try_recv() {
+                        in_progress(content);
+                    }
                     if outcome.is_ok() && tool.name() == "todo" {
                         emit(AgentEvent::Plan(context.todos()));
                     }

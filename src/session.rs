@@ -22,7 +22,7 @@ use crate::prompt;
 use crate::providers::{
     FALLBACK_CONTEXT_WINDOW, Message, ModelInfo, Part, ProviderError, Providers, Role,
 };
-use crate::tools::{ClientFs, LocalFs, ToolContext, ToolRegistry};
+use crate::tools::{ClientFs, ClientTerminal, LocalFs, ToolContext, ToolRegistry};
 
 /// Everything a session sends to its client. The seam that keeps session
 /// logic free of stdio: the transport implements it, tests record it.
@@ -199,6 +199,12 @@ pub fn spawn(
             read: config.client.read_text_file,
             write: config.client.write_text_file,
             local: LocalFs::default(),
+        });
+    }
+    if config.client.terminal {
+        tool_context.shell = Arc::new(ClientTerminal {
+            session_id: config.id.clone(),
+            sink: Arc::clone(&sink),
         });
     }
     // MCP servers start at once, beside the session: `session/new` is

@@ -2,14 +2,16 @@
 //! built-ins. Each tool describes itself twice: for the model (name,
 //! description, JSON Schema) and for the editor (kind, title, locations,
 //! content). File contents go through [`FileSystem`] and commands through
-//! [`Shell`], so the editor can take both over later (ACP `fs/*`,
-//! `terminal/*`). Nothing here speaks ACP types; `translate` maps them.
+//! [`Shell`], so the editor can take both over (ACP `fs/*`, `terminal/*`).
+//! A running call reports progress through [`Progress`]. Nothing here
+//! speaks ACP events; `translate` maps them.
 
 pub mod builtin;
 mod client_fs;
 mod context;
 mod fs;
 mod shell;
+mod terminal;
 #[cfg(test)]
 pub(crate) mod test_support;
 
@@ -24,9 +26,10 @@ use thiserror::Error;
 use crate::providers::ToolDefinition;
 
 pub use client_fs::ClientFs;
-pub use context::{TodoItem, TodoPriority, TodoStatus, ToolContext, ToolSettings};
+pub use context::{Progress, TodoItem, TodoPriority, TodoStatus, ToolContext, ToolSettings};
 pub use fs::{FileSystem, LocalFs};
 pub use shell::{LocalShell, Shell, ShellOutput};
+pub use terminal::ClientTerminal;
 
 /// ACP's tool kinds: how the editor groups and pictures a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -116,6 +119,8 @@ pub enum ToolContent {
         old_text: Option<String>,
         new_text: String,
     },
+    /// A terminal the editor runs (ACP `terminal/create`), shown live.
+    Terminal { terminal_id: String },
 }
 
 /// A finished call.
@@ -188,6 +193,9 @@ pub enum ToolError {
     Timeout { seconds: u64, output: String },
     #[error("cancelled by the user")]
     Cancelled,
+    /// A command stopped before it ended (the reason says why).
+    #[error("the command was killed: {0}")]
+    Killed(String),
     #[error("{0}")]
     Failed(String),
 }

@@ -121,6 +121,9 @@ fn tool_content(content: &ToolContent) -> acp::ToolCallContent {
         } => acp::ToolCallContent::Diff(
             acp::Diff::new(path.clone(), new_text.clone()).old_text(old_text.clone()),
         ),
+        ToolContent::Terminal { terminal_id } => {
+            acp::ToolCallContent::Terminal(acp::Terminal::new(terminal_id.clone()))
+        }
     }
 }
 

@@ -10,7 +10,36 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::{FileSystem, LocalFs, LocalShell, Shell, ToolError};
+use super::{FileSystem, LocalFs, LocalShell, Shell, ToolContent, ToolError};
+
+/// How a running call shows what it is doing before it finishes (an ACP
+/// `tool_call_update` with status `in_progress` and this content). A
+/// channel, so the agent loop emits the updates in order with the rest of
+/// the turn; reports outside a call go nowhere.
+#[derive(Clone, Default)]
+pub struct Progress(Option<tokio::sync::mpsc::UnboundedSender<Vec<ToolContent>>>);
+
+impl Progress {
+    /// A hook and the receiving end the agent loop reads.
+    pub fn channel() -> (Self, tokio::sync::mpsc::UnboundedReceiver<Vec<ToolContent>>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (Self(Some(tx)), rx)
+    }
+
+    /// Replaces the call's shown content.
+    pub fn report(&self, content: Vec<ToolContent>) {
+        if let Some(tx) = &self.0 {
+            // The call has finished when nobody listens; nothing to show then.
+            let _ = tx.send(content);
+        }
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Progress(live)" } else { "Progress(none)" })
+    }
+}
 
 /// Limits the tools keep to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +103,8 @@ pub struct ToolContext {
     /// The session's todo list, replaced whole by the `todo` tool.
     pub todos: Arc<Mutex<Vec<TodoItem>>>,
     pub settings: ToolSettings,
+    /// The running call's progress hook (set per call by the agent loop).
+    pub progress: Progress,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -99,6 +130,7 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             todos: Arc::default(),
             settings: ToolSettings::default(),
+            progress: Progress::default(),
         }
     }
 
@@ -106,6 +138,15 @@ impl ToolContext {
     pub fn with_cancel(&self, cancel: CancellationToken) -> Self {
         Self {
             cancel,
+            ..self.clone()
+        }
+    }
+
+    /// The same context for one call: its own cancel token and progress hook.
+    pub fn for_call(&self, cancel: CancellationToken, progress: Progress) -> Self {
+        Self {
+            cancel,
+            progress,
             ..self.clone()
         }
     }

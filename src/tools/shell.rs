@@ -1,5 +1,5 @@
-//! Commands behind a small trait: `sh -c` on this machine now, an editor
-//! terminal (ACP `terminal/*`) later.
+//! Commands behind a small trait: `sh -c` on this machine, or an editor
+//! terminal (ACP `terminal/*`, see [`super::ClientTerminal`]).
 
 use std::collections::VecDeque;
 use std::os::unix::process::ExitStatusExt;
@@ -12,7 +12,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::ToolError;
+use super::{Progress, ToolError};
 
 /// How a command ended and what it printed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +27,8 @@ pub struct ShellOutput {
     pub timed_out: bool,
     /// Bytes left out of `output` to keep within the cap.
     pub omitted_bytes: u64,
+    /// The editor terminal it ran in, if it ran in one (shown in the result).
+    pub terminal_id: Option<String>,
 }
 
 impl ShellOutput {
@@ -40,6 +42,7 @@ pub trait Shell: Send + Sync {
     /// Runs `command` in `cwd`. Past `timeout` the command is killed and the
     /// output so far returned with `timed_out`; on `cancel` it is killed and
     /// the answer is [`ToolError::Cancelled`]. `output_cap` bounds the bytes kept.
+    /// `progress` may show the command while it runs.
     fn run<'a>(
         &'a self,
         command: &'a str,
@@ -47,6 +50,7 @@ pub trait Shell: Send + Sync {
         timeout: Duration,
         output_cap: usize,
         cancel: &'a CancellationToken,
+        progress: &'a Progress,
     ) -> BoxFuture<'a, Result<ShellOutput, ToolError>>;
 }
 
@@ -69,6 +73,7 @@ impl Shell for LocalShell {
         timeout: Duration,
         output_cap: usize,
         cancel: &'a CancellationToken,
+        _progress: &'a Progress,
     ) -> BoxFuture<'a, Result<ShellOutput, ToolError>> {
         Box::pin(run_local(command, cwd, timeout, output_cap, cancel))
     }
@@ -162,6 +167,7 @@ async fn run_local(
                 output,
                 timed_out: false,
                 omitted_bytes,
+                terminal_id: None,
             })
         }
         Ending::Cancelled => {
@@ -199,6 +205,7 @@ async fn run_local(
                 output,
                 timed_out: true,
                 omitted_bytes,
+                terminal_id: None,
             })
         }
     }
@@ -253,7 +260,7 @@ impl Drop for GroupKiller {
 
 /// Keeps the first and the last half of the cap and counts what falls
 /// between: the start shows what ran, the end how it finished.
-struct CappedOutput {
+pub(super) struct CappedOutput {
     head: Vec<u8>,
     tail: VecDeque<u8>,
     head_cap: usize,
@@ -262,7 +269,7 @@ struct CappedOutput {
 }
 
 impl CappedOutput {
-    fn new(cap: usize) -> Self {
+    pub(super) fn new(cap: usize) -> Self {
         let head_cap = cap / 2;
         Self {
             head: Vec::new(),
@@ -273,7 +280,7 @@ impl CappedOutput {
         }
     }
 
-    fn push(&mut self, mut bytes: &[u8]) {
+    pub(super) fn push(&mut self, mut bytes: &[u8]) {
         let room = self.head_cap - self.head.len();
         if room > 0 {
             let take = room.min(bytes.len());
@@ -289,7 +296,7 @@ impl CappedOutput {
     }
 
     /// The text, and how many bytes were left out.
-    fn finish(self) -> (String, u64) {
+    pub(super) fn finish(self) -> (String, u64) {
         let mut head = self.head;
         let mut tail: Vec<u8> = self.tail.into();
         if self.omitted == 0 {
@@ -328,7 +335,7 @@ mod tests {
     async fn run(command: &str, timeout: Duration, cap: usize) -> Result<ShellOutput, ToolError> {
         let dir = tempfile::tempdir().unwrap();
         LocalShell
-            .run(command, dir.path(), timeout, cap, &CancellationToken::new())
+            .run(command, dir.path(), timeout, cap, &CancellationToken::new(), &Progress::default())
             .await
     }
 
@@ -386,6 +393,7 @@ mod tests {
                 Duration::from_secs(10),
                 1000,
                 &CancellationToken::new(),
+                &Progress::default(),
             )
             .await
             .unwrap();
@@ -438,12 +446,14 @@ mod tests {
         let canceller = cancel.clone();
         let pid_file = dir.path().join("pid");
         let started = std::time::Instant::now();
+        let progress = Progress::default();
         let run = LocalShell.run(
             "sleep 30 & echo $! > pid; wait",
             dir.path(),
             Duration::from_secs(60),
             1000,
             &cancel,
+            &progress,
         );
         let cancel_soon = async {
             for _ in 0..50 {
@@ -480,6 +490,7 @@ mod tests {
                 Duration::from_secs(5),
                 100,
                 &cancel,
+                &Progress::default(),
             )
             .await;
         assert!(matches!(result, Err(ToolError::Cancelled)));
@@ -511,6 +522,7 @@ mod tests {
                 Duration::from_secs(5),
                 100,
                 &CancellationToken::new(),
+                &Progress::default(),
             )
             .await
             .unwrap_err();

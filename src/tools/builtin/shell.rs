@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::tools::{
-    Location, ShellOutput, Tool, ToolContext, ToolError, ToolKind, ToolOutput,
+    Location, ShellOutput, Tool, ToolContent, ToolContext, ToolError, ToolKind, ToolOutput,
     deserialize_arguments, shorten, str_argument,
 };
 
@@ -113,6 +113,7 @@ async fn run(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, Tool
             timeout,
             ctx.settings.output_cap,
             &ctx.cancel,
+            &ctx.progress,
         )
         .await?;
     if out.timed_out {
@@ -123,6 +124,10 @@ async fn run(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, Tool
     }
     let text = format!("{}\n{}", ending(&out), shown_output(&out.output));
     let mut output = ToolOutput::text(text);
+    if let Some(terminal_id) = out.terminal_id.clone() {
+        // The editor keeps showing the released terminal's output.
+        output.content = vec![ToolContent::Terminal { terminal_id }];
+    }
     output.raw_output = json!({
         "exit_code": out.exit_code,
         "signal": out.signal,

@@ -1,0 +1,424 @@
+//! Commands in the editor's terminal (ACP `terminal/*`) when the client
+//! offers one: the user watches the command live in the tool call (its
+//! content embeds the terminal), and the model still gets the output and
+//! the exit status. The terminal is always released, also after a kill, an
+//! error or a dropped call.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_client_protocol_schema::v1 as acp;
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::shell::CappedOutput;
+use super::{Progress, Shell, ShellOutput, ToolContent, ToolError};
+use crate::session::ClientSink;
+
+/// How long the editor gets to answer a kill, an output or a release
+/// request after the command was stopped (a hung editor must not hang the turn).
+const AFTER_KILL: Duration = Duration::from_secs(5);
+
+/// Runs commands as `sh -c COMMAND` in a terminal the editor creates.
+pub struct ClientTerminal {
+    pub session_id: String,
+    pub sink: Arc<dyn ClientSink>,
+}
+
+impl Shell for ClientTerminal {
+    fn run<'a>(
+        &'a self,
+        command: &'a str,
+        cwd: &'a Path,
+        timeout: Duration,
+        output_cap: usize,
+        cancel: &'a CancellationToken,
+        progress: &'a Progress,
+    ) -> BoxFuture<'a, Result<ShellOutput, ToolError>> {
+        Box::pin(self.run_in_terminal(command, cwd, timeout, output_cap, cancel, progress))
+    }
+}
+
+enum Ending {
+    Exited(Result<Value, (i32, String)>),
+    TimedOut,
+    Cancelled,
+}
+
+impl ClientTerminal {
+    async fn run_in_terminal(
+        &self,
+        command: &str,
+        cwd: &Path,
+        timeout: Duration,
+        output_cap: usize,
+        cancel: &CancellationToken,
+        progress: &Progress,
+    ) -> Result<ShellOutput, ToolError> {
+        if cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
+        let params = json!({
+            "sessionId": self.session_id,
+            "command": "sh",
+            "args": ["-c", command],
+            "env": [],
+            "cwd": cwd,
+            "outputByteLimit": output_cap,
+        });
+        // Not raced with cancel: a terminal the editor made must be released.
+        let created = self
+            .sink
+            .call("terminal/create", params)
+            .await
+            .map_err(|(_, message)| {
+                ToolError::Failed(format!(
+                    "the editor could not start the command in a terminal: {message}"
+                ))
+            })?;
+        let created: acp::CreateTerminalResponse =
+            serde_json::from_value(created).map_err(|err| {
+                ToolError::Failed(format!(
+                    "the editor's answer to terminal/create could not be read: {err}"
+                ))
+            })?;
+        let terminal_id = created.terminal_id.0.to_string();
+        let mut guard = ReleaseOnDrop {
+            terminal: Some(self.terminal(&terminal_id)),
+        };
+        progress.report(vec![ToolContent::Terminal {
+            terminal_id: terminal_id.clone(),
+        }]);
+        let terminal = self.terminal(&terminal_id);
+        let result = terminal.follow(timeout, output_cap, cancel).await;
+        guard.terminal = None;
+        terminal.release().await;
+        result.map(|mut output| {
+            output.terminal_id = Some(terminal_id);
+            output
+        })
+    }
+
+    fn terminal(&self, terminal_id: &str) -> Terminal {
+        Terminal {
+            sink: Arc::clone(&self.sink),
+            params: json!({"sessionId": self.session_id, "terminalId": terminal_id}),
+        }
+    }
+}
+
+/// One created terminal: the requests that name it.
+struct Terminal {
+    sink: Arc<dyn ClientSink>,
+    params: Value,
+}
+
+impl Terminal {
+    async fn request(&self, method: &str) -> Result<Value, (i32, String)> {
+        self.sink.call(method, self.params.clone()).await
+    }
+
+    /// A request after the command has stopped, bounded in time.
+    async fn request_briefly(&self, method: &str) -> Option<Value> {
+        match tokio::time::timeout(AFTER_KILL, self.request(method)).await {
+            Ok(Ok(answer)) => Some(answer),
+            Ok(Err((code, message))) => {
+                tracing::debug!(method, code, %message, "terminal request failed");
+                None
+            }
+            Err(_) => {
+                tracing::debug!(method, "terminal request not answered in time");
+                None
+            }
+        }
+    }
+
+    async fn release(&self) {
+        self.request_briefly("terminal/release").await;
+    }
+
+    /// Waits for the exit (or the timeout, or a cancel), then reads the output.
+    async fn follow(
+        &self,
+        timeout: Duration,
+        output_cap: usize,
+        cancel: &CancellationToken,
+    ) -> Result<ShellOutput, ToolError> {
+        let ending = tokio::select! {
+            biased;
+            () = cancel.cancelled() => Ending::Cancelled,
+            () = tokio::time::sleep(timeout) => Ending::TimedOut,
+            exit = self.request("terminal/wait_for_exit") => Ending::Exited(exit),
+        };
+        match ending {
+            Ending::Exited(Err((_, message))) => Err(ToolError::Failed(format!(
+                "the editor's terminal failed while waiting for the command: {message}"
+            ))),
+            Ending::Exited(Ok(exit)) => {
+                let exit: acp::WaitForTerminalExitResponse = serde_json::from_value(exit)
+                    .map_err(|err| {
+                        ToolError::Failed(format!(
+                            "the editor's answer to terminal/wait_for_exit could not be read: {err}"
+                        ))
+                    })?;
+                let answer = self.request("terminal/output").await.map_err(|(_, message)| {
+                    ToolError::Failed(format!(
+                        "the command ended, but the editor did not give its output: {message}"
+                    ))
+                })?;
+                let (output, omitted_bytes) = capped_output(&answer, output_cap);
+                Ok(ShellOutput {
+                    exit_code: exit
+                        .exit_status
+                        .exit_code
+                        .and_then(|code| i32::try_from(code).ok()),
+                    signal: exit.exit_status.signal.as_deref().and_then(signal_number),
+                    output,
+                    timed_out: false,
+                    omitted_bytes,
+                    terminal_id: None,
+                })
+            }
+            Ending::Cancelled => {
+                self.request_briefly("terminal/kill").await;
+                Err(ToolError::Killed(
+                    "the user cancelled the turn, so it was stopped".into(),
+                ))
+            }
+            Ending::TimedOut => {
+                self.request_briefly("terminal/kill").await;
+                // What it printed before the kill is part of the answer.
+                let (output, omitted_bytes) = match self.request_briefly("terminal/output").await
+                {
+                    Some(answer) => capped_output(&answer, output_cap),
+                    None => (String::new(), 0),
+                };
+                Ok(ShellOutput {
+                    exit_code: None,
+                    signal: Some(libc::SIGKILL),
+                    output,
+                    timed_out: true,
+                    omitted_bytes,
+                    terminal_id: None,
+                })
+            }
+        }
+    }
+}
+
+/// A `terminal/output` answer cut like local output (start and end kept).
+fn capped_output(answer: &Value, output_cap: usize) -> (String, u64) {
+    let text = answer.get("output").and_then(Value::as_str).unwrap_or("");
+    let truncated = answer.get("truncated").and_then(Value::as_bool) == Some(true);
+    let mut capped = CappedOutput::new(output_cap);
+    capped.push(text.as_bytes());
+    let (output, omitted) = capped.finish();
+    if truncated {
+        // The editor kept only the end: say so, as the local cap does.
+        (
+            format!("[earlier output truncated by the editor]\n{output}"),
+            omitted,
+        )
+    } else {
+        (output, omitted)
+    }
+}
+
+/// A signal name as the editor reports it ("SIGKILL", "KILL", "9").
+fn signal_number(name: &str) -> Option<i32> {
+    if let Ok(number) = name.parse() {
+        return Some(number);
+    }
+    let name = name.strip_prefix("SIG").unwrap_or(name);
+    Some(match name {
+        "HUP" => libc::SIGHUP,
+        "INT" => libc::SIGINT,
+        "QUIT" => libc::SIGQUIT,
+        "ABRT" => libc::SIGABRT,
+        "KILL" => libc::SIGKILL,
+        "SEGV" => libc::SIGSEGV,
+        "PIPE" => libc::SIGPIPE,
+        "TERM" => libc::SIGTERM,
+        _ => return None,
+    })
+}
+
+/// Kills and releases the terminal if the call is dropped half-way (the
+/// turn's task ended); a normal end releases it itself.
+struct ReleaseOnDrop {
+    terminal: Option<Terminal>,
+}
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        let Some(terminal) = self.terminal.take() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                terminal.request_briefly("terminal/kill").await;
+                terminal.release().await;
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent_loop::ToolCallInfo;
+    use crate::permissions::PermissionChoice;
+    use crate::session::Update;
+    use std::sync::Mutex;
+
+    /// An editor whose commands print "hi" and exit 3, or never exit.
+    struct Editor {
+        calls: Mutex<Vec<String>>,
+        hang: bool,
+    }
+
+    impl ClientSink for Editor {
+        fn send(&self, _: &str, _: Update) {}
+        fn request_permission<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a ToolCallInfo,
+        ) -> BoxFuture<'a, Result<PermissionChoice, String>> {
+            Box::pin(async { Err("no".into()) })
+        }
+        fn call<'a>(
+            &'a self,
+            method: &'a str,
+            _: Value,
+        ) -> BoxFuture<'a, Result<Value, (i32, String)>> {
+            self.calls.lock().unwrap().push(method.to_string());
+            Box::pin(async move {
+                match method {
+                    "terminal/create" => Ok(json!({"terminalId": "t1"})),
+                    "terminal/wait_for_exit" if self.hang => std::future::pending().await,
+                    "terminal/wait_for_exit" => Ok(json!({"exitCode": 3})),
+                    "terminal/output" => Ok(json!({"output": "hi\n", "truncated": false})),
+                    _ => Ok(json!({})),
+                }
+            })
+        }
+    }
+
+    fn terminal(hang: bool) -> (Arc<Editor>, ClientTerminal) {
+        let editor = Arc::new(Editor {
+            calls: Mutex::default(),
+            hang,
+        });
+        let terminal = ClientTerminal {
+            session_id: "s".into(),
+            sink: editor.clone(),
+        };
+        (editor, terminal)
+    }
+
+    #[tokio::test]
+    async fn a_command_runs_reports_its_terminal_and_is_released() {
+        let (editor, terminal) = terminal(false);
+        let (progress, mut reports) = Progress::channel();
+        let out = terminal
+            .run(
+                "echo hi",
+                Path::new("/tmp"),
+                Duration::from_secs(5),
+                1000,
+                &CancellationToken::new(),
+                &progress,
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.exit_code, Some(3));
+        assert_eq!(out.output, "hi\n");
+        assert_eq!(out.terminal_id.as_deref(), Some("t1"));
+        assert_eq!(
+            reports.try_recv().unwrap(),
+            vec![ToolContent::Terminal {
+                terminal_id: "t1".into()
+            }]
+        );
+        assert_eq!(
+            *editor.calls.lock().unwrap(),
+            [
+                "terminal/create",
+                "terminal/wait_for_exit",
+                "terminal/output",
+                "terminal/release"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_reads_and_releases() {
+        let (editor, terminal) = terminal(true);
+        let out = terminal
+            .run(
+                "sleep 100",
+                Path::new("/tmp"),
+                Duration::from_millis(50),
+                1000,
+                &CancellationToken::new(),
+                &Progress::default(),
+            )
+            .await
+            .unwrap();
+        assert!(out.timed_out);
+        assert_eq!(out.output, "hi\n");
+        assert_eq!(
+            *editor.calls.lock().unwrap(),
+            [
+                "terminal/create",
+                "terminal/wait_for_exit",
+                "terminal/kill",
+                "terminal/output",
+                "terminal/release"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cancel_kills_and_releases() {
+        let (editor, terminal) = terminal(true);
+        let cancel = CancellationToken::new();
+        let trigger = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            trigger.cancel();
+        });
+        let err = terminal
+            .run(
+                "sleep 100",
+                Path::new("/tmp"),
+                Duration::from_secs(60),
+                1000,
+                &cancel,
+                &Progress::default(),
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("killed"), "{err}");
+        let calls = editor.calls.lock().unwrap().clone();
+        assert_eq!(&calls[2..], ["terminal/kill", "terminal/release"]);
+    }
+
+    #[test]
+    fn signals_are_read_by_name_or_number() {
+        assert_eq!(signal_number("SIGKILL"), Some(9));
+        assert_eq!(signal_number("TERM"), Some(15));
+        assert_eq!(signal_number("2"), Some(2));
+        assert_eq!(signal_number("SIGWHAT"), None);
+    }
+
+    #[test]
+    fn editor_output_is_capped_and_its_own_truncation_noted() {
+        let answer = json!({"output": "x".repeat(500), "truncated": true});
+        let (text, omitted) = capped_output(&answer, 100);
+        assert!(text.starts_with("[earlier output truncated by the editor]\n"));
+        assert_eq!(omitted, 400);
+    }
+}
