@@ -7,7 +7,8 @@
 mod harness;
 
 use harness::{
-    Agent, LlmServer, agent_text, answer_permission, config_for, scripted_model, tool_updates,
+    Agent, LlmServer, agent_text, answer_permission, config_for, initialize_with_terminal,
+    respond_until, result_for, scripted_model, tool_updates,
 };
 use serde_json::{Value, json};
 
@@ -518,5 +519,124 @@ async fn config_rules_allow_and_deny_without_asking() {
     assert!(
         last["content"].as_str().unwrap().contains("forbids"),
         "{last}"
+    );
+}
+
+/// A config in auto mode, so commands run without a permission question.
+fn auto_config(server: &LlmServer) -> String {
+    format!(
+        "{}\n[agent]\ndefault_mode = \"auto\"\n",
+        config_for(server, "test-model")
+    )
+}
+
+#[tokio::test]
+async fn shell_runs_in_the_editors_terminal_when_it_offers_one() {
+    let server = LlmServer::start(scripted_model(vec![(
+        "shell",
+        json!({"command": "cargo test"}),
+    )]))
+    .await;
+    let mut agent = Agent::spawn(&auto_config(&server)).await;
+    let session = initialize_with_terminal(&mut agent).await;
+    let prompt = agent.start_prompt(&session, "run the tests").await;
+    let mut methods = Vec::new();
+    let (seen, response) = respond_until(&mut agent, prompt, |message| {
+        let Some(method) = message["method"].as_str() else {
+            return Vec::new();
+        };
+        if method.starts_with("terminal/") {
+            methods.push(method.to_string());
+        }
+        let result = match method {
+            "terminal/create" => json!({"terminalId": "term-7"}),
+            "terminal/wait_for_exit" => json!({"exitCode": 1}),
+            "terminal/output" => {
+                json!({"output": "test result: FAILED. 1 passed; 1 failed\n", "truncated": false})
+            }
+            "terminal/release" => json!({}),
+            _ => return Vec::new(),
+        };
+        vec![result_for(message, result)]
+    })
+    .await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        methods,
+        [
+            "terminal/create",
+            "terminal/wait_for_exit",
+            "terminal/output",
+            "terminal/release"
+        ]
+    );
+    let create = seen
+        .iter()
+        .find(|m| m["method"] == "terminal/create")
+        .unwrap();
+    assert_eq!(create["params"]["sessionId"], session.as_str());
+    assert_eq!(create["params"]["command"], "sh");
+    assert_eq!(create["params"]["args"], json!(["-c", "cargo test"]));
+    assert_eq!(
+        create["params"]["cwd"].as_str().unwrap(),
+        agent.cwd().to_str().unwrap()
+    );
+    assert!(create["params"]["outputByteLimit"].as_u64().unwrap() > 0);
+    // The editor is told to show the terminal while the command runs.
+    let live = tool_updates(&seen, "tool_call_update")
+        .into_iter()
+        .find(|u| u["status"] == "in_progress" && u["content"][0]["type"] == "terminal")
+        .expect("an in_progress update embedding the terminal");
+    assert_eq!(live["content"][0]["terminalId"], "term-7");
+    // No process ran here: the editor ran it.
+    let chat = server.chat_requests();
+    let result = chat[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let text = result["content"].as_str().unwrap();
+    assert!(text.starts_with("Exit code: 1\n"), "{text}");
+    assert!(text.contains("1 passed; 1 failed"), "{text}");
+}
+
+#[tokio::test]
+async fn cancel_during_a_terminal_command_kills_and_releases_it() {
+    let server = LlmServer::start(scripted_model(vec![(
+        "shell",
+        json!({"command": "sleep 600"}),
+    )]))
+    .await;
+    let mut agent = Agent::spawn(&auto_config(&server)).await;
+    let session = initialize_with_terminal(&mut agent).await;
+    let prompt = agent.start_prompt(&session, "wait a while").await;
+    let mut methods = Vec::new();
+    let (_, response) = respond_until(&mut agent, prompt, |message| {
+        let Some(method) = message["method"].as_str() else {
+            return Vec::new();
+        };
+        if method.starts_with("terminal/") {
+            methods.push(method.to_string());
+        }
+        match method {
+            "terminal/create" => vec![result_for(message, json!({"terminalId": "term-9"}))],
+            // The command never ends by itself: the user cancels.
+            "terminal/wait_for_exit" => vec![json!({"jsonrpc": "2.0", "method": "session/cancel",
+                "params": {"sessionId": message["params"]["sessionId"]}})],
+            "terminal/kill" | "terminal/release" => vec![result_for(message, json!({}))],
+            _ => Vec::new(),
+        }
+    })
+    .await;
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    assert_eq!(
+        methods,
+        [
+            "terminal/create",
+            "terminal/wait_for_exit",
+            "terminal/kill",
+            "terminal/release"
+        ]
     );
 }
