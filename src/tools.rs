@@ -120,7 +120,9 @@ pub enum ToolContent {
         new_text: String,
     },
     /// A terminal the editor runs (ACP `terminal/create`), shown live.
-    Terminal { terminal_id: String },
+    Terminal {
+        terminal_id: String,
+    },
 }
 
 /// A finished call.

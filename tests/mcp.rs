@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crucible_agent::mcp::{McpCallError, McpManager, McpOptions, McpServer, McpServerSpec};
-use crucible_agent::tools::{Tool, ToolContext, ToolError, ToolKind, ToolRegistry};
+use crucible_agent::tools::{
+    Progress, Tool, ToolContent, ToolContext, ToolError, ToolKind, ToolRegistry,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -100,6 +102,7 @@ async fn lists_every_page_of_tools_under_sanitized_names() {
             "echo_fixture__add_tool",
             "echo_fixture__child_pid",
             "echo_fixture__odd_name_tool",
+            "echo_fixture__progress",
         ]
     );
 
@@ -524,6 +527,31 @@ async fn exercise_everything(manager: &McpManager, server: &str) {
     // Wrong arguments: the server says what is wrong, the model reads it.
     let err = sum.call(json!({"a": "x"}), &ctx()).await.unwrap_err();
     assert!(err.to_string().contains("expected number"), "{err}");
+
+    // Its progress notifications reach the call's progress hook.
+    let (progress, mut reports) = Progress::channel();
+    let mut context = ctx();
+    context.progress = progress;
+    let output = tool(
+        manager,
+        &format!("{server}__trigger-long-running-operation"),
+    )
+    .call(json!({"duration": 0.6, "steps": 3}), &context)
+    .await
+    .unwrap();
+    assert!(
+        output.for_model.contains("completed"),
+        "{}",
+        output.for_model
+    );
+    let mut shown = Vec::new();
+    while let Ok(content) = reports.try_recv() {
+        shown.extend(content);
+    }
+    assert!(
+        shown.contains(&ToolContent::Text("Progress 2/3".into())),
+        "{shown:?}"
+    );
 }
 
 #[tokio::test]

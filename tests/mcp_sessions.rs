@@ -144,3 +144,47 @@ async fn config_servers_start_with_every_session_and_stop_with_it() {
     }
     panic!("MCP process {pid} outlived its session");
 }
+
+#[tokio::test]
+async fn server_progress_shows_as_in_progress_updates_of_the_call() {
+    let server =
+        LlmServer::start(scripted_model(vec![("fx__progress", json!({"steps": 3}))])).await;
+    let config = format!(
+        "{}\n[agent]\ndefault_mode = \"auto\"\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn(&config).await;
+    let session = new_session(&mut agent, json!([echo_server()])).await;
+    let (seen, response) = agent.prompt(&session, "report progress").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let updates = tool_updates(&seen, "tool_call_update");
+    let texts: Vec<(&str, &str)> = updates
+        .iter()
+        .filter_map(|u| {
+            Some((
+                u["status"].as_str()?,
+                u["content"][0]["content"]["text"].as_str()?,
+            ))
+        })
+        .collect();
+    // rmcp handles notifications concurrently, so one overtaken by a newer
+    // one is dropped (progress only grows); the rest arrive in order, all
+    // before the result.
+    let expected = [
+        "Progress 1/3: step 1",
+        "Progress 2/3: step 2",
+        "Progress 3/3: step 3",
+    ];
+    let (last, shown) = texts.split_last().unwrap();
+    assert_eq!(*last, ("completed", "finished 3 steps"), "{updates:?}");
+    assert!(shown.len() >= 2, "{updates:?}");
+    let mut next = 0;
+    for (status, text) in shown {
+        assert_eq!(*status, "in_progress");
+        let at = expected[next..]
+            .iter()
+            .position(|e| e == text)
+            .unwrap_or_else(|| panic!("{text} out of order in {updates:?}"));
+        next += at + 1;
+    }
+}

@@ -10,11 +10,14 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ErrorCode,
-    Implementation, JsonObject, ProgressNotificationParam, ProtocolVersion,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
+    CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientRequest, ErrorCode,
+    Implementation, JsonObject, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    RequestId, ServerResult,
 };
 use rmcp::service::{
-    ClientInitializeError, NotificationContext, Peer, RoleClient, RunningService, ServiceError,
+    ClientInitializeError, NotificationContext, Peer, PeerRequestOptions, RoleClient,
+    RunningService, ServiceError,
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::{
@@ -31,12 +34,16 @@ use super::names::NameAllocator;
 use super::spec::{McpServerSpec, McpTransport, SpecError};
 use super::tool::McpTool;
 use super::{McpOptions, sse};
+use crate::tools::{Progress, ToolContent};
 
 /// How long a closed server gets to exit before SIGTERM, and again before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 /// After the process exits mid-call: how long an answer it sent just before
 /// may take to arrive.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
+/// After the answer to a call that reported progress: how long its last
+/// progress notification may take to be handled.
+const PROGRESS_GRACE: Duration = Duration::from_millis(20);
 /// Stderr lines kept for error messages.
 const STDERR_TAIL_LINES: usize = 5;
 /// Longer stderr lines are cut (a server printing without newlines must not
@@ -153,6 +160,15 @@ pub(crate) struct ServerInner {
     pid: AtomicU32,
     /// The last stderr lines, for error messages.
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// Running calls' progress hooks, by the progress token of their request.
+    progress: Mutex<std::collections::HashMap<ProgressToken, CallProgress>>,
+}
+
+/// A running call's progress hook and the last progress shown.
+struct CallProgress {
+    hook: Progress,
+    /// None until the server reported progress for the call.
+    last: Option<f64>,
 }
 
 #[derive(Default)]
@@ -189,6 +205,7 @@ impl McpServer {
             next_ticket: AtomicU64::new(0),
             pid: AtomicU32::new(0),
             stderr_tail: Arc::default(),
+            progress: Mutex::default(),
         });
         let connection = inner
             .connect_in_time()
@@ -257,7 +274,23 @@ impl McpServer {
         arguments: Option<JsonObject>,
         cancel: &CancellationToken,
     ) -> Result<CallToolResult, McpCallError> {
-        self.inner.call_tool(tool, arguments, cancel).await
+        self.inner
+            .call_tool(tool, arguments, cancel, &Progress::default())
+            .await
+    }
+
+    /// Calls `tool`, passing the server's `notifications/progress` for the
+    /// call on to `progress` as text ("Progress 3/5: message").
+    pub async fn call_tool_with_progress(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+        cancel: &CancellationToken,
+        progress: &Progress,
+    ) -> Result<CallToolResult, McpCallError> {
+        self.inner
+            .call_tool(tool, arguments, cancel, progress)
+            .await
     }
 
     /// Closes the connection and stops the child (stdin closed, then
@@ -498,6 +531,7 @@ impl ServerInner {
         tool: &str,
         arguments: Option<JsonObject>,
         cancel: &CancellationToken,
+        progress: &Progress,
     ) -> Result<CallToolResult, McpCallError> {
         let link = tokio::select! {
             link = self.link() => link?,
@@ -508,8 +542,7 @@ impl ServerInner {
             params = params.with_arguments(arguments);
         }
         let peer = link.peer.clone();
-        // Dropping this future (timeout, cancel) sends `notifications/cancelled`.
-        let call = peer.call_tool(params);
+        let call = self.send_call(&peer, params, progress);
         tokio::pin!(call);
         let after = self.options.call_timeout;
         let mut exit = link.exit.clone();
@@ -536,6 +569,75 @@ impl ServerInner {
                 }
             }
         }
+    }
+
+    /// `tools/call` with the call's progress hook registered under the
+    /// request's progress token (rmcp picks the token, so `Peer::call_tool`
+    /// cannot be used). Dropping this future (timeout, cancel) sends
+    /// `notifications/cancelled`, as `Peer::call_tool` would.
+    async fn send_call(
+        &self,
+        peer: &Peer<RoleClient>,
+        params: CallToolRequestParams,
+        progress: &Progress,
+    ) -> Result<CallToolResult, ServiceError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await?;
+        let mut guard = CallGuard {
+            server: self,
+            peer: peer.clone(),
+            id: Some(handle.id.clone()),
+            token: handle.progress_token.clone(),
+        };
+        self.lock_progress().insert(
+            guard.token.clone(),
+            CallProgress {
+                hook: progress.clone(),
+                last: None,
+            },
+        );
+        let result = handle.await_response().await;
+        guard.id = None;
+        // rmcp runs each notification in a task of its own, so progress sent
+        // just before the answer may still be on its way: a moment for it.
+        let reported = self
+            .lock_progress()
+            .get(&guard.token)
+            .is_some_and(|call| call.last.is_some());
+        if reported {
+            tokio::time::sleep(PROGRESS_GRACE).await;
+        }
+        match result? {
+            ServerResult::CallToolResult(result) => Ok(result),
+            _ => Err(ServiceError::UnexpectedResponse),
+        }
+    }
+
+    fn lock_progress(
+        &self,
+    ) -> MutexGuard<'_, std::collections::HashMap<ProgressToken, CallProgress>> {
+        self.progress
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// A server's progress for one of our calls, shown on that call.
+    fn report_progress(&self, params: &ProgressNotificationParam) {
+        let hook = {
+            let mut calls = self.lock_progress();
+            let Some(call) = calls.get_mut(&params.progress_token) else {
+                return;
+            };
+            // Progress only grows; an older notification overtaken by a newer one is dropped.
+            if call.last.is_some_and(|last| params.progress <= last) {
+                return;
+            }
+            call.last = Some(params.progress);
+            call.hook.clone()
+        };
+        hook.report(vec![ToolContent::Text(progress_text(params))]);
     }
 
     async fn finish(
@@ -694,7 +796,61 @@ impl ClientHandler for Handler {
             message = ?params.message,
             "MCP progress"
         );
+        if let Some(server) = self.server.upgrade() {
+            server.report_progress(&params);
+        }
     }
+}
+
+/// Ends a call's bookkeeping: its progress hook is dropped, and a call
+/// abandoned before its answer is cancelled at the server.
+struct CallGuard<'a> {
+    server: &'a ServerInner,
+    peer: Peer<RoleClient>,
+    /// Set while the answer is outstanding.
+    id: Option<RequestId>,
+    token: ProgressToken,
+}
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        self.server.lock_progress().remove(&self.token);
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let notification = CancelledNotification::new(CancelledNotificationParam::new(
+            Some(id),
+            Some("request abandoned by the caller".into()),
+        ));
+        let peer = self.peer.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = peer.send_notification(notification.into()).await;
+            });
+        }
+    }
+}
+
+/// "Progress 3/5: message", "Progress 40%" or "Progress 3".
+fn progress_text(params: &ProgressNotificationParam) -> String {
+    let number = |value: f64| {
+        if value.fract() == 0.0 && value.abs() < 1e15 {
+            format!("{}", value as i64)
+        } else {
+            format!("{value:.1}")
+        }
+    };
+    let mut text = match params.total {
+        Some(total) if total > 0.0 => {
+            format!("Progress {}/{}", number(params.progress), number(total))
+        }
+        _ => format!("Progress {}", number(params.progress)),
+    };
+    if let Some(message) = params.message.as_deref().filter(|m| !m.trim().is_empty()) {
+        text.push_str(": ");
+        text.push_str(message);
+    }
+    text
 }
 
 /// A stdio server process, in its own process group so that stopping it
@@ -961,6 +1117,29 @@ pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_reads_as_a_short_sentence() {
+        let params = |progress: f64, total: Option<f64>, message: Option<&str>| {
+            let mut value = serde_json::json!({"progressToken": 1, "progress": progress});
+            if let Some(total) = total {
+                value["total"] = total.into();
+            }
+            if let Some(message) = message {
+                value["message"] = message.into();
+            }
+            serde_json::from_value::<ProgressNotificationParam>(value).unwrap()
+        };
+        assert_eq!(
+            progress_text(&params(3.0, Some(5.0), Some("copying"))),
+            "Progress 3/5: copying"
+        );
+        assert_eq!(progress_text(&params(2.0, None, None)), "Progress 2");
+        assert_eq!(
+            progress_text(&params(0.5, Some(1.0), Some(" "))),
+            "Progress 0.5/1"
+        );
+    }
 
     #[tokio::test]
     async fn long_stderr_lines_are_capped_but_consumed() {

@@ -132,7 +132,7 @@ impl Tool for McpTool {
                 )));
             };
             let result = McpServer::from_inner(server)
-                .call_tool(&self.tool_name, arguments, &ctx.cancel)
+                .call_tool_with_progress(&self.tool_name, arguments, &ctx.cancel, &ctx.progress)
                 .await
                 .map_err(|err| match err {
                     McpCallError::Cancelled => ToolError::Cancelled,

@@ -37,7 +37,11 @@ impl Progress {
 
 impl std::fmt::Debug for Progress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "Progress(live)" } else { "Progress(none)" })
+        f.write_str(if self.0.is_some() {
+            "Progress(live)"
+        } else {
+            "Progress(none)"
+        })
     }
 }
 

@@ -335,7 +335,14 @@ mod tests {
     async fn run(command: &str, timeout: Duration, cap: usize) -> Result<ShellOutput, ToolError> {
         let dir = tempfile::tempdir().unwrap();
         LocalShell
-            .run(command, dir.path(), timeout, cap, &CancellationToken::new(), &Progress::default())
+            .run(
+                command,
+                dir.path(),
+                timeout,
+                cap,
+                &CancellationToken::new(),
+                &Progress::default(),
+            )
             .await
     }
 

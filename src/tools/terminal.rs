@@ -157,17 +157,20 @@ impl Terminal {
                 "the editor's terminal failed while waiting for the command: {message}"
             ))),
             Ending::Exited(Ok(exit)) => {
-                let exit: acp::WaitForTerminalExitResponse = serde_json::from_value(exit)
-                    .map_err(|err| {
+                let exit: acp::WaitForTerminalExitResponse =
+                    serde_json::from_value(exit).map_err(|err| {
                         ToolError::Failed(format!(
                             "the editor's answer to terminal/wait_for_exit could not be read: {err}"
                         ))
                     })?;
-                let answer = self.request("terminal/output").await.map_err(|(_, message)| {
-                    ToolError::Failed(format!(
-                        "the command ended, but the editor did not give its output: {message}"
-                    ))
-                })?;
+                let answer = self
+                    .request("terminal/output")
+                    .await
+                    .map_err(|(_, message)| {
+                        ToolError::Failed(format!(
+                            "the command ended, but the editor did not give its output: {message}"
+                        ))
+                    })?;
                 let (output, omitted_bytes) = capped_output(&answer, output_cap);
                 Ok(ShellOutput {
                     exit_code: exit
@@ -190,8 +193,7 @@ impl Terminal {
             Ending::TimedOut => {
                 self.request_briefly("terminal/kill").await;
                 // What it printed before the kill is part of the answer.
-                let (output, omitted_bytes) = match self.request_briefly("terminal/output").await
-                {
+                let (output, omitted_bytes) = match self.request_briefly("terminal/output").await {
                     Some(answer) => capped_output(&answer, output_cap),
                     None => (String::new(), 0),
                 };
