@@ -184,6 +184,8 @@ pub struct Config {
     pub max_turn_requests: u32,
     /// The mode sessions start in (`[agent] default_mode`).
     pub default_mode: String,
+    /// The built-in modes and those of `[modes.ID]`.
+    pub modes: crate::modes::ModeRegistry,
     /// `[[permissions.rules]]`, in the order written (first match wins).
     pub permission_rules: Vec<crate::permissions::Rule>,
     /// `[mcp_servers.NAME]`: started by every session (enabled ones only).
@@ -224,6 +226,7 @@ impl Config {
             providers: BTreeMap::from([(provider.name.clone(), provider)]),
             max_turn_requests: crate::agent_loop::DEFAULT_MAX_TURN_REQUESTS,
             default_mode: crate::modes::DEFAULT_MODE.to_string(),
+            modes: crate::modes::ModeRegistry::default(),
             permission_rules: Vec::new(),
             mcp_servers: Vec::new(),
             mcp_options: crate::mcp::McpOptions::default(),
@@ -343,14 +346,18 @@ fn validate(
             "mcp.call_timeout_secs",
         )?,
     };
+    let modes = validate_modes(raw.modes.unwrap_or_default(), path)?;
     let agent = raw.agent.unwrap_or_default();
     let default_mode = match agent.default_mode {
-        Some(mode) if crate::modes::find(&mode).is_none() => {
+        Some(mode) if modes.find(&mode).is_none() => {
             return Err(invalid(
                 path,
                 "agent.default_mode",
                 format!("`{mode}` is not a mode"),
-                format!("Use one of: {}.", crate::modes::ids()),
+                format!(
+                    "Use one of: {} (or define it in a [modes.{mode}] table).",
+                    modes.ids()
+                ),
             ));
         }
         Some(mode) => mode,
@@ -436,6 +443,7 @@ fn validate(
         providers,
         max_turn_requests,
         default_mode,
+        modes,
         permission_rules,
         mcp_servers,
         mcp_options,
@@ -532,6 +540,62 @@ fn validate_mcp_servers(
         specs.push(spec);
     }
     Ok(specs)
+}
+
+fn validate_modes(
+    raw: BTreeMap<String, raw::RawMode>,
+    path: &Path,
+) -> Result<crate::modes::ModeRegistry, ConfigError> {
+    use crate::modes::{Mode, ModeError, ModePolicy, ModeRegistry};
+    let mut modes = Vec::new();
+    for (id, mode) in raw {
+        let key = |field: &str| format!("modes.{id}.{field}");
+        let policy = match mode.policy.as_deref() {
+            Some(text) => ModePolicy::parse(text).ok_or_else(|| {
+                invalid(
+                    path,
+                    key("policy"),
+                    format!("`{text}` is not a mode policy"),
+                    "Use \"read_only\" (nothing changed or run), \"ask\" (ask before changes) or \"auto\" (no questions).",
+                )
+            })?,
+            None => {
+                return Err(invalid(
+                    path,
+                    key("policy"),
+                    "is missing",
+                    "Say what the mode allows: policy = \"read_only\", \"ask\" or \"auto\".",
+                ));
+            }
+        };
+        let name = match mode.name {
+            Some(name) if name.trim().is_empty() => {
+                return Err(invalid(
+                    path,
+                    key("name"),
+                    "is empty",
+                    "Give the name the editor shows, or leave it out to use the id.",
+                ));
+            }
+            Some(name) => name,
+            None => id.clone(),
+        };
+        let description = mode.description.unwrap_or_else(|| {
+            format!("Tools run as in the built-in `{}` policy", policy.as_str())
+        });
+        modes.push(Mode::new(id, name, description, policy));
+    }
+    ModeRegistry::with_modes(modes).map_err(|err| {
+        let (id, fix) = match &err {
+            ModeError::Builtin(id) => (
+                id.clone(),
+                "Pick another id; plan, act and auto are built in.",
+            ),
+            ModeError::Duplicate(id) => (id.clone(), "Define each mode once."),
+            ModeError::BadId(id) => (id.clone(), "Rename the table, e.g. [modes.review]."),
+        };
+        invalid(path, format!("modes.{id}"), err.to_string(), fix)
+    })
 }
 
 fn validate_rules(
@@ -1150,6 +1214,34 @@ context_window = 8192
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn config_modes_join_the_builtins_and_can_be_the_default() {
+        let text = "[agent]\ndefault_mode = \"review\"\n[modes.review]\nname = \"Review\"\ndescription = \"Look, do not touch\"\npolicy = \"read_only\"\n[modes.yolo]\npolicy = \"auto\"";
+        let config = load(text, &[]).unwrap();
+        assert_eq!(config.default_mode, "review");
+        assert_eq!(config.modes.ids(), "plan, act, auto, review, yolo");
+        let review = config.modes.find("review").unwrap();
+        assert_eq!(review.name, "Review");
+        assert_eq!(review.policy, crate::modes::ModePolicy::ReadOnly);
+        assert_eq!(config.modes.find("yolo").unwrap().name, "yolo");
+        for (text, key) in [
+            ("[modes.r]\nname = \"R\"", "modes.r.policy"),
+            ("[modes.r]\npolicy = \"sometimes\"", "modes.r.policy"),
+            ("[modes.plan]\npolicy = \"auto\"", "modes.plan"),
+            ("[modes.\"Big Mode\"]\npolicy = \"auto\"", "modes.Big Mode"),
+            ("[agent]\ndefault_mode = \"review\"", "agent.default_mode"),
+        ] {
+            let err = load(text, &[]).unwrap_err().to_string();
+            assert!(err.contains(&format!("key `{key}`")), "{err}");
+            assert!(err.contains("/cfg/config.toml"), "{err}");
+        }
+        // Unknown keys are named by the parser.
+        let err = load("[modes.r]\npolicy = \"ask\"\ncolour = \"red\"", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("colour"), "{err}");
     }
 
     #[test]

@@ -77,6 +77,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         model: default_provider.default_model.clone(),
         max_turn_requests: config.max_turn_requests,
         mode: config.default_mode.clone(),
+        modes: config.modes.clone(),
         rules: Arc::new(config.permission_rules.clone()),
         mcp_servers: config.mcp_servers.clone(),
         mcp_options: config.mcp_options.clone(),

@@ -523,6 +523,7 @@ mod tests {
                 model: "llama3.2".into(),
                 max_turn_requests: 25,
                 mode: "act".into(),
+                modes: Default::default(),
                 rules: Arc::default(),
                 mcp_servers: Vec::new(),
                 mcp_options: crate::mcp::McpOptions::default(),

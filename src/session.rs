@@ -16,7 +16,7 @@ use futures::future::BoxFuture;
 
 use crate::agent_loop::{self, AgentEvent, StopReason, ToolCallInfo, TurnInput, TurnOutcome};
 use crate::mcp::{McpManager, McpOptions, McpServerSpec};
-use crate::modes::{self, ModePolicy};
+use crate::modes::{ModePolicy, ModeRegistry};
 use crate::permissions::{PermissionChoice, SessionPermissions};
 use crate::prompt;
 use crate::providers::{
@@ -144,6 +144,8 @@ pub struct SessionConfig {
     pub model: String,
     pub max_turn_requests: u32,
     pub mode: String,
+    /// The modes the session may switch between.
+    pub modes: ModeRegistry,
     /// What the client offers to do for tools.
     pub client: ClientAbilities,
     pub rules: Arc<Vec<crate::permissions::Rule>>,
@@ -182,7 +184,9 @@ pub fn spawn(
 ) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
     let id = config.id.clone();
-    let policy = modes::find(&config.mode)
+    let policy = config
+        .modes
+        .find(&config.mode)
         .map(|mode| mode.policy)
         .unwrap_or(ModePolicy::Ask);
     let permissions = Arc::new(SessionPermissions::new(
@@ -231,6 +235,7 @@ pub fn spawn(
         permissions,
         max_turn_requests: config.max_turn_requests,
         mode: config.mode,
+        modes: config.modes,
         id: config.id,
         cwd: config.cwd,
         provider: config.provider,
@@ -262,6 +267,7 @@ struct SessionActor {
     permissions: Arc<SessionPermissions>,
     max_turn_requests: u32,
     mode: String,
+    modes: ModeRegistry,
     id: String,
     cwd: PathBuf,
     provider: String,
@@ -531,12 +537,13 @@ impl SessionActor {
             description: "How much the agent may do without asking".into(),
             category: OptionCategory::Mode,
             current: self.mode.clone(),
-            values: modes::MODES
+            values: self
+                .modes
                 .iter()
                 .map(|mode| OptionValue {
-                    id: mode.id.to_string(),
-                    name: mode.name.to_string(),
-                    description: Some(mode.description.to_string()),
+                    id: mode.id.clone(),
+                    name: mode.name.clone(),
+                    description: Some(mode.description.clone()),
                 })
                 .collect(),
         };
@@ -570,9 +577,9 @@ impl SessionActor {
         match id {
             MODEL_OPTION => self.model = value.to_string(),
             MODE_OPTION if value != self.mode => {
-                if let Some(mode) = modes::find(value) {
+                if let Some(policy) = self.modes.find(value).map(|mode| mode.policy) {
                     self.mode = value.to_string();
-                    self.permissions.set_policy(mode.policy);
+                    self.permissions.set_policy(policy);
                     // Takes effect from the next model call; a running turn keeps its tools.
                     self.sink
                         .send(&self.id, Update::CurrentMode(self.mode.clone()));

@@ -640,3 +640,83 @@ async fn cancel_during_a_terminal_command_kills_and_releases_it() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_config_mode_is_offered_and_its_policy_applies() {
+    let server = LlmServer::start(scripted_model(vec![(
+        "shell",
+        json!({"command": "touch made.txt"}),
+    )]))
+    .await;
+    let config = format!(
+        "{}\n[modes.hands-off]\nname = \"Hands off\"\ndescription = \"Runs everything without asking\"\npolicy = \"auto\"\n\n[modes.review]\nname = \"Review\"\npolicy = \"read_only\"\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn(&config).await;
+    agent.initialize().await;
+    let (_, created) = agent
+        .call("session/new", json!({"cwd": agent.cwd(), "mcpServers": []}))
+        .await;
+    let result = &created["result"];
+    let session = result["sessionId"].as_str().unwrap().to_string();
+    assert_eq!(result["modes"]["currentModeId"], "act");
+    let ids: Vec<&str> = result["modes"]["availableModes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["plan", "act", "auto", "hands-off", "review"]);
+    let hands_off = &result["modes"]["availableModes"][3];
+    assert_eq!(hands_off["name"], "Hands off");
+    assert_eq!(hands_off["description"], "Runs everything without asking");
+    let option = result["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "mode")
+        .unwrap();
+    assert!(
+        option["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["value"] == "review"),
+        "{option}"
+    );
+
+    // The auto policy of the config mode: the command runs without a question.
+    let (_, switched) = agent
+        .call(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "hands-off"}),
+        )
+        .await;
+    assert!(switched.get("error").is_none(), "{switched}");
+    let (seen, response) = agent.prompt(&session, "make a file").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(
+        !seen
+            .iter()
+            .any(|m| m["method"] == "session/request_permission")
+    );
+    assert!(agent.cwd().join("made.txt").exists());
+
+    // The read-only policy: commands are not even offered.
+    agent
+        .call(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "review"}),
+        )
+        .await;
+    agent.prompt(&session, "anything").await;
+    let chat = server.chat_requests();
+    let offered: Vec<&str> = chat.last().unwrap().body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(!offered.contains(&"shell"), "{offered:?}");
+    assert!(offered.contains(&"read_file"), "{offered:?}");
+}

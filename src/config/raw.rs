@@ -14,6 +14,7 @@ pub struct RawConfig {
     pub permissions: Option<RawPermissions>,
     pub mcp: Option<RawMcp>,
     pub mcp_servers: Option<BTreeMap<String, RawMcpServer>>,
+    pub modes: Option<BTreeMap<String, RawMode>>,
     /// Other top-level tables belong to the rest of Crucible.
     #[serde(flatten)]
     pub other: BTreeMap<String, toml::Value>,
@@ -102,4 +103,13 @@ pub struct RawMcpServer {
     pub url: Option<String>,
     pub headers: Option<BTreeMap<String, String>>,
     pub enabled: Option<bool>,
+}
+
+/// `[modes.ID]`: a mode besides the built-in plan, act and auto.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMode {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub policy: Option<String>,
 }

@@ -20,6 +20,7 @@ pub struct Defaults {
     pub model: String,
     pub max_turn_requests: u32,
     pub mode: String,
+    pub modes: crate::modes::ModeRegistry,
     pub rules: Arc<Vec<crate::permissions::Rule>>,
     /// `[mcp_servers]` from the config, started by every session.
     pub mcp_servers: Vec<McpServerSpec>,
@@ -68,6 +69,7 @@ impl SessionManager {
                 model: self.defaults.model.clone(),
                 max_turn_requests: self.defaults.max_turn_requests,
                 mode: self.defaults.mode.clone(),
+                modes: self.defaults.modes.clone(),
                 client,
                 rules: Arc::clone(&self.defaults.rules),
                 mcp_servers: servers,
