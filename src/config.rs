@@ -529,6 +529,7 @@ fn validate_mcp_servers(
                 ));
             }
         };
+        let spec = spec.with_trust_read_only_hints(server.trust_read_only_hints.unwrap_or(true));
         spec.validate().map_err(|err| {
             invalid(
                 path,

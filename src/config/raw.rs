@@ -103,6 +103,7 @@ pub struct RawMcpServer {
     pub url: Option<String>,
     pub headers: Option<BTreeMap<String, String>>,
     pub enabled: Option<bool>,
+    pub trust_read_only_hints: Option<bool>,
 }
 
 /// `[modes.ID]`: a mode besides the built-in plan, act and auto.

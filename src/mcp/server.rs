@@ -261,6 +261,7 @@ impl McpServer {
                     name,
                     &self.inner.spec.name,
                     &tool,
+                    self.inner.spec.trust_read_only_hints,
                     Arc::downgrade(&self.inner),
                 )
             })

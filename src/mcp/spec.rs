@@ -12,6 +12,9 @@ pub struct McpServerSpec {
     /// Unique within a session; prefixes its tools' names.
     pub name: String,
     pub transport: McpTransport,
+    /// Whether the server's `readOnlyHint` may spare the user the question
+    /// (`trust_read_only_hints` in the config; true for the editor's servers).
+    pub trust_read_only_hints: bool,
 }
 
 /// How to reach an MCP server. `Debug` shows variable and header names but
@@ -103,6 +106,7 @@ impl McpServerSpec {
                 env: Vec::new(),
                 cwd: None,
             },
+            trust_read_only_hints: true,
         }
     }
 
@@ -113,6 +117,7 @@ impl McpServerSpec {
                 url: url.into(),
                 headers: Vec::new(),
             },
+            trust_read_only_hints: true,
         }
     }
 
@@ -123,6 +128,7 @@ impl McpServerSpec {
                 url: url.into(),
                 headers: Vec::new(),
             },
+            trust_read_only_hints: true,
         }
     }
 
@@ -155,6 +161,12 @@ impl McpServerSpec {
     }
 
     /// Adds an HTTP header (http and sse only; ignored otherwise).
+    /// Whether to believe the server's `readOnlyHint`s.
+    pub fn with_trust_read_only_hints(mut self, trust: bool) -> Self {
+        self.trust_read_only_hints = trust;
+        self
+    }
+
     pub fn with_header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         if let McpTransport::Http { headers, .. } | McpTransport::Sse { headers, .. } =
             &mut self.transport
@@ -246,6 +258,7 @@ impl TryFrom<&acp::McpServer> for McpServerSpec {
                         .collect(),
                     cwd: None,
                 },
+                trust_read_only_hints: true,
             },
             acp::McpServer::Http(http) => Self {
                 name: http.name.clone(),
@@ -253,6 +266,7 @@ impl TryFrom<&acp::McpServer> for McpServerSpec {
                     url: http.url.clone(),
                     headers: headers(&http.headers),
                 },
+                trust_read_only_hints: true,
             },
             acp::McpServer::Sse(sse) => Self {
                 name: sse.name.clone(),
@@ -260,6 +274,7 @@ impl TryFrom<&acp::McpServer> for McpServerSpec {
                     url: sse.url.clone(),
                     headers: headers(&sse.headers),
                 },
+                trust_read_only_hints: true,
             },
             // The enum is non-exhaustive (e.g. the unstable `acp` transport).
             #[allow(unreachable_patterns)]

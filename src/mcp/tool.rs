@@ -39,6 +39,7 @@ impl McpTool {
         name: String,
         server_name: &str,
         tool: &rmcp::model::Tool,
+        trust_read_only_hints: bool,
         server: Weak<ServerInner>,
     ) -> Self {
         let description = match tool.description.as_deref().map(str::trim) {
@@ -48,11 +49,13 @@ impl McpTool {
                 None => format!("[MCP server `{server_name}`] the tool `{}`", tool.name),
             },
         };
-        let read_only = tool
-            .annotations
-            .as_ref()
-            .and_then(|annotations| annotations.read_only_hint)
-            == Some(true);
+        // A hint is the server's claim: it counts only from a trusted server.
+        let read_only = trust_read_only_hints
+            && tool
+                .annotations
+                .as_ref()
+                .and_then(|annotations| annotations.read_only_hint)
+                == Some(true);
         Self {
             name,
             server_name: server_name.to_string(),
@@ -104,7 +107,7 @@ impl Tool for McpTool {
         Vec::new()
     }
 
-    /// Only a server's own `readOnlyHint` spares the user the question.
+    /// Only a trusted server's own `readOnlyHint` spares the user the question.
     fn mutates(&self) -> bool {
         !self.read_only
     }
@@ -306,7 +309,22 @@ mod tests {
 
     fn tool(json: Value) -> McpTool {
         let tool: rmcp::model::Tool = serde_json::from_value(json).unwrap();
-        McpTool::new("srv__t".into(), "srv", &tool, Weak::new())
+        McpTool::new("srv__t".into(), "srv", &tool, true, Weak::new())
+    }
+
+    #[test]
+    fn read_only_hints_count_only_from_trusted_servers() {
+        let hinted: rmcp::model::Tool = serde_json::from_value(json!({
+            "name": "look", "inputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": true}
+        }))
+        .unwrap();
+        let trusted = McpTool::new("s__look".into(), "s", &hinted, true, Weak::new());
+        assert!(!trusted.mutates());
+        assert_eq!(trusted.kind(), ToolKind::Read);
+        let untrusted = McpTool::new("s__look".into(), "s", &hinted, false, Weak::new());
+        assert!(untrusted.mutates());
+        assert_eq!(untrusted.kind(), ToolKind::Other);
     }
 
     #[test]
