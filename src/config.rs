@@ -186,7 +186,8 @@ pub struct Config {
     pub default_mode: String,
     /// The built-in modes and those of `[modes.ID]`.
     pub modes: crate::modes::ModeRegistry,
-    /// `[[permissions.rules]]`, in the order written (first match wins).
+    /// `[[permissions.rules]]`, in the order written; checked by scope,
+    /// then priority, then this order (first match wins).
     pub permission_rules: Vec<crate::permissions::Rule>,
     /// `[mcp_servers.NAME]`: started by every session (enabled ones only).
     pub mcp_servers: Vec<crate::mcp::McpServerSpec>,
@@ -603,7 +604,7 @@ fn validate_rules(
     raw: raw::RawPermissions,
     path: &Path,
 ) -> Result<Vec<crate::permissions::Rule>, ConfigError> {
-    use crate::permissions::{Decision, Rule};
+    use crate::permissions::{Decision, Rule, RuleScope};
     raw.rules
         .into_iter()
         .enumerate()
@@ -652,10 +653,69 @@ fn validate_rules(
                     )
                 })?),
             };
+            let command_prefixes = rule
+                .command_prefix
+                .map(raw::OneOrMany::into_vec)
+                .unwrap_or_default();
+            if command_prefixes.iter().any(|prefix| prefix.trim().is_empty()) {
+                return Err(invalid(
+                    path,
+                    key("command_prefix"),
+                    "contains an empty prefix, which would match every command",
+                    "Write the start of the command, e.g. \"cargo \", or use all = true.",
+                ));
+            }
+            let tool = rule.tool.filter(|tool| tool != "*");
+            if rule.all == Some(true)
+                && (tool.is_some()
+                    || kind.is_some()
+                    || !command_prefixes.is_empty()
+                    || pattern.is_some())
+            {
+                return Err(invalid(
+                    path,
+                    key("all"),
+                    "is true beside other matchers",
+                    "all = true matches every call: remove it or the other matchers (tool, kind, command_prefix, pattern).",
+                ));
+            }
+            let scope = match (rule.scope.as_deref(), rule.agent) {
+                (None | Some("global"), None) => RuleScope::Global,
+                (Some("user"), None) => RuleScope::User,
+                (None | Some("agent"), Some(agent)) if !agent.trim().is_empty() => {
+                    RuleScope::Agent(agent)
+                }
+                (Some("agent"), _) | (None, Some(_)) => {
+                    return Err(invalid(
+                        path,
+                        key("agent"),
+                        "is missing or empty for an agent-scoped rule",
+                        "Name the agent card the rule is for, e.g. agent = \"reviewer\".",
+                    ));
+                }
+                (Some(scope @ ("global" | "user")), Some(_)) => {
+                    return Err(invalid(
+                        path,
+                        key("agent"),
+                        format!("is set on a rule with scope \"{scope}\""),
+                        "Remove `agent`, or set scope = \"agent\".",
+                    ));
+                }
+                (Some(other), _) => {
+                    return Err(invalid(
+                        path,
+                        key("scope"),
+                        format!("`{other}` is not a rule scope"),
+                        "Use \"global\" (the default), \"user\" (checked before everything else) or \"agent\" (with agent = \"NAME\"). Session rules come from \"always\" answers.",
+                    ));
+                }
+            };
             Ok(Rule {
-                tool: rule.tool.filter(|tool| tool != "*"),
+                scope,
+                priority: rule.priority.unwrap_or(0),
+                tool,
                 kind,
-                command_prefix: rule.command_prefix,
+                command_prefixes,
                 pattern,
                 decision,
             })
@@ -1243,6 +1303,55 @@ context_window = 8192
             .unwrap_err()
             .to_string();
         assert!(err.contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn permission_rules_have_scopes_priorities_and_prefix_lists() {
+        use crate::permissions::RuleScope;
+        let text = "[[permissions.rules]]\ncommand_prefix = [\"cargo \", \"make\"]\npriority = 5\ndecision = \"allow\"\n[[permissions.rules]]\nscope = \"user\"\nall = true\ndecision = \"ask\"\n[[permissions.rules]]\nagent = \"reviewer\"\nkind = \"edit\"\ndecision = \"deny\"";
+        let rules = load(text, &[]).unwrap().permission_rules;
+        assert_eq!(rules[0].scope, RuleScope::Global);
+        assert_eq!(rules[0].priority, 5);
+        assert_eq!(rules[0].command_prefixes, ["cargo ", "make"]);
+        assert_eq!(rules[1].scope, RuleScope::User);
+        assert!(rules[1].tool.is_none() && rules[1].kind.is_none());
+        assert_eq!(rules[2].scope, RuleScope::Agent("reviewer".into()));
+        for (rule, key) in [
+            ("scope = \"team\"\ndecision = \"ask\"", "scope"),
+            ("scope = \"agent\"\ndecision = \"ask\"", "agent"),
+            (
+                "scope = \"user\"\nagent = \"x\"\ndecision = \"ask\"",
+                "agent",
+            ),
+            ("all = true\ntool = \"shell\"\ndecision = \"ask\"", "all"),
+            (
+                "command_prefix = \"\"\ndecision = \"ask\"",
+                "command_prefix",
+            ),
+        ] {
+            let err = load(&format!("[[permissions.rules]]\n{rule}"), &[])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!("permissions.rules[0].{key}")),
+                "{err}"
+            );
+        }
+        let err = load(
+            "[[permissions.rules]]\npriority = \"high\"\ndecision = \"ask\"",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("priority"), "{err}");
+    }
+
+    #[test]
+    fn mcp_servers_can_distrust_read_only_hints() {
+        let text = "[mcp_servers.a]\ncommand = \"x\"\n[mcp_servers.b]\ncommand = \"y\"\ntrust_read_only_hints = false";
+        let servers = load(text, &[]).unwrap().mcp_servers;
+        assert!(servers[0].trust_read_only_hints);
+        assert!(!servers[1].trust_read_only_hints);
     }
 
     #[test]

@@ -1,10 +1,14 @@
-//! Whether a tool call may run. Reads and searches change nothing and run
-//! at once; anything that writes or executes asks the user through the
-//! client (`session/request_permission`), and an "always" answer is kept as
-//! a rule for the rest of the session. The session's other work goes on
+//! Whether a tool call may run (seed 003 section 5). Reads and searches
+//! change nothing and run at once; anything that writes or executes asks the
+//! user through the client (`session/request_permission`), unless a rule
+//! decides first. Rules come in scopes: `user` rules (the user's own
+//! overrides in the config), `session` rules (the user's "always" answers),
+//! `agent` rules (for one agent card) and `global` rules (the config's
+//! default). They are checked user, session, agent, global; within a scope
+//! higher `priority` first, then in the order written; the first match wins
+//! and no match means the mode decides. The session's other work goes on
 //! while a question waits.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
@@ -15,40 +19,108 @@ use crate::session::ClientSink;
 use crate::tools::{Tool, ToolKind};
 
 /// What a rule decides.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Decision {
     Allow,
     Deny,
+    #[default]
     Ask,
 }
 
-/// A `[[permissions.rules]]` entry. Every field given must match; none given
-/// matches every call.
-#[derive(Debug, Clone)]
+/// Where a rule comes from, which also orders rules: earlier scopes first.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RuleScope {
+    /// The user's own overrides (`scope = "user"` in the config).
+    User,
+    /// Made during the session by an "always" answer.
+    Session,
+    /// Only for sessions run by this agent (card) name.
+    Agent(String),
+    /// The config's rules for everything.
+    #[default]
+    Global,
+}
+
+impl RuleScope {
+    fn rank(&self) -> u8 {
+        match self {
+            RuleScope::User => 0,
+            RuleScope::Session => 1,
+            RuleScope::Agent(_) => 2,
+            RuleScope::Global => 3,
+        }
+    }
+}
+
+/// A permission rule. Every matcher given must match; a rule without
+/// matchers (or with `all = true` in the config) matches every call.
+#[derive(Debug, Clone, Default)]
 pub struct Rule {
+    pub scope: RuleScope,
+    /// Higher is checked first within a scope (default 0).
+    pub priority: i32,
+    /// The tool's name.
     pub tool: Option<String>,
+    /// The tool's kind (its category: read, edit, execute…).
     pub kind: Option<ToolKind>,
-    /// For `shell`: the command starts with this.
-    pub command_prefix: Option<String>,
+    /// For `shell`: the command starts with one of these.
+    pub command_prefixes: Vec<String>,
     /// Searched in the call's arguments as JSON text.
     pub pattern: Option<regex::Regex>,
     pub decision: Decision,
 }
 
 impl Rule {
+    /// A rule for every call of one tool.
+    pub fn for_tool(scope: RuleScope, tool: impl Into<String>, decision: Decision) -> Self {
+        Self {
+            scope,
+            tool: Some(tool.into()),
+            decision,
+            ..Self::default()
+        }
+    }
+
     pub fn matches(&self, call: &ToolCallInfo, tool: &dyn Tool) -> bool {
         self.tool.as_deref().is_none_or(|name| name == tool.name())
             && self.kind.is_none_or(|kind| kind == tool.kind())
-            && self.command_prefix.as_deref().is_none_or(|prefix| {
-                call.raw_input["command"]
-                    .as_str()
-                    .is_some_and(|command| command.trim_start().starts_with(prefix))
-            })
+            && (self.command_prefixes.is_empty()
+                || call.raw_input["command"].as_str().is_some_and(|command| {
+                    let command = command.trim_start();
+                    self.command_prefixes
+                        .iter()
+                        .any(|prefix| command.starts_with(prefix.as_str()))
+                }))
             && self
                 .pattern
                 .as_ref()
                 .is_none_or(|pattern| pattern.is_match(&call.raw_input.to_string()))
     }
+
+    /// Whether the rule applies to a session run by `agent`.
+    fn applies_to(&self, agent: Option<&str>) -> bool {
+        match &self.scope {
+            RuleScope::Agent(name) => agent == Some(name.as_str()),
+            _ => true,
+        }
+    }
+}
+
+/// The rule that decides `call`, if any: `rules` in evaluation order
+/// (scope, then priority, then the order given), first match wins.
+pub fn first_match<'r>(
+    rules: impl IntoIterator<Item = &'r Rule>,
+    agent: Option<&str>,
+    call: &ToolCallInfo,
+    tool: &dyn Tool,
+) -> Option<&'r Rule> {
+    let mut ordered: Vec<&Rule> = rules
+        .into_iter()
+        .filter(|rule| rule.applies_to(agent))
+        .collect();
+    // Stable: equal keys keep the order given.
+    ordered.sort_by_key(|rule| (rule.scope.rank(), std::cmp::Reverse(rule.priority)));
+    ordered.into_iter().find(|rule| rule.matches(call, tool))
 }
 
 /// The user's answer to one permission request.
@@ -87,13 +159,17 @@ impl PermissionChoice {
     }
 }
 
-/// A session's permission rules: "always" answers, by tool name.
+/// A session's permission rules: the config's, and the user's "always"
+/// answers as session rules.
 pub struct SessionPermissions {
     session_id: String,
     sink: Arc<dyn ClientSink>,
-    /// From the config; checked after the user's own "always" answers.
+    /// From the config (global, user and agent scopes).
     rules: Arc<Vec<Rule>>,
-    remembered: Mutex<BTreeMap<String, bool>>,
+    /// "Always" answers, newest first.
+    session_rules: Mutex<Vec<Rule>>,
+    /// The agent (card) the session runs, for agent-scoped rules.
+    agent: Option<String>,
     /// The session's mode; changed by the session actor, read by running turns.
     policy: Mutex<ModePolicy>,
 }
@@ -109,9 +185,16 @@ impl SessionPermissions {
             session_id,
             sink,
             rules,
-            remembered: Mutex::default(),
+            session_rules: Mutex::default(),
+            agent: None,
             policy: Mutex::new(policy),
         }
+    }
+
+    /// For sessions run by an agent card: its agent-scoped rules apply.
+    pub fn with_agent(mut self, agent: Option<String>) -> Self {
+        self.agent = agent;
+        self
     }
 
     pub fn policy(&self) -> ModePolicy {
@@ -128,16 +211,32 @@ impl SessionPermissions {
             .unwrap_or_else(|poison| poison.into_inner()) = policy;
     }
 
-    fn remembered(&self, tool: &str) -> Option<bool> {
-        self.lock().get(tool).copied()
+    /// The decision and scope of the first matching rule.
+    fn decided(&self, call: &ToolCallInfo, tool: &dyn Tool) -> Option<(Decision, RuleScope)> {
+        let session = self.lock_session_rules().clone();
+        first_match(
+            self.rules.iter().chain(session.iter()),
+            self.agent.as_deref(),
+            call,
+            tool,
+        )
+        .map(|rule| (rule.decision, rule.scope.clone()))
     }
 
+    /// An "always" answer: a session rule for the tool, newest first.
     fn remember(&self, tool: &str, allowed: bool) {
-        self.lock().insert(tool.to_string(), allowed);
+        let decision = if allowed {
+            Decision::Allow
+        } else {
+            Decision::Deny
+        };
+        let mut rules = self.lock_session_rules();
+        rules.retain(|rule| rule.tool.as_deref() != Some(tool));
+        rules.insert(0, Rule::for_tool(RuleScope::Session, tool, decision));
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, bool>> {
-        self.remembered
+    fn lock_session_rules(&self) -> std::sync::MutexGuard<'_, Vec<Rule>> {
+        self.session_rules
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
     }
@@ -165,25 +264,17 @@ impl PermissionGate for SessionPermissions {
                     call.title
                 ));
             }
-            match self.remembered(tool.name()) {
-                Some(false) => return rejected(call),
-                Some(true) => return Permission::Allow,
-                None => {}
-            }
-            let configured = self
-                .rules
-                .iter()
-                .find(|rule| rule.matches(call, tool))
-                .map(|rule| rule.decision);
-            match (configured, policy) {
-                (Some(Decision::Deny), _) => {
+            match (self.decided(call, tool), policy) {
+                // The user's own "always reject".
+                (Some((Decision::Deny, RuleScope::Session)), _) => return rejected(call),
+                (Some((Decision::Deny, _)), _) => {
                     return Permission::Reject(format!(
                         "A permission rule in the user's configuration forbids this ({}). Do not try it another way.",
                         call.title
                     ));
                 }
-                (Some(Decision::Allow), _) => return Permission::Allow,
-                (Some(Decision::Ask), _) => {}
+                (Some((Decision::Allow, _)), _) => return Permission::Allow,
+                (Some((Decision::Ask, _)), _) => {}
                 (None, _) if !tool.mutates() => return Permission::Allow,
                 (None, ModePolicy::Auto) => return Permission::Allow,
                 (None, _) => {}
@@ -240,11 +331,108 @@ mod tests {
     fn rule(tool: Option<&str>, prefix: Option<&str>, decision: Decision) -> Rule {
         Rule {
             tool: tool.map(str::to_string),
-            kind: None,
-            command_prefix: prefix.map(str::to_string),
-            pattern: None,
+            command_prefixes: prefix.map(str::to_string).into_iter().collect(),
             decision,
+            ..Rule::default()
         }
+    }
+
+    fn call_of(tool: &dyn Tool, input: Value) -> ToolCallInfo {
+        ToolCallInfo {
+            id: "c".into(),
+            title: tool.title(&input),
+            kind: tool.kind(),
+            locations: Vec::new(),
+            raw_input: input,
+        }
+    }
+
+    #[test]
+    fn scope_then_priority_then_order_decides_which_rule_wins() {
+        let registry = ToolRegistry::builtin();
+        let shell = registry.get("shell").unwrap();
+        let call = call_of(&**shell, json!({"command": "cargo test"}));
+        let with = |scope: RuleScope, priority: i32, decision: Decision| Rule {
+            scope,
+            priority,
+            decision,
+            ..Rule::default()
+        };
+        let winner = |rules: &[Rule], agent: Option<&str>| {
+            first_match(rules, agent, &call, &**shell).map(|rule| rule.decision)
+        };
+        use Decision::{Allow, Ask, Deny};
+        // Higher priority first within a scope; equal priority: the order written.
+        let rules = [
+            with(RuleScope::Global, 0, Deny),
+            with(RuleScope::Global, 5, Allow),
+        ];
+        assert_eq!(winner(&rules, None), Some(Allow));
+        let rules = [
+            with(RuleScope::Global, 1, Ask),
+            with(RuleScope::Global, 1, Deny),
+        ];
+        assert_eq!(winner(&rules, None), Some(Ask));
+        // User and session rules come before any global one, whatever its priority.
+        let rules = [
+            with(RuleScope::Global, 100, Deny),
+            with(RuleScope::Session, -5, Allow),
+        ];
+        assert_eq!(winner(&rules, None), Some(Allow));
+        let rules = [
+            with(RuleScope::Session, 100, Allow),
+            with(RuleScope::User, 0, Deny),
+        ];
+        assert_eq!(winner(&rules, None), Some(Deny));
+        // Agent rules apply to their agent only, before global ones.
+        let rules = [
+            with(RuleScope::Global, 9, Ask),
+            with(RuleScope::Agent("reviewer".into()), 0, Deny),
+        ];
+        assert_eq!(winner(&rules, Some("reviewer")), Some(Deny));
+        assert_eq!(winner(&rules, Some("coder")), Some(Ask));
+        assert_eq!(winner(&rules, None), Some(Ask));
+        // A rule that does not match is passed over.
+        let rules = [
+            Rule {
+                priority: 10,
+                ..rule(Some("shell"), Some("rm "), Deny)
+            },
+            rule(Some("shell"), None, Allow),
+        ];
+        assert_eq!(winner(&rules, None), Some(Allow));
+        assert_eq!(winner(&[], None), None);
+    }
+
+    #[test]
+    fn matchers_cover_name_kind_prefixes_pattern_and_all() {
+        let registry = ToolRegistry::builtin();
+        let shell = registry.get("shell").unwrap();
+        let read = registry.get("read_file").unwrap();
+        let cargo = call_of(&**shell, json!({"command": "  cargo build"}));
+        let git = call_of(&**shell, json!({"command": "git status"}));
+        let file = call_of(&**read, json!({"path": "secret.env"}));
+        let prefixes = Rule {
+            command_prefixes: vec!["cargo ".into(), "make".into()],
+            ..Rule::default()
+        };
+        assert!(prefixes.matches(&cargo, &**shell));
+        assert!(!prefixes.matches(&git, &**shell));
+        assert!(!prefixes.matches(&file, &**read), "no command, no match");
+        let kind = Rule {
+            kind: Some(ToolKind::Execute),
+            ..Rule::default()
+        };
+        assert!(kind.matches(&git, &**shell));
+        assert!(!kind.matches(&file, &**read));
+        let pattern = Rule {
+            pattern: Some(regex::Regex::new(r"\.env\b").unwrap()),
+            ..Rule::default()
+        };
+        assert!(pattern.matches(&file, &**read));
+        assert!(!pattern.matches(&git, &**shell));
+        let all = Rule::default();
+        assert!(all.matches(&cargo, &**shell) && all.matches(&file, &**read));
     }
 
     async fn decide(

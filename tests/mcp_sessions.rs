@@ -188,3 +188,23 @@ async fn server_progress_shows_as_in_progress_updates_of_the_call() {
         next += at + 1;
     }
 }
+
+#[tokio::test]
+async fn read_only_hints_of_an_untrusted_config_server_do_not_skip_the_question() {
+    let server = LlmServer::start(scripted_model(vec![("fx__add", json!({"a": 1, "b": 2}))])).await;
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/echo_server.py");
+    let config = format!(
+        "{}\n[mcp_servers.fx]\ncommand = \"python3\"\nargs = [{:?}]\ntrust_read_only_hints = false\n",
+        config_for(&server, "test-model"),
+        script.display().to_string()
+    );
+    let mut agent = Agent::spawn(&config).await;
+    let session = new_session(&mut agent, json!([])).await;
+    let prompt = agent.start_prompt(&session, "add").await;
+    // `add` claims readOnlyHint, but this server is not trusted: asked.
+    let asked = answer_permission(&mut agent, "allow_once").await;
+    assert_eq!(asked["params"]["toolCall"]["title"], "fx: add");
+    let (_, response) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+}

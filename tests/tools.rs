@@ -720,3 +720,72 @@ async fn a_config_mode_is_offered_and_its_policy_applies() {
     assert!(!offered.contains(&"shell"), "{offered:?}");
     assert!(offered.contains(&"read_file"), "{offered:?}");
 }
+
+#[tokio::test]
+async fn rules_are_checked_by_scope_then_priority() {
+    let server = LlmServer::start(scripted_model(vec![
+        ("shell", json!({"command": "echo a > allowed.txt"})),
+        ("shell", json!({"command": "touch denied.txt"})),
+        ("shell", json!({"command": "touch keep.txt"})),
+    ]))
+    .await;
+    // Written first but lower priority: the deny below wins for `touch`;
+    // the user's own rule comes before both.
+    let rules = r#"
+[[permissions.rules]]
+tool = "shell"
+decision = "allow"
+
+[[permissions.rules]]
+tool = "shell"
+command_prefix = ["rm ", "touch "]
+priority = 10
+decision = "deny"
+
+[[permissions.rules]]
+scope = "user"
+command_prefix = "touch keep"
+decision = "allow"
+"#;
+    let config = format!("{}\n{rules}", config_for(&server, "test-model"));
+    let mut agent = Agent::spawn(&config).await;
+    let session = agent.start_session().await;
+    let (seen, response) = agent.prompt(&session, "go").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(
+        !seen
+            .iter()
+            .any(|m| m["method"] == "session/request_permission")
+    );
+    assert!(agent.cwd().join("allowed.txt").exists());
+    assert!(!agent.cwd().join("denied.txt").exists());
+    assert!(agent.cwd().join("keep.txt").exists());
+}
+
+#[tokio::test]
+async fn an_always_reject_answer_outranks_a_config_allow() {
+    let server = LlmServer::start(scripted_model(vec![
+        ("write_file", json!({"path": "a.txt", "content": "a"})),
+        ("write_file", json!({"path": "b.txt", "content": "b"})),
+    ]))
+    .await;
+    // Asks for a.txt only; the answer then covers every later write.
+    let config = format!(
+        "{}\n[[permissions.rules]]\ntool = \"write_file\"\npattern = \"b\\\\.txt\"\ndecision = \"allow\"\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn(&config).await;
+    let session = agent.start_session().await;
+    let prompt = agent.start_prompt(&session, "write both").await;
+    answer_permission(&mut agent, "reject_always").await;
+    let (seen, response) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(
+        !seen
+            .iter()
+            .any(|m| m["method"] == "session/request_permission"),
+        "asked only once"
+    );
+    assert!(!agent.cwd().join("a.txt").exists());
+    assert!(!agent.cwd().join("b.txt").exists());
+}

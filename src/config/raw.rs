@@ -77,9 +77,30 @@ pub struct RawPermissions {
 pub struct RawRule {
     pub tool: Option<String>,
     pub kind: Option<String>,
-    pub command_prefix: Option<String>,
+    pub command_prefix: Option<OneOrMany>,
     pub pattern: Option<String>,
+    pub all: Option<bool>,
     pub decision: Option<String>,
+    pub priority: Option<i32>,
+    pub scope: Option<String>,
+    pub agent: Option<String>,
+}
+
+/// A string, or a list of them.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(one) => vec![one],
+            OneOrMany::Many(many) => many,
+        }
+    }
 }
 
 /// `[mcp]`: how MCP servers are run.
