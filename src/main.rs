@@ -16,6 +16,7 @@ use crucible_agent::providers::Providers;
 use crucible_agent::router::Router;
 use crucible_agent::session::ClientSink;
 use crucible_agent::session::manager::{Defaults, SessionManager};
+use crucible_agent::store::Store;
 use crucible_agent::transport::{self, Connection};
 
 /// How long to wait for queued output after stdin closes.
@@ -55,7 +56,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(config)) {
+    match runtime.block_on(serve(config, cli.data_dir())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
@@ -66,7 +67,7 @@ fn main() -> ExitCode {
 }
 
 /// Speak ACP on stdin/stdout until stdin closes.
-async fn serve(config: Config) -> anyhow::Result<()> {
+async fn serve(config: Config, data_dir: std::path::PathBuf) -> anyhow::Result<()> {
     let (connection, lines) = Connection::new();
     let mut writer = tokio::spawn(transport::run_writer(lines, tokio::io::stdout()));
     let default_provider = config
@@ -83,7 +84,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     };
     let providers = Arc::new(Providers::from_config(&config));
     let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());
-    let mut router = Router::new(connection, SessionManager::new(providers, sink, defaults));
+    let store = Arc::new(Store::new(&data_dir));
+    let sessions = SessionManager::new(providers, sink, defaults)
+        .with_store(store, config.default_agent.clone());
+    let mut router = Router::new(connection, sessions);
 
     let stdin = tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin());
     let read_result = tokio::select! {
