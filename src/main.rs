@@ -34,6 +34,16 @@ fn main() -> ExitCode {
         model: cli.model.clone(),
         agent: cli.agent.clone(),
     };
+    if let Some(command) = &cli.command {
+        return match run_command(&cli, command, &overrides) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(err) => {
+                eprintln!("crucible-agent: {err:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let config = match Config::load(&config_path, named, &overrides) {
         Ok(config) => config,
         Err(err) => {
@@ -64,6 +74,51 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A subcommand for people: it may print to stdout. `Ok(false)` when it
+/// found something broken.
+fn run_command(
+    cli: &cli::Cli,
+    command: &cli::Command,
+    overrides: &Overrides,
+) -> anyhow::Result<bool> {
+    use cli::{Command, ConfigAction, SessionsAction};
+    let (config_path, named) = cli.config_path();
+    let data_dir = cli.data_dir();
+    let store = Store::new(&data_dir);
+    let mut out = std::io::stdout().lock();
+    match command {
+        Command::Config {
+            action: ConfigAction::Init { force },
+        } => cli::init::init(&config_path, *force, &mut out)?,
+        Command::Config {
+            action: ConfigAction::Path,
+        } => cli::init::paths(&config_path, &data_dir, &mut out)?,
+        Command::Sessions {
+            action: SessionsAction::List { cwd, json },
+        } => cli::sessions::list(&store, cwd.as_deref(), *json, &mut out)?,
+        Command::Sessions {
+            action: SessionsAction::Show { id, json },
+        } => cli::sessions::show(&store, id, *json, &mut out)?,
+        Command::Sessions {
+            action: SessionsAction::Delete { id },
+        } => cli::sessions::delete(&store, id, &mut out)?,
+        Command::Doctor => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            return Ok(runtime.block_on(cli::doctor::run(
+                &config_path,
+                named,
+                overrides,
+                &data_dir,
+                &mut out,
+            ))?);
+        }
+    }
+    Ok(true)
 }
 
 /// Speak ACP on stdin/stdout until stdin closes.
