@@ -34,7 +34,10 @@ async fn initialize_negotiates_version_and_advertises_truthfully() {
     // Sessions are stored: load, list, resume, close and delete work (tests/sessions.rs).
     assert_eq!(caps["loadSession"], true);
     for capability in ["list", "resume", "close", "delete"] {
-        assert!(caps["sessionCapabilities"][capability].is_object(), "{capability}");
+        assert!(
+            caps["sessionCapabilities"][capability].is_object(),
+            "{capability}"
+        );
     }
     // MCP over streamable HTTP and legacy SSE both work (tests/mcp.rs).
     assert_eq!(caps["mcpCapabilities"], json!({"http": true, "sse": true}));

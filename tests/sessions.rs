@@ -176,8 +176,7 @@ async fn a_session_survives_sigkill_and_load_replays_what_the_client_saw() {
     );
     let tool_done = conversation(&replayed, &session)
         .into_iter()
-        .filter(|u| u["sessionUpdate"] == "tool_call_update")
-        .last()
+        .rfind(|u| u["sessionUpdate"] == "tool_call_update")
         .unwrap();
     assert_eq!(tool_done["status"], "completed");
 
