@@ -10,8 +10,8 @@ mod harness;
 use std::time::Duration;
 
 use harness::{
-    Agent, LlmServer, Recorded, Reply, Split, config_for, conversation, error_message,
-    models_reply, openai_stream, stream_head, user_update,
+    Agent, LlmServer, Recorded, Reply, Split, answer_permission, config_for, conversation,
+    error_message, models_reply, openai_stream, stream_head, user_update,
 };
 use serde_json::{Value, json};
 
@@ -43,6 +43,15 @@ fn model(request: &Recorded) -> Reply {
                 json!({"reasoning_content": "I should read the file."}),
                 json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
                 "function": {"name": "read_file", "arguments": "{\"path\":\"notes.txt\"}"}}]}),
+            ],
+            "tool_calls",
+            (50, 10),
+        )
+    } else if request.last_user_text().contains("write") {
+        openai_stream(
+            &[
+                json!({"tool_calls": [{"index": 0, "id": "call_w", "type": "function",
+            "function": {"name": "write_file", "arguments": "{\"path\":\"out.txt\",\"content\":\"x\"}"}}]}),
             ],
             "tool_calls",
             (50, 10),
@@ -376,4 +385,56 @@ async fn two_processes_never_have_one_session_open_at_once() {
     let cwd = first.cwd();
     let (_, response) = load(&mut first, &session, &cwd).await;
     assert_eq!(response["error"]["code"], -32600, "{response}");
+}
+
+#[tokio::test]
+async fn always_answers_and_the_model_choice_survive_a_restart() {
+    let server = LlmServer::start(model).await;
+    let config = config_for(&server, "test-model");
+    let mut first = Agent::spawn(&config).await;
+    let session = first.start_session().await;
+    // Wait for the model list, so `other-model` is a value of the option.
+    first.wait_for_update("config_option_update").await;
+    let (_, response) = first
+        .call(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "model", "value": "other-model"}),
+        )
+        .await;
+    assert!(response.get("result").is_some(), "{response}");
+    let id = first.start_prompt(&session, "write the file").await;
+    answer_permission(&mut first, "allow_always").await;
+    let (_, response) = first.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    first.kill().await;
+
+    let mut second = Agent::spawn_sharing(&config, &first).await;
+    second.initialize().await;
+    let (_, response) = load(&mut second, &session, &first.cwd()).await;
+    let model = response["result"]["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "model")
+        .unwrap()
+        .clone();
+    assert_eq!(model["currentValue"], "other-model", "{response}");
+    // The "always" answer holds: the same tool runs without a question.
+    let before = server.chat_requests().len();
+    let (seen, response) = second.prompt(&session, "write it again").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(
+        !seen
+            .iter()
+            .any(|m| m["method"] == "session/request_permission"),
+        "asked again: {seen:?}"
+    );
+    assert_eq!(server.chat_requests()[before].body["model"], "other-model");
+    let metadata: Value = serde_json::from_slice(
+        &std::fs::read(first.session_dir(&session).join("metadata.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(metadata["permissions"]["write_file"], true, "{metadata}");
+    assert_eq!(metadata["model"], "other-model");
 }
