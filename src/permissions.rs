@@ -9,6 +9,7 @@
 //! and no match means the mode decides. The session's other work goes on
 //! while a question waits.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
@@ -221,6 +222,28 @@ impl SessionPermissions {
             tool,
         )
         .map(|rule| (rule.decision, rule.scope.clone()))
+    }
+
+    /// The "always" answers so far (true allows), to be saved with the session.
+    pub fn remembered_rules(&self) -> BTreeMap<String, bool> {
+        self.lock_session_rules()
+            .iter()
+            .filter_map(|rule| {
+                let allowed = match rule.decision {
+                    Decision::Allow => true,
+                    Decision::Deny => false,
+                    Decision::Ask => return None,
+                };
+                Some((rule.tool.clone()?, allowed))
+            })
+            .collect()
+    }
+
+    /// Answers saved with a session that is loaded again (as session rules).
+    pub fn restore(&self, rules: BTreeMap<String, bool>) {
+        for (tool, allowed) in rules {
+            self.remember(&tool, allowed);
+        }
     }
 
     /// An "always" answer: a session rule for the tool, newest first.

@@ -6,9 +6,12 @@
 #[path = "support/harness.rs"]
 mod harness;
 
+#[path = "support/client.rs"]
+mod client;
+
+use client::{initialize_with_terminal, respond_until, result_for};
 use harness::{
-    Agent, LlmServer, agent_text, answer_permission, config_for, initialize_with_terminal,
-    respond_until, result_for, scripted_model, tool_updates,
+    Agent, LlmServer, agent_text, answer_permission, config_for, scripted_model, tool_updates,
 };
 use serde_json::{Value, json};
 
