@@ -9,6 +9,7 @@
 pub mod agent_loop;
 pub mod cli;
 pub mod config;
+pub mod context;
 pub mod mcp;
 pub mod modes;
 pub mod permissions;
