@@ -17,7 +17,38 @@ pub use budget::{ContextBudget, TokenEstimator};
 
 /// Marks the user message that carries a compaction summary, so a stack
 /// rebuilt from stored messages knows it for what it is.
-pub const SUMMARY_PREFIX: &str = "[Summary of the earlier conversation, written when the context was compacted]";
+pub const SUMMARY_PREFIX: &str =
+    "[Summary of the earlier conversation, written when the context was compacted]";
+
+/// How a session budgets its context (`[context]` in the config).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ContextSettings {
+    /// Tokens kept free for the answer (capped at a quarter of the window).
+    pub reserve_tokens: u64,
+    /// Share of the window past which older turns are summarized.
+    pub compaction_threshold: f64,
+    /// Turns kept verbatim when compacting.
+    pub keep_recent_turns: usize,
+}
+
+impl Default for ContextSettings {
+    fn default() -> Self {
+        Self {
+            reserve_tokens: budget::DEFAULT_RESERVE_TOKENS,
+            compaction_threshold: budget::DEFAULT_COMPACTION_THRESHOLD,
+            keep_recent_turns: DEFAULT_KEEP_RECENT_TURNS,
+        }
+    }
+}
+
+impl ContextSettings {
+    pub fn budget(&self, window: u64) -> ContextBudget {
+        ContextBudget::new(window, self.reserve_tokens, self.compaction_threshold)
+    }
+}
+
+/// Turns a compaction keeps verbatim unless the config says otherwise.
+pub const DEFAULT_KEEP_RECENT_TURNS: usize = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntryKind {
@@ -109,13 +140,25 @@ pub struct Checkpoint {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ContextOp {
     /// Replace the first `entries` entries with one summary.
-    Compact { entries: usize, summary: String },
+    Compact {
+        entries: usize,
+        summary: String,
+    },
     /// Remove `count` entries from `start` (whole turns or tool exchanges).
-    Drop { start: usize, count: usize },
-    Checkpoint { name: String },
-    Rollback { name: String },
+    Drop {
+        start: usize,
+        count: usize,
+    },
+    Checkpoint {
+        name: String,
+    },
+    Rollback {
+        name: String,
+    },
     /// Remove the last `count` entries.
-    Pop { count: usize },
+    Pop {
+        count: usize,
+    },
     /// Empty the stack; checkpoints stay.
     Reset,
 }
@@ -182,9 +225,7 @@ impl ContextManager {
             Role::Assistant if has_calls => self
                 .entries
                 .push(Entry::new(EntryKind::ToolExchange, message)),
-            Role::Assistant => self
-                .entries
-                .push(Entry::new(EntryKind::Assistant, message)),
+            Role::Assistant => self.entries.push(Entry::new(EntryKind::Assistant, message)),
         }
     }
 
@@ -281,7 +322,10 @@ impl ContextManager {
             if fits(chars) {
                 break;
             }
-            chars -= self.entries[whole..next].iter().map(|e| e.chars).sum::<u64>();
+            chars -= self.entries[whole..next]
+                .iter()
+                .map(|e| e.chars)
+                .sum::<u64>();
             whole = next;
         }
         if whole > 0 {
@@ -572,7 +616,12 @@ mod tests {
             ),
             (ContextOp::Pop { count: 2 }, Ok(vec!["user"])),
             (ContextOp::Pop { count: 5 }, Err(())),
-            (ContextOp::Rollback { name: "nope".into() }, Err(())),
+            (
+                ContextOp::Rollback {
+                    name: "nope".into(),
+                },
+                Err(()),
+            ),
             (ContextOp::Checkpoint { name: " ".into() }, Err(())),
             (
                 ContextOp::Rollback { name: "one".into() },
@@ -723,12 +772,17 @@ mod tests {
     fn report_lists_entries_tokens_and_checkpoints() {
         let mut context = ContextManager::from_messages([user("hello there"), answer("hi")]);
         context
-            .apply(&ContextOp::Checkpoint { name: "start".into() })
+            .apply(&ContextOp::Checkpoint {
+                name: "start".into(),
+            })
             .unwrap();
         let budget = ContextBudget::new(8192, 4096, 0.8);
         let report = context.report(100, &budget);
         let used = 100 + context.tokens();
-        assert!(report.contains(&format!("Context: {used} / 6144 tokens")), "{report}");
+        assert!(
+            report.contains(&format!("Context: {used} / 6144 tokens")),
+            "{report}"
+        );
         assert!(report.contains("window 8192"), "{report}");
         assert!(report.contains("1. user"), "{report}");
         assert!(report.contains("hello there"), "{report}");

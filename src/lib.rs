@@ -7,7 +7,9 @@
 //! transport's single writer puts them on stdout.
 
 pub mod agent_loop;
+pub mod agents;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod context;
 pub mod mcp;

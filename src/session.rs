@@ -3,6 +3,8 @@
 //! through its mailbox, so sessions never lock or block each other.
 
 pub mod manager;
+mod prep;
+mod slash;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,13 +17,13 @@ use tokio_util::sync::CancellationToken;
 use futures::future::BoxFuture;
 
 use crate::agent_loop::{self, AgentEvent, StopReason, ToolCallInfo, TurnInput, TurnOutcome};
+use crate::agents::AgentCard;
+use crate::commands::CommandInfo;
+use crate::context::{ContextManager, ContextSettings};
 use crate::mcp::{McpManager, McpOptions, McpServerSpec};
 use crate::modes::{self, ModePolicy};
 use crate::permissions::{PermissionChoice, SessionPermissions};
-use crate::prompt;
-use crate::providers::{
-    FALLBACK_CONTEXT_WINDOW, Message, ModelInfo, Part, ProviderError, Providers, Role,
-};
+use crate::providers::{Message, ModelInfo, Part, ProviderError, Providers, Role};
 use crate::tools::{ClientFs, LocalFs, ToolContext, ToolRegistry};
 
 /// Everything a session sends to its client. The seam that keeps session
@@ -49,6 +51,8 @@ pub enum Update {
     ConfigOptions(Vec<SelectOption>),
     /// The session's mode changed (ACP `current_mode_update`).
     CurrentMode(String),
+    /// The slash commands the session offers (ACP `available_commands_update`).
+    AvailableCommands(Vec<CommandInfo>),
 }
 
 /// A session setting the client can change (a select, in ACP terms).
@@ -74,9 +78,11 @@ pub enum OptionCategory {
     Model,
     Provider,
     Mode,
+    Agent,
 }
 
 pub const MODEL_OPTION: &str = "model";
+pub const AGENT_OPTION: &str = "agent";
 pub const PROVIDER_OPTION: &str = "provider";
 pub const MODE_OPTION: &str = "mode";
 
@@ -150,6 +156,12 @@ pub struct SessionConfig {
     /// Started in the background; the first prompt waits for them.
     pub mcp_servers: Vec<McpServerSpec>,
     pub mcp_options: McpOptions,
+    /// Answer reserve and compaction threshold (`[context]`).
+    pub context: ContextSettings,
+    /// The agent card to start with (`--agent`, `[chat] default_agent`).
+    pub agent: Option<String>,
+    /// `[chat] system_prompt`: the user's addition to the system prompt.
+    pub system_prompt: Option<String>,
 }
 
 /// The client capabilities tools can use instead of the local machine.
@@ -217,7 +229,7 @@ pub fn spawn(
             let _ = mcp_ready.send(Some(manager));
         });
     }
-    let actor = SessionActor {
+    let mut actor = SessionActor {
         mcp,
         mcp_failures_told: false,
         tool_context,
@@ -229,12 +241,22 @@ pub fn spawn(
         cwd: config.cwd,
         provider: config.provider,
         model: config.model,
-        history: Vec::new(),
+        context: ContextManager::new(),
+        context_settings: config.context,
+        agents: crate::agents::load_all(),
+        agent: None,
+        user_prompt: config.system_prompt,
         providers,
         sink,
         models: None,
         mailbox: tx.downgrade(),
     };
+    if let Some(name) = config.agent {
+        // Before the client hears anything, so no update is sent for it.
+        if let Err(err) = actor.switch_agent(&name, false) {
+            tracing::warn!(session = %actor.id, %err, "default agent not used");
+        }
+    }
     let task = tokio::spawn(actor.run(rx));
     SessionHandle { id, tx, task }
 }
@@ -260,7 +282,13 @@ struct SessionActor {
     cwd: PathBuf,
     provider: String,
     model: String,
-    history: Vec<Arc<Message>>,
+    context: ContextManager,
+    context_settings: ContextSettings,
+    /// Every agent card, loaded when the session starts.
+    agents: Vec<AgentCard>,
+    /// The active card's name.
+    agent: Option<String>,
+    user_prompt: Option<String>,
     providers: Arc<Providers>,
     sink: Arc<dyn ClientSink>,
     /// The provider's model list, once it has loaded.
@@ -341,7 +369,13 @@ impl SessionActor {
             SessionMsg::Options { reply } => {
                 let _ = reply.send(self.options());
             }
-            SessionMsg::Started => self.load_models(),
+            SessionMsg::Started => {
+                self.sink.send(
+                    &self.id,
+                    Update::AvailableCommands(crate::commands::builtin()),
+                );
+                self.load_models();
+            }
             SessionMsg::ModelsLoaded { provider, models } => {
                 if provider == self.provider {
                     let before = self.options();
@@ -363,71 +397,46 @@ impl SessionActor {
         request_cancel: CancellationToken,
         reply: PromptReply,
     ) -> Option<RunningTurn> {
-        self.history.push(Arc::new(Message {
+        // A child of the request's token: `$/cancel_request` and `session/cancel` both stop it.
+        let cancel = request_cancel.child_token();
+        if let Some(command) = crate::commands::from_parts(&content) {
+            return self.start_command(command, cancel, reply);
+        }
+        let prep = match self.prepare(true) {
+            Ok(prep) => prep,
+            Err(err) => {
+                let _ = reply.send(Err(err));
+                return None;
+            }
+        };
+        self.context.push(Arc::new(Message {
             role: Role::User,
             parts: content,
         }));
-        // A child of the request's token: `$/cancel_request` and `session/cancel` both stop it.
-        let cancel = request_cancel.child_token();
-        let Some(provider) = self.providers.get(&self.provider) else {
-            let _ = reply.send(Err(SessionError::Provider(ProviderError::Setup {
-                provider: self.provider.clone(),
-                detail: "this provider is not configured".into(),
-            })));
-            return None;
-        };
-        let system = prompt::system_prompt(&prompt::PromptVars {
-            provider: &self.provider,
-            model: &self.model,
-            cwd: &self.cwd,
-        });
-        let read_only = self.permissions.policy() == ModePolicy::ReadOnly;
-        let mut input = TurnInput {
-            provider,
-            model: self.model.clone(),
-            system: Some(system),
-            history: self.history.clone(),
-            context_window: FALLBACK_CONTEXT_WINDOW,
-            cancel: cancel.clone(),
-            tools: self.tools.clone(),
-            tool_context: self.tool_context.clone(),
-            permissions: Arc::clone(&self.permissions) as Arc<dyn agent_loop::PermissionGate>,
-            max_turn_requests: self.max_turn_requests,
-        };
+        let context = self.context.clone();
+        let context_settings = self.context_settings;
+        let tool_context = self.tool_context.clone();
+        let permissions = Arc::clone(&self.permissions) as Arc<dyn agent_loop::PermissionGate>;
+        let max_turn_requests = self.max_turn_requests;
         let sink = Arc::clone(&self.sink);
         let session_id = self.id.clone();
-        let providers = Arc::clone(&self.providers);
-        let provider_name = self.provider.clone();
-        let mut mcp = self.mcp.clone();
-        let tell_failures = !std::mem::replace(&mut self.mcp_failures_told, true);
+        let turn_cancel = cancel.clone();
         // A task of its own: a panic inside a turn must not take the session with it.
         let task = tokio::spawn(async move {
             let emit = move |event: AgentEvent| sink.send(&session_id, Update::Agent(event));
-            // MCP servers still starting (bounded by their start timeout).
-            let manager = tokio::select! {
-                biased;
-                _ = input.cancel.cancelled() => None,
-                ready = mcp.wait_for(Option::is_some) => ready.ok().and_then(|m| m.clone()),
-            };
-            if let Some(manager) = manager {
-                if tell_failures {
-                    for (_, reason) in manager.failures() {
-                        emit(AgentEvent::Thought(format!("{reason}\n")));
-                    }
-                }
-                for tool in manager.tools() {
-                    input.tools.register(tool);
-                }
-            }
-            if read_only {
-                input.tools = input.tools.filtered(|tool| !tool.mutates());
-            }
-            // Asked once per model (Ollama: /api/show), then cached.
-            let window = providers.context_window(&provider_name, &input.model);
-            input.context_window = tokio::select! {
-                biased;
-                _ = input.cancel.cancelled() => FALLBACK_CONTEXT_WINDOW,
-                window = window => window,
+            let ready = prep.resolve(&turn_cancel, &emit).await;
+            let input = TurnInput {
+                provider: ready.provider,
+                model: ready.model,
+                system: Some(ready.system),
+                context,
+                context_window: ready.window,
+                context_settings,
+                cancel: turn_cancel,
+                tools: ready.tools,
+                tool_context,
+                permissions,
+                max_turn_requests,
             };
             agent_loop::run_turn(input, &emit).await
         });
@@ -445,7 +454,8 @@ impl SessionActor {
     ) {
         let result = match outcome {
             Ok(outcome) => {
-                self.history.extend(outcome.new_messages);
+                // The turn's copy holds its messages, compactions and drops.
+                self.context = outcome.context;
                 outcome.result.map_err(SessionError::from)
             }
             Err(err) => {
@@ -534,7 +544,7 @@ impl SessionActor {
                 })
                 .collect(),
         };
-        vec![model, mode, provider]
+        vec![model, mode, provider, self.agent_option()]
     }
 
     fn set_option(&mut self, id: &str, value: &str) -> Result<Vec<SelectOption>, SessionError> {
@@ -572,6 +582,11 @@ impl SessionActor {
                         .send(&self.id, Update::CurrentMode(self.mode.clone()));
                     self.sink
                         .send(&self.id, Update::ConfigOptions(self.options()));
+                }
+            }
+            AGENT_OPTION => {
+                if let Err(err) = self.switch_agent(value, true) {
+                    tracing::warn!(session = %self.id, %err, "agent switch");
                 }
             }
             PROVIDER_OPTION if value != self.provider => {

@@ -89,11 +89,7 @@ fn shorten(text: &str) -> String {
     while !text.is_char_boundary(cut) {
         cut -= 1;
     }
-    format!(
-        "{} […{} more characters]",
-        &text[..cut],
-        text.len() - cut
-    )
+    format!("{} […{} more characters]", &text[..cut], text.len() - cut)
 }
 
 /// The summarizing request, sized to fit the window.
@@ -113,10 +109,15 @@ pub fn request(
     let max_chars = (room_tokens as f64 * 4.0 / estimator.drift.max(0.25) * 0.9) as usize;
     let mut text = String::from("Summarize this conversation as instructed.\n\n");
     if let Some(focus) = focus.map(str::trim).filter(|f| !f.is_empty()) {
-        text.push_str(&format!("The user asks the summary to focus on: {focus}\n\n"));
+        text.push_str(&format!(
+            "The user asks the summary to focus on: {focus}\n\n"
+        ));
     }
     text.push_str("<conversation>\n");
-    text.push_str(&transcript(entries, max_chars.saturating_sub(text.len() + 40)));
+    text.push_str(&transcript(
+        entries,
+        max_chars.saturating_sub(text.len() + 40),
+    ));
     text.push_str("\n</conversation>");
     ChatRequest {
         model: model.to_string(),

@@ -24,6 +24,11 @@ pub struct Defaults {
     /// `[mcp_servers]` from the config, started by every session.
     pub mcp_servers: Vec<McpServerSpec>,
     pub mcp_options: McpOptions,
+    pub context: crate::context::ContextSettings,
+    /// `--agent` or `[chat] default_agent`.
+    pub agent: Option<String>,
+    /// `[chat] system_prompt`.
+    pub system_prompt: Option<String>,
 }
 
 pub struct SessionManager {
@@ -72,6 +77,9 @@ impl SessionManager {
                 rules: Arc::clone(&self.defaults.rules),
                 mcp_servers: servers,
                 mcp_options: self.defaults.mcp_options.clone(),
+                context: self.defaults.context,
+                agent: self.defaults.agent.clone(),
+                system_prompt: self.defaults.system_prompt.clone(),
             },
             Arc::clone(&self.providers),
             Arc::clone(&self.sink),
