@@ -187,6 +187,12 @@ pub async fn run_turn(
         .await;
         if let Some(usage) = call.usage {
             last_usage = Some(usage);
+            tracing::debug!(
+                estimated = context.estimator.tokens(request_chars),
+                reported = usage.prompt_tokens,
+                drift = context.estimator.drift,
+                "prompt tokens: estimate vs provider"
+            );
             context
                 .estimator
                 .observe(request_chars, usage.prompt_tokens);
@@ -1134,5 +1140,39 @@ mod tests {
             Err(ProviderError::ContextOverflow { window: 4096, .. })
         ));
         assert!(provider.seen.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_tool_result_that_passes_the_threshold_compacts_before_the_next_call() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("big.txt"), "line of text\n".repeat(700)).unwrap();
+        let provider = with_later(
+            tool_call("r", "read_file", r#"{"path":"big.txt"}"#),
+            vec![
+                Ok(ProviderEvent::TextDelta("SUMMARY".into())),
+                Ok(ProviderEvent::Finish(FinishReason::Stop)),
+            ],
+        );
+        let mut turn = input(provider.clone(), CancellationToken::new());
+        turn.tools = ToolRegistry::builtin().filtered(|t| t.name() == "read_file");
+        turn.tool_context = ToolContext::local(dir.path().to_path_buf());
+        turn.context = long_history(4, 2000);
+        turn.context_window = 8192;
+        let outcome = run_turn(turn, &|_| {}).await;
+        assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
+        let seen = provider.seen.lock().unwrap();
+        // tool call, then (inside the tool loop) the summary, then the answer
+        assert_eq!(seen.len(), 3);
+        assert_eq!(
+            seen[1].system.as_deref(),
+            Some(context::compact::COMPACT_PROMPT.trim())
+        );
+        let last = &seen[2];
+        assert!(last.messages[0].text().contains("SUMMARY"));
+        assert!(estimate(last) <= 6554, "{}", estimate(last));
+        // The call and its result made it through together.
+        let parts: Vec<&Part> = last.messages.iter().flat_map(|m| m.parts.iter()).collect();
+        assert!(parts.iter().any(|p| matches!(p, Part::ToolCall { .. })));
+        assert!(parts.iter().any(|p| matches!(p, Part::ToolResult { .. })));
     }
 }

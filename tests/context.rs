@@ -44,7 +44,7 @@ async fn a_long_conversation_is_compacted_at_the_threshold_and_every_request_fit
         );
     }
     // The request after the first compaction carries the summary and the latest question.
-    let first = chat.iter().position(|r| is_compaction(r)).unwrap();
+    let first = chat.iter().position(is_compaction).unwrap();
     let next = &chat[first + 1];
     assert!(all_text(next).contains(SUMMARY), "{}", all_text(next));
     assert!(next.last_user_text().starts_with("Question"));
