@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -39,7 +40,7 @@ pub enum AgentEvent {
     Plan(Vec<TodoItem>),
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallInfo {
     /// Unique within the session (providers' own ids may repeat across turns).
     pub id: String,
@@ -49,14 +50,15 @@ pub struct ToolCallInfo {
     pub locations: Vec<Location>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ToolStatus {
     InProgress,
     Completed,
     Failed,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallProgress {
     pub id: String,
     pub status: ToolStatus,

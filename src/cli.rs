@@ -1,8 +1,15 @@
-//! Command-line flags and the paths they resolve to.
+//! Command-line flags and the paths they resolve to, and the subcommands
+//! for people (`config`, `doctor`, `sessions`); without one the binary
+//! speaks ACP on stdio.
+
+pub mod doctor;
+pub mod init;
+pub mod sessions;
 
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
+use thiserror::Error;
 
 /// Crucible's agent, spoken over the Agent Client Protocol on stdin/stdout.
 ///
@@ -30,6 +37,67 @@ pub struct Cli {
     /// Also write logs to this file (appended)
     #[arg(long, value_name = "PATH")]
     pub log_file: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write or locate the config file
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+    /// Check the config, provider keys and endpoints, MCP commands and the data dir
+    Doctor,
+    /// List, show or delete stored sessions
+    Sessions {
+        #[command(subcommand)]
+        action: SessionsAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigAction {
+    /// Write a commented sample config to the config path
+    Init {
+        /// Replace an existing file
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print where the config and the data live
+    Path,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsAction {
+    /// Stored sessions, newest first
+    List {
+        /// Only sessions of this working directory
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A session's metadata and conversation
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a session from disk
+    Delete { id: String },
+}
+
+/// Why a subcommand could not do its work (the message says what to do).
+#[derive(Debug, Error)]
+pub enum CliError {
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("cannot write the output: {0}")]
+    Output(#[from] std::io::Error),
 }
 
 impl Cli {

@@ -19,6 +19,7 @@ pub mod prompt;
 pub mod providers;
 pub mod router;
 pub mod session;
+pub mod store;
 pub mod tools;
 pub mod translate;
 pub mod transport;

@@ -16,6 +16,7 @@ use crucible_agent::providers::Providers;
 use crucible_agent::router::Router;
 use crucible_agent::session::ClientSink;
 use crucible_agent::session::manager::{Defaults, SessionManager};
+use crucible_agent::store::Store;
 use crucible_agent::transport::{self, Connection};
 
 /// How long to wait for queued output after stdin closes.
@@ -33,6 +34,16 @@ fn main() -> ExitCode {
         model: cli.model.clone(),
         agent: cli.agent.clone(),
     };
+    if let Some(command) = &cli.command {
+        return match run_command(&cli, command, &overrides) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(err) => {
+                eprintln!("crucible-agent: {err:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let config = match Config::load(&config_path, named, &overrides) {
         Ok(config) => config,
         Err(err) => {
@@ -55,7 +66,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(config)) {
+    match runtime.block_on(serve(config, cli.data_dir())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
@@ -65,8 +76,53 @@ fn main() -> ExitCode {
     }
 }
 
+/// A subcommand for people: it may print to stdout. `Ok(false)` when it
+/// found something broken.
+fn run_command(
+    cli: &cli::Cli,
+    command: &cli::Command,
+    overrides: &Overrides,
+) -> anyhow::Result<bool> {
+    use cli::{Command, ConfigAction, SessionsAction};
+    let (config_path, named) = cli.config_path();
+    let data_dir = cli.data_dir();
+    let store = Store::new(&data_dir);
+    let mut out = std::io::stdout().lock();
+    match command {
+        Command::Config {
+            action: ConfigAction::Init { force },
+        } => cli::init::init(&config_path, *force, &mut out)?,
+        Command::Config {
+            action: ConfigAction::Path,
+        } => cli::init::paths(&config_path, &data_dir, &mut out)?,
+        Command::Sessions {
+            action: SessionsAction::List { cwd, json },
+        } => cli::sessions::list(&store, cwd.as_deref(), *json, &mut out)?,
+        Command::Sessions {
+            action: SessionsAction::Show { id, json },
+        } => cli::sessions::show(&store, id, *json, &mut out)?,
+        Command::Sessions {
+            action: SessionsAction::Delete { id },
+        } => cli::sessions::delete(&store, id, &mut out)?,
+        Command::Doctor => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            return Ok(runtime.block_on(cli::doctor::run(
+                &config_path,
+                named,
+                overrides,
+                &data_dir,
+                &mut out,
+            ))?);
+        }
+    }
+    Ok(true)
+}
+
 /// Speak ACP on stdin/stdout until stdin closes.
-async fn serve(config: Config) -> anyhow::Result<()> {
+async fn serve(config: Config, data_dir: std::path::PathBuf) -> anyhow::Result<()> {
     let (connection, lines) = Connection::new();
     let mut writer = tokio::spawn(transport::run_writer(lines, tokio::io::stdout()));
     let default_provider = config
@@ -86,7 +142,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     };
     let providers = Arc::new(Providers::from_config(&config));
     let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());
-    let mut router = Router::new(connection, SessionManager::new(providers, sink, defaults));
+    let store = Arc::new(Store::new(&data_dir));
+    let sessions = SessionManager::new(providers, sink, defaults)
+        .with_store(store, config.default_agent.clone());
+    let mut router = Router::new(connection, sessions);
 
     let stdin = tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin());
     let read_result = tokio::select! {

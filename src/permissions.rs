@@ -128,6 +128,16 @@ impl SessionPermissions {
             .unwrap_or_else(|poison| poison.into_inner()) = policy;
     }
 
+    /// The "always" answers so far (true allows), to be saved with the session.
+    pub fn remembered_rules(&self) -> BTreeMap<String, bool> {
+        self.lock().clone()
+    }
+
+    /// Answers saved with a session that is loaded again.
+    pub fn restore(&self, rules: BTreeMap<String, bool>) {
+        self.lock().extend(rules);
+    }
+
     fn remembered(&self, tool: &str) -> Option<bool> {
         self.lock().get(tool).copied()
     }

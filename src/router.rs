@@ -93,6 +93,10 @@ impl Router {
             "session/set_config_option" => self.set_config_option(params, responder),
             "session/set_mode" => self.set_mode(params, responder),
             "session/close" => self.close_session(params, responder),
+            "session/load" => self.load_session(params, responder),
+            "session/resume" => self.resume_session(params, responder),
+            "session/list" => self.list_sessions(params, responder),
+            "session/delete" => self.delete_session(params, responder),
             _ => responder.respond(Err(RpcError::method_not_found(method))),
         }
     }
@@ -160,15 +164,7 @@ impl Router {
                 }
             }
         }
-        let client = self
-            .client
-            .as_ref()
-            .map(|info| ClientAbilities {
-                read_text_file: info.read_text_file,
-                write_text_file: info.write_text_file,
-                terminal: info.terminal,
-            })
-            .unwrap_or_default();
+        let client = self.abilities();
         let session = self.sessions.create(request.cwd, client, mcp_servers);
         let id = session.id.clone();
         let (reply, options) = oneshot::channel();
@@ -185,6 +181,188 @@ impl Router {
             responder.respond_with(Ok(response));
             // Only now may the session speak: its updates must follow this answer.
             let _ = tx.send(SessionMsg::Started);
+        });
+    }
+
+    fn abilities(&self) -> ClientAbilities {
+        self.client
+            .as_ref()
+            .map(|info| ClientAbilities {
+                read_text_file: info.read_text_file,
+                write_text_file: info.write_text_file,
+                terminal: info.terminal,
+            })
+            .unwrap_or_default()
+    }
+
+    fn load_session(&mut self, params: Value, responder: Responder) {
+        let request = match parse::<acp::LoadSessionRequest>("session/load", params) {
+            Ok(request) => request,
+            Err(err) => return responder.respond(Err(err)),
+        };
+        self.restore(
+            "session/load",
+            request.session_id.0.to_string(),
+            request.cwd,
+            &request.mcp_servers,
+            responder,
+            |options| {
+                serde_json::to_value(
+                    acp::LoadSessionResponse::new()
+                        .modes(translate::mode_state(options))
+                        .config_options(translate::config_options(options)),
+                )
+            },
+        );
+    }
+
+    fn resume_session(&mut self, params: Value, responder: Responder) {
+        let request = match parse::<acp::ResumeSessionRequest>("session/resume", params) {
+            Ok(request) => request,
+            Err(err) => return responder.respond(Err(err)),
+        };
+        self.restore(
+            "session/resume",
+            request.session_id.0.to_string(),
+            request.cwd,
+            &request.mcp_servers,
+            responder,
+            |options| {
+                serde_json::to_value(
+                    acp::ResumeSessionResponse::new()
+                        .modes(translate::mode_state(options))
+                        .config_options(translate::config_options(options)),
+                )
+            },
+        );
+    }
+
+    /// `session/load` and `session/resume`: the session back in memory; a
+    /// load's replay goes out before the answer, and the session speaks
+    /// only after it.
+    fn restore(
+        &mut self,
+        method: &str,
+        id: String,
+        cwd: std::path::PathBuf,
+        servers: &[acp::McpServer],
+        responder: Responder,
+        answer: impl FnOnce(&[crate::session::SelectOption]) -> serde_json::Result<Value>
+        + Send
+        + 'static,
+    ) {
+        if let Err(err) = check_cwd(&cwd) {
+            return responder.respond(Err(err));
+        }
+        let mut mcp_servers = Vec::with_capacity(servers.len());
+        for (n, server) in servers.iter().enumerate() {
+            match crate::mcp::McpServerSpec::from_acp(server, &cwd) {
+                Ok(spec) => mcp_servers.push(spec),
+                Err(err) => {
+                    return responder.respond(Err(RpcError::invalid_params(format!(
+                        "{method}: field mcpServers[{n}]: {err}"
+                    ))));
+                }
+            }
+        }
+        let client = self.abilities();
+        let replay = method == "session/load";
+        let (session, updates) = match self.sessions.load(&id, cwd, client, mcp_servers, replay) {
+            Ok(loaded) => loaded,
+            Err(err) => return responder.respond(Err(store_error(err))),
+        };
+        let (reply, options) = oneshot::channel();
+        session.send(SessionMsg::Options { reply });
+        let tx = session.tx.clone();
+        let connection = self.connection.clone();
+        tokio::spawn(async move {
+            let Ok(options) = options.await else {
+                return responder.respond(Err(RpcError::internal("the session stopped at once")));
+            };
+            // The replay goes straight to the client: it is not recorded again.
+            for update in updates {
+                connection.send(&id, update);
+            }
+            match answer(&options) {
+                Ok(value) => responder.respond(Ok(value)),
+                Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
+            }
+            let _ = tx.send(SessionMsg::Started);
+        });
+    }
+
+    fn list_sessions(&mut self, params: Value, responder: Responder) {
+        let request = match parse::<acp::ListSessionsRequest>("session/list", params) {
+            Ok(request) => request,
+            Err(err) => return responder.respond(Err(err)),
+        };
+        let Some(store) = self.sessions.store() else {
+            return responder.respond_with(Ok(acp::ListSessionsResponse::new(Vec::new())));
+        };
+        tokio::spawn(async move {
+            let listed = tokio::task::spawn_blocking(move || store.list()).await;
+            let sessions = match listed {
+                Ok(sessions) => sessions,
+                Err(err) => return responder.respond(Err(RpcError::internal(err.to_string()))),
+            };
+            let page = crate::store::list_page(
+                sessions,
+                request.cwd.as_deref(),
+                request.cursor.as_deref(),
+                LIST_PAGE_SIZE,
+            );
+            let infos = page
+                .sessions
+                .into_iter()
+                .map(|s| {
+                    acp::SessionInfo::new(s.id, s.cwd)
+                        .title(s.title)
+                        .updated_at(s.updated_at)
+                })
+                .collect();
+            responder.respond_with(Ok(
+                acp::ListSessionsResponse::new(infos).next_cursor(page.next_cursor)
+            ));
+        });
+    }
+
+    fn delete_session(&mut self, params: Value, responder: Responder) {
+        let request = match parse::<acp::DeleteSessionRequest>("session/delete", params) {
+            Ok(request) => request,
+            Err(err) => return responder.respond(Err(err)),
+        };
+        let id = request.session_id.0.to_string();
+        let open = self.sessions.remove(&id);
+        let store = self.sessions.store();
+        tokio::spawn(async move {
+            let was_open = open.is_some();
+            if let Some(session) = open {
+                manager::close(session).await;
+            }
+            let deleted = match store {
+                Some(store) => {
+                    let id = id.clone();
+                    tokio::task::spawn_blocking(move || store.delete(&id))
+                        .await
+                        .unwrap_or_else(|err| {
+                            Err(crate::store::StoreError::Io {
+                                action: "cannot delete",
+                                path: Default::default(),
+                                source: std::io::Error::other(err),
+                            })
+                        })
+                }
+                None => Err(crate::store::StoreError::NotFound(id.clone())),
+            };
+            let answer = match deleted {
+                Ok(()) => Ok(acp::DeleteSessionResponse::new()),
+                // Open only in memory (it could not be saved): closing it was the delete.
+                Err(crate::store::StoreError::NotFound(_)) if was_open => {
+                    Ok(acp::DeleteSessionResponse::new())
+                }
+                Err(err) => Err(store_error(err)),
+            };
+            responder.respond_with(answer);
         });
     }
 
@@ -310,7 +488,7 @@ pub fn initialize_response() -> acp::InitializeResponse {
     acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
         .agent_capabilities(
             acp::AgentCapabilities::new()
-                .load_session(false)
+                .load_session(true)
                 .prompt_capabilities(
                     acp::PromptCapabilities::new()
                         .image(true)
@@ -318,7 +496,11 @@ pub fn initialize_response() -> acp::InitializeResponse {
                 )
                 .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(true))
                 .session_capabilities(
-                    acp::SessionCapabilities::new().close(acp::SessionCloseCapabilities::new()),
+                    acp::SessionCapabilities::new()
+                        .list(acp::SessionListCapabilities::new())
+                        .resume(acp::SessionResumeCapabilities::new())
+                        .close(acp::SessionCloseCapabilities::new())
+                        .delete(acp::SessionDeleteCapabilities::new()),
                 ),
         )
         .agent_info(
@@ -341,6 +523,23 @@ fn check_cwd(cwd: &Path) -> Result<(), RpcError> {
         )));
     }
     Ok(())
+}
+
+/// Sessions per `session/list` page.
+const LIST_PAGE_SIZE: usize = 50;
+
+fn store_error(err: crate::store::StoreError) -> RpcError {
+    use crate::store::StoreError;
+    match &err {
+        StoreError::NotFound(id) => RpcError::new(
+            crate::transport::jsonrpc::RESOURCE_NOT_FOUND,
+            format!(
+                "Resource not found: no stored session `{id}`; session/list shows the stored ones"
+            ),
+        ),
+        StoreError::Locked { .. } => RpcError::new(INVALID_REQUEST, err.to_string()),
+        StoreError::Corrupt { .. } | StoreError::Io { .. } => RpcError::internal(err.to_string()),
+    }
 }
 
 fn session_error(err: SessionError) -> RpcError {
@@ -497,11 +696,16 @@ mod tests {
         let value = serde_json::to_value(initialize_response()).unwrap();
         assert_eq!(value["protocolVersion"], 1);
         let caps = &value["agentCapabilities"];
-        assert_eq!(caps["loadSession"], false);
+        assert_eq!(caps["loadSession"], true);
         assert_eq!(caps["mcpCapabilities"]["http"], true);
         assert_eq!(caps["mcpCapabilities"]["sse"], true);
         assert!(caps["sessionCapabilities"]["close"].is_object());
-        assert!(caps["sessionCapabilities"].get("list").is_none());
+        for capability in ["list", "resume", "close", "delete"] {
+            assert!(
+                caps["sessionCapabilities"][capability].is_object(),
+                "{capability}"
+            );
+        }
         assert_eq!(value["agentInfo"]["name"], "crucible-agent");
     }
 

@@ -24,6 +24,7 @@ use crate::mcp::{McpManager, McpOptions, McpServerSpec};
 use crate::modes::{self, ModePolicy};
 use crate::permissions::{PermissionChoice, SessionPermissions};
 use crate::providers::{Message, ModelInfo, Part, ProviderError, Providers, Role};
+use crate::store::{self, Recorder, StoredEvent};
 use crate::tools::{ClientFs, LocalFs, ToolContext, ToolRegistry};
 
 /// Everything a session sends to its client. The seam that keeps session
@@ -53,6 +54,13 @@ pub enum Update {
     CurrentMode(String),
     /// The slash commands the session offers (ACP `available_commands_update`).
     AvailableCommands(Vec<CommandInfo>),
+    /// Part of a user prompt, shown again when a session is loaded.
+    UserMessage(Part),
+    /// The session's title or last activity changed (ACP `session_info_update`).
+    SessionInfo {
+        title: Option<String>,
+        updated_at: String,
+    },
 }
 
 /// A session setting the client can change (a select, in ACP terms).
@@ -162,6 +170,10 @@ pub struct SessionConfig {
     pub agent: Option<String>,
     /// `[chat] system_prompt`: the user's addition to the system prompt.
     pub system_prompt: Option<String>,
+    /// The context a loaded session continues from (empty for a new one).
+    pub history: Vec<Arc<Message>>,
+    /// Where the session is saved; None keeps it in memory only.
+    pub recorder: Option<Recorder>,
 }
 
 /// The client capabilities tools can use instead of the local machine.
@@ -194,6 +206,11 @@ pub fn spawn(
 ) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
     let id = config.id.clone();
+    // Everything the client is shown is also recorded, in the same order.
+    let sink = match &config.recorder {
+        Some(recorder) => recorder.wrap(sink),
+        None => sink,
+    };
     let policy = modes::find(&config.mode)
         .map(|mode| mode.policy)
         .unwrap_or(ModePolicy::Ask);
@@ -203,6 +220,9 @@ pub fn spawn(
         Arc::clone(&config.rules),
         policy,
     ));
+    if let Some(recorder) = &config.recorder {
+        permissions.restore(recorder.metadata().permissions.clone());
+    }
     let mut tool_context = ToolContext::local(config.cwd.clone());
     if config.client.read_text_file || config.client.write_text_file {
         tool_context.fs = Arc::new(ClientFs {
@@ -241,11 +261,12 @@ pub fn spawn(
         cwd: config.cwd,
         provider: config.provider,
         model: config.model,
-        context: ContextManager::new(),
+        context: ContextManager::from_messages(config.history),
         context_settings: config.context,
         agents: crate::agents::load_all(),
         agent: None,
         user_prompt: config.system_prompt,
+        recorder: config.recorder,
         providers,
         sink,
         models: None,
@@ -289,6 +310,7 @@ struct SessionActor {
     /// The active card's name.
     agent: Option<String>,
     user_prompt: Option<String>,
+    recorder: Option<Recorder>,
     providers: Arc<Providers>,
     sink: Arc<dyn ClientSink>,
     /// The provider's model list, once it has loaded.
@@ -328,6 +350,9 @@ impl SessionActor {
         if let Some(turn) = running.take() {
             turn.cancel.cancel();
             self.finish_turn(turn.reply, turn.task.await);
+        }
+        if let Some(recorder) = &self.recorder {
+            recorder.close().await;
         }
         // MCP servers are children of the session: stop them with it.
         let manager = self.mcp.borrow().clone();
@@ -413,6 +438,7 @@ impl SessionActor {
             role: Role::User,
             parts: content,
         }));
+        self.record_prompt();
         let context = self.context.clone();
         let context_settings = self.context_settings;
         let tool_context = self.tool_context.clone();
@@ -454,6 +480,7 @@ impl SessionActor {
     ) {
         let result = match outcome {
             Ok(outcome) => {
+                self.record_turn(&outcome.new_messages);
                 // The turn's copy holds its messages, compactions and drops.
                 self.context = outcome.context;
                 outcome.result.map_err(SessionError::from)
@@ -601,6 +628,77 @@ impl SessionActor {
             }
             _ => {}
         }
+        self.record_settings();
         Ok(self.options())
+    }
+
+    /// Save the prompt just added to the history; the first one names the session.
+    fn record_prompt(&mut self) {
+        let last = self
+            .context
+            .entries()
+            .last()
+            .and_then(|e| e.messages.last());
+        let (Some(recorder), Some(message)) = (self.recorder.as_mut(), last) else {
+            return;
+        };
+        recorder.record(StoredEvent::UserPrompt {
+            at: store::now_rfc3339(),
+            message: Message::clone(message),
+        });
+        if recorder.metadata().title.is_none()
+            && let Some(title) = store::title_from(message)
+        {
+            recorder.update(|m| m.title = Some(title.clone()));
+            let updated_at = recorder.metadata().updated_at.clone();
+            self.sink.send(
+                &self.id,
+                Update::SessionInfo {
+                    title: Some(title),
+                    updated_at,
+                },
+            );
+        }
+    }
+
+    /// Save what a finished turn added to the context, and any "always" answers.
+    fn record_turn(&mut self, new_messages: &[Arc<Message>]) {
+        let Some(recorder) = self.recorder.as_mut() else {
+            return;
+        };
+        recorder.record(StoredEvent::Messages {
+            messages: new_messages.iter().map(|m| Message::clone(m)).collect(),
+        });
+        let permissions = self.permissions.remembered_rules();
+        recorder.update(|m| m.permissions = permissions);
+    }
+
+    fn record_settings(&mut self) {
+        let Some(recorder) = self.recorder.as_mut() else {
+            return;
+        };
+        let saved = recorder.metadata();
+        let mode_changed = saved.mode != self.mode;
+        let model_changed = saved.provider != self.provider || saved.model != self.model;
+        if mode_changed {
+            recorder.record(StoredEvent::ModeChanged {
+                mode: self.mode.clone(),
+            });
+        }
+        if model_changed {
+            recorder.record(StoredEvent::ModelChanged {
+                provider: self.provider.clone(),
+                model: self.model.clone(),
+            });
+        }
+        if mode_changed || model_changed {
+            let (mode, provider, model) =
+                (self.mode.clone(), self.provider.clone(), self.model.clone());
+            recorder.update(|m| {
+                m.mode = mode;
+                m.provider = provider;
+                m.model = model;
+            });
+        }
     }
 }

@@ -102,7 +102,9 @@ impl Location {
 }
 
 /// What the editor shows for a call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+// Stored in session history (externally tagged: `Text` is a newtype).
+#[serde(rename_all = "snake_case")]
 pub enum ToolContent {
     Text(String),
     /// An image a tool returned (MCP), base64 as the wire carries it.

@@ -36,6 +36,21 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
         Update::CurrentMode(id) => {
             acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(id.clone()))
         }
+        Update::UserMessage(part) => {
+            acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(match part {
+                Part::Image { mime_type, data } => acp::ContentBlock::Image(
+                    acp::ImageContent::new(data.clone(), mime_type.clone()),
+                ),
+                other => text_block(&part_text(other)),
+            }))
+        }
+        Update::SessionInfo { title, updated_at } => {
+            let mut info = acp::SessionInfoUpdate::new().updated_at(updated_at.clone());
+            if let Some(title) = title {
+                info = info.title(title.clone());
+            }
+            acp::SessionUpdate::SessionInfoUpdate(info)
+        }
     }
 }
 
@@ -149,6 +164,15 @@ fn plan(todos: &[TodoItem]) -> acp::Plan {
             })
             .collect(),
     )
+}
+
+/// A user part as text; only text and images reach a prompt's replay.
+fn part_text(part: &Part) -> String {
+    match part {
+        Part::Text { text } | Part::Thinking { text, .. } => text.clone(),
+        Part::ToolResult { content, .. } => content.clone(),
+        _ => String::new(),
+    }
 }
 
 fn text_block(text: &str) -> acp::ContentBlock {

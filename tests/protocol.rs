@@ -31,8 +31,14 @@ async fn initialize_negotiates_version_and_advertises_truthfully() {
     assert_eq!(result["agentInfo"]["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(result["authMethods"], json!([]));
     let caps = &result["agentCapabilities"];
-    // Nothing is advertised that does not work yet.
-    assert_eq!(caps["loadSession"], false);
+    // Sessions are stored: load, list, resume, close and delete work (tests/sessions.rs).
+    assert_eq!(caps["loadSession"], true);
+    for capability in ["list", "resume", "close", "delete"] {
+        assert!(
+            caps["sessionCapabilities"][capability].is_object(),
+            "{capability}"
+        );
+    }
     // MCP over streamable HTTP and legacy SSE both work (tests/mcp.rs).
     assert_eq!(caps["mcpCapabilities"], json!({"http": true, "sse": true}));
     assert_eq!(caps["promptCapabilities"]["audio"], false);

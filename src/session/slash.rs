@@ -135,6 +135,8 @@ impl SessionActor {
         if notify {
             self.sink
                 .send(&self.id, Update::ConfigOptions(self.options()));
+            // A saved session comes back with the card's model and mode.
+            self.record_settings();
         }
         Ok(report)
     }

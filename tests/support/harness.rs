@@ -870,3 +870,76 @@ pub async fn answer_permission(agent: &mut Agent, option: &str) -> Value {
         .await;
     request
 }
+
+// ---------------------------------------------------------- sessions on disk
+
+impl Agent {
+    /// Another agent process on the same data dir as `other` (its `data`
+    /// directory is a symlink to `other`'s), as Zed and a TUI would share one.
+    pub async fn spawn_sharing(config: &str, other: &Agent) -> Self {
+        let agent = Self::spawn(config).await;
+        std::os::unix::fs::symlink(other.data_dir(), agent.dir.path().join("data")).unwrap();
+        agent
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn session_dir(&self, session: &str) -> PathBuf {
+        self.data_dir().join("sessions").join(session)
+    }
+
+    /// SIGKILL, as a crash or `kill -9` would; the temp dir stays.
+    pub async fn kill(&mut self) {
+        self.child.start_kill().unwrap();
+        let _ = tokio::time::timeout(PATIENCE, self.child.wait()).await;
+    }
+}
+
+/// The conversation in a list of messages, as a client would render it:
+/// `session/update`s of the conversation kinds for `session`, with
+/// consecutive chunks of one kind joined.
+pub fn conversation(messages: &[Value], session: &str) -> Vec<Value> {
+    const KINDS: [&str; 6] = [
+        "user_message_chunk",
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "tool_call",
+        "tool_call_update",
+        "plan",
+    ];
+    let mut out: Vec<Value> = Vec::new();
+    for message in messages {
+        if message["method"] != "session/update" || message["params"]["sessionId"] != session {
+            continue;
+        }
+        let update = &message["params"]["update"];
+        let kind = update["sessionUpdate"].as_str().unwrap_or_default();
+        if !KINDS.contains(&kind) {
+            continue;
+        }
+        if kind.ends_with("_chunk")
+            && let Some(last) = out.last_mut()
+            && last["sessionUpdate"] == kind
+            && last["content"]["type"] == "text"
+            && update["content"]["type"] == "text"
+        {
+            let joined = format!(
+                "{}{}",
+                last["content"]["text"].as_str().unwrap_or_default(),
+                update["content"]["text"].as_str().unwrap_or_default()
+            );
+            last["content"]["text"] = json!(joined);
+            continue;
+        }
+        out.push(update.clone());
+    }
+    out
+}
+
+/// A `user_message_chunk` update as a live prompt would have shown it.
+pub fn user_update(session: &str, text: &str) -> Value {
+    json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session,
+        "update": {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}}}})
+}

@@ -1,0 +1,270 @@
+//! `doctor`: everything that stops a first run, checked at once and shown
+//! as a table with what to fix. Keys are resolved, never printed.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use super::CliError;
+use crate::config::{Config, Overrides, ProviderKind};
+use crate::mcp::McpTransport;
+use crate::providers::Providers;
+
+/// How long an endpoint may take to list its models.
+const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+struct Check {
+    status: Status,
+    what: String,
+    detail: String,
+    fix: Option<String>,
+}
+
+impl Check {
+    fn ok(what: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            status: Status::Ok,
+            what: what.into(),
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    fn warn(what: impl Into<String>, detail: impl Into<String>, fix: Option<String>) -> Self {
+        Self {
+            status: Status::Warn,
+            what: what.into(),
+            detail: detail.into(),
+            fix,
+        }
+    }
+
+    fn fail(what: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            status: Status::Fail,
+            what: what.into(),
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+/// Run every check and print the table; `Ok(false)` when something is broken.
+pub async fn run(
+    config_path: &Path,
+    named: bool,
+    overrides: &Overrides,
+    data_dir: &Path,
+    out: &mut dyn Write,
+) -> Result<bool, CliError> {
+    let mut checks = Vec::new();
+    match Config::load(config_path, named, overrides) {
+        Ok(config) => {
+            if config.source.is_some() || config_path.exists() {
+                checks.push(Check::ok("config", config_path.display().to_string()));
+            } else {
+                checks.push(Check::warn(
+                    "config",
+                    format!(
+                        "no file at {}; using the built-in default (Ollama at localhost:11434)",
+                        config_path.display()
+                    ),
+                    Some("run `crucible-agent config init` and edit it".into()),
+                ));
+            }
+            for warning in &config.warnings {
+                checks.push(Check::warn("config", warning.clone(), None));
+            }
+            check_providers(&config, &mut checks).await;
+            check_mcp(&config, &mut checks);
+        }
+        Err(err) => checks.push(Check::fail(
+            "config",
+            err.to_string(),
+            "correct the key named above (`crucible-agent config init --force` writes a fresh sample)",
+        )),
+    }
+    checks.push(check_data_dir(data_dir));
+    print(&checks, out)?;
+    Ok(checks.iter().all(|c| c.status != Status::Fail))
+}
+
+async fn check_providers(config: &Config, checks: &mut Vec<Check>) {
+    // A quick answer or none: no retries, a short connect timeout.
+    let mut quick = config.clone();
+    for provider in quick.providers.values_mut() {
+        provider.retry.max_retries = 0;
+        provider.connect_timeout = provider.connect_timeout.min(Duration::from_secs(3));
+    }
+    let providers = Providers::from_config(&quick);
+    for (name, provider) in &quick.providers {
+        let what = format!("provider {name}");
+        let needs_key = provider.kind == ProviderKind::Anthropic
+            || provider.endpoint.contains("api.openai.com");
+        let key_ok = match (&provider.api_key, &provider.missing_key_variable) {
+            (_, Some(variable)) => {
+                checks.push(Check::fail(
+                    format!("{what} key"),
+                    format!("environment variable {variable} is not set"),
+                    format!(
+                        "export {variable} in the environment your editor starts the agent from"
+                    ),
+                ));
+                false
+            }
+            (Some(key), None) => {
+                checks.push(Check::ok(
+                    format!("{what} key"),
+                    format!("from {} (not shown)", key.source),
+                ));
+                true
+            }
+            (None, None) if needs_key => {
+                let variable = provider
+                    .kind
+                    .conventional_key_variable()
+                    .unwrap_or("API_KEY");
+                checks.push(Check::fail(
+                    format!("{what} key"),
+                    "no API key configured",
+                    format!(
+                        "set api_key = \"${{{variable}}}\" in [llm.providers.{name}] and export {variable}"
+                    ),
+                ));
+                false
+            }
+            (None, None) => {
+                checks.push(Check::ok(
+                    format!("{what} key"),
+                    "none (a local server needs none)",
+                ));
+                true
+            }
+        };
+        if !key_ok {
+            continue;
+        }
+        let answer = tokio::time::timeout(ENDPOINT_TIMEOUT, providers.models(name)).await;
+        checks.push(match answer {
+            Ok(Ok(models)) => {
+                let listed = models.iter().any(|m| {
+                    m.id == provider.default_model
+                        || m.id.strip_suffix(":latest") == Some(provider.default_model.as_str())
+                });
+                if models.is_empty() || listed {
+                    Check::ok(
+                        format!("{what} endpoint"),
+                        format!("{} answers ({} models)", provider.endpoint, models.len()),
+                    )
+                } else {
+                    Check::warn(
+                        format!("{what} endpoint"),
+                        format!(
+                            "{} answers, but its {} models do not include `{}`",
+                            provider.endpoint,
+                            models.len(),
+                            provider.default_model
+                        ),
+                        Some(format!(
+                            "check default_model in [llm.providers.{name}] (the server lists: {})",
+                            models
+                                .iter()
+                                .take(5)
+                                .map(|m| m.id.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )),
+                    )
+                }
+            }
+            Ok(Err(err)) => Check::fail(
+                format!("{what} endpoint"),
+                err.to_string(),
+                format!("check `endpoint` and the key in [llm.providers.{name}], and that the server runs"),
+            ),
+            Err(_) => Check::fail(
+                format!("{what} endpoint"),
+                format!("{} did not answer within {ENDPOINT_TIMEOUT:?}", provider.endpoint),
+                format!("check `endpoint` in [llm.providers.{name}] and that the server runs"),
+            ),
+        });
+    }
+}
+
+fn check_mcp(config: &Config, checks: &mut Vec<Check>) {
+    for server in &config.mcp_servers {
+        let what = format!("mcp {}", server.name);
+        match &server.transport {
+            McpTransport::Stdio { command, .. } => match which::which(command) {
+                Ok(path) => checks.push(Check::ok(what, format!("command {}", path.display()))),
+                Err(_) => checks.push(Check::fail(
+                    what,
+                    format!("command `{}` is not found on PATH", command.display()),
+                    format!(
+                        "install it, or fix `command` in [mcp_servers.{}] (or set enabled = false)",
+                        server.name
+                    ),
+                )),
+            },
+            McpTransport::Http { url, .. } | McpTransport::Sse { url, .. } => {
+                checks.push(Check::ok(what, format!("{url} (remote; not contacted)")))
+            }
+        }
+    }
+}
+
+fn check_data_dir(data_dir: &Path) -> Check {
+    let sessions = data_dir.join("sessions");
+    let probe = sessions.join(format!(".doctor-{}", std::process::id()));
+    let written = std::fs::create_dir_all(&sessions)
+        .and_then(|()| std::fs::write(&probe, b"ok"))
+        .and_then(|()| std::fs::remove_file(&probe));
+    match written {
+        Ok(()) => Check::ok("data dir", format!("{} is writable", data_dir.display())),
+        Err(err) => Check::fail(
+            "data dir",
+            format!("cannot write in {}: {err}", sessions.display()),
+            "make it writable, or point --data-dir / CRUCIBLE_DATA_DIR at a directory that is",
+        ),
+    }
+}
+
+fn print(checks: &[Check], out: &mut dyn Write) -> std::io::Result<()> {
+    let width = checks
+        .iter()
+        .map(|c| c.what.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    writeln!(out, "{:<width$}  {:<6}  DETAIL", "CHECK", "STATUS")?;
+    for check in checks {
+        let status = match check.status {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        };
+        writeln!(
+            out,
+            "{:<width$}  {:<6}  {}",
+            check.what, status, check.detail
+        )?;
+        if let Some(fix) = &check.fix {
+            writeln!(out, "{:<width$}  {:<6}  fix: {fix}", "", "")?;
+        }
+    }
+    let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
+    writeln!(out)?;
+    if failed == 0 {
+        writeln!(out, "all good")?;
+    } else {
+        writeln!(out, "{failed} problem(s) to fix (see `fix:` above)")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! `sessions list|show|delete`: the store, for people and scripts.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::CliError;
+use crate::agent_loop::{AgentEvent, ToolStatus};
+use crate::providers::Part;
+use crate::session::Update;
+use crate::store::{self, Store};
+
+pub fn list(
+    store: &Store,
+    cwd: Option<&Path>,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let mut sessions = store.list();
+    if let Some(cwd) = cwd {
+        sessions.retain(|s| s.cwd == cwd);
+    }
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &sessions).map_err(std::io::Error::other)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if sessions.is_empty() {
+        writeln!(out, "no sessions in {}", store.dir().display())?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<36}  {:<24}  {:<8}  TITLE / CWD",
+        "ID", "UPDATED", "MODE"
+    )?;
+    for session in sessions {
+        writeln!(
+            out,
+            "{:<36}  {:<24}  {:<8}  {}\n{:<72}  {}",
+            session.id,
+            session.updated_at,
+            session.mode,
+            session.title.as_deref().unwrap_or("(untitled)"),
+            "",
+            session.cwd.display()
+        )?;
+    }
+    Ok(())
+}
+
+pub fn show(store: &Store, id: &str, json: bool, out: &mut dyn Write) -> Result<(), CliError> {
+    let (metadata, events) = store.read(id)?;
+    if json {
+        let value = serde_json::json!({ "metadata": metadata, "events": events });
+        serde_json::to_writer_pretty(&mut *out, &value).map_err(std::io::Error::other)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(out, "session  {}", metadata.id)?;
+    writeln!(
+        out,
+        "title    {}",
+        metadata.title.as_deref().unwrap_or("(untitled)")
+    )?;
+    writeln!(out, "cwd      {}", metadata.cwd.display())?;
+    writeln!(out, "created  {}", metadata.created_at)?;
+    writeln!(out, "updated  {}", metadata.updated_at)?;
+    writeln!(out, "model    {} / {}", metadata.provider, metadata.model)?;
+    writeln!(out, "mode     {}", metadata.mode)?;
+    if let Some(agent) = &metadata.agent {
+        writeln!(out, "agent    {agent}")?;
+    }
+    if let Some(parent) = &metadata.parent_id {
+        writeln!(out, "parent   {parent}")?;
+    }
+    for (tool, allowed) in &metadata.permissions {
+        let answer = if *allowed {
+            "always allow"
+        } else {
+            "always reject"
+        };
+        writeln!(out, "rule     {answer} {tool}")?;
+    }
+    writeln!(out)?;
+    for update in store::replay_from(&events) {
+        match update {
+            Update::UserMessage(Part::Text { text }) => writeln!(out, "> {text}")?,
+            Update::UserMessage(Part::Image { mime_type, .. }) => {
+                writeln!(out, "> [image {mime_type}]")?
+            }
+            Update::Agent(AgentEvent::AgentText(text)) => writeln!(out, "{text}")?,
+            Update::Agent(AgentEvent::Thought(text)) => writeln!(out, "(thinking) {text}")?,
+            Update::Agent(AgentEvent::ToolCall(call)) => writeln!(out, "[tool] {}", call.title)?,
+            Update::Agent(AgentEvent::ToolCallUpdate(progress)) => match progress.status {
+                ToolStatus::Completed => writeln!(out, "[tool] done")?,
+                ToolStatus::Failed => writeln!(out, "[tool] failed")?,
+                ToolStatus::InProgress => {}
+            },
+            Update::Agent(AgentEvent::Plan(entries)) => {
+                writeln!(out, "[plan] {} entries", entries.len())?
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+pub fn delete(store: &Store, id: &str, out: &mut dyn Write) -> Result<(), CliError> {
+    store.delete(id)?;
+    writeln!(out, "deleted session {id}")?;
+    Ok(())
+}

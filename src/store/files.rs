@@ -1,0 +1,558 @@
+//! The files of a session directory: atomic metadata, append-only history,
+//! and the lock that keeps two processes from writing one session.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use super::events::StoredEvent;
+
+const METADATA: &str = "metadata.json";
+const HISTORY: &str = "history.jsonl";
+const LOCK: &str = "lock";
+
+/// `metadata.json`: who a session is. Never holds secrets (MCP servers, with
+/// their tokens, come from the client on every load).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    pub id: String,
+    pub cwd: PathBuf,
+    #[serde(default)]
+    pub title: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub provider: String,
+    pub model: String,
+    #[serde(default)]
+    pub agent: Option<String>,
+    pub mode: String,
+    /// "Always" answers by tool name: true allows, false rejects.
+    #[serde(default)]
+    pub permissions: BTreeMap<String, bool>,
+    /// The session this one was started from (a subagent's parent).
+    #[serde(default)]
+    pub parent_id: Option<String>,
+}
+
+impl Metadata {
+    pub fn new(id: &str, cwd: PathBuf, provider: &str, model: &str, mode: &str) -> Self {
+        let now = now_rfc3339();
+        Self {
+            id: id.to_string(),
+            cwd,
+            title: None,
+            created_at: now.clone(),
+            updated_at: now,
+            provider: provider.to_string(),
+            model: model.to_string(),
+            agent: None,
+            mode: mode.to_string(),
+            permissions: BTreeMap::new(),
+            parent_id: None,
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("no stored session `{0}`")]
+    NotFound(String),
+    #[error(
+        "session `{id}` is open in another crucible-agent process{}; close it there first (or end that process)",
+        pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
+    )]
+    Locked { id: String, pid: Option<u32> },
+    #[error(
+        "session `{id}` cannot be read: {path} {detail}. Remove it with `crucible-agent sessions delete {id}`"
+    )]
+    Corrupt {
+        id: String,
+        path: PathBuf,
+        detail: String,
+    },
+    #[error("{action} {}: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+fn io_error<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
+    move |source| StoreError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The sessions directory of one data dir.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+/// An open session's files: the lock is held as long as this lives.
+pub struct OpenSession {
+    pub(super) dir: PathBuf,
+    pub(super) history: File,
+    _lock: File,
+}
+
+impl Store {
+    pub fn new(data_dir: &Path) -> Self {
+        Self {
+            dir: data_dir.join("sessions"),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The directory of session `id`; ids that could leave the sessions
+    /// directory are not ids of ours.
+    fn session_dir(&self, id: &str) -> Result<PathBuf, StoreError> {
+        let valid = !id.is_empty()
+            && id.len() <= 128
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !valid {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        Ok(self.dir.join(id))
+    }
+
+    /// A new session on disk, open (locked) for writing.
+    pub fn create(&self, metadata: &Metadata) -> Result<OpenSession, StoreError> {
+        let dir = self.session_dir(&metadata.id)?;
+        fs::create_dir_all(&dir).map_err(io_error("cannot create", &dir))?;
+        let open = open_locked(&metadata.id, &dir)?;
+        write_metadata(&dir, metadata)?;
+        Ok(open)
+    }
+
+    /// A stored session, locked for this process, with its history.
+    pub fn open(&self, id: &str) -> Result<(OpenSession, Metadata, Vec<StoredEvent>), StoreError> {
+        let dir = self.existing_dir(id)?;
+        let metadata = read_metadata(id, &dir)?;
+        let mut open = open_locked(id, &dir)?;
+        let events = read_history(id, &dir, Some(&mut open.history))?;
+        Ok((open, metadata, events))
+    }
+
+    /// Read a session without opening it (for display and for a second load
+    /// in the process that has it open).
+    pub fn read(&self, id: &str) -> Result<(Metadata, Vec<StoredEvent>), StoreError> {
+        let dir = self.existing_dir(id)?;
+        let metadata = read_metadata(id, &dir)?;
+        let events = read_history(id, &dir, None)?;
+        Ok((metadata, events))
+    }
+
+    pub fn metadata(&self, id: &str) -> Result<Metadata, StoreError> {
+        read_metadata(id, &self.existing_dir(id)?)
+    }
+
+    /// Every readable session, newest first. Unreadable ones are skipped
+    /// with a warning: one bad directory must not hide the others.
+    pub fn list(&self) -> Vec<Metadata> {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Vec::new(),
+            Err(err) => {
+                tracing::warn!(dir = %self.dir.display(), %err, "cannot list sessions");
+                return Vec::new();
+            }
+        };
+        let mut sessions: Vec<Metadata> = entries
+            .flatten()
+            .filter(|entry| entry.path().is_dir())
+            .filter_map(|entry| {
+                let id = entry.file_name().to_string_lossy().into_owned();
+                match read_metadata(&id, &entry.path()) {
+                    Ok(metadata) => Some(metadata),
+                    Err(err) => {
+                        tracing::warn!(%err, "skipping a session that cannot be read");
+                        None
+                    }
+                }
+            })
+            .collect();
+        sort_newest_first(&mut sessions);
+        sessions
+    }
+
+    /// Remove a session from disk. Refused while another process has it open.
+    pub fn delete(&self, id: &str) -> Result<(), StoreError> {
+        let dir = self.existing_dir(id)?;
+        let lock = open_locked(id, &dir)?;
+        fs::remove_dir_all(&dir).map_err(io_error("cannot remove", &dir))?;
+        drop(lock);
+        Ok(())
+    }
+
+    fn existing_dir(&self, id: &str) -> Result<PathBuf, StoreError> {
+        let dir = self.session_dir(id)?;
+        if dir.is_dir() {
+            Ok(dir)
+        } else {
+            Err(StoreError::NotFound(id.to_string()))
+        }
+    }
+}
+
+fn sort_newest_first(sessions: &mut [Metadata]) {
+    sessions.sort_by(|a, b| {
+        b.updated_at
+            .cmp(&a.updated_at)
+            .then_with(|| b.id.cmp(&a.id))
+    });
+}
+
+/// One page of a newest-first list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListPage {
+    pub sessions: Vec<Metadata>,
+    pub next_cursor: Option<String>,
+}
+
+/// Page through `sessions` (newest first). The cursor names the last
+/// session shown, so sessions created meanwhile do not shift the pages.
+pub fn list_page(
+    mut sessions: Vec<Metadata>,
+    cwd: Option<&Path>,
+    cursor: Option<&str>,
+    limit: usize,
+) -> ListPage {
+    sort_newest_first(&mut sessions);
+    if let Some(cwd) = cwd {
+        sessions.retain(|s| s.cwd == cwd);
+    }
+    let start = match cursor.and_then(|c| c.split_once(' ')) {
+        Some((updated_at, id)) => sessions
+            .iter()
+            .position(|s| (s.updated_at.as_str(), s.id.as_str()) < (updated_at, id))
+            .unwrap_or(sessions.len()),
+        None => 0,
+    };
+    let mut page: Vec<Metadata> = sessions.into_iter().skip(start).collect();
+    let next_cursor = if page.len() > limit {
+        page.truncate(limit);
+        page.last().map(|s| format!("{} {}", s.updated_at, s.id))
+    } else {
+        None
+    };
+    ListPage {
+        sessions: page,
+        next_cursor,
+    }
+}
+
+fn open_locked(id: &str, dir: &Path) -> Result<OpenSession, StoreError> {
+    let lock_path = dir.join(LOCK);
+    let mut lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&lock_path)
+        .map_err(io_error("cannot open", &lock_path))?;
+    // flock: released by the kernel when the process dies, even by SIGKILL.
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = lock.read_to_string(&mut pid);
+            return Err(StoreError::Locked {
+                id: id.to_string(),
+                pid: pid.trim().parse().ok(),
+            });
+        }
+        Err(fs::TryLockError::Error(err)) => return Err(io_error("cannot lock", &lock_path)(err)),
+    }
+    // The holder's pid, so the other process's error can name it.
+    let _ = lock.set_len(0);
+    let _ = write!(lock, "{}", std::process::id());
+    let history_path = dir.join(HISTORY);
+    let history = OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(&history_path)
+        .map_err(io_error("cannot open", &history_path))?;
+    Ok(OpenSession {
+        dir: dir.to_path_buf(),
+        history,
+        _lock: lock,
+    })
+}
+
+fn read_metadata(id: &str, dir: &Path) -> Result<Metadata, StoreError> {
+    let path = dir.join(METADATA);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            return Err(StoreError::Corrupt {
+                id: id.to_string(),
+                path,
+                detail: "is missing".into(),
+            });
+        }
+        Err(err) => return Err(io_error("cannot read", &path)(err)),
+    };
+    let metadata: Metadata = serde_json::from_slice(&bytes).map_err(|err| StoreError::Corrupt {
+        id: id.to_string(),
+        path: path.clone(),
+        detail: format!("is not valid session metadata ({err})"),
+    })?;
+    if metadata.id != id {
+        return Err(StoreError::Corrupt {
+            id: id.to_string(),
+            path,
+            detail: format!("names another session (`{}`)", metadata.id),
+        });
+    }
+    Ok(metadata)
+}
+
+/// Temp file, fsync, rename, fsync the directory: a reader sees the old
+/// file or the new one, never half of one, even across a power cut.
+pub(super) fn write_metadata(dir: &Path, metadata: &Metadata) -> Result<(), StoreError> {
+    let path = dir.join(METADATA);
+    let temp = dir.join(format!(".{METADATA}.{}.tmp", std::process::id()));
+    let bytes = serde_json::to_vec_pretty(metadata).map_err(|err| StoreError::Io {
+        action: "cannot encode",
+        path: path.clone(),
+        source: io::Error::other(err),
+    })?;
+    let write = || -> io::Result<()> {
+        let mut file = File::create(&temp)?;
+        file.write_all(&bytes)?;
+        file.write_all(b"\n")?;
+        file.sync_all()?;
+        fs::rename(&temp, &path)?;
+        File::open(dir)?.sync_all()
+    };
+    write().map_err(|err| {
+        let _ = fs::remove_file(&temp);
+        io_error("cannot write", &path)(err)
+    })
+}
+
+/// Every readable event of a history. With `repair`, a torn last line is
+/// also cut off the file so the next append starts on a line of its own.
+fn read_history(
+    id: &str,
+    dir: &Path,
+    repair: Option<&mut File>,
+) -> Result<Vec<StoredEvent>, StoreError> {
+    let path = dir.join(HISTORY);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(err) => return Err(io_error("cannot read", &path)(err)),
+    };
+    let complete = bytes
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |last| last + 1);
+    if complete < bytes.len() {
+        tracing::warn!(
+            session = %id,
+            bytes = bytes.len() - complete,
+            "the history's last line is incomplete (the agent stopped while writing it); skipping it"
+        );
+        if let Some(file) = repair {
+            // Append mode writes at the end whatever the position; set_len cuts.
+            let cut = file
+                .set_len(complete as u64)
+                .and_then(|()| file.seek(SeekFrom::End(0)).map(|_| ()));
+            if let Err(err) = cut {
+                tracing::warn!(session = %id, %err, "cannot cut the incomplete line");
+            }
+        }
+    }
+    let mut events = Vec::new();
+    for (n, line) in bytes[..complete].split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<StoredEvent>(line) {
+            Ok(StoredEvent::Unknown) => {
+                tracing::debug!(session = %id, line = n + 1, "skipping an event kind this version does not know");
+            }
+            Ok(event) => events.push(event),
+            Err(err) => {
+                tracing::warn!(session = %id, line = n + 1, %err, "skipping an unreadable history line");
+            }
+        }
+    }
+    Ok(events)
+}
+
+/// Now as RFC 3339 UTC with milliseconds (fixed width, so it sorts as text).
+pub fn now_rfc3339() -> String {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    format_rfc3339(since.as_millis() as i64)
+}
+
+fn format_rfc3339(millis: i64) -> String {
+    let secs = millis.div_euclid(1000);
+    let ms = millis.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rest = secs.rem_euclid(86_400);
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::Message;
+    use crate::store::StoredUpdate;
+
+    fn meta(id: &str, updated: &str, cwd: &str) -> Metadata {
+        let mut m = Metadata::new(id, PathBuf::from(cwd), "p", "m", "act");
+        m.updated_at = updated.into();
+        m
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(
+            format_rfc3339(1_795_000_000_000),
+            "2026-11-18T11:06:40.000Z"
+        );
+    }
+
+    #[test]
+    fn create_open_and_list_newest_first() {
+        let data = tempfile::tempdir().unwrap();
+        let store = Store::new(data.path());
+        assert!(store.list().is_empty());
+        let old = meta("old", "2026-01-01T00:00:00.000Z", "/a");
+        let new = meta("new", "2026-02-01T00:00:00.000Z", "/b");
+        drop(store.create(&old).unwrap());
+        drop(store.create(&new).unwrap());
+        let ids: Vec<String> = store.list().into_iter().map(|m| m.id).collect();
+        assert_eq!(ids, ["new", "old"]);
+        let (_open, metadata, events) = store.open("old").unwrap();
+        assert_eq!(metadata, old);
+        assert!(events.is_empty());
+        assert!(matches!(store.open("nope"), Err(StoreError::NotFound(_))));
+        assert!(matches!(store.open("../x"), Err(StoreError::NotFound(_))));
+    }
+
+    #[test]
+    fn a_session_is_open_in_one_place_only() {
+        let data = tempfile::tempdir().unwrap();
+        let store = Store::new(data.path());
+        let held = store.create(&meta("s", "t", "/")).unwrap();
+        let err = store.open("s").err().unwrap();
+        assert!(
+            matches!(&err, StoreError::Locked { pid: Some(pid), .. } if *pid == std::process::id()),
+            "{err}"
+        );
+        assert!(matches!(store.delete("s"), Err(StoreError::Locked { .. })));
+        drop(held);
+        assert!(store.open("s").is_ok());
+        store.delete("s").unwrap();
+        assert!(!data.path().join("sessions/s").exists());
+        assert!(matches!(store.delete("s"), Err(StoreError::NotFound(_))));
+    }
+
+    #[test]
+    fn corrupt_sessions_are_skipped_in_lists_and_named_on_load() {
+        let data = tempfile::tempdir().unwrap();
+        let store = Store::new(data.path());
+        drop(store.create(&meta("good", "t", "/")).unwrap());
+        drop(store.create(&meta("bad", "t", "/")).unwrap());
+        fs::write(store.dir().join("bad").join(METADATA), "{not json").unwrap();
+        fs::create_dir_all(store.dir().join("empty")).unwrap();
+        let ids: Vec<String> = store.list().into_iter().map(|m| m.id).collect();
+        assert_eq!(ids, ["good"]);
+        let err = store.open("bad").err().unwrap().to_string();
+        assert!(
+            err.contains("metadata.json") && err.contains("sessions delete bad"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_torn_last_line_is_skipped_and_cut_before_the_next_append() {
+        let data = tempfile::tempdir().unwrap();
+        let store = Store::new(data.path());
+        drop(store.create(&meta("s", "t", "/")).unwrap());
+        let event = StoredEvent::UserPrompt {
+            at: "t".into(),
+            message: Message::user_text("hi"),
+        };
+        let mut line = serde_json::to_string(&event).unwrap();
+        line.push('\n');
+        line.push_str("garbage that is not json\n");
+        line.push_str(r#"{"event":"update","update":{"kind":"agent_te"#);
+        fs::write(store.dir().join("s").join(HISTORY), &line).unwrap();
+        let (mut open, _, events) = store.open("s").unwrap();
+        assert_eq!(events, vec![event.clone()]);
+        let more = StoredEvent::Update {
+            update: StoredUpdate::AgentText { text: "yo".into() },
+        };
+        writeln!(open.history, "{}", serde_json::to_string(&more).unwrap()).unwrap();
+        drop(open);
+        let (_, events) = store.read("s").unwrap();
+        assert_eq!(events, vec![event, more]);
+    }
+
+    #[test]
+    fn pages_follow_the_cursor_and_filter_by_cwd() {
+        let sessions: Vec<Metadata> = (0..5)
+            .map(|n| {
+                meta(
+                    &format!("s{n}"),
+                    &format!("2026-01-0{}T00:00:00.000Z", n + 1),
+                    if n % 2 == 0 { "/even" } else { "/odd" },
+                )
+            })
+            .collect();
+        let first = list_page(sessions.clone(), None, None, 2);
+        let ids = |page: &ListPage| {
+            page.sessions
+                .iter()
+                .map(|s| s.id.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&first), ["s4", "s3"]);
+        let second = list_page(sessions.clone(), None, first.next_cursor.as_deref(), 2);
+        assert_eq!(ids(&second), ["s2", "s1"]);
+        let third = list_page(sessions.clone(), None, second.next_cursor.as_deref(), 2);
+        assert_eq!(ids(&third), ["s0"]);
+        assert!(third.next_cursor.is_none());
+        let even = list_page(sessions, Some(Path::new("/even")), None, 10);
+        assert_eq!(ids(&even), ["s4", "s2", "s0"]);
+    }
+}

@@ -1,0 +1,237 @@
+//! The subcommands for people: `config init`/`config path`, `doctor` (on a
+//! fresh HOME, and with each thing that breaks a first run), and
+//! `sessions list|show|delete` over what an agent stored.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/harness.rs"]
+mod harness;
+
+use std::path::Path;
+use std::process::Output;
+
+use harness::{Agent, LlmServer, Reply, Split, config_for, models_reply, text_stream};
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+/// Run the binary with `HOME` = `home` and no inherited config/data paths.
+async fn run(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_crucible-agent"));
+    command
+        .args(args)
+        .env("HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("CRUCIBLE_CONFIG")
+        .env_remove("CRUCIBLE_DATA_DIR")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    tokio::time::timeout(harness::PATIENCE, command.output())
+        .await
+        .expect("the command finished")
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn config_init_then_doctor_on_a_fresh_home() {
+    let server = LlmServer::start(|_| models_reply(&["smollm2-135m", "other"])).await;
+    let home = tempfile::tempdir().unwrap();
+    let output = run(home.path(), &["config", "path"], &[]).await;
+    assert!(output.status.success());
+    let paths = stdout(&output);
+    let config = home.path().join(".config/crucible/config.toml");
+    assert!(paths.contains(&config.display().to_string()), "{paths}");
+    assert!(paths.contains(".local/share/crucible"), "{paths}");
+
+    let output = run(home.path(), &["config", "init"], &[]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let written = std::fs::read_to_string(&config).unwrap();
+    assert_eq!(written, include_str!("../config.sample.toml"));
+    // Never overwritten by accident.
+    let output = run(home.path(), &["config", "init"], &[]).await;
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("--force"), "{}", stderr(&output));
+    let output = run(home.path(), &["config", "init", "--force"], &[]).await;
+    assert!(output.status.success());
+
+    // Point the sample's local provider at a server that answers.
+    std::fs::write(
+        &config,
+        written.replace("http://127.0.0.1:8080/v1", &server.base_url()),
+    )
+    .unwrap();
+    let output = run(home.path(), &["doctor"], &[]).await;
+    let report = stdout(&output);
+    assert!(output.status.success(), "{report}{}", stderr(&output));
+    assert!(report.contains("provider local endpoint"), "{report}");
+    assert!(report.contains("answers (2 models)"), "{report}");
+    assert!(report.contains("data dir"), "{report}");
+    assert!(report.contains("all good"), "{report}");
+    assert!(home.path().join(".local/share/crucible/sessions").is_dir());
+}
+
+#[tokio::test]
+async fn doctor_names_the_fix_for_each_broken_thing() {
+    let refusing = LlmServer::start(|_| {
+        Reply::json(
+            401,
+            json!({"error": {"message": "Incorrect API key provided"}}),
+        )
+    })
+    .await;
+    let closed_port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[chat]
+default_provider = "down"
+
+[llm.providers.down]
+type = "openai"
+endpoint = "http://127.0.0.1:{closed_port}/v1"
+default_model = "m"
+
+[llm.providers.badkey]
+type = "openai"
+endpoint = "{}"
+default_model = "m"
+api_key = "${{DOCTOR_TEST_KEY}}"
+
+[llm.providers.nokey]
+type = "anthropic"
+default_model = "claude-x"
+api_key = "${{DOCTOR_TEST_UNSET_KEY}}"
+
+[mcp_servers.tools]
+command = "no-such-mcp-command-anywhere"
+"#,
+            refusing.base_url()
+        ),
+    )
+    .unwrap();
+    let secret = "sk-this-must-never-be-printed";
+    let output = run(
+        home.path(),
+        &["--config", config.to_str().unwrap(), "doctor"],
+        &[("DOCTOR_TEST_KEY", secret)],
+    )
+    .await;
+    let report = format!("{}{}", stdout(&output), stderr(&output));
+    assert!(!output.status.success(), "{report}");
+    // Unreachable endpoint.
+    assert!(report.contains("cannot reach provider `down`"), "{report}");
+    assert!(report.contains("[llm.providers.down]"), "{report}");
+    // A key the server refuses, named by where it came from, never shown.
+    assert!(
+        report.contains("refused the API key (HTTP 401)"),
+        "{report}"
+    );
+    assert!(
+        report.contains("environment variable DOCTOR_TEST_KEY"),
+        "{report}"
+    );
+    assert!(!report.contains(secret), "{report}");
+    // A key variable that is not set.
+    assert!(report.contains("export DOCTOR_TEST_UNSET_KEY"), "{report}");
+    // A missing MCP command.
+    assert!(report.contains("no-such-mcp-command-anywhere"), "{report}");
+    assert!(report.contains("[mcp_servers.tools]"), "{report}");
+    assert!(report.contains("problem(s) to fix"), "{report}");
+
+    // A config that does not parse names the key.
+    std::fs::write(&config, "[agent]\nmax_turn_requests = \"many\"\n").unwrap();
+    let output = run(
+        home.path(),
+        &["--config", config.to_str().unwrap(), "doctor"],
+        &[],
+    )
+    .await;
+    let report = stdout(&output);
+    assert!(!output.status.success());
+    assert!(report.contains("max_turn_requests"), "{report}");
+}
+
+#[tokio::test]
+async fn sessions_subcommands_list_show_and_delete_what_the_agent_stored() {
+    let server =
+        LlmServer::chat(|_| Reply::stream(text_stream(&["Hi ", "there"]), Split::Whole)).await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let session = agent.start_session().await;
+    agent.prompt(&session, "say hello").await;
+    agent.close_stdin();
+    agent.wait_exit().await;
+    let data = agent.data_dir();
+    let data = data.to_str().unwrap();
+    let home = tempfile::tempdir().unwrap();
+
+    let output = run(
+        home.path(),
+        &["--data-dir", data, "sessions", "list", "--json"],
+        &[],
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let listed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(listed[0]["id"], session.as_str());
+    assert_eq!(listed[0]["title"], "say hello");
+    assert_eq!(listed[0]["model"], "test-model");
+    let output = run(home.path(), &["--data-dir", data, "sessions", "list"], &[]).await;
+    assert!(stdout(&output).contains(&session), "{}", stdout(&output));
+
+    let output = run(
+        home.path(),
+        &["--data-dir", data, "sessions", "show", &session],
+        &[],
+    )
+    .await;
+    let shown = stdout(&output);
+    assert!(
+        shown.contains("> say hello") && shown.contains("Hi there"),
+        "{shown}"
+    );
+    let output = run(
+        home.path(),
+        &["--data-dir", data, "sessions", "show", &session, "--json"],
+        &[],
+    )
+    .await;
+    let shown: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(shown["metadata"]["id"], session.as_str());
+    assert_eq!(shown["events"][0]["event"], "user_prompt");
+
+    let output = run(
+        home.path(),
+        &["--data-dir", data, "sessions", "delete", &session],
+        &[],
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!agent.session_dir(&session).exists());
+    let output = run(
+        home.path(),
+        &["--data-dir", data, "sessions", "show", &session],
+        &[],
+    )
+    .await;
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("no stored session"),
+        "{}",
+        stderr(&output)
+    );
+}
