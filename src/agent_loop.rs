@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::context::{self, ContextBudget, ContextManager, ContextOp, ContextSettings};
 use crate::providers::retry;
 use crate::providers::{
     ChatRequest, FinishReason, Message, Part, Provider, ProviderError, ProviderEvent, Role,
@@ -109,8 +110,10 @@ pub struct TurnInput {
     pub model: String,
     pub system: Option<String>,
     /// The conversation so far, ending with the user's new message.
-    pub history: Vec<Arc<Message>>,
+    pub context: ContextManager,
     pub context_window: u64,
+    /// Answer reserve and compaction threshold.
+    pub context_settings: ContextSettings,
     pub cancel: CancellationToken,
     /// The tools offered to the model (already filtered by the mode).
     pub tools: ToolRegistry,
@@ -126,9 +129,20 @@ pub struct TurnOutcome {
     pub new_messages: Vec<Arc<Message>>,
     pub result: Result<StopReason, ProviderError>,
     pub last_usage: Option<Usage>,
+    /// The context after the turn: the new messages, any compaction or
+    /// dropping, and what the provider's usage taught the estimator.
+    pub context: ContextManager,
+    /// Compactions and drops made during the turn, in order (for a store).
+    pub context_ops: Vec<ContextOp>,
 }
 
-pub async fn run_turn(input: TurnInput, emit: &(dyn Fn(AgentEvent) + Send + Sync)) -> TurnOutcome {
+pub async fn run_turn(
+    mut input: TurnInput,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> TurnOutcome {
+    let mut context = std::mem::take(&mut input.context);
+    let mut context_ops = Vec::new();
+    let budget = input.context_settings.budget(input.context_window);
     let mut new_messages: Vec<Arc<Message>> = Vec::new();
     let mut last_usage = None;
     let mut requests = 0;
@@ -140,13 +154,27 @@ pub async fn run_turn(input: TurnInput, emit: &(dyn Fn(AgentEvent) + Send + Sync
             break Ok(StopReason::MaxTurnRequests);
         }
         requests += 1;
-        let mut messages = input.history.clone();
-        messages.extend(new_messages.iter().cloned());
+        let tools = input.tools.definitions();
+        let fixed_chars = context::budget::fixed_chars(input.system.as_deref(), &tools);
+        // Before every call, also between tool rounds: the request must fit.
+        if let Err(err) = fit(
+            &mut context,
+            &mut context_ops,
+            &input,
+            fixed_chars,
+            &budget,
+            emit,
+        )
+        .await
+        {
+            break Err(err);
+        }
+        let request_chars = fixed_chars + context.chars();
         let request = ChatRequest {
             model: input.model.clone(),
             system: input.system.clone(),
-            messages,
-            tools: input.tools.definitions(),
+            messages: context.messages(),
+            tools,
             tool_choice: ToolChoice::Auto,
             max_output_tokens: input.provider.config().max_output_tokens,
             context_window: Some(input.context_window),
@@ -159,8 +187,17 @@ pub async fn run_turn(input: TurnInput, emit: &(dyn Fn(AgentEvent) + Send + Sync
             emit,
         )
         .await;
-        if call.usage.is_some() {
-            last_usage = call.usage;
+        if let Some(usage) = call.usage {
+            last_usage = Some(usage);
+            tracing::debug!(
+                estimated = context.estimator.tokens(request_chars),
+                reported = usage.prompt_tokens,
+                drift = context.estimator.drift,
+                "prompt tokens: estimate vs provider"
+            );
+            context
+                .estimator
+                .observe(request_chars, usage.prompt_tokens);
         }
         let calls: Vec<(String, String, String)> = call
             .message
@@ -180,16 +217,18 @@ pub async fn run_turn(input: TurnInput, emit: &(dyn Fn(AgentEvent) + Send + Sync
             Ok(CallEnd::Cancelled) => {
                 // Calls the model asked for but never got a result would make
                 // the next request invalid: drop them from what is kept.
-                push_without_calls(&mut new_messages, call.message);
+                push_without_calls(&mut new_messages, &mut context, call.message);
                 break Ok(StopReason::Cancelled);
             }
             Err(err) => {
-                push_without_calls(&mut new_messages, call.message);
+                push_without_calls(&mut new_messages, &mut context, call.message);
                 break Err(err);
             }
         };
         if !call.message.parts.is_empty() {
-            new_messages.push(Arc::new(call.message));
+            let message = Arc::new(call.message);
+            context.push(Arc::clone(&message));
+            new_messages.push(message);
         }
         if calls.is_empty() {
             break Ok(match finished {
@@ -201,10 +240,12 @@ pub async fn run_turn(input: TurnInput, emit: &(dyn Fn(AgentEvent) + Send + Sync
             });
         }
         let results = run_tools(&input, calls, emit).await;
-        new_messages.push(Arc::new(Message {
+        let results = Arc::new(Message {
             role: Role::User,
             parts: results,
-        }));
+        });
+        context.push(Arc::clone(&results));
+        new_messages.push(results);
         if input.cancel.is_cancelled() {
             break Ok(StopReason::Cancelled);
         }
@@ -213,15 +254,97 @@ pub async fn run_turn(input: TurnInput, emit: &(dyn Fn(AgentEvent) + Send + Sync
         new_messages,
         result,
         last_usage,
+        context,
+        context_ops,
     }
 }
 
-fn push_without_calls(messages: &mut Vec<Arc<Message>>, mut message: Message) {
+fn push_without_calls(
+    messages: &mut Vec<Arc<Message>>,
+    context: &mut ContextManager,
+    mut message: Message,
+) {
     message
         .parts
         .retain(|part| !matches!(part, Part::ToolCall { .. }));
     if !message.parts.is_empty() {
-        messages.push(Arc::new(message));
+        let message = Arc::new(message);
+        context.push(Arc::clone(&message));
+        messages.push(message);
+    }
+}
+
+/// Make the next request fit: past the compaction threshold, summarize
+/// older turns; past the budget even so, drop the oldest whole turns and
+/// tell the user. A request that cannot fit is not sent.
+async fn fit(
+    context: &mut ContextManager,
+    ops: &mut Vec<ContextOp>,
+    input: &TurnInput,
+    fixed_chars: u64,
+    budget: &ContextBudget,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> Result<(), ProviderError> {
+    let fixed = context.estimator.tokens(fixed_chars);
+    let used = fixed + context.tokens();
+    if used <= budget.compact_at() {
+        return Ok(());
+    }
+    let keep = input.context_settings.keep_recent_turns;
+    if let Some(entries) = context.compactable(keep).or_else(|| context.compactable(1)) {
+        emit(AgentEvent::Thought(format!(
+            "Context at ~{used} of {} tokens (compaction at {}): summarizing {entries} earlier entries…\n",
+            budget.window,
+            budget.compact_at()
+        )));
+        let request = context::compact::request(
+            &input.model,
+            &context.entries()[..entries],
+            None,
+            budget,
+            &context.estimator,
+        );
+        match context::compact::summarize(&*input.provider, request, &input.cancel).await {
+            Ok(summary) => {
+                let op = ContextOp::Compact { entries, summary };
+                match context.apply(&op) {
+                    Ok(report) => {
+                        emit(AgentEvent::Thought(format!("{report}\n")));
+                        ops.push(op);
+                    }
+                    Err(err) => tracing::warn!(%err, "compaction could not be applied"),
+                }
+            }
+            // The call that follows sees the cancel and sends nothing.
+            Err(context::compact::CompactError::Cancelled) => return Ok(()),
+            Err(err) => emit(AgentEvent::Thought(format!("{err}\n"))),
+        }
+    }
+    let room = budget.limit().saturating_sub(fixed);
+    let (drops, fits) = context.plan_drops(room);
+    if !drops.is_empty() {
+        let before = context.entries().len();
+        for op in drops {
+            if let Err(err) = context.apply(&op) {
+                tracing::warn!(%err, "drop could not be applied");
+                continue;
+            }
+            ops.push(op);
+        }
+        emit(AgentEvent::AgentText(format!(
+            "\n[Context full: dropped the {} oldest entries to fit the {}-token window. `/context` shows what remains.]\n",
+            before - context.entries().len(),
+            budget.window
+        )));
+    }
+    if fits {
+        Ok(())
+    } else {
+        Err(ProviderError::ContextOverflow {
+            needed: fixed + context.tokens(),
+            limit: budget.limit(),
+            window: budget.window,
+        })
     }
 }
 
@@ -626,8 +749,9 @@ mod tests {
             provider,
             model: "m".into(),
             system: Some("sys".into()),
-            history: vec![Arc::new(Message::user_text("hi"))],
-            context_window: 1000,
+            context: ContextManager::from_messages([Arc::new(Message::user_text("hi"))]),
+            context_window: 100_000,
+            context_settings: ContextSettings::default(),
             cancel,
             tools: ToolRegistry::builtin(),
             tool_context: ToolContext::local(std::env::temp_dir()),
@@ -681,7 +805,7 @@ mod tests {
                 AgentEvent::AgentText("lo".into()),
                 AgentEvent::Usage {
                     used: 12,
-                    size: 1000
+                    size: 100_000
                 },
             ]
         );
@@ -920,5 +1044,161 @@ mod tests {
             matches!(result, Part::ToolResult { is_error: true, content, .. } if content.contains("the user said no")),
             "{result:?}"
         );
+    }
+
+    fn long_history(turns: usize, chars: usize) -> ContextManager {
+        let mut context = ContextManager::new();
+        for n in 0..turns {
+            context.push(Arc::new(Message::user_text(format!(
+                "question {n} {}",
+                "q".repeat(chars)
+            ))));
+            context.push(Arc::new(Message::assistant_text(format!(
+                "answer {n} {}",
+                "a".repeat(chars)
+            ))));
+        }
+        context.push(Arc::new(Message::user_text("the latest question")));
+        context
+    }
+
+    fn estimate(request: &ChatRequest) -> u64 {
+        let chars = context::budget::fixed_chars(request.system.as_deref(), &request.tools)
+            + request
+                .messages
+                .iter()
+                .map(|m| context::budget::message_chars(m))
+                .sum::<u64>();
+        chars.div_ceil(4)
+    }
+
+    #[tokio::test]
+    async fn past_the_threshold_older_turns_are_summarized_before_the_call() {
+        let provider = with_later(
+            vec![
+                Ok(ProviderEvent::TextDelta("They asked six questions.".into())),
+                Ok(ProviderEvent::Finish(FinishReason::Stop)),
+            ],
+            vec![
+                Ok(ProviderEvent::TextDelta("answer".into())),
+                Ok(ProviderEvent::Finish(FinishReason::Stop)),
+            ],
+        );
+        let mut turn = input(provider.clone(), CancellationToken::new());
+        turn.tools = ToolRegistry::new();
+        turn.context = long_history(6, 2500);
+        turn.context_window = 8192;
+        let events = Mutex::new(Vec::new());
+        let outcome = run_turn(turn, &|e| events.lock().unwrap().push(e)).await;
+        assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
+        let seen = provider.seen.lock().unwrap();
+        assert_eq!(seen.len(), 2);
+        assert_eq!(
+            seen[0].system.as_deref(),
+            Some(context::compact::COMPACT_PROMPT.trim())
+        );
+        let sent = &seen[1];
+        assert!(
+            sent.messages[0]
+                .text()
+                .contains("They asked six questions.")
+        );
+        assert_eq!(sent.messages.last().unwrap().text(), "the latest question");
+        // The request that went out is under the threshold (80 % of 8192).
+        assert!(estimate(sent) <= 6553, "{}", estimate(sent));
+        assert!(matches!(&outcome.context_ops[0], ContextOp::Compact { .. }));
+        let thoughts: String = events
+            .into_inner()
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| match e {
+                AgentEvent::Thought(t) => Some(t),
+                _ => None,
+            })
+            .collect();
+        assert!(thoughts.contains("summarizing"), "{thoughts}");
+    }
+
+    #[tokio::test]
+    async fn a_failed_compaction_falls_back_to_dropping_and_never_overflows() {
+        // Every call fails, so the summary fails; the turns must be dropped.
+        let provider = with_later(
+            vec![Err(ProviderError::Setup {
+                provider: "p".into(),
+                detail: "down".into(),
+            })],
+            vec![
+                Ok(ProviderEvent::TextDelta("answer".into())),
+                Ok(ProviderEvent::Finish(FinishReason::Stop)),
+            ],
+        );
+        let mut turn = input(provider.clone(), CancellationToken::new());
+        turn.tools = ToolRegistry::new();
+        turn.context = long_history(6, 4000);
+        turn.context_window = 8192;
+        let texts = Mutex::new(String::new());
+        let outcome = run_turn(turn, &|e| {
+            if let AgentEvent::AgentText(t) | AgentEvent::Thought(t) = e {
+                texts.lock().unwrap().push_str(&t)
+            }
+        })
+        .await;
+        assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
+        let texts = texts.into_inner().unwrap();
+        assert!(texts.contains("the context is unchanged"), "{texts}");
+        assert!(texts.contains("dropped the"), "{texts}");
+        let seen = provider.seen.lock().unwrap();
+        let sent = seen.last().unwrap();
+        assert!(estimate(sent) <= 8192 - 2048, "{}", estimate(sent));
+        assert_eq!(sent.messages.last().unwrap().text(), "the latest question");
+    }
+
+    #[tokio::test]
+    async fn a_request_that_cannot_fit_is_not_sent() {
+        let provider = scripted(vec![], false);
+        let mut turn = input(provider.clone(), CancellationToken::new());
+        turn.context =
+            ContextManager::from_messages([Arc::new(Message::user_text("x".repeat(100_000)))]);
+        turn.context_window = 4096;
+        let outcome = run_turn(turn, &|_| {}).await;
+        assert!(matches!(
+            outcome.result,
+            Err(ProviderError::ContextOverflow { window: 4096, .. })
+        ));
+        assert!(provider.seen.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_tool_result_that_passes_the_threshold_compacts_before_the_next_call() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("big.txt"), "line of text\n".repeat(700)).unwrap();
+        let provider = with_later(
+            tool_call("r", "read_file", r#"{"path":"big.txt"}"#),
+            vec![
+                Ok(ProviderEvent::TextDelta("SUMMARY".into())),
+                Ok(ProviderEvent::Finish(FinishReason::Stop)),
+            ],
+        );
+        let mut turn = input(provider.clone(), CancellationToken::new());
+        turn.tools = ToolRegistry::builtin().filtered(|t| t.name() == "read_file");
+        turn.tool_context = ToolContext::local(dir.path().to_path_buf());
+        turn.context = long_history(4, 2000);
+        turn.context_window = 8192;
+        let outcome = run_turn(turn, &|_| {}).await;
+        assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
+        let seen = provider.seen.lock().unwrap();
+        // tool call, then (inside the tool loop) the summary, then the answer
+        assert_eq!(seen.len(), 3);
+        assert_eq!(
+            seen[1].system.as_deref(),
+            Some(context::compact::COMPACT_PROMPT.trim())
+        );
+        let last = &seen[2];
+        assert!(last.messages[0].text().contains("SUMMARY"));
+        assert!(estimate(last) <= 6554, "{}", estimate(last));
+        // The call and its result made it through together.
+        let parts: Vec<&Part> = last.messages.iter().flat_map(|m| m.parts.iter()).collect();
+        assert!(parts.iter().any(|p| matches!(p, Part::ToolCall { .. })));
+        assert!(parts.iter().any(|p| matches!(p, Part::ToolResult { .. })));
     }
 }

@@ -179,6 +179,10 @@ pub struct Config {
     pub source: Option<PathBuf>,
     pub default_provider: String,
     pub default_agent: Option<String>,
+    /// `[chat] system_prompt`: the user's addition to every system prompt.
+    pub system_prompt: Option<String>,
+    /// `[context]`: answer reserve, compaction threshold.
+    pub context: crate::context::ContextSettings,
     pub providers: BTreeMap<String, ProviderConfig>,
     /// Model calls one prompt turn may make before it stops (`[agent]`).
     pub max_turn_requests: u32,
@@ -224,6 +228,8 @@ impl Config {
             source: None,
             default_provider: provider.name.clone(),
             default_agent: None,
+            system_prompt: None,
+            context: crate::context::ContextSettings::default(),
             providers: BTreeMap::from([(provider.name.clone(), provider)]),
             max_turn_requests: crate::agent_loop::DEFAULT_MAX_TURN_REQUESTS,
             default_mode: crate::modes::DEFAULT_MODE.to_string(),
@@ -348,6 +354,7 @@ fn validate(
         )?,
     };
     let modes = validate_modes(raw.modes.unwrap_or_default(), path)?;
+    let context = validate_context(raw.context.unwrap_or_default(), path)?;
     let agent = raw.agent.unwrap_or_default();
     let default_mode = match agent.default_mode {
         Some(mode) if modes.find(&mode).is_none() => {
@@ -441,6 +448,8 @@ fn validate(
         source: Some(path.to_path_buf()),
         default_provider,
         default_agent: chat.default_agent,
+        system_prompt: chat.system_prompt,
+        context,
         providers,
         max_turn_requests,
         default_mode,
@@ -450,6 +459,47 @@ fn validate(
         mcp_options,
         warnings,
     })
+}
+
+fn validate_context(
+    raw: raw::RawContext,
+    path: &Path,
+) -> Result<crate::context::ContextSettings, ConfigError> {
+    let mut settings = crate::context::ContextSettings::default();
+    if let Some(threshold) = raw.compaction_threshold {
+        if !(threshold > 0.0 && threshold <= 1.0) {
+            return Err(invalid(
+                path,
+                "context.compaction_threshold",
+                format!("is {threshold}, outside (0, 1]"),
+                "Give the share of the window at which to compact, e.g. 0.8 for 80 % (the default).",
+            ));
+        }
+        settings.compaction_threshold = threshold;
+    }
+    if let Some(reserve) = raw.reserve_tokens {
+        if reserve == 0 {
+            return Err(invalid(
+                path,
+                "context.reserve_tokens",
+                "is 0, which leaves no room for the answer",
+                "Reserve some tokens for the answer (default 4096), or leave it out.",
+            ));
+        }
+        settings.reserve_tokens = reserve;
+    }
+    if let Some(keep) = raw.keep_recent_turns {
+        if keep == 0 {
+            return Err(invalid(
+                path,
+                "context.keep_recent_turns",
+                "is 0",
+                "Keep at least the latest turn verbatim (default 2), or leave it out.",
+            ));
+        }
+        settings.keep_recent_turns = keep;
+    }
+    Ok(settings)
 }
 
 fn validate_mcp_servers(
@@ -1380,6 +1430,40 @@ context_window = 8192
             .unwrap_err()
             .to_string();
         assert!(err.contains("mcp_servers.x.command"), "{err}");
+    }
+
+    #[test]
+    fn context_settings_are_read_and_checked() {
+        let config = load(
+            "[chat]\nsystem_prompt = \"Answer in French.\"\n[context]\ncompaction_threshold = 0.5\nreserve_tokens = 1000\nkeep_recent_turns = 3",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(config.system_prompt.as_deref(), Some("Answer in French."));
+        assert_eq!(config.context.compaction_threshold, 0.5);
+        assert_eq!(config.context.reserve_tokens, 1000);
+        assert_eq!(config.context.keep_recent_turns, 3);
+        let defaults = load("", &[]).unwrap().context;
+        assert_eq!(defaults, crate::context::ContextSettings::default());
+        for (text, key) in [
+            (
+                "[context]\ncompaction_threshold = 1.5",
+                "context.compaction_threshold",
+            ),
+            (
+                "[context]\ncompaction_threshold = 0.0",
+                "context.compaction_threshold",
+            ),
+            ("[context]\nreserve_tokens = 0", "context.reserve_tokens"),
+            (
+                "[context]\nkeep_recent_turns = 0",
+                "context.keep_recent_turns",
+            ),
+            ("[context]\nthreshold = 0.5", "threshold"),
+        ] {
+            let err = load(text, &[]).unwrap_err().to_string();
+            assert!(err.contains(key), "{text}: {err}");
+        }
     }
 
     #[test]

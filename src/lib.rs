@@ -7,8 +7,11 @@
 //! transport's single writer puts them on stdout.
 
 pub mod agent_loop;
+pub mod agents;
 pub mod cli;
+pub mod commands;
 pub mod config;
+pub mod context;
 pub mod mcp;
 pub mod modes;
 pub mod permissions;

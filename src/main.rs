@@ -137,6 +137,9 @@ async fn serve(config: Config, data_dir: std::path::PathBuf) -> anyhow::Result<(
         rules: Arc::new(config.permission_rules.clone()),
         mcp_servers: config.mcp_servers.clone(),
         mcp_options: config.mcp_options.clone(),
+        context: config.context,
+        agent: config.default_agent.clone(),
+        system_prompt: config.system_prompt.clone(),
     };
     let providers = Arc::new(Providers::from_config(&config));
     let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());

@@ -170,7 +170,7 @@ pub struct SessionPermissions {
     /// "Always" answers, newest first.
     session_rules: Mutex<Vec<Rule>>,
     /// The agent (card) the session runs, for agent-scoped rules.
-    agent: Option<String>,
+    agent: Mutex<Option<String>>,
     /// The session's mode; changed by the session actor, read by running turns.
     policy: Mutex<ModePolicy>,
 }
@@ -187,15 +187,18 @@ impl SessionPermissions {
             sink,
             rules,
             session_rules: Mutex::default(),
-            agent: None,
+            agent: Mutex::default(),
             policy: Mutex::new(policy),
         }
     }
 
-    /// For sessions run by an agent card: its agent-scoped rules apply.
-    pub fn with_agent(mut self, agent: Option<String>) -> Self {
-        self.agent = agent;
-        self
+    /// The session's agent card, for agent-scoped rules; changed by the
+    /// actor when the card switches, read by running turns.
+    pub fn set_agent(&self, agent: Option<String>) {
+        *self
+            .agent
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = agent;
     }
 
     pub fn policy(&self) -> ModePolicy {
@@ -215,9 +218,14 @@ impl SessionPermissions {
     /// The decision and scope of the first matching rule.
     fn decided(&self, call: &ToolCallInfo, tool: &dyn Tool) -> Option<(Decision, RuleScope)> {
         let session = self.lock_session_rules().clone();
+        let agent = self
+            .agent
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone();
         first_match(
             self.rules.iter().chain(session.iter()),
-            self.agent.as_deref(),
+            agent.as_deref(),
             call,
             tool,
         )

@@ -1,32 +1,167 @@
-//! The system prompt. The base layer is compiled in from `prompts/base.md`;
-//! template variables are filled per session and turn.
+//! The system prompt, in layers (seeds 000 and 004): the base prompt
+//! (compiled in from `prompts/base.md`, or the project's
+//! `.crucible/system_prompt.md`) → the mode's layer → project instructions
+//! (`AGENTS.md`, `CLAUDE.md` from the repository root down to the cwd) →
+//! the active agent card → the user's `system_prompt` from the config.
+//! Template variables are filled last, in every layer.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const BASE_PROMPT: &str = include_str!("../prompts/base.md");
+/// Files of project instructions, read in this order in each directory.
+const PROJECT_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
+/// A project's replacement for the base prompt.
+const PROJECT_OVERRIDE: &str = ".crucible/system_prompt.md";
+/// Project instruction files bigger than this are cut: they are read into
+/// every request.
+const PROJECT_FILE_MAX: usize = 32 * 1024;
+
+/// The built-in layer of a mode; ids this build does not know (a mode from
+/// the config) have none.
+pub fn mode_layer(mode: &str) -> Option<&'static str> {
+    match mode {
+        "plan" => Some(include_str!("../prompts/modes/plan.md")),
+        "act" => Some(include_str!("../prompts/modes/act.md")),
+        "auto" => Some(include_str!("../prompts/modes/auto.md")),
+        _ => None,
+    }
+}
 
 pub struct PromptVars<'a> {
     pub provider: &'a str,
     pub model: &'a str,
     pub cwd: &'a Path,
+    pub mode: &'a str,
+    /// The names of the tools actually offered.
+    pub tools: &'a [String],
 }
 
-pub fn system_prompt(vars: &PromptVars<'_>) -> String {
-    render(BASE_PROMPT, vars, &today())
+/// What goes into a session's system prompt besides the variables.
+#[derive(Debug, Clone, Default)]
+pub struct PromptLayers {
+    /// `.crucible/system_prompt.md` of the project, replacing the base.
+    pub base_override: Option<String>,
+    pub mode: Option<String>,
+    /// Project instruction files, outermost first, with their paths.
+    pub project: Vec<(PathBuf, String)>,
+    /// The active agent card's name and body.
+    pub agent: Option<(String, String)>,
+    /// `[chat] system_prompt` from the config.
+    pub user: Option<String>,
+}
+
+impl PromptLayers {
+    /// Read the project's files for a session in `cwd`. Done per turn, so
+    /// edits to AGENTS.md apply from the next prompt.
+    pub fn load(cwd: &Path, mode: &str, agent: Option<(&str, &str)>, user: Option<&str>) -> Self {
+        Self {
+            base_override: read_limited(&cwd.join(PROJECT_OVERRIDE)),
+            mode: mode_layer(mode).map(str::to_string),
+            project: project_instructions(cwd),
+            agent: agent.map(|(name, body)| (name.to_string(), body.to_string())),
+            user: user.map(str::to_string),
+        }
+    }
+
+    pub fn render(&self, vars: &PromptVars<'_>) -> String {
+        self.render_on(vars, &today())
+    }
+
+    fn render_on(&self, vars: &PromptVars<'_>, date: &str) -> String {
+        let mut layers: Vec<String> = Vec::new();
+        layers.push(
+            self.base_override
+                .as_deref()
+                .unwrap_or(BASE_PROMPT)
+                .trim()
+                .to_string(),
+        );
+        if let Some(mode) = &self.mode {
+            layers.push(mode.trim().to_string());
+        }
+        if !self.project.is_empty() {
+            let mut text = String::from(
+                "# Project instructions\nThe project's own instructions for agents. Follow them; where they conflict with the guidance above, they win.",
+            );
+            for (path, content) in &self.project {
+                text.push_str(&format!("\n\n## {}\n{}", path.display(), content.trim()));
+            }
+            layers.push(text);
+        }
+        if let Some((name, body)) = &self.agent
+            && !body.trim().is_empty()
+        {
+            layers.push(format!("# Agent: {name}\n{}", body.trim()));
+        }
+        if let Some(user) = self
+            .user
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+        {
+            layers.push(format!("# Additional instructions from the user\n{user}"));
+        }
+        render(&layers.join("\n\n"), vars, date)
+    }
+}
+
+/// AGENTS.md and CLAUDE.md from the repository root (the nearest ancestor
+/// holding `.git`) down to `cwd`; outside a repository, only `cwd`'s.
+pub fn project_instructions(cwd: &Path) -> Vec<(PathBuf, String)> {
+    let mut dirs: Vec<&Path> = Vec::new();
+    let mut found_root = false;
+    for dir in cwd.ancestors() {
+        dirs.push(dir);
+        if dir.join(".git").exists() {
+            found_root = true;
+            break;
+        }
+    }
+    if !found_root {
+        dirs.truncate(1);
+    }
+    let mut out = Vec::new();
+    for dir in dirs.into_iter().rev() {
+        for name in PROJECT_FILES {
+            let path = dir.join(name);
+            if let Some(text) = read_limited(&path) {
+                out.push((path, text));
+            }
+        }
+    }
+    out
+}
+
+fn read_limited(path: &Path) -> Option<String> {
+    let mut text = std::fs::read_to_string(path).ok()?;
+    if text.trim().is_empty() {
+        return None;
+    }
+    if text.len() > PROJECT_FILE_MAX {
+        let mut cut = PROJECT_FILE_MAX;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str("\n[… cut: the file is longer than 32 KiB]");
+    }
+    Some(text)
 }
 
 fn render(template: &str, vars: &PromptVars<'_>, date: &str) -> String {
     let cwd = vars.cwd.display().to_string();
+    let tools = if vars.tools.is_empty() {
+        "none (answer from the conversation)".to_string()
+    } else {
+        vars.tools.join(", ")
+    };
     let replacements: [(&str, &str); 6] = [
         ("{{provider}}", vars.provider),
         ("{{model}}", vars.model),
         ("{{cwd}}", &cwd),
         ("{{date}}", date),
-        (
-            "{{tools}}",
-            "none in this version (answer from the conversation)",
-        ),
-        ("{{mode}}", "default"),
+        ("{{tools}}", &tools),
+        ("{{mode}}", vars.mode),
     ];
     let mut out = template.trim().to_string();
     for (key, value) in replacements {
@@ -64,19 +199,81 @@ fn civil_from_days(days: i64) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn variables_are_filled() {
-        let vars = PromptVars {
+    fn vars<'a>(cwd: &'a Path, tools: &'a [String]) -> PromptVars<'a> {
+        PromptVars {
             provider: "local",
             model: "smollm2-135m",
-            cwd: Path::new("/work/project"),
-        };
-        let text = render(BASE_PROMPT, &vars, "2026-11-23");
-        assert!(text.contains("smollm2-135m"));
-        assert!(text.contains("provider local"));
-        assert!(text.contains("/work/project"));
-        assert!(text.contains("2026-11-23"));
+            cwd,
+            mode: "plan",
+            tools,
+        }
+    }
+
+    #[test]
+    fn variables_are_filled() {
+        let tools = vec!["read_file".to_string(), "grep".to_string()];
+        let layers = PromptLayers::load(Path::new("/nonexistent/project"), "plan", None, None);
+        let text = layers.render_on(&vars(Path::new("/work/project"), &tools), "2026-11-23");
+        for expected in [
+            "smollm2-135m",
+            "provider local",
+            "/work/project",
+            "2026-11-23",
+            "read_file, grep",
+            "in plan mode",
+            "# Plan mode",
+        ] {
+            assert!(text.contains(expected), "{expected} missing in: {text}");
+        }
         assert!(!text.contains("{{"), "unfilled variable in: {text}");
+    }
+
+    #[test]
+    fn layers_come_in_order_and_the_project_may_replace_the_base() {
+        let root = tempfile::tempdir().unwrap();
+        let repo = root.path().join("repo");
+        let sub = repo.join("crate");
+        std::fs::create_dir_all(sub.join(".crucible")).unwrap();
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::write(root.path().join("AGENTS.md"), "OUTSIDE THE REPO").unwrap();
+        std::fs::write(repo.join("AGENTS.md"), "ROOT AGENTS").unwrap();
+        std::fs::write(repo.join("CLAUDE.md"), "ROOT CLAUDE").unwrap();
+        std::fs::write(sub.join("AGENTS.md"), "SUB AGENTS").unwrap();
+        let layers = PromptLayers::load(
+            &sub,
+            "act",
+            Some(("rev", "CARD BODY")),
+            Some("USER ADDITION"),
+        );
+        let text = layers.render_on(&vars(&sub, &[]), "2026-01-01");
+        let order: Vec<usize> = [
+            "Crucible",
+            "# Act mode",
+            "ROOT AGENTS",
+            "ROOT CLAUDE",
+            "SUB AGENTS",
+            "CARD BODY",
+            "USER ADDITION",
+        ]
+        .iter()
+        .map(|needle| {
+            text.find(needle)
+                .unwrap_or_else(|| panic!("{needle} missing: {text}"))
+        })
+        .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+        assert!(!text.contains("OUTSIDE THE REPO"));
+
+        std::fs::write(
+            sub.join(".crucible/system_prompt.md"),
+            "OWN BASE for {{model}}",
+        )
+        .unwrap();
+        let layers = PromptLayers::load(&sub, "unknown-mode", None, None);
+        let text = layers.render_on(&vars(&sub, &[]), "2026-01-01");
+        assert!(text.starts_with("OWN BASE for smollm2-135m"), "{text}");
+        assert!(!text.contains("Crucible"));
+        assert!(!text.contains("# Act mode"));
     }
 
     #[test]

@@ -236,6 +236,14 @@ pub enum ProviderError {
     },
     #[error("provider `{provider}` could not be set up: {detail}")]
     Setup { provider: String, detail: String },
+    #[error(
+        "the request needs about {needed} tokens but only {limit} fit in the {window}-token window (the rest is reserved for the answer), even after compacting and dropping older turns. Shorten the message or attach less, or pick a model with a larger window."
+    )]
+    ContextOverflow {
+        needed: u64,
+        limit: u64,
+        window: u64,
+    },
     /// A transient failure that retrying did not cure.
     #[error("{last} ({why})")]
     GaveUp {
@@ -278,6 +286,7 @@ impl ProviderError {
             | ProviderError::ModelNotFound { .. }
             | ProviderError::IdleTimeout { .. }
             | ProviderError::Setup { .. }
+            | ProviderError::ContextOverflow { .. }
             | ProviderError::GaveUp { .. } => ErrorClass::Fatal,
         }
     }

@@ -731,6 +731,9 @@ mod tests {
                 rules: Arc::default(),
                 mcp_servers: Vec::new(),
                 mcp_options: crate::mcp::McpOptions::default(),
+                context: crate::context::ContextSettings::default(),
+                agent: None,
+                system_prompt: None,
             },
         );
         (Router::new(connection, manager), lines)

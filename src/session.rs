@@ -3,6 +3,8 @@
 //! through its mailbox, so sessions never lock or block each other.
 
 pub mod manager;
+mod prep;
+mod slash;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,13 +17,13 @@ use tokio_util::sync::CancellationToken;
 use futures::future::BoxFuture;
 
 use crate::agent_loop::{self, AgentEvent, StopReason, ToolCallInfo, TurnInput, TurnOutcome};
+use crate::agents::AgentCard;
+use crate::commands::CommandInfo;
+use crate::context::{ContextManager, ContextSettings};
 use crate::mcp::{McpManager, McpOptions, McpServerSpec};
 use crate::modes::{ModePolicy, ModeRegistry};
 use crate::permissions::{PermissionChoice, SessionPermissions};
-use crate::prompt;
-use crate::providers::{
-    FALLBACK_CONTEXT_WINDOW, Message, ModelInfo, Part, ProviderError, Providers, Role,
-};
+use crate::providers::{Message, ModelInfo, Part, ProviderError, Providers, Role};
 use crate::store::{self, Recorder, StoredEvent};
 use crate::tools::{ClientFs, ClientTerminal, LocalFs, ToolContext, ToolRegistry};
 
@@ -50,6 +52,8 @@ pub enum Update {
     ConfigOptions(Vec<SelectOption>),
     /// The session's mode changed (ACP `current_mode_update`).
     CurrentMode(String),
+    /// The slash commands the session offers (ACP `available_commands_update`).
+    AvailableCommands(Vec<CommandInfo>),
     /// Part of a user prompt, shown again when a session is loaded.
     UserMessage(Part),
     /// The session's title or last activity changed (ACP `session_info_update`).
@@ -82,9 +86,11 @@ pub enum OptionCategory {
     Model,
     Provider,
     Mode,
+    Agent,
 }
 
 pub const MODEL_OPTION: &str = "model";
+pub const AGENT_OPTION: &str = "agent";
 pub const PROVIDER_OPTION: &str = "provider";
 pub const MODE_OPTION: &str = "mode";
 
@@ -160,6 +166,12 @@ pub struct SessionConfig {
     /// Started in the background; the first prompt waits for them.
     pub mcp_servers: Vec<McpServerSpec>,
     pub mcp_options: McpOptions,
+    /// Answer reserve and compaction threshold (`[context]`).
+    pub context: ContextSettings,
+    /// The agent card to start with (`--agent`, `[chat] default_agent`).
+    pub agent: Option<String>,
+    /// `[chat] system_prompt`: the user's addition to the system prompt.
+    pub system_prompt: Option<String>,
     /// The context a loaded session continues from (empty for a new one).
     pub history: Vec<Arc<Message>>,
     /// Where the session is saved; None keeps it in memory only.
@@ -247,7 +259,7 @@ pub fn spawn(
             let _ = mcp_ready.send(Some(manager));
         });
     }
-    let actor = SessionActor {
+    let mut actor = SessionActor {
         mcp,
         mcp_failures_told: false,
         tool_context,
@@ -260,13 +272,23 @@ pub fn spawn(
         cwd: config.cwd,
         provider: config.provider,
         model: config.model,
-        history: config.history,
+        context: ContextManager::from_messages(config.history),
+        context_settings: config.context,
+        agents: crate::agents::load_all(),
+        agent: None,
+        user_prompt: config.system_prompt,
         recorder: config.recorder,
         providers,
         sink,
         models: None,
         mailbox: tx.downgrade(),
     };
+    if let Some(name) = config.agent {
+        // Before the client hears anything, so no update is sent for it.
+        if let Err(err) = actor.switch_agent(&name, false) {
+            tracing::warn!(session = %actor.id, %err, "default agent not used");
+        }
+    }
     let task = tokio::spawn(actor.run(rx));
     SessionHandle { id, tx, task }
 }
@@ -293,7 +315,13 @@ struct SessionActor {
     cwd: PathBuf,
     provider: String,
     model: String,
-    history: Vec<Arc<Message>>,
+    context: ContextManager,
+    context_settings: ContextSettings,
+    /// Every agent card, loaded when the session starts.
+    agents: Vec<AgentCard>,
+    /// The active card's name.
+    agent: Option<String>,
+    user_prompt: Option<String>,
     recorder: Option<Recorder>,
     providers: Arc<Providers>,
     sink: Arc<dyn ClientSink>,
@@ -378,7 +406,13 @@ impl SessionActor {
             SessionMsg::Options { reply } => {
                 let _ = reply.send(self.options());
             }
-            SessionMsg::Started => self.load_models(),
+            SessionMsg::Started => {
+                self.sink.send(
+                    &self.id,
+                    Update::AvailableCommands(crate::commands::builtin()),
+                );
+                self.load_models();
+            }
             SessionMsg::ModelsLoaded { provider, models } => {
                 if provider == self.provider {
                     let before = self.options();
@@ -400,72 +434,47 @@ impl SessionActor {
         request_cancel: CancellationToken,
         reply: PromptReply,
     ) -> Option<RunningTurn> {
-        self.history.push(Arc::new(Message {
+        // A child of the request's token: `$/cancel_request` and `session/cancel` both stop it.
+        let cancel = request_cancel.child_token();
+        if let Some(command) = crate::commands::from_parts(&content) {
+            return self.start_command(command, cancel, reply);
+        }
+        let prep = match self.prepare(true) {
+            Ok(prep) => prep,
+            Err(err) => {
+                let _ = reply.send(Err(err));
+                return None;
+            }
+        };
+        self.context.push(Arc::new(Message {
             role: Role::User,
             parts: content,
         }));
         self.record_prompt();
-        // A child of the request's token: `$/cancel_request` and `session/cancel` both stop it.
-        let cancel = request_cancel.child_token();
-        let Some(provider) = self.providers.get(&self.provider) else {
-            let _ = reply.send(Err(SessionError::Provider(ProviderError::Setup {
-                provider: self.provider.clone(),
-                detail: "this provider is not configured".into(),
-            })));
-            return None;
-        };
-        let system = prompt::system_prompt(&prompt::PromptVars {
-            provider: &self.provider,
-            model: &self.model,
-            cwd: &self.cwd,
-        });
-        let read_only = self.permissions.policy() == ModePolicy::ReadOnly;
-        let mut input = TurnInput {
-            provider,
-            model: self.model.clone(),
-            system: Some(system),
-            history: self.history.clone(),
-            context_window: FALLBACK_CONTEXT_WINDOW,
-            cancel: cancel.clone(),
-            tools: self.tools.clone(),
-            tool_context: self.tool_context.clone(),
-            permissions: Arc::clone(&self.permissions) as Arc<dyn agent_loop::PermissionGate>,
-            max_turn_requests: self.max_turn_requests,
-        };
+        let context = self.context.clone();
+        let context_settings = self.context_settings;
+        let tool_context = self.tool_context.clone();
+        let permissions = Arc::clone(&self.permissions) as Arc<dyn agent_loop::PermissionGate>;
+        let max_turn_requests = self.max_turn_requests;
         let sink = Arc::clone(&self.sink);
         let session_id = self.id.clone();
-        let providers = Arc::clone(&self.providers);
-        let provider_name = self.provider.clone();
-        let mut mcp = self.mcp.clone();
-        let tell_failures = !std::mem::replace(&mut self.mcp_failures_told, true);
+        let turn_cancel = cancel.clone();
         // A task of its own: a panic inside a turn must not take the session with it.
         let task = tokio::spawn(async move {
             let emit = move |event: AgentEvent| sink.send(&session_id, Update::Agent(event));
-            // MCP servers still starting (bounded by their start timeout).
-            let manager = tokio::select! {
-                biased;
-                _ = input.cancel.cancelled() => None,
-                ready = mcp.wait_for(Option::is_some) => ready.ok().and_then(|m| m.clone()),
-            };
-            if let Some(manager) = manager {
-                if tell_failures {
-                    for (_, reason) in manager.failures() {
-                        emit(AgentEvent::Thought(format!("{reason}\n")));
-                    }
-                }
-                for tool in manager.tools() {
-                    input.tools.register(tool);
-                }
-            }
-            if read_only {
-                input.tools = input.tools.filtered(|tool| !tool.mutates());
-            }
-            // Asked once per model (Ollama: /api/show), then cached.
-            let window = providers.context_window(&provider_name, &input.model);
-            input.context_window = tokio::select! {
-                biased;
-                _ = input.cancel.cancelled() => FALLBACK_CONTEXT_WINDOW,
-                window = window => window,
+            let ready = prep.resolve(&turn_cancel, &emit).await;
+            let input = TurnInput {
+                provider: ready.provider,
+                model: ready.model,
+                system: Some(ready.system),
+                context,
+                context_window: ready.window,
+                context_settings,
+                cancel: turn_cancel,
+                tools: ready.tools,
+                tool_context,
+                permissions,
+                max_turn_requests,
             };
             agent_loop::run_turn(input, &emit).await
         });
@@ -484,7 +493,8 @@ impl SessionActor {
         let result = match outcome {
             Ok(outcome) => {
                 self.record_turn(&outcome.new_messages);
-                self.history.extend(outcome.new_messages);
+                // The turn's copy holds its messages, compactions and drops.
+                self.context = outcome.context;
                 outcome.result.map_err(SessionError::from)
             }
             Err(err) => {
@@ -574,7 +584,7 @@ impl SessionActor {
                 })
                 .collect(),
         };
-        vec![model, mode, provider]
+        vec![model, mode, provider, self.agent_option()]
     }
 
     fn set_option(&mut self, id: &str, value: &str) -> Result<Vec<SelectOption>, SessionError> {
@@ -614,6 +624,11 @@ impl SessionActor {
                         .send(&self.id, Update::ConfigOptions(self.options()));
                 }
             }
+            AGENT_OPTION => {
+                if let Err(err) = self.switch_agent(value, true) {
+                    tracing::warn!(session = %self.id, %err, "agent switch");
+                }
+            }
             PROVIDER_OPTION if value != self.provider => {
                 // A new server: its own default model, and its model list
                 // replaces the old one once it loads.
@@ -632,7 +647,12 @@ impl SessionActor {
 
     /// Save the prompt just added to the history; the first one names the session.
     fn record_prompt(&mut self) {
-        let (Some(recorder), Some(message)) = (self.recorder.as_mut(), self.history.last()) else {
+        let last = self
+            .context
+            .entries()
+            .last()
+            .and_then(|e| e.messages.last());
+        let (Some(recorder), Some(message)) = (self.recorder.as_mut(), last) else {
             return;
         };
         recorder.record(StoredEvent::UserPrompt {

@@ -6,6 +6,7 @@
 use agent_client_protocol_schema::v1 as acp;
 
 use crate::agent_loop::{AgentEvent, StopReason, ToolCallInfo, ToolCallProgress, ToolStatus};
+use crate::commands::CommandInfo;
 use crate::providers::Part;
 use crate::session::{OptionCategory, SelectOption, Update};
 use crate::tools::{Location, TodoItem, TodoPriority, TodoStatus, ToolContent, ToolKind};
@@ -28,6 +29,9 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
         Update::Agent(AgentEvent::Plan(todos)) => acp::SessionUpdate::Plan(plan(todos)),
         Update::ConfigOptions(options) => acp::SessionUpdate::ConfigOptionUpdate(
             acp::ConfigOptionUpdate::new(config_options(options)),
+        ),
+        Update::AvailableCommands(commands) => acp::SessionUpdate::AvailableCommandsUpdate(
+            acp::AvailableCommandsUpdate::new(commands.iter().map(available_command).collect()),
         ),
         Update::CurrentMode(id) => {
             acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(id.clone()))
@@ -178,6 +182,13 @@ fn text_block(text: &str) -> acp::ContentBlock {
     acp::ContentBlock::Text(acp::TextContent::new(text))
 }
 
+fn available_command(command: &CommandInfo) -> acp::AvailableCommand {
+    let input = command.hint.as_ref().map(|hint| {
+        acp::AvailableCommandInput::Unstructured(acp::UnstructuredCommandInput::new(hint.clone()))
+    });
+    acp::AvailableCommand::new(command.name.clone(), command.description.clone()).input(input)
+}
+
 pub fn config_options(options: &[SelectOption]) -> Vec<acp::SessionConfigOption> {
     options
         .iter()
@@ -204,6 +215,7 @@ pub fn config_options(options: &[SelectOption]) -> Vec<acp::SessionConfigOption>
                 OptionCategory::Provider => {
                     acp::SessionConfigOptionCategory::Other("_provider".into())
                 }
+                OptionCategory::Agent => acp::SessionConfigOptionCategory::Other("_agent".into()),
             })
         })
         .collect()
@@ -290,6 +302,24 @@ mod tests {
                     size: 8192,
                 }),
                 json!({"sessionUpdate":"usage_update","used":120,"size":8192}),
+            ),
+            (
+                Update::AvailableCommands(vec![
+                    CommandInfo {
+                        name: "help".into(),
+                        description: "List".into(),
+                        hint: None,
+                    },
+                    CommandInfo {
+                        name: "compact".into(),
+                        description: "Sum".into(),
+                        hint: Some("focus".into()),
+                    },
+                ]),
+                json!({"sessionUpdate":"available_commands_update","availableCommands":[
+                    {"name":"help","description":"List"},
+                    {"name":"compact","description":"Sum","input":{"hint":"focus"}}
+                ]}),
             ),
         ];
         for (update, expected) in table {

@@ -11,7 +11,8 @@ mod client;
 
 use client::{initialize_with_terminal, respond_until, result_for};
 use harness::{
-    Agent, LlmServer, agent_text, answer_permission, config_for, scripted_model, tool_updates,
+    Agent, LlmServer, Recorded, Reply, Split, agent_text, answer_permission, config_for,
+    models_reply, openai_stream, scripted_model, tool_updates,
 };
 use serde_json::{Value, json};
 
@@ -791,4 +792,51 @@ async fn an_always_reject_answer_outranks_a_config_allow() {
     );
     assert!(!agent.cwd().join("a.txt").exists());
     assert!(!agent.cwd().join("b.txt").exists());
+}
+
+#[tokio::test]
+async fn agent_scoped_rules_apply_only_while_that_agent_card_runs() {
+    // Each prompt asks for one command (its own words after "touch"), then answers.
+    let server = LlmServer::start(|request: &Recorded| {
+        if request.path.ends_with("/models") {
+            return models_reply(&["test-model"]);
+        }
+        let last = request.body["messages"].as_array().unwrap().last().unwrap();
+        let reply = if last["role"] == "user" {
+            let command = last["content"].as_str().unwrap_or("").to_string();
+            openai_stream(
+                &[json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                    "function": {"name": "shell", "arguments": json!({"command": command}).to_string()}}]})],
+                "tool_calls",
+                (50, 10),
+            )
+        } else {
+            openai_stream(&[json!({"content": "done"})], "stop", (60, 5))
+        };
+        Reply::stream(reply, Split::Whole)
+    })
+    .await;
+    let config = format!(
+        "{}\n[[permissions.rules]]\nscope = \"agent\"\nagent = \"coder\"\ntool = \"shell\"\ndecision = \"allow\"\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn_with(&config, &["--agent", "coder"], &[]).await;
+    let session = agent.start_session().await;
+    let (seen, response) = agent.prompt(&session, "touch coder.txt").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(
+        !seen
+            .iter()
+            .any(|m| m["method"] == "session/request_permission"),
+        "the coder card's rule allows the command"
+    );
+    assert!(agent.cwd().join("coder.txt").exists());
+
+    // Without the card the rule no longer applies: the command asks.
+    agent.prompt(&session, "/agent none").await;
+    let prompt = agent.start_prompt(&session, "touch plain.txt").await;
+    answer_permission(&mut agent, "reject_once").await;
+    let (_, response) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(!agent.cwd().join("plain.txt").exists());
 }

@@ -15,6 +15,7 @@ pub struct RawConfig {
     pub mcp: Option<RawMcp>,
     pub mcp_servers: Option<BTreeMap<String, RawMcpServer>>,
     pub modes: Option<BTreeMap<String, RawMode>>,
+    pub context: Option<RawContext>,
     /// Other top-level tables belong to the rest of Crucible.
     #[serde(flatten)]
     pub other: BTreeMap<String, toml::Value>,
@@ -24,6 +25,8 @@ pub struct RawConfig {
 pub struct RawChat {
     pub default_provider: Option<String>,
     pub default_agent: Option<String>,
+    /// Added to the end of every session's system prompt.
+    pub system_prompt: Option<String>,
     /// `default_backend`, `default_acp_agent`… concern only the Crucible TUI.
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
@@ -62,6 +65,15 @@ pub struct RawProvider {
 pub struct RawAgent {
     pub max_turn_requests: Option<u32>,
     pub default_mode: Option<String>,
+}
+
+/// `[context]`: how the conversation is kept within the model's window.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawContext {
+    pub compaction_threshold: Option<f64>,
+    pub reserve_tokens: Option<u64>,
+    pub keep_recent_turns: Option<usize>,
 }
 
 /// `[permissions]`: rules checked before a tool runs.

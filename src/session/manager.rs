@@ -26,6 +26,11 @@ pub struct Defaults {
     /// `[mcp_servers]` from the config, started by every session.
     pub mcp_servers: Vec<McpServerSpec>,
     pub mcp_options: McpOptions,
+    pub context: crate::context::ContextSettings,
+    /// `--agent` or `[chat] default_agent`.
+    pub agent: Option<String>,
+    /// `[chat] system_prompt`.
+    pub system_prompt: Option<String>,
 }
 
 pub struct SessionManager {
@@ -137,6 +142,11 @@ impl SessionManager {
             mcp_options: self.defaults.mcp_options.clone(),
             history,
             recorder: Some(Recorder::start(open, metadata)),
+            context: self.defaults.context,
+            // The store does not keep the card yet; a card's model and mode
+            // must not override the ones the session was saved with.
+            agent: None,
+            system_prompt: self.defaults.system_prompt.clone(),
         };
         let handle = super::spawn(config, Arc::clone(&self.providers), Arc::clone(&self.sink));
         let handle = self.sessions.entry(id.to_string()).or_insert(handle);
@@ -184,6 +194,9 @@ impl SessionManager {
                 rules: Arc::clone(&self.defaults.rules),
                 mcp_servers: servers,
                 mcp_options: self.defaults.mcp_options.clone(),
+                context: self.defaults.context,
+                agent: self.defaults.agent.clone(),
+                system_prompt: self.defaults.system_prompt.clone(),
                 history: Vec::new(),
                 recorder,
             },
