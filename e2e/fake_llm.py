@@ -243,6 +243,14 @@ async def handle(reader, writer):
                 method, path, headers, raw = await read_request(reader)
             except (asyncio.IncompleteReadError, ConnectionError):
                 return
+            if headers.get("connection", "").lower() == "close":
+                if method == "GET" and path == "/_requests":
+                    await send_json(writer, 200, REQUESTS)
+                elif method == "GET" and path.endswith("/models"):
+                    await send_json(writer, 200, MODELS)
+                else:
+                    await send_json(writer, 400, {"error": {"message": "fake_llm: streams need a kept-alive connection"}})
+                return
             if method == "GET" and path.endswith("/models"):
                 await send_json(writer, 200, MODELS)
                 continue

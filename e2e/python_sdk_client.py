@@ -119,6 +119,8 @@ class Client:
         self.calls.append("fs/read_text_file")
         if path in self.buffers:
             return S.ReadTextFileResponse(content=self.buffers[path])
+        if not Path(path).exists():  # what an editor answers for a file that does not exist
+            raise acp.RequestError.resource_not_found(path)
         return S.ReadTextFileResponse(content=Path(path).read_text())
 
     async def write_text_file(self, session_id, path, content, **kw):
