@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 QUICK = "--quick" in sys.argv
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
-OURS, CODEX = args[0], args[1]
+OURS, CODEX = os.path.abspath(args[0]), os.path.abspath(args[1])
 OUT = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else HERE / "results.md"
 if "--out" in sys.argv:
     args.remove(str(OUT))
@@ -325,16 +325,24 @@ async def m_idle(b, kind, n, budget_s=180):
 
 
 async def m_long(b, kind):
+    """Turn times along one growing session, and at three points the server
+    alone answering the agent's own request of that turn (the floor grows with
+    the context too: it parses a longer request)."""
     a = await b.agent(kind)
     await a.initialize()
     sid = await a.new_session()
-    times = []
+    times, floors = [], {}
+    marks = {0, N_LONG // 2, N_LONG - 1}
     for i in range(N_LONG):
         reason, dt = await a.prompt(sid, f"turn {i}")
         assert reason == "end_turn"
         times.append(dt)
+        if i in marks:
+            reqs = await fetch_json(f"{b.fake}/_requests")
+            last = [q for q in reqs if q["body"].get("stream")][-1]
+            floors[i] = statistics.median(await server_alone(b.fake, last["path"], last["body"], 10))
     await a.stop()
-    return times
+    return times, floors
 
 
 def fmt_ms(x):
@@ -416,18 +424,27 @@ def report(R):
     row(f"6d. idle sessions: RSS (count)", f"{fmt_mb(r1)} ({n1})", f"{fmt_mb(r2)} ({n2})", ratio(r1, r2), "—", True)
     row(f"6e. … RSS per idle session", f"{k1:.0f} KB", f"{k2:.0f} KB", ratio(k1, k2), "< 200 KB", k1 < 200)
 
-    def seg(xs, a, b):
-        return statistics.median(xs[a:b])
-
     for kind in ("ours", "codex"):
-        xs = R[kind, "long"]
+        xs, floors = R[kind, "long"]
         n = len(xs)
-        w = max(10, n // 10)
-        R[kind, "long_seg"] = (seg(xs, 0, w), seg(xs, n // 2 - w // 2, n // 2 + w // 2), seg(xs, n - w, n))
+        w = max(5, n // 20)
+        # turn time around each mark (median of w turns) and the server alone at that mark
+        segs = []
+        for mark in sorted(floors):
+            lo_, hi_ = max(0, mark - w // 2), min(n, mark + w // 2 + 1)
+            segs.append((statistics.median(xs[lo_:hi_]), floors[mark]))
+        R[kind, "long_seg"] = segs
     lo, lc = R["ours", "long_seg"], R["codex", "long_seg"]
-    row(f"7. long session: turn time at turns 1 / {N_LONG // 2} / {N_LONG}",
-        " / ".join(fmt_ms(x) for x in lo), " / ".join(fmt_ms(x) for x in lc), ratio(lo[2], lc[2]),
-        "flat (last ≤ 1.5× first)", lo[2] <= 1.5 * lo[0])
+    marks = f"1 / {N_LONG // 2} / {N_LONG}"
+    row(f"7a. long session: turn time at turns {marks}", " / ".join(fmt_ms(t) for t, _ in lo),
+        " / ".join(fmt_ms(t) for t, _ in lc), ratio(lo[-1][0], lc[-1][0]), "—", True)
+    row(f"7b. … the server alone at turns {marks}", " / ".join(fmt_ms(f) for _, f in lo),
+        " / ".join(fmt_ms(f) for _, f in lc), "", "(floor)", True)
+    oo = [t - f for t, f in lo]
+    oc = [t - f for t, f in lc]
+    row(f"7c. … overhead above the server at turns {marks}", " / ".join(fmt_ms(x) for x in oo),
+        " / ".join(fmt_ms(x) for x in oc), ratio(oo[-1], oc[-1]) if oc[-1] > 0 else "n/a",
+        "flat (last - first ≤ 1 ms)", oo[-1] - oo[0] <= 0.001)
 
     head = ("metric", "crucible-agent (median / p95)", "codex-acp (median / p95)", "ratio", "target", "")
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(6)]
