@@ -14,7 +14,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PORT=${E2E_LLM_PORT:-8091}
+# The real LLM server gets a port of its own (free now), so that two e2e runs on
+# one machine (other worktrees) never share, or stop, each other's server.
+PORT=${E2E_LLM_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
 CARGO=${CARGO:-cargo}
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/crucible-e2e"
 ACPX_VERSION=0.19.1
@@ -63,10 +65,12 @@ say "scripted model server (e2e/fake_llm.py)"
 FAKE_LOG=$(mktemp)
 python3 -u e2e/fake_llm.py --port 0 >"$FAKE_LOG" 2>&1 &
 FAKE_PID=$!
+LLM_STARTED=""
 cleanup() {
   kill "$FAKE_PID" 2>/dev/null || true
   rm -f "$FAKE_LOG"
-  bash scripts/llm-server.sh stop "$PORT" >/dev/null 2>&1 || true
+  # Stop the LLM server only if this run started it.
+  if [ -n "$LLM_STARTED" ]; then bash scripts/llm-server.sh stop "$PORT" >/dev/null 2>&1 || true; fi
 }
 trap cleanup EXIT
 for _ in $(seq 1 50); do grep -q '^PORT ' "$FAKE_LOG" && break; sleep 0.1; done
@@ -112,6 +116,9 @@ run_part ts-sdk node e2e/ts_sdk_client.mjs "$TS_SDK" "$AGENT" "$FAKE"
 
 say "a real LLM: llama-server with SmolLM2-135M on port $PORT"
 bash scripts/llm-server.sh build
+if ! python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$PORT/health', timeout=2)" 2>/dev/null; then
+  LLM_STARTED=1
+fi
 bash scripts/llm-server.sh start "$PORT"
 set +e
 CRUCIBLE_E2E_LLM_URL="http://127.0.0.1:$PORT" \
