@@ -361,7 +361,7 @@ async def main():
     fake_url = f"http://127.0.0.1:{line.split()[1]}"
     tmp = tempfile.mkdtemp(prefix="crucible-bench-")
     b = Bench(fake_url, tmp)
-    R = {}
+    R = {"load_start": open("/proc/loadavg").read().split()[:3]}
     try:
         print("[client floor] the bench client reading 200 ready-made updates…", flush=True)
         a = await b.agent("replay")
@@ -369,22 +369,31 @@ async def main():
         rsid = await a.new_session()
         R["client_floor"] = [(await a.prompt(rsid, "x"))[1] for _ in range(N_TURN + 3)][3:]
         await a.stop()
-        for kind in ("ours", "codex"):
+        # Metric by metric, both agents back to back, so that both see the same
+        # machine (a shared machine's load changes within minutes).
+        kinds = ("ours", "codex")
+        for kind in kinds:
             print(f"[{kind}] start-up and memory ({N_START} runs)…", flush=True)
             R[kind, "start"], R[kind, "rss_init"], R[kind, "rss_sess"] = await m_startup(b, kind)
+        for kind in kinds:
             print(f"[{kind}] 200-chunk turns ({N_TURN})…", flush=True)
             R[kind, "turn"], R[kind, "first"] = await m_turn(b, kind)
             reqs = await fetch_json(f"{fake_url}/_requests")
             last = [q for q in reqs if q["body"].get("stream")][-1]
             R[kind, "floor"] = await server_alone(fake_url, last["path"], last["body"], N_TURN)
+        for kind in kinds:
             print(f"[{kind}] cancel ({N_CANCEL})…", flush=True)
             R[kind, "cancel"] = await m_cancel(b, kind)
+        for kind in kinds:
             print(f"[{kind}] {N_CONC} concurrent sessions…", flush=True)
             R[kind, "conc"] = await m_concurrent(b, kind)
+        for kind in kinds:
             print(f"[{kind}] {N_IDLE} idle sessions…", flush=True)
             R[kind, "idle"] = await m_idle(b, kind, N_IDLE)
+        for kind in kinds:
             print(f"[{kind}] long session ({N_LONG} turns)…", flush=True)
             R[kind, "long"] = await m_long(b, kind)
+        R["load"] = open("/proc/loadavg").read().split()[:3]
     finally:
         fake.kill()
         await fake.wait()
@@ -472,7 +481,8 @@ def report(R):
     except Exception:
         pass
     env = (f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()}, "
-           f"{os.cpu_count()} cores, load average {' '.join(load)} at the end; "
+           f"{os.cpu_count()} cores, load average {' '.join(R['load_start'])} at the start and {' '.join(load)} at the end "
+           "(other engineers' builds share the machine); "
            f"crucible-agent {OURS}; codex-acp {codex_version} (npm @zed-industries/codex-acp-linux-x64). "
            f"Runs: start-up {N_START}, turns {N_TURN} (after 3 warm-up), cancels {N_CANCEL}, "
            f"{N_CONC} concurrent sessions, {N_IDLE} idle sessions, a {N_LONG}-turn session."
