@@ -1,7 +1,7 @@
 # crucible-agent: common tasks. `make demo` is the quickest way to see the agent work.
 CARGO ?= cargo
 
-.PHONY: build test e2e fmt demo llm-server clean
+.PHONY: build test e2e bench fmt demo llm-server clean
 
 build:
 	$(CARGO) build --release
@@ -12,10 +12,15 @@ test:
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) test
 
-# End-to-end: the agent against a real llama-server (built and cached on first
-# use, ~7 min), through its OpenAI-compatible and Anthropic-style APIs.
+# End-to-end: the release binary driven by acpx and the Python and TypeScript
+# ACP SDKs (against a scripted model), a real llama-server (built and cached on
+# first use, ~7 min) and real MCP servers. Installs cached in ~/.cache/crucible-e2e.
 e2e:
 	CARGO=$(CARGO) bash scripts/e2e.sh
+
+# Benchmarks side by side with codex-acp; prints a table, writes bench/results.md.
+bench:
+	CARGO=$(CARGO) bash scripts/bench.sh
 
 fmt:
 	$(CARGO) fmt

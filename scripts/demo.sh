@@ -34,7 +34,9 @@ cargo build --release
 [ -x "$AGENT" ] || die "cargo finished but $AGENT is missing"
 
 step "2/4 starting the local LLM server on 127.0.0.1:$PORT"
-bash scripts/llm-server.sh start "$PORT"
+bash scripts/llm-server.sh start "$PORT" ||
+  die "the local LLM server did not start on port $PORT (see above)" \
+    "if another program holds that port, run the demo on another one: DEMO_PORT=8090 make demo"
 
 step "3/4 writing a demo configuration"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/crucible-demo.XXXXXX")

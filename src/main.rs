@@ -124,7 +124,7 @@ fn run_command(
 /// Speak ACP on stdin/stdout until stdin closes.
 async fn serve(config: Config, data_dir: std::path::PathBuf) -> anyhow::Result<()> {
     let (connection, lines) = Connection::new();
-    let mut writer = tokio::spawn(transport::run_writer(lines, tokio::io::stdout()));
+    let mut writer = spawn_stdout_writer(lines)?;
     let default_provider = config
         .default_provider()
         .context("no default provider is configured")?;
@@ -167,10 +167,43 @@ async fn serve(config: Config, data_dir: std::path::PathBuf) -> anyhow::Result<(
     match tokio::time::timeout(FLUSH_GRACE, writer).await {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(err))) => tracing::debug!(%err, "output closed while flushing"),
-        Ok(Err(err)) => tracing::error!(%err, "writer task failed"),
+        Ok(Err(err)) => tracing::error!(%err, "writer thread failed"),
         Err(_) => tracing::warn!("output did not drain within {FLUSH_GRACE:?}"),
     }
     Ok(())
+}
+
+/// Writes the outgoing lines to stdout from a thread of its own, with the same
+/// batching as [`transport::run_writer`] (flush when the queue is momentarily
+/// empty). `tokio::io::stdout()` hands every write and flush to the blocking
+/// pool, a thread hop for each streamed chunk; this thread blocks on the queue
+/// and writes directly. Resolves when every sender is gone (after the final
+/// flush) or stdout fails (the client closed its end).
+fn spawn_stdout_writer(
+    mut lines: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
+) -> anyhow::Result<tokio::sync::oneshot::Receiver<std::io::Result<()>>> {
+    use std::io::Write;
+    let (done, finished) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("stdout".into())
+        .spawn(move || {
+            let mut write_all = || {
+                let mut output =
+                    std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+                while let Some(mut line) = lines.blocking_recv() {
+                    line.push(b'\n');
+                    output.write_all(&line)?;
+                    if lines.is_empty() {
+                        output.flush()?;
+                    }
+                }
+                output.flush()
+            };
+            // Nobody waits any more only when serve() is already gone.
+            let _ = done.send(write_all());
+        })
+        .context("cannot start the stdout writer thread")?;
+    Ok(finished)
 }
 
 fn init_logging(cli: &cli::Cli) -> anyhow::Result<()> {

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# `make bench`: crucible-agent (release build) side by side with codex-acp's
+# native binary against a scripted local streaming server; prints a table and
+# writes bench/results.md. Not run by CI (it measures this machine: close other
+# heavy work first; numbers vary about 2x between runs on a busy machine, so
+# compare only within one run).
+#   BENCH_QUICK=1 make bench    fewer repetitions (about 3 minutes instead of 10)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CARGO=${CARGO:-cargo}
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/crucible-e2e"
+CODEX_VERSION=0.16.0
+CODEX_NPM="$CACHE/codex-acp"
+CODEX_PKG="$CODEX_NPM/node_modules/@zed-industries/codex-acp-linux-x64"
+AGENT="${CARGO_TARGET_DIR:-target}/release/crucible-agent"
+
+die() { printf 'bench: error: %s\n' "$*" >&2; exit 1; }
+command -v python3 >/dev/null 2>&1 || die "python3 is not installed"
+command -v npm >/dev/null 2>&1 || die "npm is not installed (codex-acp, the peer we compare with, comes from npm)"
+[ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ] || die "the codex-acp peer binary used here is for Linux x86_64 only"
+
+echo "== bench: building the release binary"
+"$CARGO" build --release
+
+if ! grep -q "\"version\": \"$CODEX_VERSION\"" "$CODEX_PKG/package.json" 2>/dev/null; then
+  echo "== bench: installing codex-acp $CODEX_VERSION into $CODEX_NPM"
+  mkdir -p "$CODEX_NPM"
+  npm install --prefix "$CODEX_NPM" --no-audit --no-fund --loglevel=error \
+    "@zed-industries/codex-acp-linux-x64@$CODEX_VERSION" || die "npm could not install codex-acp $CODEX_VERSION"
+fi
+[ -x "$CODEX_PKG/bin/codex-acp" ] || die "codex-acp binary missing at $CODEX_PKG/bin/codex-acp"
+
+echo "== bench: running (load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
+quick=()
+[ -n "${BENCH_QUICK:-}" ] && quick=(--quick)
+python3 bench/bench.py "$AGENT" "$CODEX_PKG/bin/codex-acp" "${quick[@]}" --out bench/results.md
