@@ -3,6 +3,7 @@
 //! module.
 
 pub mod anthropic;
+pub mod encoded;
 pub mod http;
 pub mod known_models;
 pub mod ollama;

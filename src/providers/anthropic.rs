@@ -32,7 +32,7 @@ impl AnthropicProvider {
         self.http
             .start_stream(
                 &url,
-                &body,
+                body.to_string(),
                 &request.model,
                 Framing::Sse,
                 decoder,

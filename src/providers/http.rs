@@ -77,12 +77,12 @@ impl HttpBase {
         }
     }
 
-    /// `POST` a chat request to `url` and stream the answer through
+    /// `POST` a chat request (`body`: JSON text) to `url` and stream the answer through
     /// `decoder`. An unknown model is reported with what `models` lists.
     pub async fn start_stream(
         &self,
         url: &str,
-        body: &Value,
+        body: String,
         model: &str,
         framing: Framing,
         decoder: impl WireDecoder,
@@ -92,7 +92,12 @@ impl HttpBase {
         let client = self.client()?;
         tracing::debug!(%url, model, "chat request");
         let sent = self
-            .send(self.authorized(client.post(url)).json(body), model)
+            .send(
+                self.authorized(client.post(url))
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body),
+                model,
+            )
             .await;
         let response = match sent {
             Ok(response) => response,

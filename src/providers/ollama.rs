@@ -39,7 +39,7 @@ impl OllamaProvider {
         self.http
             .start_stream(
                 &url,
-                &body,
+                body.to_string(),
                 &request.model,
                 Framing::Ndjson,
                 decoder,

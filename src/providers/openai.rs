@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
+use super::encoded::{EncodedMessages, with_array_field};
 use super::http::{Framing, HttpBase, WireDecoder, truncate};
 use super::{
     ChatRequest, EventStream, FinishReason, Message, ModelInfo, Part, Provider, ProviderError,
@@ -16,23 +17,26 @@ use crate::config::ProviderConfig;
 
 pub struct OpenAiProvider {
     http: HttpBase,
+    /// Past messages as already-encoded JSON (see `encoded`).
+    encoded: EncodedMessages,
 }
 
 impl OpenAiProvider {
     pub fn new(config: ProviderConfig) -> Self {
         Self {
             http: HttpBase::new(config),
+            encoded: EncodedMessages::default(),
         }
     }
 
     async fn start(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
         let url = format!("{}/chat/completions", self.http.config.endpoint);
-        let body = request_body(&request);
+        let body = request_text(&request, &self.encoded);
         let decoder = StreamDecoder::new(self.http.name());
         self.http
             .start_stream(
                 &url,
-                &body,
+                body,
                 &request.model,
                 Framing::Sse,
                 decoder,
@@ -69,14 +73,36 @@ impl Provider for OpenAiProvider {
 pub fn request_body(request: &ChatRequest) -> Value {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if let Some(system) = &request.system {
-        messages.push(json!({ "role": "system", "content": system }));
+        messages.push(system_message(system));
     }
     for message in &request.messages {
         encode_message(message, &mut messages);
     }
+    let mut body = envelope(request);
+    body["messages"] = Value::Array(messages);
+    body
+}
+
+/// [`request_body`] as the text sent, with past messages copied from
+/// `cache` instead of encoded again.
+pub fn request_text(request: &ChatRequest, cache: &EncodedMessages) -> String {
+    let past = cache.join(&request.messages, encode_message);
+    let items = match &request.system {
+        Some(system) if past.is_empty() => system_message(system).to_string(),
+        Some(system) => format!("{},{past}", system_message(system)),
+        None => past,
+    };
+    with_array_field(&envelope(request), "messages", &items)
+}
+
+fn system_message(system: &str) -> Value {
+    json!({ "role": "system", "content": system })
+}
+
+/// Everything in the body but the messages.
+fn envelope(request: &ChatRequest) -> Value {
     let mut body = json!({
         "model": request.model,
-        "messages": messages,
         "stream": true,
         "stream_options": { "include_usage": true },
     });
@@ -596,6 +622,55 @@ mod tests {
         let calls = &body["messages"][0]["tool_calls"];
         assert_eq!(calls[0]["function"]["arguments"], r#"{"path":"x"}"#);
         assert_eq!(calls[1]["function"]["arguments"], "{}");
+    }
+
+    #[test]
+    fn the_sent_text_is_the_body_and_reuses_past_messages() {
+        use super::super::ToolDefinition;
+        let cache = EncodedMessages::default();
+        let mut messages = vec![
+            Arc::new(Message::user_text("look at \"this\"")),
+            Arc::new(Message {
+                role: Role::Assistant,
+                parts: vec![Part::ToolCall {
+                    id: "a".into(),
+                    name: "read_file".into(),
+                    arguments: r#"{"path":"#.into(),
+                }],
+            }),
+            Arc::new(Message {
+                role: Role::User,
+                parts: vec![
+                    Part::ToolResult {
+                        call_id: "a".into(),
+                        content: "x".into(),
+                        is_error: false,
+                    },
+                    Part::Image {
+                        mime_type: "image/png".into(),
+                        data: "AAAA".into(),
+                    },
+                ],
+            }),
+        ];
+        for turn in 0..3 {
+            let request = ChatRequest {
+                model: "m".into(),
+                system: (turn != 1).then(|| "be brief".to_string()),
+                messages: messages.clone(),
+                tools: vec![ToolDefinition {
+                    name: "read_file".into(),
+                    description: "reads".into(),
+                    parameters: json!({"type": "object"}),
+                }],
+                tool_choice: ToolChoice::Required,
+                max_output_tokens: Some(100),
+                context_window: None,
+            };
+            let sent: Value = serde_json::from_str(&request_text(&request, &cache)).unwrap();
+            assert_eq!(sent, request_body(&request), "turn {turn}");
+            messages.push(Arc::new(Message::assistant_text(format!("answer {turn}"))));
+        }
     }
 
     #[test]
