@@ -16,8 +16,11 @@ use super::Message;
 /// swept out.
 #[derive(Default)]
 pub struct EncodedMessages {
-    entries: Mutex<HashMap<usize, (Weak<Message>, Arc<str>)>>,
+    entries: Mutex<HashMap<usize, Encoded>>,
 }
+
+/// The message (held weakly) and its wire items joined by commas.
+type Encoded = (Weak<Message>, Arc<str>);
 
 impl EncodedMessages {
     /// The wire form of `messages` as the inside of a JSON array (items
@@ -136,12 +139,12 @@ mod tests {
         };
         let kept = Arc::new(Message::user_text("kept"));
         for _ in 0..3 {
-            cache.join(&[Arc::clone(&kept)], &counting);
+            cache.join(&[Arc::clone(&kept)], counting);
         }
         assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);
         for i in 0..200 {
-            let passing = Arc::new(Message::user_text(&format!("gone {i}")));
-            cache.join(&[Arc::clone(&kept), passing], &counting);
+            let passing = Arc::new(Message::user_text(format!("gone {i}")));
+            cache.join(&[Arc::clone(&kept), passing], counting);
         }
         assert!(
             cache.len() < 100,
