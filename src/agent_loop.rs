@@ -105,6 +105,18 @@ pub enum StopReason {
     Cancelled,
 }
 
+/// What a turn reports for the session store the moment it happens, so a
+/// crash loses only the round in flight.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Journal {
+    /// A finished model round: its answer, and its tool results if it made calls.
+    Round(Vec<Arc<Message>>),
+    /// A compaction or drop, applied to the context before the next call.
+    Op(ContextOp),
+}
+
+pub type JournalFn = Arc<dyn Fn(Journal) + Send + Sync>;
+
 pub struct TurnInput {
     pub provider: Arc<dyn Provider>,
     pub model: String,
@@ -121,6 +133,8 @@ pub struct TurnInput {
     pub permissions: Arc<dyn PermissionGate>,
     /// Model calls allowed in one turn before it stops with `max_turn_requests`.
     pub max_turn_requests: u32,
+    /// Told of every round and context operation as it happens.
+    pub journal: Option<JournalFn>,
 }
 
 pub struct TurnOutcome {
@@ -217,20 +231,23 @@ pub async fn run_turn(
             Ok(CallEnd::Cancelled) => {
                 // Calls the model asked for but never got a result would make
                 // the next request invalid: drop them from what is kept.
-                push_without_calls(&mut new_messages, &mut context, call.message);
+                push_without_calls(&mut new_messages, &mut context, call.message, &input);
                 break Ok(StopReason::Cancelled);
             }
             Err(err) => {
-                push_without_calls(&mut new_messages, &mut context, call.message);
+                push_without_calls(&mut new_messages, &mut context, call.message, &input);
                 break Err(err);
             }
         };
-        if !call.message.parts.is_empty() {
-            let message = Arc::new(call.message);
-            context.push(Arc::clone(&message));
-            new_messages.push(message);
+        let message = (!call.message.parts.is_empty()).then(|| Arc::new(call.message));
+        if let Some(message) = &message {
+            context.push(Arc::clone(message));
+            new_messages.push(Arc::clone(message));
         }
         if calls.is_empty() {
+            if let Some(message) = message {
+                journal(&input, Journal::Round(vec![message]));
+            }
             break Ok(match finished {
                 FinishReason::Length => StopReason::MaxTokens,
                 FinishReason::Refusal => StopReason::Refusal,
@@ -245,7 +262,9 @@ pub async fn run_turn(
             parts: results,
         });
         context.push(Arc::clone(&results));
-        new_messages.push(results);
+        new_messages.push(Arc::clone(&results));
+        // The calls and their results are stored together or not at all.
+        journal(&input, Journal::Round(message.into_iter().chain([results]).collect()));
         if input.cancel.is_cancelled() {
             break Ok(StopReason::Cancelled);
         }
@@ -259,10 +278,17 @@ pub async fn run_turn(
     }
 }
 
+fn journal(input: &TurnInput, entry: Journal) {
+    if let Some(journal) = &input.journal {
+        journal(entry);
+    }
+}
+
 fn push_without_calls(
     messages: &mut Vec<Arc<Message>>,
     context: &mut ContextManager,
     mut message: Message,
+    input: &TurnInput,
 ) {
     message
         .parts
@@ -270,7 +296,8 @@ fn push_without_calls(
     if !message.parts.is_empty() {
         let message = Arc::new(message);
         context.push(Arc::clone(&message));
-        messages.push(message);
+        messages.push(Arc::clone(&message));
+        journal(input, Journal::Round(vec![message]));
     }
 }
 
@@ -310,6 +337,7 @@ async fn fit(
                 match context.apply(&op) {
                     Ok(report) => {
                         emit(AgentEvent::Thought(format!("{report}\n")));
+                        journal(input, Journal::Op(op.clone()));
                         ops.push(op);
                     }
                     Err(err) => tracing::warn!(%err, "compaction could not be applied"),
@@ -329,6 +357,7 @@ async fn fit(
                 tracing::warn!(%err, "drop could not be applied");
                 continue;
             }
+            journal(input, Journal::Op(op.clone()));
             ops.push(op);
         }
         emit(AgentEvent::AgentText(format!(
@@ -757,6 +786,7 @@ mod tests {
             tool_context: ToolContext::local(std::env::temp_dir()),
             permissions: Arc::new(AllowAll),
             max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
+            journal: None,
         }
     }
 
