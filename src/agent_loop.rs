@@ -1149,6 +1149,32 @@ mod tests {
         assert!(thoughts.contains("summarizing"), "{thoughts}");
     }
 
+    /// Record what the turn journals.
+    fn journaled(turn: &mut TurnInput) -> Arc<Mutex<Vec<Journal>>> {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&journal);
+        turn.journal = Some(Arc::new(move |entry| sink.lock().unwrap().push(entry)));
+        journal
+    }
+
+    /// What a store rebuilds from the journal is the context the turn ended with.
+    fn assert_replays(start: ContextManager, journal: &Mutex<Vec<Journal>>, end: &ContextManager) {
+        let mut replayed = start;
+        for entry in journal.lock().unwrap().iter() {
+            match entry {
+                Journal::Round(messages) => {
+                    for message in messages {
+                        replayed.push(Arc::clone(message));
+                    }
+                }
+                Journal::Op(op) => {
+                    replayed.apply(op).unwrap();
+                }
+            }
+        }
+        assert_eq!(replayed.messages(), end.messages());
+    }
+
     #[tokio::test]
     async fn a_failed_compaction_falls_back_to_dropping_and_never_overflows() {
         // Every call fails, so the summary fails; the turns must be dropped.
@@ -1166,6 +1192,8 @@ mod tests {
         turn.tools = ToolRegistry::new();
         turn.context = long_history(6, 4000);
         turn.context_window = 8192;
+        let start = turn.context.clone();
+        let journal = journaled(&mut turn);
         let texts = Mutex::new(String::new());
         let outcome = run_turn(turn, &|e| {
             if let AgentEvent::AgentText(t) | AgentEvent::Thought(t) = e {
@@ -1181,6 +1209,14 @@ mod tests {
         let sent = seen.last().unwrap();
         assert!(estimate(sent) <= 8192 - 2048, "{}", estimate(sent));
         assert_eq!(sent.messages.last().unwrap().text(), "the latest question");
+        assert!(
+            journal
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|e| matches!(e, Journal::Op(ContextOp::Drop { .. })))
+        );
+        assert_replays(start, &journal, &outcome.context);
     }
 
     #[tokio::test]
@@ -1214,8 +1250,24 @@ mod tests {
         turn.tool_context = ToolContext::local(dir.path().to_path_buf());
         turn.context = long_history(4, 2000);
         turn.context_window = 8192;
+        let start = turn.context.clone();
+        let journal = journaled(&mut turn);
         let outcome = run_turn(turn, &|_| {}).await;
         assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
+        // The tool round, the compaction, the answer: as they happened.
+        let kinds: Vec<&str> = journal
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| match e {
+                Journal::Round(messages) if messages.len() == 2 => "tool round",
+                Journal::Round(_) => "answer",
+                Journal::Op(ContextOp::Compact { .. }) => "compact",
+                Journal::Op(_) => "other op",
+            })
+            .collect();
+        assert_eq!(kinds, ["tool round", "compact", "answer"]);
+        assert_replays(start, &journal, &outcome.context);
         let seen = provider.seen.lock().unwrap();
         // tool call, then (inside the tool loop) the summary, then the answer
         assert_eq!(seen.len(), 3);

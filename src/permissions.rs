@@ -632,9 +632,16 @@ mod tests {
             locations: Vec::new(),
             raw_input: json!({"command": "ls"}),
         };
+        // Reported the moment it is given, so the session saves it at once.
+        let reported = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&reported);
+        gate.on_remember(move |rules| sink.lock().unwrap().push(rules));
         for _ in 0..3 {
             assert_eq!(gate.check(&call, &**tool).await, Permission::Allow);
         }
         assert_eq!(client.asked.load(Ordering::SeqCst), 1);
+        let reported = reported.lock().unwrap();
+        assert_eq!(reported.len(), 1);
+        assert_eq!(reported[0].get("shell"), Some(&true));
     }
 }
