@@ -271,14 +271,15 @@ impl Router {
             Ok(loaded) => loaded,
             Err(err) => return responder.respond(Err(store_error(err))),
         };
+        // Asked now, so the session answers it before any prompt sent after this request.
+        let (reply, options) = oneshot::channel();
+        let _ = tx.send(SessionMsg::Options { reply });
         let connection = self.connection.clone();
         tokio::spawn(async move {
             let updates = match loading.await {
                 Ok(updates) => updates,
                 Err(err) => return responder.respond(Err(store_error(err))),
             };
-            let (reply, options) = oneshot::channel();
-            let _ = tx.send(SessionMsg::Options { reply });
             let Ok(options) = options.await else {
                 return responder.respond(Err(RpcError::internal("the session stopped at once")));
             };

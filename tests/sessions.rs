@@ -375,6 +375,9 @@ async fn two_processes_never_have_one_session_open_at_once() {
         .call("session/delete", json!({"sessionId": session}))
         .await;
     assert!(error_message(&response).contains("another"), "{response}");
+    // The failed load left nothing open here.
+    let (_, response) = second.prompt(&session, "anyone?").await;
+    assert_eq!(response["error"]["code"], -32002, "{response}");
 
     // Closed in the first process, it opens in the second.
     let (_, response) = first
@@ -382,6 +385,18 @@ async fn two_processes_never_have_one_session_open_at_once() {
         .await;
     assert!(response.get("result").is_some(), "{response}");
     let (replayed, response) = load(&mut second, &session, &first.cwd()).await;
+    assert!(response.get("result").is_some(), "{response}");
+    assert_eq!(conversation(&replayed, &session).len(), 2);
+    // Loading it again while it is open replays again; two loads sent at
+    // once are each answered once, each after its replay.
+    let cwd = first.cwd();
+    let params = json!({"sessionId": session, "cwd": cwd, "mcpServers": []});
+    let one = second.request("session/load", params.clone()).await;
+    let two = second.request("session/load", params).await;
+    let (replayed, response) = second.response(one).await;
+    assert!(response.get("result").is_some(), "{response}");
+    assert_eq!(conversation(&replayed, &session).len(), 2);
+    let (replayed, response) = second.response(two).await;
     assert!(response.get("result").is_some(), "{response}");
     assert_eq!(conversation(&replayed, &session).len(), 2);
     // The first process cannot take it back while the second has it.
