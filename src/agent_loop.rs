@@ -264,7 +264,10 @@ pub async fn run_turn(
         context.push(Arc::clone(&results));
         new_messages.push(Arc::clone(&results));
         // The calls and their results are stored together or not at all.
-        journal(&input, Journal::Round(message.into_iter().chain([results]).collect()));
+        journal(
+            &input,
+            Journal::Round(message.into_iter().chain([results]).collect()),
+        );
         if input.cancel.is_cancelled() {
             break Ok(StopReason::Cancelled);
         }

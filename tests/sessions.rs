@@ -15,8 +15,10 @@ use harness::{
     Agent, LlmServer, Recorded, Reply, Split, agent_text, answer_permission, config_for,
     conversation, error_message, models_reply, openai_stream, stream_head, user_update,
 };
-use support::{SUMMARY, all_text, config_with, is_compaction, system_text, talkative_model, tool_names};
 use serde_json::{Value, json};
+use support::{
+    SUMMARY, all_text, config_with, is_compaction, system_text, talkative_model, tool_names,
+};
 
 /// The scripted model: "read notes" asks for `read_file notes.txt`; a tool
 /// result is answered by quoting it; "hang" streams a little and then hangs;
@@ -493,9 +495,7 @@ async fn context_operations_and_checkpoints_survive_a_restart() {
     // The same entries, token counts (the learned drift too) and checkpoint.
     assert_eq!(context_report(&mut second, &session).await, before);
 
-    let (seen, _) = second
-        .prompt(&session, "/context rollback two-turns")
-        .await;
+    let (seen, _) = second.prompt(&session, "/context rollback two-turns").await;
     let text = agent_text(&seen, &session);
     assert!(
         text.contains("Rolled back to checkpoint `two-turns`: 4 entries"),

@@ -129,8 +129,12 @@ impl SessionManager {
                     return Ok(Vec::new());
                 }
                 // The history is append-only: reading it beside our own writer is safe.
-                blocking(move || store.read(&id).map(|(_, events)| store::replay_from(&events)))
-                    .await
+                blocking(move || {
+                    store
+                        .read(&id)
+                        .map(|(_, events)| store::replay_from(&events))
+                })
+                .await
             };
             return Ok((tx, Box::pin(loading)));
         }
@@ -289,7 +293,9 @@ impl SessionManager {
 
     /// An open session (a load that failed left a closed handle: not one).
     pub fn get(&self, id: &str) -> Option<&SessionHandle> {
-        self.sessions.get(id).filter(|handle| !handle.tx.is_closed())
+        self.sessions
+            .get(id)
+            .filter(|handle| !handle.tx.is_closed())
     }
 
     pub fn remove(&mut self, id: &str) -> Option<SessionHandle> {

@@ -419,9 +419,7 @@ mod tests {
             text("a1"),
             round(vec![Message::assistant_text("a1")]),
             end.clone(),
-            op(ContextOp::Checkpoint {
-                name: "cp".into(),
-            }),
+            op(ContextOp::Checkpoint { name: "cp".into() }),
             prompt("two"),
             round(vec![call_message("c1"), result_message("c1")]),
             // A compaction between rounds: the first turn becomes a summary.
