@@ -652,3 +652,39 @@ async fn a_kill_between_tool_rounds_keeps_the_finished_round_and_the_always_answ
     assert_eq!(again[..6], texts[..]);
     assert_eq!(again.len(), 8, "{again:#?}");
 }
+
+#[tokio::test]
+async fn an_automatic_compaction_is_replayed_after_a_restart() {
+    let server = LlmServer::start(talkative_model(1600)).await;
+    let config = config_with(&server.base_url(), 8192, "");
+    let mut first = Agent::spawn(&config).await;
+    let session = first.start_session().await;
+    let mut n = 0;
+    while !server.chat_requests().iter().any(is_compaction) {
+        assert!(n < 12, "no automatic compaction");
+        let question = format!("Question {n}: {}", "why ".repeat(300));
+        let (_, response) = first.prompt(&session, &question).await;
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        n += 1;
+    }
+    let before = context_report(&mut first, &session).await;
+    assert!(before.contains("1. summary"), "{before}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    first.kill().await;
+
+    let mut second = Agent::spawn_sharing(&config, &first).await;
+    second.initialize().await;
+    let (_, response) = load(&mut second, &session, &first.cwd()).await;
+    assert!(response.get("result").is_some(), "{response}");
+    assert_eq!(context_report(&mut second, &session).await, before);
+    let count = server.chat_requests().len();
+    second.prompt(&session, "short one").await;
+    let next = server.chat_requests()[count..]
+        .iter()
+        .find(|r| !is_compaction(r) && !r.path.ends_with("/models"))
+        .cloned()
+        .unwrap();
+    let text = all_text(&next);
+    assert!(text.contains(SUMMARY), "{text}");
+    assert!(!text.contains("Question 0"), "{text}");
+}
