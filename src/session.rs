@@ -337,6 +337,12 @@ struct RunningTurn {
     /// A slash command: its context operations are recorded when it ends
     /// (a prompt turn records its own as they happen).
     command: bool,
+    /// What the turn journaled, for when its task dies without an outcome.
+    journaled: Arc<std::sync::Mutex<Vec<Journal>>>,
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
 struct SessionActor {
@@ -501,16 +507,22 @@ impl SessionActor {
         let sink = Arc::clone(&self.sink);
         let session_id = self.id.clone();
         let turn_cancel = cancel.clone();
-        let journal = self.recorder.clone().map(|recorder| {
+        let journaled = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let journal: agent_loop::JournalFn = {
+            let recorder = self.recorder.clone();
+            let journaled = Arc::clone(&journaled);
             Arc::new(move |entry: Journal| {
-                recorder.record(match entry {
-                    Journal::Round(messages) => StoredEvent::Round {
-                        messages: messages.iter().map(|m| Message::clone(m)).collect(),
-                    },
-                    Journal::Op(op) => StoredEvent::Context { op },
-                })
-            }) as agent_loop::JournalFn
-        });
+                if let Some(recorder) = &recorder {
+                    recorder.record(match &entry {
+                        Journal::Round(messages) => StoredEvent::Round {
+                            messages: messages.iter().map(|m| Message::clone(m)).collect(),
+                        },
+                        Journal::Op(op) => StoredEvent::Context { op: op.clone() },
+                    });
+                }
+                lock(&journaled).push(entry);
+            })
+        };
         // A task of its own: a panic inside a turn must not take the session with it.
         let task = tokio::spawn(async move {
             let emit = move |event: AgentEvent| sink.send(&session_id, Update::Agent(event));
@@ -527,7 +539,7 @@ impl SessionActor {
                 tool_context,
                 permissions,
                 max_turn_requests,
-                journal,
+                journal: Some(journal),
             };
             agent_loop::run_turn(input, &emit).await
         });
@@ -536,6 +548,7 @@ impl SessionActor {
             reply,
             task,
             command: false,
+            journaled,
         })
     }
 
@@ -554,6 +567,25 @@ impl SessionActor {
             }
             Err(err) => {
                 tracing::error!(session = %self.id, %err, "turn task failed");
+                // Keep what the turn finished (and saved) before it died, so
+                // this context and the one a load rebuilds stay the same.
+                for entry in lock(&turn.journaled).drain(..) {
+                    match entry {
+                        Journal::Round(messages) => {
+                            for message in messages {
+                                self.context.push(message);
+                            }
+                        }
+                        Journal::Op(op) => {
+                            if let Err(err) = self.context.apply(&op) {
+                                tracing::warn!(%err, "a journaled context operation does not apply");
+                            }
+                        }
+                    }
+                }
+                if let Some(recorder) = &self.recorder {
+                    recorder.record(StoredEvent::TurnEnd { estimator: None });
+                }
                 Err(SessionError::Crashed(err.to_string()))
             }
         };

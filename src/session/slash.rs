@@ -316,6 +316,7 @@ impl SessionActor {
             reply,
             task,
             command: true,
+            journaled: Default::default(),
         })
     }
 }
