@@ -305,11 +305,14 @@ impl SessionManager {
     }
 
     pub fn len(&self) -> usize {
-        self.sessions.len()
+        self.sessions
+            .values()
+            .filter(|handle| !handle.tx.is_closed())
+            .count()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.sessions.is_empty()
+        self.len() == 0
     }
 
     /// Close every session: running turns are cancelled and answer before
