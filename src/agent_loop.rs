@@ -105,6 +105,18 @@ pub enum StopReason {
     Cancelled,
 }
 
+/// What a turn reports for the session store the moment it happens, so a
+/// crash loses only the round in flight.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Journal {
+    /// A finished model round: its answer, and its tool results if it made calls.
+    Round(Vec<Arc<Message>>),
+    /// A compaction or drop, applied to the context before the next call.
+    Op(ContextOp),
+}
+
+pub type JournalFn = Arc<dyn Fn(Journal) + Send + Sync>;
+
 pub struct TurnInput {
     pub provider: Arc<dyn Provider>,
     pub model: String,
@@ -121,6 +133,8 @@ pub struct TurnInput {
     pub permissions: Arc<dyn PermissionGate>,
     /// Model calls allowed in one turn before it stops with `max_turn_requests`.
     pub max_turn_requests: u32,
+    /// Told of every round and context operation as it happens.
+    pub journal: Option<JournalFn>,
 }
 
 pub struct TurnOutcome {
@@ -217,20 +231,23 @@ pub async fn run_turn(
             Ok(CallEnd::Cancelled) => {
                 // Calls the model asked for but never got a result would make
                 // the next request invalid: drop them from what is kept.
-                push_without_calls(&mut new_messages, &mut context, call.message);
+                push_without_calls(&mut new_messages, &mut context, call.message, &input);
                 break Ok(StopReason::Cancelled);
             }
             Err(err) => {
-                push_without_calls(&mut new_messages, &mut context, call.message);
+                push_without_calls(&mut new_messages, &mut context, call.message, &input);
                 break Err(err);
             }
         };
-        if !call.message.parts.is_empty() {
-            let message = Arc::new(call.message);
-            context.push(Arc::clone(&message));
-            new_messages.push(message);
+        let message = (!call.message.parts.is_empty()).then(|| Arc::new(call.message));
+        if let Some(message) = &message {
+            context.push(Arc::clone(message));
+            new_messages.push(Arc::clone(message));
         }
         if calls.is_empty() {
+            if let Some(message) = message {
+                journal(&input, Journal::Round(vec![message]));
+            }
             break Ok(match finished {
                 FinishReason::Length => StopReason::MaxTokens,
                 FinishReason::Refusal => StopReason::Refusal,
@@ -245,7 +262,12 @@ pub async fn run_turn(
             parts: results,
         });
         context.push(Arc::clone(&results));
-        new_messages.push(results);
+        new_messages.push(Arc::clone(&results));
+        // The calls and their results are stored together or not at all.
+        journal(
+            &input,
+            Journal::Round(message.into_iter().chain([results]).collect()),
+        );
         if input.cancel.is_cancelled() {
             break Ok(StopReason::Cancelled);
         }
@@ -259,10 +281,17 @@ pub async fn run_turn(
     }
 }
 
+fn journal(input: &TurnInput, entry: Journal) {
+    if let Some(journal) = &input.journal {
+        journal(entry);
+    }
+}
+
 fn push_without_calls(
     messages: &mut Vec<Arc<Message>>,
     context: &mut ContextManager,
     mut message: Message,
+    input: &TurnInput,
 ) {
     message
         .parts
@@ -270,7 +299,8 @@ fn push_without_calls(
     if !message.parts.is_empty() {
         let message = Arc::new(message);
         context.push(Arc::clone(&message));
-        messages.push(message);
+        messages.push(Arc::clone(&message));
+        journal(input, Journal::Round(vec![message]));
     }
 }
 
@@ -310,6 +340,7 @@ async fn fit(
                 match context.apply(&op) {
                     Ok(report) => {
                         emit(AgentEvent::Thought(format!("{report}\n")));
+                        journal(input, Journal::Op(op.clone()));
                         ops.push(op);
                     }
                     Err(err) => tracing::warn!(%err, "compaction could not be applied"),
@@ -329,6 +360,7 @@ async fn fit(
                 tracing::warn!(%err, "drop could not be applied");
                 continue;
             }
+            journal(input, Journal::Op(op.clone()));
             ops.push(op);
         }
         emit(AgentEvent::AgentText(format!(
@@ -757,6 +789,7 @@ mod tests {
             tool_context: ToolContext::local(std::env::temp_dir()),
             permissions: Arc::new(AllowAll),
             max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
+            journal: None,
         }
     }
 
@@ -1119,6 +1152,32 @@ mod tests {
         assert!(thoughts.contains("summarizing"), "{thoughts}");
     }
 
+    /// Record what the turn journals.
+    fn journaled(turn: &mut TurnInput) -> Arc<Mutex<Vec<Journal>>> {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&journal);
+        turn.journal = Some(Arc::new(move |entry| sink.lock().unwrap().push(entry)));
+        journal
+    }
+
+    /// What a store rebuilds from the journal is the context the turn ended with.
+    fn assert_replays(start: ContextManager, journal: &Mutex<Vec<Journal>>, end: &ContextManager) {
+        let mut replayed = start;
+        for entry in journal.lock().unwrap().iter() {
+            match entry {
+                Journal::Round(messages) => {
+                    for message in messages {
+                        replayed.push(Arc::clone(message));
+                    }
+                }
+                Journal::Op(op) => {
+                    replayed.apply(op).unwrap();
+                }
+            }
+        }
+        assert_eq!(replayed.messages(), end.messages());
+    }
+
     #[tokio::test]
     async fn a_failed_compaction_falls_back_to_dropping_and_never_overflows() {
         // Every call fails, so the summary fails; the turns must be dropped.
@@ -1136,6 +1195,8 @@ mod tests {
         turn.tools = ToolRegistry::new();
         turn.context = long_history(6, 4000);
         turn.context_window = 8192;
+        let start = turn.context.clone();
+        let journal = journaled(&mut turn);
         let texts = Mutex::new(String::new());
         let outcome = run_turn(turn, &|e| {
             if let AgentEvent::AgentText(t) | AgentEvent::Thought(t) = e {
@@ -1151,6 +1212,14 @@ mod tests {
         let sent = seen.last().unwrap();
         assert!(estimate(sent) <= 8192 - 2048, "{}", estimate(sent));
         assert_eq!(sent.messages.last().unwrap().text(), "the latest question");
+        assert!(
+            journal
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|e| matches!(e, Journal::Op(ContextOp::Drop { .. })))
+        );
+        assert_replays(start, &journal, &outcome.context);
     }
 
     #[tokio::test]
@@ -1184,8 +1253,24 @@ mod tests {
         turn.tool_context = ToolContext::local(dir.path().to_path_buf());
         turn.context = long_history(4, 2000);
         turn.context_window = 8192;
+        let start = turn.context.clone();
+        let journal = journaled(&mut turn);
         let outcome = run_turn(turn, &|_| {}).await;
         assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
+        // The tool round, the compaction, the answer: as they happened.
+        let kinds: Vec<&str> = journal
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| match e {
+                Journal::Round(messages) if messages.len() == 2 => "tool round",
+                Journal::Round(_) => "answer",
+                Journal::Op(ContextOp::Compact { .. }) => "compact",
+                Journal::Op(_) => "other op",
+            })
+            .collect();
+        assert_eq!(kinds, ["tool round", "compact", "answer"]);
+        assert_replays(start, &journal, &outcome.context);
         let seen = provider.seen.lock().unwrap();
         // tool call, then (inside the tool loop) the summary, then the answer
         assert_eq!(seen.len(), 3);

@@ -137,7 +137,8 @@ pub struct Checkpoint {
 
 /// A change to the stack other than a new message. Plain data: a store can
 /// record these beside the messages and replay them in order.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
 pub enum ContextOp {
     /// Replace the first `entries` entries with one summary.
     Compact {

@@ -173,7 +173,12 @@ pub struct SessionPermissions {
     agent: Mutex<Option<String>>,
     /// The session's mode; changed by the session actor, read by running turns.
     policy: Mutex<ModePolicy>,
+    /// Told the "always" answers each time one is given, so they are saved
+    /// at once, not when the turn ends.
+    on_remember: std::sync::OnceLock<RememberFn>,
 }
+
+type RememberFn = Box<dyn Fn(BTreeMap<String, bool>) + Send + Sync>;
 
 impl SessionPermissions {
     pub fn new(
@@ -189,6 +194,22 @@ impl SessionPermissions {
             session_rules: Mutex::default(),
             agent: Mutex::default(),
             policy: Mutex::new(policy),
+            on_remember: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Call `notify` with every "always" answer whenever the user gives one.
+    pub fn on_remember(&self, notify: impl Fn(BTreeMap<String, bool>) + Send + Sync + 'static) {
+        if self.on_remember.set(Box::new(notify)).is_err() {
+            tracing::warn!(session = %self.session_id, "permission answers already have a listener");
+        }
+    }
+
+    /// An answer the user gave with "always": remembered and reported.
+    fn answered_always(&self, tool: &str, allowed: bool) {
+        self.remember(tool, allowed);
+        if let Some(notify) = self.on_remember.get() {
+            notify(self.remembered_rules());
         }
     }
 
@@ -313,12 +334,12 @@ impl PermissionGate for SessionPermissions {
             match self.sink.request_permission(&self.session_id, call).await {
                 Ok(PermissionChoice::AllowOnce) => Permission::Allow,
                 Ok(PermissionChoice::AllowAlways) => {
-                    self.remember(tool.name(), true);
+                    self.answered_always(tool.name(), true);
                     Permission::Allow
                 }
                 Ok(PermissionChoice::RejectOnce) => rejected(call),
                 Ok(PermissionChoice::RejectAlways) => {
-                    self.remember(tool.name(), false);
+                    self.answered_always(tool.name(), false);
                     rejected(call)
                 }
                 Ok(PermissionChoice::Cancelled) => Permission::Cancelled,
@@ -611,9 +632,16 @@ mod tests {
             locations: Vec::new(),
             raw_input: json!({"command": "ls"}),
         };
+        // Reported the moment it is given, so the session saves it at once.
+        let reported = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&reported);
+        gate.on_remember(move |rules| sink.lock().unwrap().push(rules));
         for _ in 0..3 {
             assert_eq!(gate.check(&call, &**tool).await, Permission::Allow);
         }
         assert_eq!(client.asked.load(Ordering::SeqCst), 1);
+        let reported = reported.lock().unwrap();
+        assert_eq!(reported.len(), 1);
+        assert_eq!(reported[0].get("shell"), Some(&true));
     }
 }

@@ -267,15 +267,19 @@ impl Router {
         }
         let client = self.abilities();
         let replay = method == "session/load";
-        let (session, updates) = match self.sessions.load(&id, cwd, client, mcp_servers, replay) {
+        let (tx, loading) = match self.sessions.load(&id, cwd, client, mcp_servers, replay) {
             Ok(loaded) => loaded,
             Err(err) => return responder.respond(Err(store_error(err))),
         };
+        // Asked now, so the session answers it before any prompt sent after this request.
         let (reply, options) = oneshot::channel();
-        session.send(SessionMsg::Options { reply });
-        let tx = session.tx.clone();
+        let _ = tx.send(SessionMsg::Options { reply });
         let connection = self.connection.clone();
         tokio::spawn(async move {
+            let updates = match loading.await {
+                Ok(updates) => updates,
+                Err(err) => return responder.respond(Err(store_error(err))),
+            };
             let Ok(options) = options.await else {
                 return responder.respond(Err(RpcError::internal("the session stopped at once")));
             };

@@ -16,7 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use futures::future::BoxFuture;
 
-use crate::agent_loop::{self, AgentEvent, StopReason, ToolCallInfo, TurnInput, TurnOutcome};
+use crate::agent_loop::{
+    self, AgentEvent, Journal, StopReason, ToolCallInfo, TurnInput, TurnOutcome,
+};
 use crate::agents::AgentCard;
 use crate::commands::CommandInfo;
 use crate::context::{ContextManager, ContextSettings};
@@ -168,12 +170,17 @@ pub struct SessionConfig {
     pub mcp_options: McpOptions,
     /// Answer reserve and compaction threshold (`[context]`).
     pub context: ContextSettings,
-    /// The agent card to start with (`--agent`, `[chat] default_agent`).
+    /// The agent card to start with (`--agent`, `[chat] default_agent`,
+    /// or the one a loaded session was saved with).
     pub agent: Option<String>,
+    /// A loaded session: the card's model, provider and mode were saved
+    /// with it after the card applied them, so only its prompt, tools and
+    /// rules are applied again.
+    pub agent_restored: bool,
     /// `[chat] system_prompt`: the user's addition to the system prompt.
     pub system_prompt: Option<String>,
     /// The context a loaded session continues from (empty for a new one).
-    pub history: Vec<Arc<Message>>,
+    pub history: ContextManager,
     /// Where the session is saved; None keeps it in memory only.
     pub recorder: Option<Recorder>,
 }
@@ -208,6 +215,29 @@ pub fn spawn(
 ) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
     let id = config.id.clone();
+    let actor = build(config, providers, sink, tx.downgrade());
+    let task = tokio::spawn(actor.run(rx));
+    SessionHandle { id, tx, task }
+}
+
+/// Run a session on a mailbox made before it (a loaded session's handle
+/// exists while its files are still being read).
+pub(crate) async fn run(
+    config: SessionConfig,
+    providers: Arc<Providers>,
+    sink: Arc<dyn ClientSink>,
+    mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
+    rx: mpsc::UnboundedReceiver<SessionMsg>,
+) {
+    build(config, providers, sink, mailbox).run(rx).await
+}
+
+fn build(
+    config: SessionConfig,
+    providers: Arc<Providers>,
+    sink: Arc<dyn ClientSink>,
+    mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
+) -> SessionActor {
     // Everything the client is shown is also recorded, in the same order.
     let sink = match &config.recorder {
         Some(recorder) => recorder.wrap(sink),
@@ -225,7 +255,9 @@ pub fn spawn(
         policy,
     ));
     if let Some(recorder) = &config.recorder {
-        permissions.restore(recorder.metadata().permissions.clone());
+        permissions.restore(recorder.metadata().permissions);
+        let recorder = recorder.clone();
+        permissions.on_remember(move |rules| recorder.update(|m| m.permissions = rules));
     }
     let mut tool_context = ToolContext::local(config.cwd.clone());
     if config.client.read_text_file || config.client.write_text_file {
@@ -272,7 +304,7 @@ pub fn spawn(
         cwd: config.cwd,
         provider: config.provider,
         model: config.model,
-        context: ContextManager::from_messages(config.history),
+        context: config.history,
         context_settings: config.context,
         agents: crate::agents::load_all(),
         agent: None,
@@ -281,22 +313,36 @@ pub fn spawn(
         providers,
         sink,
         models: None,
-        mailbox: tx.downgrade(),
+        mailbox,
     };
     if let Some(name) = config.agent {
-        // Before the client hears anything, so no update is sent for it.
-        if let Err(err) = actor.switch_agent(&name, false) {
-            tracing::warn!(session = %actor.id, %err, "default agent not used");
+        if config.agent_restored {
+            actor.restore_agent(&name);
+        } else {
+            // Before the client hears anything, so no update is sent for it.
+            match actor.switch_agent(&name, false) {
+                // The card's model and mode are the session's: saved so a load keeps them.
+                Ok(_) => actor.record_settings(),
+                Err(err) => tracing::warn!(session = %actor.id, %err, "default agent not used"),
+            }
         }
     }
-    let task = tokio::spawn(actor.run(rx));
-    SessionHandle { id, tx, task }
+    actor
 }
 
 struct RunningTurn {
     cancel: CancellationToken,
     reply: PromptReply,
     task: JoinHandle<TurnOutcome>,
+    /// A slash command: its context operations are recorded when it ends
+    /// (a prompt turn records its own as they happen).
+    command: bool,
+    /// What the turn journaled, for when its task dies without an outcome.
+    journaled: Arc<std::sync::Mutex<Vec<Journal>>>,
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
 struct SessionActor {
@@ -338,9 +384,10 @@ impl SessionActor {
                 msg = rx.recv() => {
                     let Some(msg) = msg else { break };
                     if let Some(closing) = self.handle(msg, &mut running) {
-                        if let Some(turn) = running.take() {
+                        if let Some(mut turn) = running.take() {
                             turn.cancel.cancel();
-                            self.finish_turn(turn.reply, turn.task.await);
+                            let outcome = (&mut turn.task).await;
+                            self.finish_turn(turn, outcome);
                         }
                         let _ = closing.send(());
                         break;
@@ -353,15 +400,16 @@ impl SessionActor {
                     }
                 } => {
                     if let Some(turn) = running.take() {
-                        self.finish_turn(turn.reply, outcome);
+                        self.finish_turn(turn, outcome);
                     }
                 }
             }
         }
         // The mailbox closed (the manager dropped us): end any turn cleanly.
-        if let Some(turn) = running.take() {
+        if let Some(mut turn) = running.take() {
             turn.cancel.cancel();
-            self.finish_turn(turn.reply, turn.task.await);
+            let outcome = (&mut turn.task).await;
+            self.finish_turn(turn, outcome);
         }
         if let Some(recorder) = &self.recorder {
             recorder.close().await;
@@ -459,6 +507,22 @@ impl SessionActor {
         let sink = Arc::clone(&self.sink);
         let session_id = self.id.clone();
         let turn_cancel = cancel.clone();
+        let journaled = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let journal: agent_loop::JournalFn = {
+            let recorder = self.recorder.clone();
+            let journaled = Arc::clone(&journaled);
+            Arc::new(move |entry: Journal| {
+                if let Some(recorder) = &recorder {
+                    recorder.record(match &entry {
+                        Journal::Round(messages) => StoredEvent::Round {
+                            messages: messages.iter().map(|m| Message::clone(m)).collect(),
+                        },
+                        Journal::Op(op) => StoredEvent::Context { op: op.clone() },
+                    });
+                }
+                lock(&journaled).push(entry);
+            })
+        };
         // A task of its own: a panic inside a turn must not take the session with it.
         let task = tokio::spawn(async move {
             let emit = move |event: AgentEvent| sink.send(&session_id, Update::Agent(event));
@@ -475,6 +539,7 @@ impl SessionActor {
                 tool_context,
                 permissions,
                 max_turn_requests,
+                journal: Some(journal),
             };
             agent_loop::run_turn(input, &emit).await
         });
@@ -482,23 +547,45 @@ impl SessionActor {
             cancel,
             reply,
             task,
+            command: false,
+            journaled,
         })
     }
 
     fn finish_turn(
         &mut self,
-        reply: PromptReply,
+        turn: RunningTurn,
         outcome: Result<TurnOutcome, tokio::task::JoinError>,
     ) {
+        let reply = turn.reply;
         let result = match outcome {
             Ok(outcome) => {
-                self.record_turn(&outcome.new_messages);
+                self.record_turn(&outcome, turn.command);
                 // The turn's copy holds its messages, compactions and drops.
                 self.context = outcome.context;
                 outcome.result.map_err(SessionError::from)
             }
             Err(err) => {
                 tracing::error!(session = %self.id, %err, "turn task failed");
+                // Keep what the turn finished (and saved) before it died, so
+                // this context and the one a load rebuilds stay the same.
+                for entry in lock(&turn.journaled).drain(..) {
+                    match entry {
+                        Journal::Round(messages) => {
+                            for message in messages {
+                                self.context.push(message);
+                            }
+                        }
+                        Journal::Op(op) => {
+                            if let Err(err) = self.context.apply(&op) {
+                                tracing::warn!(%err, "a journaled context operation does not apply");
+                            }
+                        }
+                    }
+                }
+                if let Some(recorder) = &self.recorder {
+                    recorder.record(StoredEvent::TurnEnd { estimator: None });
+                }
                 Err(SessionError::Crashed(err.to_string()))
             }
         };
@@ -652,7 +739,7 @@ impl SessionActor {
             .entries()
             .last()
             .and_then(|e| e.messages.last());
-        let (Some(recorder), Some(message)) = (self.recorder.as_mut(), last) else {
+        let (Some(recorder), Some(message)) = (self.recorder.as_ref(), last) else {
             return;
         };
         recorder.record(StoredEvent::UserPrompt {
@@ -674,23 +761,33 @@ impl SessionActor {
         }
     }
 
-    /// Save what a finished turn added to the context, and any "always" answers.
-    fn record_turn(&mut self, new_messages: &[Arc<Message>]) {
-        let Some(recorder) = self.recorder.as_mut() else {
+    /// A turn's rounds and operations are already saved (the journal); its
+    /// end is saved with what the estimator learned. A command's
+    /// operations are saved now.
+    fn record_turn(&self, outcome: &TurnOutcome, command: bool) {
+        let Some(recorder) = self.recorder.as_ref() else {
             return;
         };
-        recorder.record(StoredEvent::Messages {
-            messages: new_messages.iter().map(|m| Message::clone(m)).collect(),
-        });
-        let permissions = self.permissions.remembered_rules();
-        recorder.update(|m| m.permissions = permissions);
+        if command {
+            for op in &outcome.context_ops {
+                recorder.record(StoredEvent::Context { op: op.clone() });
+            }
+        } else {
+            recorder.record(StoredEvent::TurnEnd {
+                estimator: Some(outcome.context.estimator),
+            });
+        }
     }
 
     fn record_settings(&mut self) {
-        let Some(recorder) = self.recorder.as_mut() else {
+        let Some(recorder) = self.recorder.as_ref() else {
             return;
         };
         let saved = recorder.metadata();
+        if saved.agent != self.agent {
+            let agent = self.agent.clone();
+            recorder.update(|m| m.agent = agent);
+        }
         let mode_changed = saved.mode != self.mode;
         let model_changed = saved.provider != self.provider || saved.model != self.model;
         if mode_changed {

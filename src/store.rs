@@ -17,6 +17,6 @@ mod events;
 mod files;
 mod recorder;
 
-pub use events::{StoredEvent, StoredUpdate, context_from, replay_from, title_from};
+pub use events::{Restored, StoredEvent, StoredUpdate, context_from, replay_from, title_from};
 pub use files::{ListPage, Metadata, OpenSession, Store, StoreError, list_page, now_rfc3339};
 pub use recorder::Recorder;

@@ -6,14 +6,19 @@
 
 #[path = "support/harness.rs"]
 mod harness;
+#[path = "support/context.rs"]
+mod support;
 
 use std::time::Duration;
 
 use harness::{
-    Agent, LlmServer, Recorded, Reply, Split, answer_permission, config_for, conversation,
-    error_message, models_reply, openai_stream, stream_head, user_update,
+    Agent, LlmServer, Recorded, Reply, Split, agent_text, answer_permission, config_for,
+    conversation, error_message, models_reply, openai_stream, stream_head, user_update,
 };
 use serde_json::{Value, json};
+use support::{
+    SUMMARY, all_text, config_with, is_compaction, system_text, talkative_model, tool_names,
+};
 
 /// The scripted model: "read notes" asks for `read_file notes.txt`; a tool
 /// result is answered by quoting it; "hang" streams a little and then hangs;
@@ -372,6 +377,9 @@ async fn two_processes_never_have_one_session_open_at_once() {
         .call("session/delete", json!({"sessionId": session}))
         .await;
     assert!(error_message(&response).contains("another"), "{response}");
+    // The failed load left nothing open here.
+    let (_, response) = second.prompt(&session, "anyone?").await;
+    assert_eq!(response["error"]["code"], -32002, "{response}");
 
     // Closed in the first process, it opens in the second.
     let (_, response) = first
@@ -379,6 +387,18 @@ async fn two_processes_never_have_one_session_open_at_once() {
         .await;
     assert!(response.get("result").is_some(), "{response}");
     let (replayed, response) = load(&mut second, &session, &first.cwd()).await;
+    assert!(response.get("result").is_some(), "{response}");
+    assert_eq!(conversation(&replayed, &session).len(), 2);
+    // Loading it again while it is open replays again; two loads sent at
+    // once are each answered once, each after its replay.
+    let cwd = first.cwd();
+    let params = json!({"sessionId": session, "cwd": cwd, "mcpServers": []});
+    let one = second.request("session/load", params.clone()).await;
+    let two = second.request("session/load", params).await;
+    let (replayed, response) = second.response(one).await;
+    assert!(response.get("result").is_some(), "{response}");
+    assert_eq!(conversation(&replayed, &session).len(), 2);
+    let (replayed, response) = second.response(two).await;
     assert!(response.get("result").is_some(), "{response}");
     assert_eq!(conversation(&replayed, &session).len(), 2);
     // The first process cannot take it back while the second has it.
@@ -437,4 +457,234 @@ async fn always_answers_and_the_model_choice_survive_a_restart() {
     .unwrap();
     assert_eq!(metadata["permissions"]["write_file"], true, "{metadata}");
     assert_eq!(metadata["model"], "other-model");
+}
+
+/// `/context` in `session`, as the report text.
+async fn context_report(agent: &mut Agent, session: &str) -> String {
+    let (seen, response) = agent.prompt(session, "/context").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    agent_text(&seen, session)
+}
+
+#[tokio::test]
+async fn context_operations_and_checkpoints_survive_a_restart() {
+    let server = LlmServer::start(talkative_model(40)).await;
+    let config = config_with(&server.base_url(), 32_768, "");
+    let mut first = Agent::spawn(&config).await;
+    let session = first.start_session().await;
+    first.prompt(&session, "first question").await;
+    first.prompt(&session, "second question").await;
+    let (seen, _) = first
+        .prompt(&session, "/context checkpoint two-turns")
+        .await;
+    assert!(agent_text(&seen, &session).contains("Checkpoint `two-turns` saved"));
+    first.prompt(&session, "third question").await;
+    let (seen, _) = first.prompt(&session, "/context pop 2").await;
+    assert!(agent_text(&seen, &session).contains("Removed the last 2 entries"));
+    first.prompt(&session, "fourth question").await;
+    let before = context_report(&mut first, &session).await;
+    assert!(before.contains("- two-turns (4 entries)"), "{before}");
+    assert!(!before.contains("third question"), "{before}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    first.kill().await;
+
+    let mut second = Agent::spawn_sharing(&config, &first).await;
+    second.initialize().await;
+    let (_, response) = load(&mut second, &session, &first.cwd()).await;
+    assert!(response.get("result").is_some(), "{response}");
+    // The same entries, token counts (the learned drift too) and checkpoint.
+    assert_eq!(context_report(&mut second, &session).await, before);
+
+    let (seen, _) = second.prompt(&session, "/context rollback two-turns").await;
+    let text = agent_text(&seen, &session);
+    assert!(
+        text.contains("Rolled back to checkpoint `two-turns`: 4 entries"),
+        "{text}"
+    );
+    second.prompt(&session, "after rollback").await;
+    let last = server.chat_requests().last().cloned().unwrap();
+    let texts = request_texts(&last);
+    let texts: Vec<&str> = texts.iter().map(|t| t.split(':').next().unwrap()).collect();
+    assert_eq!(
+        texts,
+        ["system", "user", "assistant", "user", "assistant", "user"],
+        "{}",
+        all_text(&last)
+    );
+    let text = all_text(&last);
+    assert!(text.contains("first question") && text.contains("second question"));
+    assert!(!text.contains("third question") && !text.contains("fourth question"));
+    assert!(text.ends_with("after rollback"), "{text}");
+}
+
+#[tokio::test]
+async fn a_compaction_before_a_restart_is_what_the_model_gets_after_it() {
+    let server = LlmServer::start(talkative_model(40)).await;
+    let config = config_with(&server.base_url(), 32_768, "");
+    let mut first = Agent::spawn(&config).await;
+    let session = first.start_session().await;
+    for n in 0..3 {
+        first.prompt(&session, &format!("question {n}")).await;
+    }
+    let (seen, _) = first.prompt(&session, "/compact").await;
+    assert!(agent_text(&seen, &session).contains("Summarized 2 entries"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    first.kill().await;
+
+    let mut second = Agent::spawn_sharing(&config, &first).await;
+    second.initialize().await;
+    let (_, response) = load(&mut second, &session, &first.cwd()).await;
+    assert!(response.get("result").is_some(), "{response}");
+    second.prompt(&session, "next").await;
+    let last = server.chat_requests().last().cloned().unwrap();
+    assert!(!is_compaction(&last));
+    let text = all_text(&last);
+    assert!(text.contains(SUMMARY), "{text}");
+    assert!(!text.contains("question 0"), "{text}");
+    assert!(
+        text.contains("question 1") && text.contains("question 2"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn the_active_agent_card_comes_back_with_the_session() {
+    let server = LlmServer::start(talkative_model(10)).await;
+    let config = config_with(&server.base_url(), 32_768, "");
+    let mut first = Agent::spawn(&config).await;
+    let session = first.start_session().await;
+    let (seen, _) = first.prompt(&session, "/agent reviewer").await;
+    assert!(agent_text(&seen, &session).contains("Agent `reviewer`"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    first.kill().await;
+
+    let mut second = Agent::spawn_sharing(&config, &first).await;
+    second.initialize().await;
+    let (_, response) = load(&mut second, &session, &first.cwd()).await;
+    let options = response["result"]["configOptions"].as_array().unwrap();
+    let current = |id: &str| {
+        options.iter().find(|o| o["id"] == id).unwrap()["currentValue"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(current("agent"), "reviewer", "{response}");
+    // The mode the card chose was saved with the session and stays.
+    assert_eq!(current("mode"), "plan", "{response}");
+    second.prompt(&session, "review this").await;
+    let last = server.chat_requests().last().cloned().unwrap();
+    assert!(system_text(&last).contains("# Agent: reviewer"));
+    assert!(system_text(&last).contains("careful code reviewer"));
+    let mut tools = tool_names(&last);
+    tools.sort();
+    assert_eq!(tools, ["glob", "grep", "list_dir", "read_file", "todo"]);
+}
+
+#[tokio::test]
+async fn a_kill_between_tool_rounds_keeps_the_finished_round_and_the_always_answer() {
+    // The model's answer to the first tool result never comes: the process
+    // is killed while waiting for it.
+    let hung = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = LlmServer::start({
+        let hung = hung.clone();
+        move |request: &Recorded| {
+            let messages = request.body["messages"].as_array().cloned();
+            let last_is_tool = messages
+                .and_then(|m| m.last().cloned())
+                .is_some_and(|m| m["role"] == "tool");
+            if last_is_tool && !hung.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return Reply::stream(stream_head(&["Writing went "]), Split::Every(5)).hanging();
+            }
+            model(request)
+        }
+    })
+    .await;
+    let config = config_for(&server, "test-model");
+    let mut first = Agent::spawn(&config).await;
+    let session = first.start_session().await;
+    let _id = first.start_prompt(&session, "write the file").await;
+    answer_permission(&mut first, "allow_always").await;
+    first
+        .wait_for(|m| {
+            m["params"]["update"]["sessionUpdate"] == "tool_call_update"
+                && m["params"]["update"]["status"] == "completed"
+        })
+        .await;
+    first.wait_for_update("agent_message_chunk").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Saved when it was given, not at the end of the turn.
+    let metadata: Value = serde_json::from_slice(
+        &std::fs::read(first.session_dir(&session).join("metadata.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(metadata["permissions"]["write_file"], true, "{metadata}");
+    first.kill().await;
+
+    let mut second = Agent::spawn_sharing(&config, &first).await;
+    second.initialize().await;
+    let (_, response) = load(&mut second, &session, &first.cwd()).await;
+    assert!(response.get("result").is_some(), "{response}");
+    let before = server.chat_requests().len();
+    let (_, response) = second.prompt(&session, "and now?").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let texts = request_texts(&server.chat_requests()[before]);
+    assert_eq!(texts.len(), 6, "{texts:#?}");
+    assert_eq!(texts[1], "user: write the file");
+    assert_eq!(texts[2], "assistant: [call write_file]");
+    assert!(texts[3].starts_with("tool: "), "{texts:#?}");
+    assert!(texts[3].len() > "tool: ".len(), "{texts:#?}");
+    assert_eq!(texts[4], "assistant: Writing went ");
+    assert_eq!(texts[5], "user: and now?");
+    assert_eq!(
+        std::fs::read_to_string(first.cwd().join("out.txt")).unwrap(),
+        "x"
+    );
+
+    // A second load (after this process too is killed) rebuilds the same context.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    second.kill().await;
+    let mut third = Agent::spawn_sharing(&config, &first).await;
+    third.initialize().await;
+    load(&mut third, &session, &first.cwd()).await;
+    let before = server.chat_requests().len();
+    third.prompt(&session, "once more").await;
+    let again = request_texts(&server.chat_requests()[before]);
+    assert_eq!(again[..6], texts[..]);
+    assert_eq!(again.len(), 8, "{again:#?}");
+}
+
+#[tokio::test]
+async fn an_automatic_compaction_is_replayed_after_a_restart() {
+    let server = LlmServer::start(talkative_model(1600)).await;
+    let config = config_with(&server.base_url(), 8192, "");
+    let mut first = Agent::spawn(&config).await;
+    let session = first.start_session().await;
+    let mut n = 0;
+    while !server.chat_requests().iter().any(is_compaction) {
+        assert!(n < 12, "no automatic compaction");
+        let question = format!("Question {n}: {}", "why ".repeat(300));
+        let (_, response) = first.prompt(&session, &question).await;
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        n += 1;
+    }
+    let before = context_report(&mut first, &session).await;
+    assert!(before.contains("1. summary"), "{before}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    first.kill().await;
+
+    let mut second = Agent::spawn_sharing(&config, &first).await;
+    second.initialize().await;
+    let (_, response) = load(&mut second, &session, &first.cwd()).await;
+    assert!(response.get("result").is_some(), "{response}");
+    assert_eq!(context_report(&mut second, &session).await, before);
+    let count = server.chat_requests().len();
+    second.prompt(&session, "short one").await;
+    let next = server.chat_requests()[count..]
+        .iter()
+        .find(|r| !is_compaction(r) && !r.path.ends_with("/models"))
+        .cloned()
+        .unwrap();
+    let text = all_text(&next);
+    assert!(text.contains(SUMMARY), "{text}");
+    assert!(!text.contains("Question 0"), "{text}");
 }

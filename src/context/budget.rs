@@ -51,7 +51,7 @@ pub fn fixed_chars(system: Option<&str>, tools: &[ToolDefinition]) -> u64 {
 }
 
 /// Chars → tokens, corrected by what the provider reported so far.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TokenEstimator {
     /// Reported prompt tokens / raw estimate, smoothed. 1.0 until a report.
     pub drift: f64,

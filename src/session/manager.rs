@@ -6,12 +6,34 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
+use futures::future::BoxFuture;
+use tokio::sync::{mpsc, oneshot};
 
 use super::{ClientAbilities, ClientSink, SessionConfig, SessionHandle, SessionMsg, Update};
+use crate::context::ContextManager;
 use crate::mcp::{McpOptions, McpServerSpec};
-use crate::providers::Providers;
-use crate::store::{self, Metadata, Recorder, Store, StoreError};
+use crate::providers::{Message, Providers};
+use crate::store::{self, Metadata, Recorder, Store, StoreError, StoredEvent};
+
+/// A load in progress: the replay (empty for a resume), or why it failed.
+pub type Loading = BoxFuture<'static, Result<Vec<Update>, StoreError>>;
+
+/// Disk work on the blocking pool, off the router's reader task.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|err| Err(join_error(&err.to_string())))
+}
+
+fn join_error(detail: &str) -> StoreError {
+    StoreError::Io {
+        action: "cannot load",
+        path: PathBuf::new(),
+        source: std::io::Error::other(detail.to_string()),
+    }
+}
 
 /// How long shutdown waits for turns to answer `cancelled` before giving up.
 const CLOSE_GRACE: Duration = Duration::from_secs(3);
@@ -80,11 +102,13 @@ impl SessionManager {
         servers
     }
 
-    /// A stored session back in memory: its model, mode, "always" answers
-    /// and context from disk, its MCP servers from the request. With
-    /// `replay`, also the updates that show its conversation again (the
-    /// caller sends them before answering). A session already open here is
-    /// reused.
+    /// A stored session back in memory: its model, mode, agent card,
+    /// "always" answers and context from disk, its MCP servers from the
+    /// request. With `replay`, the future also yields the updates that
+    /// show its conversation again (the caller sends them before
+    /// answering). The disk is read on a blocking thread, never here: the
+    /// handle exists at once (messages wait in its mailbox) and is closed
+    /// if the session cannot be read. A session already open is reused.
     pub fn load(
         &mut self,
         id: &str,
@@ -92,65 +116,125 @@ impl SessionManager {
         client: ClientAbilities,
         mcp_servers: Vec<McpServerSpec>,
         replay: bool,
-    ) -> Result<(&SessionHandle, Vec<Update>), StoreError> {
+    ) -> Result<(mpsc::UnboundedSender<SessionMsg>, Loading), StoreError> {
         let store = self
             .store
             .clone()
             .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
-        if self.sessions.contains_key(id) {
-            let updates = if replay {
+        if let Some(handle) = self.get(id) {
+            let tx = handle.tx.clone();
+            let id = id.to_string();
+            let loading = async move {
+                if !replay {
+                    return Ok(Vec::new());
+                }
                 // The history is append-only: reading it beside our own writer is safe.
-                store::replay_from(&store.read(id)?.1)
-            } else {
-                Vec::new()
+                blocking(move || {
+                    store
+                        .read(&id)
+                        .map(|(_, events)| store::replay_from(&events))
+                })
+                .await
             };
-            let handle = self
-                .sessions
-                .get(id)
-                .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
-            return Ok((handle, updates));
+            return Ok((tx, Box::pin(loading)));
         }
-        let (open, mut metadata, events) = store.open(id)?;
-        if self.providers.config(&metadata.provider).is_none() {
-            tracing::warn!(session = %id, provider = %metadata.provider, "the session's provider is no longer configured; using the default");
-            metadata.provider = self.defaults.provider.clone();
-            metadata.model = self.defaults.model.clone();
-        }
-        if self.defaults.modes.find(&metadata.mode).is_none() {
-            metadata.mode = self.defaults.mode.clone();
-        }
-        metadata.cwd = cwd.clone();
-        let updates = if replay {
-            store::replay_from(&events)
-        } else {
-            Vec::new()
-        };
-        let history = store::context_from(&events);
-        tracing::info!(session = %id, events = events.len(), messages = history.len(), "session loaded");
-        let servers = self.servers(mcp_servers);
+        self.sessions.retain(|_, handle| !handle.tx.is_closed());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (ready, loaded) = oneshot::channel();
+        let mailbox = tx.downgrade();
+        let providers = Arc::clone(&self.providers);
+        let sink = Arc::clone(&self.sink);
+        let defaults = (
+            self.defaults.provider.clone(),
+            self.defaults.model.clone(),
+            self.defaults.mode.clone(),
+        );
         let config = SessionConfig {
             id: id.to_string(),
-            cwd,
-            provider: metadata.provider.clone(),
-            model: metadata.model.clone(),
+            cwd: cwd.clone(),
+            provider: String::new(),
+            model: String::new(),
             max_turn_requests: self.defaults.max_turn_requests,
-            mode: metadata.mode.clone(),
+            mode: String::new(),
             modes: self.defaults.modes.clone(),
             client,
             rules: Arc::clone(&self.defaults.rules),
-            mcp_servers: servers,
+            mcp_servers: self.servers(mcp_servers),
             mcp_options: self.defaults.mcp_options.clone(),
-            history,
-            recorder: Some(Recorder::start(open, metadata)),
+            history: ContextManager::new(),
+            recorder: None,
             context: self.defaults.context,
-            // The store does not keep the card yet; a card's model and mode
-            // must not override the ones the session was saved with.
             agent: None,
+            agent_restored: true,
             system_prompt: self.defaults.system_prompt.clone(),
         };
-        let handle = super::spawn(config, Arc::clone(&self.providers), Arc::clone(&self.sink));
-        let handle = self.sessions.entry(id.to_string()).or_insert(handle);
-        Ok((handle, updates))
+        let read_id = id.to_string();
+        let task = tokio::spawn(async move {
+            let opened = blocking(move || {
+                let (open, metadata, events) = store.open(&read_id)?;
+                let updates = if replay {
+                    store::replay_from(&events)
+                } else {
+                    Vec::new()
+                };
+                let restored = store::context_from(&events);
+                tracing::info!(session = %read_id, events = events.len(), entries = restored.context.entries().len(), "session loaded");
+                Ok((open, metadata, updates, restored))
+            })
+            .await;
+            let (open, mut metadata, updates, restored) = match opened {
+                Ok(opened) => opened,
+                Err(err) => {
+                    // Closed before the answer: the router forgets this handle.
+                    drop(rx);
+                    let _ = ready.send(Err(err));
+                    return;
+                }
+            };
+            let mut config = config;
+            if providers.config(&metadata.provider).is_none() {
+                tracing::warn!(session = %config.id, provider = %metadata.provider, "the session's provider is no longer configured; using the default");
+                metadata.provider = defaults.0;
+                metadata.model = defaults.1;
+            }
+            if config.modes.find(&metadata.mode).is_none() {
+                metadata.mode = defaults.2;
+            }
+            metadata.cwd = config.cwd.clone();
+            config.provider = metadata.provider.clone();
+            config.model = metadata.model.clone();
+            config.mode = metadata.mode.clone();
+            config.agent = metadata.agent.clone();
+            let recorder = Recorder::start(open, metadata);
+            if let Some(seen) = restored.cut_short {
+                // The turn the crash cut short ends here, with what the user
+                // saw of it, so the next load rebuilds this same context.
+                if !seen.is_empty() {
+                    recorder.record(StoredEvent::Round {
+                        messages: vec![Message::assistant_text(seen)],
+                    });
+                }
+                recorder.record(StoredEvent::TurnEnd { estimator: None });
+            }
+            config.history = restored.context;
+            config.recorder = Some(recorder);
+            let _ = ready.send(Ok(updates));
+            super::run(config, providers, sink, mailbox, rx).await;
+        });
+        self.sessions.insert(
+            id.to_string(),
+            SessionHandle {
+                id: id.to_string(),
+                tx: tx.clone(),
+                task,
+            },
+        );
+        let loading = async move {
+            loaded
+                .await
+                .unwrap_or_else(|_| Err(join_error("the session stopped while loading")))
+        };
+        Ok((tx, Box::pin(loading)))
     }
 
     /// A new session. `mcp_servers` (from `session/new`) replace config
@@ -196,8 +280,9 @@ impl SessionManager {
                 mcp_options: self.defaults.mcp_options.clone(),
                 context: self.defaults.context,
                 agent: self.defaults.agent.clone(),
+                agent_restored: false,
                 system_prompt: self.defaults.system_prompt.clone(),
-                history: Vec::new(),
+                history: ContextManager::new(),
                 recorder,
             },
             Arc::clone(&self.providers),
@@ -206,20 +291,28 @@ impl SessionManager {
         self.sessions.entry(id).or_insert(handle)
     }
 
+    /// An open session (a load that failed left a closed handle: not one).
     pub fn get(&self, id: &str) -> Option<&SessionHandle> {
-        self.sessions.get(id)
+        self.sessions
+            .get(id)
+            .filter(|handle| !handle.tx.is_closed())
     }
 
     pub fn remove(&mut self, id: &str) -> Option<SessionHandle> {
-        self.sessions.remove(id)
+        self.sessions
+            .remove(id)
+            .filter(|handle| !handle.tx.is_closed())
     }
 
     pub fn len(&self) -> usize {
-        self.sessions.len()
+        self.sessions
+            .values()
+            .filter(|handle| !handle.tx.is_closed())
+            .count()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.sessions.is_empty()
+        self.len() == 0
     }
 
     /// Close every session: running turns are cancelled and answer before

@@ -58,6 +58,19 @@ impl SessionActor {
         }
     }
 
+    /// A loaded session's card: its prompt, tool allow-list and
+    /// agent-scoped rules. Its model, provider and mode are not applied
+    /// again: the session was saved with them (or with the user's later
+    /// choices, which win).
+    pub(super) fn restore_agent(&mut self, name: &str) {
+        if self.agents.iter().any(|card| card.name == name) {
+            self.permissions.set_agent(Some(name.to_string()));
+            self.agent = Some(name.to_string());
+        } else {
+            tracing::warn!(session = %self.id, agent = %name, "the session's agent card no longer exists; none is active");
+        }
+    }
+
     /// Make `name` the active card; its model, provider and mode apply if
     /// it names them. `notify`: tell the client what changed.
     pub(super) fn switch_agent(&mut self, name: &str, notify: bool) -> Result<String, String> {
@@ -67,6 +80,7 @@ impl SessionActor {
             if notify {
                 self.sink
                     .send(&self.id, Update::ConfigOptions(self.options()));
+                self.record_settings();
             }
             return Ok("No agent card: the base prompt and every tool the mode allows.".into());
         }
@@ -301,6 +315,8 @@ impl SessionActor {
             cancel,
             reply,
             task,
+            command: true,
+            journaled: Default::default(),
         })
     }
 }

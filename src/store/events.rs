@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::agent_loop::{AgentEvent, ToolCallInfo, ToolCallProgress};
+use crate::context::{ContextManager, ContextOp, TokenEstimator};
 use crate::providers::{Message, Part, Role};
 use crate::session::Update;
 use crate::tools::TodoItem;
@@ -25,9 +26,26 @@ pub enum StoredEvent {
         update: StoredUpdate,
     },
     /// The messages a finished turn added to the model's context after the
-    /// user's (assistant text, tool calls and their results).
+    /// user's (assistant text, tool calls and their results). Written by
+    /// older versions; it also ends the turn.
     Messages {
         messages: Vec<Message>,
+    },
+    /// Messages one model round added, written as soon as the round is
+    /// done: a model answer, with its tool calls' results when it made any.
+    Round {
+        messages: Vec<Message>,
+    },
+    /// A change to the context stack (compaction, drop, checkpoint…),
+    /// replayed in order on top of the messages.
+    Context {
+        op: ContextOp,
+    },
+    /// The turn is over: everything it added is in the rounds before.
+    TurnEnd {
+        /// What the provider's usage taught the token estimate so far.
+        #[serde(default)]
+        estimator: Option<TokenEstimator>,
     },
     ModeChanged {
         mode: String,
@@ -36,7 +54,8 @@ pub enum StoredEvent {
         provider: String,
         model: String,
     },
-    /// The context was compacted: from here on it is `messages`.
+    /// The context was compacted: from here on it is `messages`. Never
+    /// written; read for files that may hold it.
     Compaction {
         #[serde(default)]
         summary: String,
@@ -142,50 +161,89 @@ enum StoredUpdateOrUser {
     Agent(StoredUpdate),
 }
 
-/// The model's context after `events`. A turn cut short by a crash keeps its
-/// prompt and the text the user saw of the answer (as a cancel does); its
-/// tool calls are dropped, since their results may never have been recorded.
-pub fn context_from(events: &[StoredEvent]) -> Vec<Arc<Message>> {
-    let mut context: Vec<Arc<Message>> = Vec::new();
-    // The prompt of a turn whose messages are not recorded yet, and what was seen of its answer.
-    let mut open: Option<(Message, String)> = None;
-    let close_cut_short = |context: &mut Vec<Arc<Message>>,
-                           open: &mut Option<(Message, String)>| {
-        if let Some((prompt, seen)) = open.take() {
-            context.push(Arc::new(prompt));
-            if !seen.is_empty() {
-                context.push(Arc::new(Message::assistant_text(seen)));
-            }
+/// The model's context rebuilt from a history.
+#[derive(Debug, Default)]
+pub struct Restored {
+    pub context: ContextManager,
+    /// The history ends inside a turn (the process died in it): what was
+    /// seen of its unrecorded answer, already added to `context`. The
+    /// loader records it and ends the turn, so the next load agrees.
+    pub cut_short: Option<String>,
+}
+
+/// The model's context after `events`: messages and context operations
+/// replayed in order, checkpoints included. A turn cut short by a crash
+/// keeps its prompt, its finished rounds and the text the user saw of the
+/// answer after them (as a cancel does); a tool call whose results were
+/// not recorded is dropped with its round.
+pub fn context_from(events: &[StoredEvent]) -> Restored {
+    let mut context = ContextManager::new();
+    // Some while a turn is open: the text shown since its last recorded round.
+    let mut open: Option<String> = None;
+    let close_cut_short = |context: &mut ContextManager, open: &mut Option<String>| {
+        if let Some(seen) = open.take()
+            && !seen.is_empty()
+        {
+            context.push(Arc::new(Message::assistant_text(seen)));
+        }
+    };
+    let apply = |context: &mut ContextManager, op: &ContextOp| {
+        if let Err(err) = context.apply(op) {
+            // It applied live; failing here means the history lost lines.
+            tracing::warn!(?op, %err, "a stored context operation does not apply; skipped");
         }
     };
     for event in events {
         match event {
             StoredEvent::UserPrompt { message, .. } => {
                 close_cut_short(&mut context, &mut open);
-                open = Some((message.clone(), String::new()));
+                context.push(Arc::new(message.clone()));
+                open = Some(String::new());
             }
             StoredEvent::Update {
                 update: StoredUpdate::AgentText { text },
             } => {
-                if let Some((_, seen)) = open.as_mut() {
+                if let Some(seen) = open.as_mut() {
                     seen.push_str(text);
                 }
             }
-            StoredEvent::Messages { messages } => {
-                if let Some((prompt, _)) = open.take() {
-                    context.push(Arc::new(prompt));
+            StoredEvent::Round { messages } => {
+                for message in messages {
+                    context.push(Arc::new(message.clone()));
                 }
-                context.extend(messages.iter().cloned().map(Arc::new));
+                if let Some(seen) = open.as_mut() {
+                    seen.clear();
+                }
+            }
+            StoredEvent::Messages { messages } => {
+                for message in messages {
+                    context.push(Arc::new(message.clone()));
+                }
+                open = None;
+            }
+            StoredEvent::TurnEnd { estimator } => {
+                open = None;
+                if let Some(estimator) = estimator {
+                    context.estimator = *estimator;
+                }
+            }
+            StoredEvent::Context { op } => apply(&mut context, op),
+            StoredEvent::Checkpoint { name } => {
+                apply(&mut context, &ContextOp::Checkpoint { name: name.clone() })
             }
             StoredEvent::Compaction { messages, .. } => {
                 open = None;
-                context = messages.iter().cloned().map(Arc::new).collect();
+                apply(&mut context, &ContextOp::Reset);
+                for message in messages {
+                    context.push(Arc::new(message.clone()));
+                }
             }
             _ => {}
         }
     }
+    let cut_short = open.clone();
     close_cut_short(&mut context, &mut open);
-    context
+    Restored { context, cut_short }
 }
 
 /// A session title from its first prompt: the first line of text, shortened.
@@ -293,7 +351,9 @@ mod tests {
             prompt("two"),
             text("partial"),
         ];
-        let context = context_from(&events);
+        let restored = context_from(&events);
+        assert_eq!(restored.cut_short.as_deref(), Some("partial"));
+        let context = restored.context.messages();
         let texts: Vec<(Role, String)> = context.iter().map(|m| (m.role, m.text())).collect();
         assert_eq!(
             texts,
@@ -311,9 +371,112 @@ mod tests {
             messages: vec![Message::user_text("summary")],
         });
         compacted.push(prompt("three"));
-        let context = context_from(&compacted);
+        let context = context_from(&compacted).context.messages();
         assert_eq!(context.len(), 2);
         assert_eq!(context[0].text(), "summary");
+    }
+
+    fn call_message(id: &str) -> Message {
+        Message {
+            role: Role::Assistant,
+            parts: vec![Part::ToolCall {
+                id: id.into(),
+                name: "read_file".into(),
+                arguments: "{}".into(),
+            }],
+        }
+    }
+
+    fn result_message(id: &str) -> Message {
+        Message {
+            role: Role::User,
+            parts: vec![Part::ToolResult {
+                call_id: id.into(),
+                content: "out".into(),
+                is_error: false,
+            }],
+        }
+    }
+
+    fn texts(context: &ContextManager) -> Vec<String> {
+        context.messages().iter().map(|m| m.text()).collect()
+    }
+
+    /// Rounds, operations and turn ends replay to the context the live
+    /// session had, checkpoints included.
+    #[test]
+    fn rounds_and_context_operations_replay_in_order() {
+        let round = |messages: Vec<Message>| StoredEvent::Round { messages };
+        let op = |op: ContextOp| StoredEvent::Context { op };
+        let end = StoredEvent::TurnEnd {
+            estimator: Some(TokenEstimator {
+                drift: 1.5,
+                observations: 3,
+            }),
+        };
+        let events = vec![
+            prompt("one"),
+            text("a1"),
+            round(vec![Message::assistant_text("a1")]),
+            end.clone(),
+            op(ContextOp::Checkpoint { name: "cp".into() }),
+            prompt("two"),
+            round(vec![call_message("c1"), result_message("c1")]),
+            // A compaction between rounds: the first turn becomes a summary.
+            op(ContextOp::Compact {
+                entries: 2,
+                summary: "s".into(),
+            }),
+            text("a2"),
+            round(vec![Message::assistant_text("a2")]),
+            end.clone(),
+            // Text shown outside a turn (a command's report) is not context.
+            text("Context: 10 / 100 tokens"),
+        ];
+        let restored = context_from(&events);
+        assert_eq!(restored.cut_short, None);
+        let mut context = restored.context;
+        assert_eq!(context.estimator.observations, 3);
+        let kinds: Vec<&str> = context.entries().iter().map(|e| e.kind.label()).collect();
+        assert_eq!(kinds, ["summary", "user", "tools", "assistant"]);
+        assert_eq!(context.checkpoints().len(), 1);
+        context
+            .apply(&ContextOp::Rollback { name: "cp".into() })
+            .unwrap();
+        assert_eq!(texts(&context), ["one", "a1"]);
+
+        // Killed after a round's tool results, before the answer: the round
+        // stays, the unrecorded answer's shown text follows it.
+        let mut cut = events.clone();
+        cut.truncate(7);
+        cut.push(text("partial"));
+        let restored = context_from(&cut);
+        assert_eq!(restored.cut_short.as_deref(), Some("partial"));
+        let messages = restored.context.messages();
+        assert!(matches!(messages[3].parts[0], Part::ToolCall { .. }));
+        assert!(matches!(messages[4].parts[0], Part::ToolResult { .. }));
+        assert_eq!(messages[5].text(), "partial");
+        assert_eq!(messages.len(), 6);
+    }
+
+    #[test]
+    fn context_events_round_trip_as_json() {
+        let events = vec![
+            StoredEvent::Context {
+                op: ContextOp::Drop { start: 0, count: 2 },
+            },
+            StoredEvent::TurnEnd { estimator: None },
+            StoredEvent::Round {
+                messages: vec![Message::assistant_text("x")],
+            },
+        ];
+        for event in events {
+            let line = serde_json::to_string(&event).unwrap();
+            assert_eq!(serde_json::from_str::<StoredEvent>(&line).unwrap(), event);
+        }
+        // A turn end written without an estimator still reads.
+        let bare: StoredEvent = serde_json::from_value(json!({"event": "turn_end"})).unwrap();
+        assert_eq!(bare, StoredEvent::TurnEnd { estimator: None });
     }
 
     #[test]

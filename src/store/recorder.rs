@@ -2,8 +2,8 @@
 //! session actor only ever puts events on a channel.
 
 use std::io::Write;
-use std::sync::Arc;
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
@@ -20,10 +20,13 @@ enum Op {
     Close(oneshot::Sender<()>),
 }
 
-/// The session actor's handle on its stored session.
+/// A handle on a stored session. Clones share the writer and the metadata,
+/// so a running turn and the permission gate can record the moment
+/// something happens, not when the actor next gets to it.
+#[derive(Clone)]
 pub struct Recorder {
     tx: mpsc::Sender<Op>,
-    metadata: Metadata,
+    metadata: Arc<Mutex<Metadata>>,
 }
 
 impl Recorder {
@@ -37,11 +40,21 @@ impl Recorder {
         if let Err(err) = spawned {
             tracing::warn!(%err, "cannot start the session writer; this session is not saved");
         }
-        Self { tx, metadata }
+        Self {
+            tx,
+            metadata: Arc::new(Mutex::new(metadata)),
+        }
     }
 
-    pub fn metadata(&self) -> &Metadata {
-        &self.metadata
+    /// A copy of the metadata as last changed.
+    pub fn metadata(&self) -> Metadata {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Metadata> {
+        self.metadata
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
     }
 
     pub fn record(&self, event: StoredEvent) {
@@ -49,17 +62,19 @@ impl Recorder {
     }
 
     /// Change the metadata and write it (with a fresh `updated_at`).
-    pub fn update(&mut self, change: impl FnOnce(&mut Metadata)) {
-        change(&mut self.metadata);
-        self.metadata.updated_at = now_rfc3339();
-        let _ = self.tx.send(Op::Metadata(Box::new(self.metadata.clone())));
+    pub fn update(&self, change: impl FnOnce(&mut Metadata)) {
+        // Sent under the lock: the writer gets the versions in the order they were made.
+        let mut metadata = self.lock();
+        change(&mut metadata);
+        metadata.updated_at = now_rfc3339();
+        let _ = self.tx.send(Op::Metadata(Box::new(metadata.clone())));
     }
 
     /// A sink that records what it forwards (the replayable part).
     pub fn wrap(&self, inner: Arc<dyn ClientSink>) -> Arc<dyn ClientSink> {
         Arc::new(RecordingSink {
             inner,
-            session_id: self.metadata.id.clone(),
+            session_id: self.lock().id.clone(),
             tx: std::sync::Mutex::new(self.tx.clone()),
         })
     }
@@ -93,7 +108,11 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str) {
                 Op::Append(event) => {
                     boundary |= matches!(
                         event,
-                        StoredEvent::UserPrompt { .. } | StoredEvent::Messages { .. }
+                        StoredEvent::UserPrompt { .. }
+                            | StoredEvent::Messages { .. }
+                            | StoredEvent::Round { .. }
+                            | StoredEvent::Context { .. }
+                            | StoredEvent::TurnEnd { .. }
                     );
                     if let (
                         Some(StoredEvent::Update { update: last }),
@@ -225,7 +244,7 @@ mod tests {
         let store = Store::new(data.path());
         let metadata = Metadata::new("s1", PathBuf::from("/p"), "prov", "model", "act");
         let open = store.create(&metadata).unwrap();
-        let mut recorder = Recorder::start(open, metadata);
+        let recorder = Recorder::start(open, metadata);
         let sink = recorder.wrap(Arc::new(Nothing));
         recorder.record(StoredEvent::UserPrompt {
             at: now_rfc3339(),
