@@ -4,6 +4,7 @@
 
 pub mod manager;
 mod prep;
+mod prompts;
 mod slash;
 
 use std::path::PathBuf;
@@ -141,6 +142,8 @@ pub enum SessionMsg {
     },
     /// The client has the `session/new` answer; the session may now send updates.
     Started,
+    /// The MCP servers are up, or one's prompts changed: advertise the commands again.
+    CommandsChanged,
     ModelsLoaded {
         provider: String,
         models: Vec<ModelInfo>,
@@ -251,12 +254,16 @@ pub fn spawn(
     } else {
         let specs = config.mcp_servers;
         let options = config.mcp_options;
+        let mailbox = tx.downgrade();
         tokio::spawn(async move {
             let manager = McpManager::start(specs, options).await;
             for (server, reason) in manager.failures() {
                 tracing::warn!(%server, %reason, "MCP server failed to start");
             }
+            let changes = manager.changes();
             let _ = mcp_ready.send(Some(manager));
+            // Their prompts are slash commands.
+            prompts::forward_changes(changes, mailbox);
         });
     }
     let mut actor = SessionActor {
@@ -282,6 +289,7 @@ pub fn spawn(
         sink,
         models: None,
         mailbox: tx.downgrade(),
+        commands_sent: None,
     };
     if let Some(name) = config.agent {
         // Before the client hears anything, so no update is sent for it.
@@ -328,6 +336,8 @@ struct SessionActor {
     /// The provider's model list, once it has loaded.
     models: Option<Vec<ModelInfo>>,
     mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
+    /// The commands last advertised; None until the client has the session.
+    commands_sent: Option<Vec<CommandInfo>>,
 }
 
 impl SessionActor {
@@ -407,12 +417,10 @@ impl SessionActor {
                 let _ = reply.send(self.options());
             }
             SessionMsg::Started => {
-                self.sink.send(
-                    &self.id,
-                    Update::AvailableCommands(crate::commands::builtin()),
-                );
+                self.advertise_commands(true);
                 self.load_models();
             }
+            SessionMsg::CommandsChanged => self.advertise_commands(false),
             SessionMsg::ModelsLoaded { provider, models } => {
                 if provider == self.provider {
                     let before = self.options();
@@ -438,6 +446,9 @@ impl SessionActor {
         let cancel = request_cancel.child_token();
         if let Some(command) = crate::commands::from_parts(&content) {
             return self.start_command(command, cancel, reply);
+        }
+        if let Some((command, args)) = self.find_prompt_command(&content) {
+            return self.start_prompt_command(command, &args, cancel, reply);
         }
         let prep = match self.prepare(true) {
             Ok(prep) => prep,
