@@ -103,6 +103,7 @@ async fn lists_every_page_of_tools_under_sanitized_names() {
             "echo_fixture__child_pid",
             "echo_fixture__odd_name_tool",
             "echo_fixture__progress",
+            "echo_fixture__add_prompt",
         ]
     );
 
