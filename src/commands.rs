@@ -503,7 +503,13 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["greet", "fx:compact", "fx:review", "other:review", "two_words"]
+            [
+                "greet",
+                "fx:compact",
+                "fx:review",
+                "other:review",
+                "two_words"
+            ]
         );
         let commands = prompt_commands(&prompts);
         let info = commands[0].info();
@@ -518,8 +524,19 @@ mod tests {
                 text: "/fx:compact  now".into(),
             }],
         );
-        assert_eq!(found.map(|(c, rest)| (c.command.as_str(), rest)), Some(("fx:compact", "now".to_string())));
-        assert!(find_prompt(&commands, &[Part::Text { text: "/compact".into() }]).is_none());
+        assert_eq!(
+            found.map(|(c, rest)| (c.command.as_str(), rest)),
+            Some(("fx:compact", "now".to_string()))
+        );
+        assert!(
+            find_prompt(
+                &commands,
+                &[Part::Text {
+                    text: "/compact".into()
+                }]
+            )
+            .is_none()
+        );
     }
 
     #[test]
@@ -535,7 +552,10 @@ mod tests {
                 .collect()
         };
         let one = command(&[("text", true)]);
-        assert_eq!(one.arguments(" hello  world "), Ok(map(&[("text", "hello  world")])));
+        assert_eq!(
+            one.arguments(" hello  world "),
+            Ok(map(&[("text", "hello  world")]))
+        );
         assert_eq!(one.arguments("text=hi"), Ok(map(&[("text", "hi")])));
         assert_eq!(
             one.arguments(""),
@@ -547,11 +567,18 @@ mod tests {
         );
         let none = command(&[]);
         assert_eq!(none.arguments(""), Ok(Map::new()));
-        assert_eq!(none.arguments("x"), Err(CommandError::NoArguments("p".into())));
+        assert_eq!(
+            none.arguments("x"),
+            Err(CommandError::NoArguments("p".into()))
+        );
         let several = command(&[("lang", true), ("style", false), ("text", true)]);
         assert_eq!(
             several.arguments("fr formal bonjour tout le monde"),
-            Ok(map(&[("lang", "fr"), ("style", "formal"), ("text", "bonjour tout le monde")]))
+            Ok(map(&[
+                ("lang", "fr"),
+                ("style", "formal"),
+                ("text", "bonjour tout le monde")
+            ]))
         );
         assert_eq!(
             several.arguments("text=\"a b\" lang=de"),

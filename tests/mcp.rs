@@ -778,12 +778,14 @@ async fn prompts_are_listed_and_fetched_as_messages() {
         .await
         .unwrap();
     assert_eq!(messages.len(), 1);
-    assert_eq!(
-        messages[0].text(),
-        "PROMPT-GREET: please greet Ann warmly."
-    );
+    assert_eq!(messages[0].text(), "PROMPT-GREET: please greet Ann warmly.");
     let err = manager
-        .get_prompt("fx", "greet", serde_json::Map::new(), &CancellationToken::new())
+        .get_prompt(
+            "fx",
+            "greet",
+            serde_json::Map::new(),
+            &CancellationToken::new(),
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, McpCallError::InvalidParams { .. }), "{err}");
@@ -809,7 +811,12 @@ async fn real_everything_prompts() {
     let mut arguments = serde_json::Map::new();
     arguments.insert("city".into(), json!("Paris"));
     let messages = manager
-        .get_prompt("everything", "args-prompt", arguments, &CancellationToken::new())
+        .get_prompt(
+            "everything",
+            "args-prompt",
+            arguments,
+            &CancellationToken::new(),
+        )
         .await
         .unwrap();
     assert!(messages[0].text().contains("Paris"), "{messages:?}");
@@ -817,7 +824,12 @@ async fn real_everything_prompts() {
     arguments.insert("resourceType".into(), json!("Text"));
     arguments.insert("resourceId".into(), json!("1"));
     let messages = manager
-        .get_prompt("everything", "resource-prompt", arguments, &CancellationToken::new())
+        .get_prompt(
+            "everything",
+            "resource-prompt",
+            arguments,
+            &CancellationToken::new(),
+        )
         .await
         .unwrap();
     let text: String = messages.iter().map(|m| m.text()).collect();

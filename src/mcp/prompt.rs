@@ -77,7 +77,8 @@ pub(crate) fn messages(result: &rmcp::model::GetPromptResult) -> Vec<Arc<Message
 /// One content block: text, images and embedded text resources as the model
 /// sees them in a user's prompt; what it cannot read becomes a note.
 fn part(block: &Value) -> Part {
-    let str_of = |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
+    let str_of =
+        |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
     let text = |text: String| Part::Text { text };
     match block.get("type").and_then(Value::as_str) {
         Some("text") => text(str_of(block, "text").unwrap_or_default()),

@@ -12,8 +12,8 @@ use std::time::Duration;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
     CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientRequest, ErrorCode,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, JsonObject, ProgressNotificationParam, ProgressToken, ProtocolVersion,
-    RequestId, ServerResult,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, JsonObject,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, ServerResult,
 };
 use rmcp::service::{
     ClientInitializeError, NotificationContext, Peer, PeerRequestOptions, RoleClient,
@@ -581,7 +581,9 @@ impl ServerInner {
             Ok(GetPromptResponse::Complete(result)) => Ok(result),
             Ok(_) => Err(McpCallError::Server {
                 server,
-                message: "the prompt asks the client for more input, which crucible does not support".into(),
+                message:
+                    "the prompt asks the client for more input, which crucible does not support"
+                        .into(),
             }),
             Err(ServiceError::McpError(error)) if error.code == ErrorCode::INVALID_PARAMS => {
                 Err(McpCallError::InvalidParams {
