@@ -65,6 +65,11 @@ impl SessionActor {
 
     /// The prompt command `content` runs, with the text after its name.
     pub(super) fn find_prompt_command(&self, content: &[Part]) -> Option<(PromptCommand, String)> {
+        // Most prompts are not commands: skip listing the servers' prompts for them.
+        let slash = matches!(content.first(), Some(Part::Text { text }) if text.trim_start().starts_with('/'));
+        if !slash {
+            return None;
+        }
         let commands = self.prompt_commands();
         let (command, args) = commands::find_prompt(&commands, content)?;
         Some((command.clone(), args))
