@@ -395,10 +395,11 @@ fn parse_context(args: &str) -> Result<ContextCommand, CommandError> {
     }
 }
 
-/// `/help`'s text.
-pub fn help(commands: &[CommandInfo]) -> String {
+/// `/help`'s text: the built-ins, then the MCP prompts (their arguments
+/// shown as they are typed, optional ones in brackets).
+pub fn help(prompts: &[PromptCommand]) -> String {
     let mut out = String::from("Commands:\n");
-    for command in commands {
+    for command in builtin() {
         match &command.hint {
             Some(hint) => out.push_str(&format!(
                 "- `/{} [{hint}]`: {}\n",
@@ -407,7 +408,20 @@ pub fn help(commands: &[CommandInfo]) -> String {
             None => out.push_str(&format!("- `/{}`: {}\n", command.name, command.description)),
         }
     }
-    out.push_str("Built-ins can also be written `/crucible:NAME`. An MCP prompt whose name is taken is written `/SERVER:NAME`; its arguments follow the name (several: `name=value`, or values in the order shown). Any other text starting with `/` goes to the model.");
+    if !prompts.is_empty() {
+        out.push_str("MCP prompts:\n");
+        for prompt in prompts {
+            let info = prompt.info();
+            match &info.hint {
+                Some(usage) => out.push_str(&format!(
+                    "- `/{} {usage}`: {}\n",
+                    info.name, info.description
+                )),
+                None => out.push_str(&format!("- `/{}`: {}\n", info.name, info.description)),
+            }
+        }
+    }
+    out.push_str("Built-ins can also be written `/crucible:NAME`. An MCP prompt whose name is taken is written `/SERVER:NAME`; with several arguments, give `name=value` or the values in the order shown. Any other text starting with `/` goes to the model.");
     out
 }
 
@@ -517,7 +531,8 @@ mod tests {
         assert_eq!(info.description, "greet things (MCP prompt of `fx`)");
         let all = advertised(&commands);
         assert_eq!(all.len(), BUILTIN.len() + 5);
-        assert!(help(&all).contains("- `/fx:compact`: compact things"));
+        assert!(help(&commands).contains("- `/fx:compact`: compact things"));
+        assert!(help(&commands).contains("- `/greet name`: greet things"));
         let found = find_prompt(
             &commands,
             &[Part::Text {

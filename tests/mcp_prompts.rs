@@ -134,7 +134,8 @@ async fn prompts_are_commands_that_feed_the_model() {
     let (seen, _) = agent.prompt(&session, "/help").await;
     let help = agent_text(&seen, &session);
     assert!(help.contains("/fx:compact"), "{help}");
-    assert!(help.contains("/greet [name]"), "{help}");
+    assert!(help.contains("/greet name`"), "{help}");
+    assert!(help.contains("/translate lang [style] text`"), "{help}");
     assert_eq!(server.chat_requests().len(), 3);
 }
 

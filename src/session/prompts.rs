@@ -35,7 +35,7 @@ pub(super) fn forward_changes(
 
 impl SessionActor {
     /// The MCP prompts' commands; none until the servers are up.
-    fn prompt_commands(&self) -> Vec<PromptCommand> {
+    pub(super) fn prompt_commands(&self) -> Vec<PromptCommand> {
         match &*self.mcp.borrow() {
             Some(manager) => commands::prompt_commands(&manager.prompts()),
             None => Vec::new(),
