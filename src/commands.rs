@@ -3,9 +3,18 @@
 //! A prompt that starts with an unknown `/name` is not a command: it goes
 //! to the model as text, as users expect. Built-ins may also be written
 //! `/crucible:name` (seed 001's reserved namespace).
+//!
+//! MCP prompts are commands too, named by [`prompt_commands`]: a prompt
+//! takes its own name unless a built-in has it or another server has a
+//! prompt of that name; then it is offered as `/SERVER:NAME`, the server's
+//! namespace as `crucible:` is ours. The built-in keeps its name.
 
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{Map, Value};
 use thiserror::Error;
 
+use crate::mcp::McpPrompt;
 use crate::providers::Part;
 
 /// The reserved namespace: `/crucible:context` is always the built-in.
@@ -91,6 +100,234 @@ pub enum CommandError {
     NeedsName(&'static str),
     #[error("`/context pop` takes a positive number of entries, not `{0}`")]
     BadCount(String),
+    #[error("`/{command}` needs {missing}; usage: `/{command} {usage}`")]
+    MissingArguments {
+        command: String,
+        missing: String,
+        usage: String,
+    },
+    #[error("`/{0}` takes no arguments")]
+    NoArguments(String),
+    #[error("`/{command}` got more values than it has arguments; usage: `/{command} {usage}`")]
+    TooManyValues { command: String, usage: String },
+}
+
+/// An MCP prompt offered as a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptCommand {
+    /// Without the slash: the prompt's name, or `SERVER:NAME`.
+    pub command: String,
+    pub prompt: McpPrompt,
+}
+
+/// A name a client can show after `/`: one word.
+fn command_word(name: &str) -> String {
+    let word: String = name
+        .chars()
+        .map(|c| if c.is_whitespace() { '_' } else { c })
+        .collect();
+    if word.is_empty() { "_".into() } else { word }
+}
+
+/// The commands for `prompts` (in server order). A prompt is namespaced
+/// when its name is a built-in's, when another server has a prompt of that
+/// name (both are namespaced, so the names do not depend on which server
+/// started first), or when it starts with `crucible:`. A prompt whose
+/// namespaced name is still taken (a server named `crucible`, say) is left
+/// out with a warning.
+pub fn prompt_commands(prompts: &[McpPrompt]) -> Vec<PromptCommand> {
+    let builtin: HashSet<&str> = BUILTIN.iter().map(|(name, _, _)| *name).collect();
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for prompt in prompts {
+        *counts.entry(command_word(&prompt.name)).or_default() += 1;
+    }
+    let mut taken: HashSet<String> = HashSet::new();
+    let mut out = Vec::new();
+    for prompt in prompts {
+        let word = command_word(&prompt.name);
+        let bare = !builtin.contains(word.as_str())
+            && counts.get(&word) == Some(&1)
+            && !word.starts_with(NAMESPACE);
+        let command = if bare {
+            word
+        } else {
+            format!("{}:{word}", command_word(&prompt.server))
+        };
+        if command.starts_with(NAMESPACE) || !taken.insert(command.clone()) {
+            tracing::warn!(
+                server = %prompt.server,
+                prompt = %prompt.name,
+                "MCP prompt not offered as a command: its name is taken"
+            );
+            continue;
+        }
+        out.push(PromptCommand {
+            command,
+            prompt: prompt.clone(),
+        });
+    }
+    out
+}
+
+impl PromptCommand {
+    /// The arguments in declared order, optional ones in brackets.
+    pub fn usage(&self) -> String {
+        self.prompt
+            .arguments
+            .iter()
+            .map(|arg| {
+                if arg.required {
+                    arg.name.clone()
+                } else {
+                    format!("[{}]", arg.name)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    pub fn info(&self) -> CommandInfo {
+        let from = format!("MCP prompt of `{}`", self.prompt.server);
+        let description = match &self.prompt.description {
+            Some(description) => format!("{} ({from})", description.trim()),
+            None => format!("{from}: {}", self.prompt.name),
+        };
+        let usage = self.usage();
+        CommandInfo {
+            name: self.command.clone(),
+            description,
+            hint: (!usage.is_empty()).then_some(usage),
+        }
+    }
+
+    /// The prompt's arguments from the text after the command. One
+    /// argument takes the whole text (`name=` before it is allowed).
+    /// Several: words (double quotes group words), each `name=value` for a
+    /// declared name or else the next argument not given by name, in
+    /// declared order; words beyond the last go to it. Empty values are
+    /// left out; a required argument left out is an error naming it.
+    pub fn arguments(&self, text: &str) -> Result<Map<String, Value>, CommandError> {
+        let text = text.trim();
+        let declared = &self.prompt.arguments;
+        let mut values: Map<String, Value> = Map::new();
+        match declared.as_slice() {
+            [] if !text.is_empty() => {
+                return Err(CommandError::NoArguments(self.command.clone()));
+            }
+            [] => {}
+            [only] => {
+                let value = text
+                    .strip_prefix(only.name.as_str())
+                    .and_then(|rest| rest.strip_prefix('='))
+                    .unwrap_or(text)
+                    .trim();
+                if !value.is_empty() {
+                    values.insert(only.name.clone(), Value::String(value.to_string()));
+                }
+            }
+            _ => {
+                let mut positional = Vec::new();
+                for word in words(text) {
+                    match word.split_once('=') {
+                        Some((key, value)) if declared.iter().any(|a| a.name == key) => {
+                            values.insert(key.to_string(), Value::String(value.to_string()));
+                        }
+                        _ => positional.push(word),
+                    }
+                }
+                let open: Vec<&str> = declared
+                    .iter()
+                    .map(|a| a.name.as_str())
+                    .filter(|name| !values.contains_key(*name))
+                    .collect();
+                if open.is_empty() && !positional.is_empty() {
+                    return Err(CommandError::TooManyValues {
+                        command: self.command.clone(),
+                        usage: self.usage(),
+                    });
+                }
+                let mut positional = positional.into_iter();
+                for (index, name) in open.iter().enumerate() {
+                    let value = if index + 1 == open.len() {
+                        positional.by_ref().collect::<Vec<_>>().join(" ")
+                    } else {
+                        positional.next().unwrap_or_default()
+                    };
+                    values.insert((*name).to_string(), Value::String(value));
+                }
+                values.retain(|_, value| value.as_str().is_some_and(|v| !v.is_empty()));
+            }
+        }
+        let missing: Vec<String> = declared
+            .iter()
+            .filter(|arg| arg.required && !values.contains_key(&arg.name))
+            .map(|arg| format!("`{}`", arg.name))
+            .collect();
+        if !missing.is_empty() {
+            return Err(CommandError::MissingArguments {
+                command: self.command.clone(),
+                missing: missing.join(", "),
+                usage: self.usage(),
+            });
+        }
+        Ok(values)
+    }
+}
+
+/// Whitespace-separated words; double quotes group words and are dropped.
+fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut quoted = false;
+    let mut any = false;
+    for c in text.chars() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                any = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if any || !current.is_empty() {
+                    out.push(std::mem::take(&mut current));
+                }
+                any = false;
+            }
+            c => current.push(c),
+        }
+    }
+    if any || !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// The MCP prompt command a prompt's text runs, with the text after the
+/// name. Only for text-only prompts that no built-in takes.
+pub fn find_prompt<'a>(
+    commands: &'a [PromptCommand],
+    parts: &[Part],
+) -> Option<(&'a PromptCommand, String)> {
+    let mut text = String::new();
+    for part in parts {
+        match part {
+            Part::Text { text: piece } => text.push_str(piece),
+            _ => return None,
+        }
+    }
+    let rest = text.trim().strip_prefix('/')?;
+    let (name, args) = match rest.split_once(char::is_whitespace) {
+        Some((name, args)) => (name, args.trim()),
+        None => (rest, ""),
+    };
+    let command = commands.iter().find(|c| c.command == name)?;
+    Some((command, args.to_string()))
+}
+
+/// What a session advertises: the built-ins, then the prompts' commands.
+pub fn advertised(prompts: &[PromptCommand]) -> Vec<CommandInfo> {
+    let mut all = builtin();
+    all.extend(prompts.iter().map(PromptCommand::info));
+    all
 }
 
 /// The command a prompt's text names. `None`: not a built-in command, so
@@ -158,10 +395,11 @@ fn parse_context(args: &str) -> Result<ContextCommand, CommandError> {
     }
 }
 
-/// `/help`'s text.
-pub fn help(commands: &[CommandInfo]) -> String {
+/// `/help`'s text: the built-ins, then the MCP prompts (their arguments
+/// shown as they are typed, optional ones in brackets).
+pub fn help(prompts: &[PromptCommand]) -> String {
     let mut out = String::from("Commands:\n");
-    for command in commands {
+    for command in builtin() {
         match &command.hint {
             Some(hint) => out.push_str(&format!(
                 "- `/{} [{hint}]`: {}\n",
@@ -170,7 +408,20 @@ pub fn help(commands: &[CommandInfo]) -> String {
             None => out.push_str(&format!("- `/{}`: {}\n", command.name, command.description)),
         }
     }
-    out.push_str("Built-ins can also be written `/crucible:NAME`. Any other text starting with `/` goes to the model.");
+    if !prompts.is_empty() {
+        out.push_str("MCP prompts:\n");
+        for prompt in prompts {
+            let info = prompt.info();
+            match &info.hint {
+                Some(usage) => out.push_str(&format!(
+                    "- `/{} {usage}`: {}\n",
+                    info.name, info.description
+                )),
+                None => out.push_str(&format!("- `/{}`: {}\n", info.name, info.description)),
+            }
+        }
+    }
+    out.push_str("Built-ins can also be written `/crucible:NAME`. An MCP prompt whose name is taken is written `/SERVER:NAME`; with several arguments, give `name=value` or the values in the order shown. Any other text starting with `/` goes to the model.");
     out
 }
 
@@ -232,5 +483,134 @@ mod tests {
         for (text, expected) in cases {
             assert_eq!(parse(text), expected, "{text}");
         }
+    }
+
+    fn prompt(server: &str, name: &str, args: &[(&str, bool)]) -> McpPrompt {
+        McpPrompt {
+            server: server.into(),
+            name: name.into(),
+            description: Some(format!("{name} things")),
+            arguments: args
+                .iter()
+                .map(|(name, required)| crate::mcp::McpPromptArgument {
+                    name: (*name).into(),
+                    description: None,
+                    required: *required,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn prompt_names_give_way_to_builtins_and_to_each_other() {
+        let prompts = vec![
+            prompt("fx", "greet", &[("name", true)]),
+            prompt("fx", "compact", &[]),
+            prompt("fx", "review", &[]),
+            prompt("other", "review", &[]),
+            prompt("other", "two words", &[]),
+            prompt("crucible", "help", &[]),
+        ];
+        let names: Vec<String> = prompt_commands(&prompts)
+            .into_iter()
+            .map(|c| c.command)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "greet",
+                "fx:compact",
+                "fx:review",
+                "other:review",
+                "two_words"
+            ]
+        );
+        let commands = prompt_commands(&prompts);
+        let info = commands[0].info();
+        assert_eq!(info.hint.as_deref(), Some("name"));
+        assert_eq!(info.description, "greet things (MCP prompt of `fx`)");
+        let all = advertised(&commands);
+        assert_eq!(all.len(), BUILTIN.len() + 5);
+        assert!(help(&commands).contains("- `/fx:compact`: compact things"));
+        assert!(help(&commands).contains("- `/greet name`: greet things"));
+        let found = find_prompt(
+            &commands,
+            &[Part::Text {
+                text: "/fx:compact  now".into(),
+            }],
+        );
+        assert_eq!(
+            found.map(|(c, rest)| (c.command.as_str(), rest)),
+            Some(("fx:compact", "now".to_string()))
+        );
+        assert!(
+            find_prompt(
+                &commands,
+                &[Part::Text {
+                    text: "/compact".into()
+                }]
+            )
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn prompt_arguments_map_from_the_text() {
+        let command = |args: &[(&str, bool)]| PromptCommand {
+            command: "p".into(),
+            prompt: prompt("fx", "p", args),
+        };
+        let map = |pairs: &[(&str, &str)]| -> Map<String, Value> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), Value::String((*v).to_string())))
+                .collect()
+        };
+        let one = command(&[("text", true)]);
+        assert_eq!(
+            one.arguments(" hello  world "),
+            Ok(map(&[("text", "hello  world")]))
+        );
+        assert_eq!(one.arguments("text=hi"), Ok(map(&[("text", "hi")])));
+        assert_eq!(
+            one.arguments(""),
+            Err(CommandError::MissingArguments {
+                command: "p".into(),
+                missing: "`text`".into(),
+                usage: "text".into()
+            })
+        );
+        let none = command(&[]);
+        assert_eq!(none.arguments(""), Ok(Map::new()));
+        assert_eq!(
+            none.arguments("x"),
+            Err(CommandError::NoArguments("p".into()))
+        );
+        let several = command(&[("lang", true), ("style", false), ("text", true)]);
+        assert_eq!(
+            several.arguments("fr formal bonjour tout le monde"),
+            Ok(map(&[
+                ("lang", "fr"),
+                ("style", "formal"),
+                ("text", "bonjour tout le monde")
+            ]))
+        );
+        assert_eq!(
+            several.arguments("text=\"a b\" lang=de"),
+            Ok(map(&[("text", "a b"), ("lang", "de")]))
+        );
+        assert_eq!(
+            several.arguments("text=x de"),
+            Ok(map(&[("text", "x"), ("lang", "de")]))
+        );
+        let err = several.arguments("style=plain").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "`/p` needs `lang`, `text`; usage: `/p lang [style] text`"
+        );
+        assert!(matches!(
+            several.arguments("lang=a style=b text=c more"),
+            Err(CommandError::TooManyValues { .. })
+        ));
     }
 }

@@ -9,8 +9,13 @@
 //! killed with the group on stop or drop), streamable HTTP, or the legacy
 //! HTTP+SSE transport. A server that dies is started again on the next call;
 //! a `notifications/tools/list_changed` makes the server's tools listed again.
+//!
+//! Servers' prompts ([`McpPrompt`]) are listed too (again on
+//! `notifications/prompts/list_changed`); sessions offer them as slash
+//! commands (see [`crate::commands`]).
 
 mod names;
+mod prompt;
 mod server;
 mod spec;
 mod sse;
@@ -24,11 +29,14 @@ use futures::future::join_all;
 use tokio::sync::watch;
 
 pub use names::{MAX_TOOL_NAME, NameAllocator, sanitize};
+pub use prompt::{McpPrompt, McpPromptArgument};
 pub use server::{McpCallError, McpError, McpServer, StartError};
 pub use spec::{McpServerSpec, McpTransport, SpecError};
 pub use tool::McpTool;
 
+use crate::providers::Message;
 use crate::tools::Tool;
+use tokio_util::sync::CancellationToken;
 
 /// Limits for talking to MCP servers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +142,39 @@ impl McpManager {
         tools
     }
 
+    /// Every prompt of every running server, in server order then each
+    /// server's own order.
+    pub fn prompts(&self) -> Vec<McpPrompt> {
+        self.inner
+            .servers
+            .iter()
+            .flat_map(|server| {
+                server
+                    .prompts()
+                    .iter()
+                    .map(|prompt| McpPrompt::new(server.name(), prompt))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// `prompts/get` of `prompt` from `server`: the messages it gives, for a user turn.
+    pub async fn get_prompt(
+        &self,
+        server: &str,
+        prompt: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Arc<Message>>, McpCallError> {
+        let Some(found) = self.inner.servers.iter().find(|s| s.name() == server) else {
+            return Err(McpCallError::ShutDown {
+                server: server.to_string(),
+            });
+        };
+        let result = found.get_prompt(prompt, arguments, cancel).await?;
+        Ok(prompt::messages(&result))
+    }
+
     /// The servers that could not be started: (name, a sentence saying why).
     pub fn failures(&self) -> Vec<(String, String)> {
         self.inner.failures.clone()
@@ -153,9 +194,9 @@ impl McpManager {
         &self.inner.servers
     }
 
-    /// Changes whenever a server's tool list changes (after a
+    /// Changes whenever a server's tool or prompt list changes (after a
     /// `list_changed` notification or a restart): call [`tools`](Self::tools)
-    /// again then.
+    /// and [`prompts`](Self::prompts) again then.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.inner.changes.subscribe()
     }

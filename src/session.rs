@@ -4,6 +4,7 @@
 
 pub mod manager;
 mod prep;
+mod prompts;
 mod slash;
 
 use std::path::PathBuf;
@@ -143,6 +144,8 @@ pub enum SessionMsg {
     },
     /// The client has the `session/new` answer; the session may now send updates.
     Started,
+    /// The MCP servers are up, or one's prompts changed: advertise the commands again.
+    CommandsChanged,
     ModelsLoaded {
         provider: String,
         models: Vec<ModelInfo>,
@@ -283,12 +286,16 @@ fn build(
     } else {
         let specs = config.mcp_servers;
         let options = config.mcp_options;
+        let mailbox = mailbox.clone();
         tokio::spawn(async move {
             let manager = McpManager::start(specs, options).await;
             for (server, reason) in manager.failures() {
                 tracing::warn!(%server, %reason, "MCP server failed to start");
             }
+            let changes = manager.changes();
             let _ = mcp_ready.send(Some(manager));
+            // Their prompts are slash commands.
+            prompts::forward_changes(changes, mailbox);
         });
     }
     let mut actor = SessionActor {
@@ -314,6 +321,7 @@ fn build(
         sink,
         models: None,
         mailbox,
+        commands_sent: None,
     };
     if let Some(name) = config.agent {
         if config.agent_restored {
@@ -374,6 +382,8 @@ struct SessionActor {
     /// The provider's model list, once it has loaded.
     models: Option<Vec<ModelInfo>>,
     mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
+    /// The commands last advertised; None until the client has the session.
+    commands_sent: Option<Vec<CommandInfo>>,
 }
 
 impl SessionActor {
@@ -455,12 +465,10 @@ impl SessionActor {
                 let _ = reply.send(self.options());
             }
             SessionMsg::Started => {
-                self.sink.send(
-                    &self.id,
-                    Update::AvailableCommands(crate::commands::builtin()),
-                );
+                self.advertise_commands(true);
                 self.load_models();
             }
+            SessionMsg::CommandsChanged => self.advertise_commands(false),
             SessionMsg::ModelsLoaded { provider, models } => {
                 if provider == self.provider {
                     let before = self.options();
@@ -487,6 +495,9 @@ impl SessionActor {
         if let Some(command) = crate::commands::from_parts(&content) {
             return self.start_command(command, cancel, reply);
         }
+        if let Some((command, args)) = self.find_prompt_command(&content) {
+            return self.start_prompt_command(command, &args, cancel, reply);
+        }
         let prep = match self.prepare(true) {
             Ok(prep) => prep,
             Err(err) => {
@@ -507,22 +518,7 @@ impl SessionActor {
         let sink = Arc::clone(&self.sink);
         let session_id = self.id.clone();
         let turn_cancel = cancel.clone();
-        let journaled = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let journal: agent_loop::JournalFn = {
-            let recorder = self.recorder.clone();
-            let journaled = Arc::clone(&journaled);
-            Arc::new(move |entry: Journal| {
-                if let Some(recorder) = &recorder {
-                    recorder.record(match &entry {
-                        Journal::Round(messages) => StoredEvent::Round {
-                            messages: messages.iter().map(|m| Message::clone(m)).collect(),
-                        },
-                        Journal::Op(op) => StoredEvent::Context { op: op.clone() },
-                    });
-                }
-                lock(&journaled).push(entry);
-            })
-        };
+        let (journal, journaled) = self.turn_journal();
         // A task of its own: a panic inside a turn must not take the session with it.
         let task = tokio::spawn(async move {
             let emit = move |event: AgentEvent| sink.send(&session_id, Update::Agent(event));
@@ -550,6 +546,26 @@ impl SessionActor {
             command: false,
             journaled,
         })
+    }
+
+    /// Where a turn reports its finished rounds and context operations: saved
+    /// at once, and kept for when its task dies without an outcome.
+    fn turn_journal(&self) -> (agent_loop::JournalFn, Arc<std::sync::Mutex<Vec<Journal>>>) {
+        let journaled = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorder = self.recorder.clone();
+        let kept = Arc::clone(&journaled);
+        let journal: agent_loop::JournalFn = Arc::new(move |entry: Journal| {
+            if let Some(recorder) = &recorder {
+                recorder.record(match &entry {
+                    Journal::Round(messages) => StoredEvent::Round {
+                        messages: messages.iter().map(|m| Message::clone(m)).collect(),
+                    },
+                    Journal::Op(op) => StoredEvent::Context { op: op.clone() },
+                });
+            }
+            lock(&kept).push(entry);
+        });
+        (journal, journaled)
     }
 
     fn finish_turn(

@@ -103,6 +103,7 @@ async fn lists_every_page_of_tools_under_sanitized_names() {
             "echo_fixture__child_pid",
             "echo_fixture__odd_name_tool",
             "echo_fixture__progress",
+            "echo_fixture__add_prompt",
         ]
     );
 
@@ -754,5 +755,84 @@ async fn real_filesystem_over_stdio() {
         .unwrap_err();
     assert!(matches!(err, ToolError::Failed(_)), "{err}");
     assert!(tool(&manager, "fs__write_file").mutates());
+    manager.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------
+// Prompts.
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn prompts_are_listed_and_fetched_as_messages() {
+    let manager = start(vec![echo_spec("fx")]).await;
+    let prompts = manager.prompts();
+    let names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["greet", "compact", "translate"]);
+    assert_eq!(prompts[0].server, "fx");
+    assert!(prompts[0].arguments[0].required);
+    assert!(!prompts[2].arguments[1].required);
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("name".into(), json!("Ann"));
+    let messages = manager
+        .get_prompt("fx", "greet", arguments, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0].text(), "PROMPT-GREET: please greet Ann warmly.");
+    let err = manager
+        .get_prompt(
+            "fx",
+            "greet",
+            serde_json::Map::new(),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, McpCallError::InvalidParams { .. }), "{err}");
+    assert!(err.to_string().contains("missing argument: name"), "{err}");
+    manager.shutdown().await;
+}
+
+#[tokio::test]
+#[ignore = "needs npm MCP servers: run make e2e"]
+async fn real_everything_prompts() {
+    let spec = McpServerSpec::stdio("everything", "node")
+        .with_args([everything().display().to_string(), "stdio".to_string()]);
+    let manager = start(vec![spec]).await;
+    let prompts = manager.prompts();
+    let args = prompts
+        .iter()
+        .find(|p| p.name == "args-prompt")
+        .unwrap_or_else(|| panic!("{prompts:?}"));
+    assert_eq!(args.arguments[0].name, "city");
+    assert!(args.arguments[0].required);
+    assert!(!args.arguments[1].required);
+    assert!(prompts.iter().any(|p| p.name == "simple-prompt"));
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("city".into(), json!("Paris"));
+    let messages = manager
+        .get_prompt(
+            "everything",
+            "args-prompt",
+            arguments,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(messages[0].text().contains("Paris"), "{messages:?}");
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("resourceType".into(), json!("Text"));
+    arguments.insert("resourceId".into(), json!("1"));
+    let messages = manager
+        .get_prompt(
+            "everything",
+            "resource-prompt",
+            arguments,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let text: String = messages.iter().map(|m| m.text()).collect();
+    assert!(text.contains("<context uri="), "{messages:?}");
     manager.shutdown().await;
 }

@@ -1,6 +1,6 @@
 //! One MCP server: its connection (started again after it dies), its tool
-//! list (listed again on `list_changed`), and calls with a timeout and the
-//! turn's cancel token.
+//! and prompt lists (listed again on `list_changed`), and calls with a
+//! timeout and the turn's cancel token.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -12,8 +12,8 @@ use std::time::Duration;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
     CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientRequest, ErrorCode,
-    Implementation, JsonObject, ProgressNotificationParam, ProgressToken, ProtocolVersion,
-    RequestId, ServerResult,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, JsonObject,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, ServerResult,
 };
 use rmcp::service::{
     ClientInitializeError, NotificationContext, Peer, PeerRequestOptions, RoleClient,
@@ -150,6 +150,7 @@ pub(crate) struct ServerInner {
     /// calls wait for one start.
     slot: tokio::sync::Mutex<Option<Connection>>,
     tools: Mutex<ToolList>,
+    prompts: Mutex<PromptList>,
     changes: Arc<watch::Sender<u64>>,
     stopped: AtomicBool,
     /// Cancelled by stop(): a (re)start in progress gives up at once.
@@ -180,6 +181,14 @@ struct ToolList {
     tools: Vec<rmcp::model::Tool>,
 }
 
+/// Like [`ToolList`], for prompts.
+#[derive(Default)]
+struct PromptList {
+    connection: u64,
+    ticket: u64,
+    prompts: Vec<rmcp::model::Prompt>,
+}
+
 impl McpServer {
     /// Starts the server (spawn or connect, `initialize`, list its tools)
     /// within `options.start_timeout`.
@@ -198,6 +207,7 @@ impl McpServer {
             options,
             slot: tokio::sync::Mutex::new(None),
             tools: Mutex::new(ToolList::default()),
+            prompts: Mutex::new(PromptList::default()),
             changes,
             stopped: AtomicBool::new(false),
             stopping: CancellationToken::new(),
@@ -219,6 +229,7 @@ impl McpServer {
             server = %inner.spec.name,
             target = %inner.spec.target(),
             tools = inner.lock_tools().tools.len(),
+            prompts = inner.lock_prompts().prompts.len(),
             "MCP server started"
         );
         Ok(Self { inner })
@@ -266,6 +277,21 @@ impl McpServer {
                 )
             })
             .collect()
+    }
+
+    /// The server's prompts as last listed (empty when it offers none).
+    pub fn prompts(&self) -> Vec<rmcp::model::Prompt> {
+        self.inner.lock_prompts().prompts.clone()
+    }
+
+    /// `prompts/get`; starts the server again first if it died.
+    pub async fn get_prompt(
+        &self,
+        prompt: &str,
+        arguments: JsonObject,
+        cancel: &CancellationToken,
+    ) -> Result<GetPromptResult, McpCallError> {
+        self.inner.get_prompt(prompt, arguments, cancel).await
     }
 
     /// Calls `tool`; starts the server again first if it died.
@@ -316,6 +342,12 @@ impl McpServer {
 impl ServerInner {
     fn lock_tools(&self) -> MutexGuard<'_, ToolList> {
         self.tools
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    fn lock_prompts(&self) -> MutexGuard<'_, PromptList> {
+        self.prompts
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
     }
@@ -430,6 +462,20 @@ impl ServerInner {
             Vec::new()
         };
         self.set_tools(id, ticket, tools);
+        let offers_prompts = service
+            .peer()
+            .peer_info()
+            .is_some_and(|info| info.capabilities.prompts.is_some());
+        if offers_prompts {
+            let ticket = self.take_ticket();
+            // Prompts are an extra: a server whose listing fails still serves its tools.
+            match service.peer().list_all_prompts().await {
+                Ok(prompts) => self.set_prompts(id, ticket, prompts),
+                Err(err) => {
+                    tracing::warn!(server = %self.spec.name, error = %error_chain(&err), "listing MCP prompts failed");
+                }
+            }
+        }
         self.pid.store(
             child.as_ref().and_then(|c| c.pid).unwrap_or(0),
             Ordering::SeqCst,
@@ -467,6 +513,95 @@ impl ServerInner {
         };
         if changed {
             self.changes.send_modify(|generation| *generation += 1);
+        }
+    }
+
+    fn set_prompts(&self, connection: u64, ticket: u64, prompts: Vec<rmcp::model::Prompt>) {
+        let changed = {
+            let mut list = self.lock_prompts();
+            if connection < list.connection || ticket < list.ticket {
+                return;
+            }
+            let changed = list.prompts != prompts;
+            *list = PromptList {
+                connection,
+                ticket,
+                prompts,
+            };
+            changed
+        };
+        if changed {
+            self.changes.send_modify(|generation| *generation += 1);
+        }
+    }
+
+    /// After `notifications/prompts/list_changed`.
+    async fn relist_prompts(&self, peer: &Peer<RoleClient>, connection: u64) {
+        let ticket = self.take_ticket();
+        let listed = tokio::time::timeout(self.options.call_timeout, peer.list_all_prompts()).await;
+        match listed.unwrap_or(Err(ServiceError::Timeout {
+            timeout: self.options.call_timeout,
+        })) {
+            Ok(prompts) => {
+                tracing::debug!(server = %self.spec.name, count = prompts.len(), "MCP prompts listed again");
+                self.set_prompts(connection, ticket, prompts);
+            }
+            Err(err) => {
+                tracing::warn!(server = %self.spec.name, error = %err, "listing MCP prompts again failed");
+            }
+        }
+    }
+
+    pub(crate) async fn get_prompt(
+        self: &Arc<Self>,
+        prompt: &str,
+        arguments: JsonObject,
+        cancel: &CancellationToken,
+    ) -> Result<GetPromptResult, McpCallError> {
+        let link = tokio::select! {
+            link = self.link() => link?,
+            () = cancel.cancelled() => return Err(McpCallError::Cancelled),
+        };
+        let mut params = GetPromptRequestParams::new(prompt.to_string());
+        if !arguments.is_empty() {
+            params.arguments = Some(arguments);
+        }
+        let after = self.options.call_timeout;
+        let server = self.spec.name.clone();
+        // Dropping the request (cancel, timeout) tells the server it was abandoned.
+        let response = tokio::select! {
+            response = link.peer.get_prompt_once(params) => response,
+            () = cancel.cancelled() => return Err(McpCallError::Cancelled),
+            () = tokio::time::sleep(after) => return Err(McpCallError::Server {
+                server,
+                message: format!("no answer to prompts/get within {} s", after.as_secs_f64()),
+            }),
+        };
+        match response {
+            Ok(GetPromptResponse::Complete(result)) => Ok(result),
+            Ok(_) => Err(McpCallError::Server {
+                server,
+                message:
+                    "the prompt asks the client for more input, which crucible does not support"
+                        .into(),
+            }),
+            Err(ServiceError::McpError(error)) if error.code == ErrorCode::INVALID_PARAMS => {
+                Err(McpCallError::InvalidParams {
+                    server,
+                    message: error.message.to_string(),
+                })
+            }
+            Err(ServiceError::McpError(error)) => Err(McpCallError::Server {
+                server,
+                message: error.message.to_string(),
+            }),
+            Err(err) => {
+                link.dead.store(true, Ordering::SeqCst);
+                Err(McpCallError::Server {
+                    server,
+                    message: error_chain(&err),
+                })
+            }
         }
     }
 
@@ -782,6 +917,12 @@ impl ClientHandler for Handler {
         // Runs in its own task, so asking the server here cannot block its answers.
         if let Some(server) = self.server.upgrade() {
             server.relist(&context.peer, self.connection).await;
+        }
+    }
+
+    async fn on_prompt_list_changed(&self, context: NotificationContext<RoleClient>) {
+        if let Some(server) = self.server.upgrade() {
+            server.relist_prompts(&context.peer, self.connection).await;
         }
     }
 

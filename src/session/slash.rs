@@ -211,7 +211,7 @@ impl SessionActor {
         let mut job = Job::default();
         match command {
             Err(err) => job.text = err.to_string(),
-            Ok(Command::Help) => job.text = commands::help(&commands::builtin()),
+            Ok(Command::Help) => job.text = commands::help(&self.prompt_commands()),
             Ok(Command::Agent(None)) => job.text = self.agent_list(),
             Ok(Command::Agent(Some(name))) => {
                 job.text = self.switch_agent(&name, true).unwrap_or_else(|err| err);

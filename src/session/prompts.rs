@@ -1,0 +1,175 @@
+//! MCP prompts as slash commands: advertised with the built-ins once the
+//! servers are up and again whenever a server's prompts change; running one
+//! fetches its messages (`prompts/get`) and makes them the user's turn.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::{PromptReply, RunningTurn, SessionActor, SessionMsg, Update};
+use crate::agent_loop::{self, AgentEvent, Journal, StopReason, TurnInput, TurnOutcome};
+use crate::commands::{self, CommandInfo, PromptCommand};
+use crate::mcp::McpCallError;
+use crate::providers::Part;
+
+/// Tells the actor each time the servers' lists change, until the session
+/// or its servers are gone.
+pub(super) fn forward_changes(
+    mut changes: watch::Receiver<u64>,
+    mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
+) {
+    tokio::spawn(async move {
+        loop {
+            let Some(tx) = mailbox.upgrade() else { break };
+            if tx.send(SessionMsg::CommandsChanged).is_err() {
+                break;
+            }
+            drop(tx);
+            if changes.changed().await.is_err() {
+                break;
+            }
+        }
+    });
+}
+
+impl SessionActor {
+    /// The MCP prompts' commands; none until the servers are up.
+    pub(super) fn prompt_commands(&self) -> Vec<PromptCommand> {
+        match &*self.mcp.borrow() {
+            Some(manager) => commands::prompt_commands(&manager.prompts()),
+            None => Vec::new(),
+        }
+    }
+
+    /// Every command the session offers now.
+    pub(super) fn commands(&self) -> Vec<CommandInfo> {
+        commands::advertised(&self.prompt_commands())
+    }
+
+    /// Sends `available_commands_update` when the set differs from the last
+    /// one sent. `started`: the client has the `session/new` answer (before
+    /// that, nothing is sent).
+    pub(super) fn advertise_commands(&mut self, started: bool) {
+        if !started && self.commands_sent.is_none() {
+            return;
+        }
+        let commands = self.commands();
+        if self.commands_sent.as_ref() == Some(&commands) {
+            return;
+        }
+        self.sink
+            .send(&self.id, Update::AvailableCommands(commands.clone()));
+        self.commands_sent = Some(commands);
+    }
+
+    /// The prompt command `content` runs, with the text after its name.
+    pub(super) fn find_prompt_command(&self, content: &[Part]) -> Option<(PromptCommand, String)> {
+        // Most prompts are not commands: skip listing the servers' prompts for them.
+        let slash = matches!(content.first(), Some(Part::Text { text }) if text.trim_start().starts_with('/'));
+        if !slash {
+            return None;
+        }
+        let commands = self.prompt_commands();
+        let (command, args) = commands::find_prompt(&commands, content)?;
+        Some((command.clone(), args))
+    }
+
+    /// Runs an MCP prompt: its messages become the user's turn, then the
+    /// turn goes on as any prompt. Arguments that do not fit end the turn
+    /// with a report, without calling the model.
+    pub(super) fn start_prompt_command(
+        &mut self,
+        command: PromptCommand,
+        args: &str,
+        cancel: CancellationToken,
+        reply: PromptReply,
+    ) -> Option<RunningTurn> {
+        let arguments = match command.arguments(args) {
+            Ok(arguments) => arguments,
+            Err(err) => return self.start_command(Err(err), cancel, reply),
+        };
+        let manager = self.mcp.borrow().clone().unwrap_or_default();
+        let prep = match self.prepare(true) {
+            Ok(prep) => prep,
+            Err(err) => {
+                let _ = reply.send(Err(err));
+                return None;
+            }
+        };
+        let mut context = self.context.clone();
+        let context_settings = self.context_settings;
+        let tool_context = self.tool_context.clone();
+        let permissions = Arc::clone(&self.permissions) as Arc<dyn agent_loop::PermissionGate>;
+        let max_turn_requests = self.max_turn_requests;
+        let sink = Arc::clone(&self.sink);
+        let session_id = self.id.clone();
+        let turn_cancel = cancel.clone();
+        let (journal, journaled) = self.turn_journal();
+        let task = tokio::spawn(async move {
+            let emit = move |event: AgentEvent| sink.send(&session_id, Update::Agent(event));
+            let prompt = &command.prompt;
+            let fetched = manager
+                .get_prompt(&prompt.server, &prompt.name, arguments, &turn_cancel)
+                .await;
+            let ended = |context, result| TurnOutcome {
+                new_messages: Vec::new(),
+                result,
+                last_usage: None,
+                context,
+                context_ops: Vec::new(),
+            };
+            let messages = match fetched {
+                Ok(messages) if !messages.is_empty() => messages,
+                Ok(_) => {
+                    emit(AgentEvent::AgentText(format!(
+                        "`/{}`: the prompt has no messages; nothing was sent to the model.",
+                        command.command
+                    )));
+                    return ended(context, Ok(StopReason::EndTurn));
+                }
+                Err(McpCallError::Cancelled) => return ended(context, Ok(StopReason::Cancelled)),
+                Err(err) => {
+                    emit(AgentEvent::AgentText(format!(
+                        "`/{}` failed: {err}",
+                        command.command
+                    )));
+                    return ended(context, Ok(StopReason::EndTurn));
+                }
+            };
+            for message in &messages {
+                context.push(Arc::clone(message));
+            }
+            // Saved before the model answers, so a load has the prompt's text.
+            journal(Journal::Round(messages.clone()));
+            let ready = prep.resolve(&turn_cancel, &emit).await;
+            let input = TurnInput {
+                provider: ready.provider,
+                model: ready.model,
+                system: Some(ready.system),
+                context,
+                context_window: ready.window,
+                context_settings,
+                cancel: turn_cancel,
+                tools: ready.tools,
+                tool_context,
+                permissions,
+                max_turn_requests,
+                journal: Some(journal),
+            };
+            let mut outcome = agent_loop::run_turn(input, &emit).await;
+            // Saved with the answer, so a loaded session has the prompt's text.
+            let mut new_messages = messages;
+            new_messages.append(&mut outcome.new_messages);
+            outcome.new_messages = new_messages;
+            outcome
+        });
+        Some(RunningTurn {
+            cancel,
+            reply,
+            task,
+            command: false,
+            journaled,
+        })
+    }
+}
