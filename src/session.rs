@@ -17,9 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use futures::future::BoxFuture;
 
-use crate::agent_loop::{
-    self, AgentEvent, Journal, StopReason, ToolCallInfo, TurnInput, TurnOutcome,
-};
+use crate::agent_loop::{self, AgentEvent, Journal, StopReason, ToolCallInfo, TurnOutcome};
 use crate::agents::AgentCard;
 use crate::commands::CommandInfo;
 use crate::context::{ContextManager, ContextSettings};
@@ -511,33 +509,13 @@ impl SessionActor {
         }));
         self.record_prompt();
         let context = self.context.clone();
-        let context_settings = self.context_settings;
-        let tool_context = self.tool_context.clone();
-        let permissions = Arc::clone(&self.permissions) as Arc<dyn agent_loop::PermissionGate>;
-        let max_turn_requests = self.max_turn_requests;
-        let sink = Arc::clone(&self.sink);
-        let session_id = self.id.clone();
         let turn_cancel = cancel.clone();
-        let (journal, journaled) = self.turn_journal();
+        let (kit, journaled) = self.turn_kit();
         // A task of its own: a panic inside a turn must not take the session with it.
         let task = tokio::spawn(async move {
-            let emit = move |event: AgentEvent| sink.send(&session_id, Update::Agent(event));
+            let emit = kit.emitter();
             let ready = prep.resolve(&turn_cancel, &emit).await;
-            let input = TurnInput {
-                provider: ready.provider,
-                model: ready.model,
-                system: Some(ready.system),
-                context,
-                context_window: ready.window,
-                context_settings,
-                cancel: turn_cancel,
-                tools: ready.tools,
-                tool_context,
-                permissions,
-                max_turn_requests,
-                journal: Some(journal),
-            };
-            agent_loop::run_turn(input, &emit).await
+            agent_loop::run_turn(kit.input(ready, context, turn_cancel), &emit).await
         });
         Some(RunningTurn {
             cancel,
@@ -546,26 +524,6 @@ impl SessionActor {
             command: false,
             journaled,
         })
-    }
-
-    /// Where a turn reports its finished rounds and context operations: saved
-    /// at once, and kept for when its task dies without an outcome.
-    fn turn_journal(&self) -> (agent_loop::JournalFn, Arc<std::sync::Mutex<Vec<Journal>>>) {
-        let journaled = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let recorder = self.recorder.clone();
-        let kept = Arc::clone(&journaled);
-        let journal: agent_loop::JournalFn = Arc::new(move |entry: Journal| {
-            if let Some(recorder) = &recorder {
-                recorder.record(match &entry {
-                    Journal::Round(messages) => StoredEvent::Round {
-                        messages: messages.iter().map(|m| Message::clone(m)).collect(),
-                    },
-                    Journal::Op(op) => StoredEvent::Context { op: op.clone() },
-                });
-            }
-            lock(&kept).push(entry);
-        });
-        (journal, journaled)
     }
 
     fn finish_turn(

@@ -8,12 +8,15 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{SessionActor, SessionError};
-use crate::agent_loop::AgentEvent;
+use super::{ClientSink, SessionActor, SessionError, Update};
+use crate::agent_loop::{AgentEvent, Journal, JournalFn, PermissionGate, TurnInput};
+use crate::context::{ContextManager, ContextSettings};
 use crate::mcp::McpManager;
 use crate::modes::ModePolicy;
 use crate::prompt::{PromptLayers, PromptVars};
 use crate::providers::{FALLBACK_CONTEXT_WINDOW, Provider, ProviderError, Providers};
+use crate::store::StoredEvent;
+use crate::tools::ToolContext;
 use crate::tools::ToolRegistry;
 
 pub(super) struct TurnPrep {
@@ -128,5 +131,85 @@ impl TurnPrep {
             tools,
             window,
         }
+    }
+}
+
+/// What every turn task takes from its session besides the context: the
+/// same for a prompt and for an MCP prompt command.
+pub(super) struct TurnKit {
+    context_settings: ContextSettings,
+    tool_context: ToolContext,
+    permissions: Arc<dyn PermissionGate>,
+    max_turn_requests: u32,
+    sink: Arc<dyn ClientSink>,
+    session_id: String,
+    pub journal: JournalFn,
+}
+
+/// What a turn journaled, kept for when its task dies without an outcome.
+pub(super) type Journaled = Arc<std::sync::Mutex<Vec<Journal>>>;
+
+impl TurnKit {
+    /// The turn's events, sent to the client as the session's updates.
+    pub fn emitter(&self) -> impl Fn(AgentEvent) + Send + Sync + 'static {
+        let sink = Arc::clone(&self.sink);
+        let session_id = self.session_id.clone();
+        move |event: AgentEvent| sink.send(&session_id, Update::Agent(event))
+    }
+
+    pub fn input(
+        self,
+        ready: Ready,
+        context: ContextManager,
+        cancel: CancellationToken,
+    ) -> TurnInput {
+        TurnInput {
+            provider: ready.provider,
+            model: ready.model,
+            system: Some(ready.system),
+            context,
+            context_window: ready.window,
+            context_settings: self.context_settings,
+            cancel,
+            tools: ready.tools,
+            tool_context: self.tool_context,
+            permissions: self.permissions,
+            max_turn_requests: self.max_turn_requests,
+            journal: Some(self.journal),
+        }
+    }
+}
+
+impl SessionActor {
+    /// The kit for a new turn. Its journal saves finished rounds and context
+    /// operations at once, and keeps them for the session.
+    pub(super) fn turn_kit(&self) -> (TurnKit, Journaled) {
+        let journaled: Journaled = Arc::default();
+        let recorder = self.recorder.clone();
+        let kept = Arc::clone(&journaled);
+        let journal: JournalFn = Arc::new(move |entry: Journal| {
+            if let Some(recorder) = &recorder {
+                recorder.record(match &entry {
+                    Journal::Round(messages) => StoredEvent::Round {
+                        messages: messages
+                            .iter()
+                            .map(|m| crate::providers::Message::clone(m))
+                            .collect(),
+                    },
+                    Journal::Op(op) => StoredEvent::Context { op: op.clone() },
+                });
+            }
+            super::lock(&kept).push(entry);
+        });
+        let kit = TurnKit {
+            context_settings: self.context_settings,
+            tool_context: self.tool_context.clone(),
+            permissions: Arc::clone(&self.permissions) as Arc<dyn PermissionGate>,
+            max_turn_requests: self.max_turn_requests,
+            sink: Arc::clone(&self.sink),
+            session_id: self.id.clone(),
+            journal,
+        };
+        (kit, journaled)
     }
 }

@@ -8,7 +8,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::{PromptReply, RunningTurn, SessionActor, SessionMsg, Update};
-use crate::agent_loop::{self, AgentEvent, Journal, StopReason, TurnInput, TurnOutcome};
+use crate::agent_loop::{self, AgentEvent, Journal, StopReason, TurnOutcome};
 use crate::commands::{self, CommandInfo, PromptCommand};
 use crate::mcp::McpCallError;
 use crate::providers::Part;
@@ -98,16 +98,10 @@ impl SessionActor {
             }
         };
         let mut context = self.context.clone();
-        let context_settings = self.context_settings;
-        let tool_context = self.tool_context.clone();
-        let permissions = Arc::clone(&self.permissions) as Arc<dyn agent_loop::PermissionGate>;
-        let max_turn_requests = self.max_turn_requests;
-        let sink = Arc::clone(&self.sink);
-        let session_id = self.id.clone();
         let turn_cancel = cancel.clone();
-        let (journal, journaled) = self.turn_journal();
+        let (kit, journaled) = self.turn_kit();
         let task = tokio::spawn(async move {
-            let emit = move |event: AgentEvent| sink.send(&session_id, Update::Agent(event));
+            let emit = kit.emitter();
             let prompt = &command.prompt;
             let fetched = manager
                 .get_prompt(&prompt.server, &prompt.name, arguments, &turn_cancel)
@@ -141,23 +135,10 @@ impl SessionActor {
                 context.push(Arc::clone(message));
             }
             // Saved before the model answers, so a load has the prompt's text.
-            journal(Journal::Round(messages.clone()));
+            (kit.journal)(Journal::Round(messages.clone()));
             let ready = prep.resolve(&turn_cancel, &emit).await;
-            let input = TurnInput {
-                provider: ready.provider,
-                model: ready.model,
-                system: Some(ready.system),
-                context,
-                context_window: ready.window,
-                context_settings,
-                cancel: turn_cancel,
-                tools: ready.tools,
-                tool_context,
-                permissions,
-                max_turn_requests,
-                journal: Some(journal),
-            };
-            let mut outcome = agent_loop::run_turn(input, &emit).await;
+            let mut outcome =
+                agent_loop::run_turn(kit.input(ready, context, turn_cancel), &emit).await;
             // Saved with the answer, so a loaded session has the prompt's text.
             let mut new_messages = messages;
             new_messages.append(&mut outcome.new_messages);
