@@ -149,8 +149,8 @@ pub(crate) struct ServerInner {
     /// The live connection, if any; held across (re)starts so concurrent
     /// calls wait for one start.
     slot: tokio::sync::Mutex<Option<Connection>>,
-    tools: Mutex<ToolList>,
-    prompts: Mutex<PromptList>,
+    tools: Mutex<Listing<rmcp::model::Tool>>,
+    prompts: Mutex<Listing<rmcp::model::Prompt>>,
     changes: Arc<watch::Sender<u64>>,
     stopped: AtomicBool,
     /// Cancelled by stop(): a (re)start in progress gives up at once.
@@ -172,21 +172,23 @@ struct CallProgress {
     last: Option<f64>,
 }
 
-#[derive(Default)]
-struct ToolList {
-    /// Which connection and which listing the tools came from: an older
+/// A server's tools or prompts, as last listed.
+struct Listing<T> {
+    /// Which connection and which listing the items came from: an older
     /// listing finishing late must not replace a newer one.
     connection: u64,
     ticket: u64,
-    tools: Vec<rmcp::model::Tool>,
+    items: Vec<T>,
 }
 
-/// Like [`ToolList`], for prompts.
-#[derive(Default)]
-struct PromptList {
-    connection: u64,
-    ticket: u64,
-    prompts: Vec<rmcp::model::Prompt>,
+impl<T> Default for Listing<T> {
+    fn default() -> Self {
+        Self {
+            connection: 0,
+            ticket: 0,
+            items: Vec::new(),
+        }
+    }
 }
 
 impl McpServer {
@@ -206,8 +208,8 @@ impl McpServer {
             spec,
             options,
             slot: tokio::sync::Mutex::new(None),
-            tools: Mutex::new(ToolList::default()),
-            prompts: Mutex::new(PromptList::default()),
+            tools: Mutex::default(),
+            prompts: Mutex::default(),
             changes,
             stopped: AtomicBool::new(false),
             stopping: CancellationToken::new(),
@@ -228,8 +230,8 @@ impl McpServer {
         tracing::info!(
             server = %inner.spec.name,
             target = %inner.spec.target(),
-            tools = inner.lock_tools().tools.len(),
-            prompts = inner.lock_prompts().prompts.len(),
+            tools = inner.lock_tools().items.len(),
+            prompts = inner.lock_prompts().items.len(),
             "MCP server started"
         );
         Ok(Self { inner })
@@ -255,7 +257,7 @@ impl McpServer {
     pub fn tool_names(&self) -> Vec<String> {
         self.inner
             .lock_tools()
-            .tools
+            .items
             .iter()
             .map(|tool| tool.name.to_string())
             .collect()
@@ -263,7 +265,7 @@ impl McpServer {
 
     /// The server's tools as [`McpTool`]s, named by `names`.
     pub fn mcp_tools(&self, names: &mut NameAllocator) -> Vec<McpTool> {
-        let tools = self.inner.lock_tools().tools.clone();
+        let tools = self.inner.lock_tools().items.clone();
         tools
             .into_iter()
             .map(|tool| {
@@ -281,7 +283,7 @@ impl McpServer {
 
     /// The server's prompts as last listed (empty when it offers none).
     pub fn prompts(&self) -> Vec<rmcp::model::Prompt> {
-        self.inner.lock_prompts().prompts.clone()
+        self.inner.lock_prompts().items.clone()
     }
 
     /// `prompts/get`; starts the server again first if it died.
@@ -340,13 +342,13 @@ impl McpServer {
 }
 
 impl ServerInner {
-    fn lock_tools(&self) -> MutexGuard<'_, ToolList> {
+    fn lock_tools(&self) -> MutexGuard<'_, Listing<rmcp::model::Tool>> {
         self.tools
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
     }
 
-    fn lock_prompts(&self) -> MutexGuard<'_, PromptList> {
+    fn lock_prompts(&self) -> MutexGuard<'_, Listing<rmcp::model::Prompt>> {
         self.prompts
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
@@ -498,35 +500,32 @@ impl ServerInner {
     }
 
     fn set_tools(&self, connection: u64, ticket: u64, tools: Vec<rmcp::model::Tool>) {
-        let changed = {
-            let mut list = self.lock_tools();
-            if connection < list.connection || ticket < list.ticket {
-                return;
-            }
-            let changed = list.tools != tools;
-            *list = ToolList {
-                connection,
-                ticket,
-                tools,
-            };
-            changed
-        };
-        if changed {
-            self.changes.send_modify(|generation| *generation += 1);
-        }
+        self.replace_listing(&self.tools, connection, ticket, tools);
     }
 
     fn set_prompts(&self, connection: u64, ticket: u64, prompts: Vec<rmcp::model::Prompt>) {
+        self.replace_listing(&self.prompts, connection, ticket, prompts);
+    }
+
+    /// Keep a listing unless a newer one is already in; tell the session
+    /// when what it offers changed.
+    fn replace_listing<T: PartialEq>(
+        &self,
+        slot: &Mutex<Listing<T>>,
+        connection: u64,
+        ticket: u64,
+        items: Vec<T>,
+    ) {
         let changed = {
-            let mut list = self.lock_prompts();
+            let mut list = slot.lock().unwrap_or_else(|poison| poison.into_inner());
             if connection < list.connection || ticket < list.ticket {
                 return;
             }
-            let changed = list.prompts != prompts;
-            *list = PromptList {
+            let changed = list.items != items;
+            *list = Listing {
                 connection,
                 ticket,
-                prompts,
+                items,
             };
             changed
         };
