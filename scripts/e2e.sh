@@ -3,7 +3,8 @@
 # binary against implementations we did not write:
 #   1. ACP clients, against a scripted local model (e2e/fake_llm.py):
 #      acpx (npm), the Python ACP SDK (PyPI) and the TypeScript ACP SDK (npm);
-#   2. a real LLM: llama-server with SmolLM2-135M (tests/real_llm.rs), built
+#   2. a real LLM: llama-server with SmolLM2-135M (tests/real_llm.rs, and
+#      tests/context_real_llm.rs: the token estimate vs its count), built
 #      and cached on first use (~7 minutes on 2 cores);
 #   3. real MCP servers from npm (tests/mcp.rs).
 # Every client and server is pinned and installed once into
@@ -124,6 +125,10 @@ set +e
 CRUCIBLE_E2E_LLM_URL="http://127.0.0.1:$PORT" \
   "$CARGO" test --test real_llm -- --ignored --test-threads 1
 [ $? -eq 0 ] || failed_parts+=("real_llm")
+# The context's token estimate against what the server counts (prints a table).
+CRUCIBLE_E2E_LLM_URL="http://127.0.0.1:$PORT" \
+  "$CARGO" test --test context_real_llm -- --ignored --nocapture
+[ $? -eq 0 ] || failed_parts+=("context_real_llm")
 set -e
 
 say "real MCP servers from npm (@modelcontextprotocol/* $MCP_VERSION)"
