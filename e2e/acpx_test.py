@@ -143,10 +143,20 @@ def exec_read():
 STATE = {}
 
 
+def restored_ids(msgs):
+    """Sessions a new agent process was asked to bring back (acpx resumes
+    when the agent offers session/resume, else loads)."""
+    return [m["params"]["sessionId"] for m in msgs
+            if m.get("method") in ("session/load", "session/resume")]
+
+
 def multi_turn():
-    transcript(acpx("sessions", "new", ttl=60).stdout)
+    created = [m for m in transcript(acpx("sessions", "new", ttl=60).stdout) if "acpxSessionId" in m]
+    check(created, "acpx sessions new reports the session it created")
+    STATE["sid"] = created[0]["acpxSessionId"]
     first = transcript(acpx("--approve-all", "prompt", "first message", ttl=60).stdout)
-    STATE["sid"] = result_of(first, "session/new")["sessionId"]
+    prompted = [m["params"]["sessionId"] for m in first if m.get("method") == "session/prompt"]
+    check(prompted == [STATE["sid"]], f"the prompt went to the session acpx created: {prompted}")
     check("User messages so far: 1." in answer_text(first), answer_text(first))
     second = transcript(acpx("--approve-all", "prompt", "second message", ttl=60).stdout)
     check("Scripted reply to: second message. User messages so far: 2." in answer_text(second),
@@ -177,8 +187,8 @@ def load_after_idle():
     # load the stored session and continue it.
     stop_owners()
     third = transcript(acpx("--approve-all", "prompt", "third message", ttl=60).stdout)
-    loads = [m for m in third if m.get("method") == "session/load"]
-    check(loads and loads[0]["params"]["sessionId"] == STATE["sid"], "acpx loaded the stored session")
+    restored = restored_ids(third)
+    check(restored == [STATE["sid"]], f"the new agent process restored the stored session: {restored}")
     check("User messages so far: 3." in answer_text(third), f"the loaded session remembers: {answer_text(third)!r}")
 
 
@@ -199,7 +209,7 @@ step("acpx exec: write_file asks, is approved, writes through acpx's fs", exec_w
 step("acpx exec: a denied write writes nothing and shows failed", exec_write_denied)
 step("acpx exec: read_file result reaches the model", exec_read)
 step("acpx session: two prompts in one session, the second remembers the first", multi_turn)
-step("acpx session: prompt after the agent process exited loads the session", load_after_idle, feature="load")
+step("acpx session: prompt after the agent process exited restores the stored session", load_after_idle, feature="resume")
 step("acpx sessions list: the agent's session/list", list_from_agent, feature="list")
 close_owner()
 shutil.rmtree(TMP, ignore_errors=True)

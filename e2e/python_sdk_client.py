@@ -20,6 +20,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -395,7 +396,10 @@ default_model = "scripted-a"
             r = await conn.prompt(session_id=sid, prompt=[text_block("after restart")])
             check(r.stop_reason == "end_turn", f"stop reason {r.stop_reason}")
             text = "".join(client.texts(sid)[-30:])
-            check("User messages so far: 1." not in text, f"the model got the earlier conversation: {text[-200:]!r}")
+            # The scripted model counts the user messages it was sent.
+            seen = re.search(r"Scripted reply to: after restart\. User messages so far: (\d+)\.", text)
+            check(seen is not None and int(seen.group(1)) > 1,
+                  f"the model got the earlier conversation: {text[-200:]!r}")
         await step("session/load after restart replays the conversation, then continues it", load_after_restart, feature="load")
 
         async def list_sessions():
