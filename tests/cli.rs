@@ -28,7 +28,7 @@ async fn run(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     for (key, value) in env {
         command.env(key, value);
     }
-    tokio::time::timeout(harness::PATIENCE, command.output())
+    tokio::time::timeout(*harness::PATIENCE, command.output())
         .await
         .expect("the command finished")
         .unwrap()

@@ -89,7 +89,7 @@ async fn run(provider: &dyn Provider, request: &ChatRequest) -> Outcome {
     let notify = |notice: RetryNotice| notices.lock().unwrap().push(notice);
     let mut outcome = Outcome::default();
     let started = tokio::time::timeout(
-        harness::PATIENCE,
+        *harness::PATIENCE,
         retry::start_stream(provider, request, &notify),
     )
     .await
@@ -105,7 +105,7 @@ async fn run(provider: &dyn Provider, request: &ChatRequest) -> Outcome {
     let mut arguments: Vec<(usize, String)> = Vec::new();
     let mut open: Vec<usize> = Vec::new();
     loop {
-        let next = tokio::time::timeout(harness::PATIENCE, stream.next())
+        let next = tokio::time::timeout(*harness::PATIENCE, stream.next())
             .await
             .expect("the stream never ended");
         match next {

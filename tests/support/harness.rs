@@ -16,7 +16,15 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{Notify, mpsc};
 
 /// Generous upper bound for anything to happen; a hang guard, not a speed check.
-pub const PATIENCE: Duration = Duration::from_secs(20);
+/// How long a test waits for the agent's next message. A real model on a
+/// busy CI machine can need longer: `CRUCIBLE_TEST_PATIENCE_SECS` (make e2e).
+pub static PATIENCE: std::sync::LazyLock<Duration> = std::sync::LazyLock::new(|| {
+    let secs = std::env::var("CRUCIBLE_TEST_PATIENCE_SECS")
+        .ok()
+        .and_then(|secs| secs.parse().ok())
+        .unwrap_or(20);
+    Duration::from_secs(secs)
+});
 
 // ---------------------------------------------------------------- LLM server
 
@@ -320,7 +328,7 @@ impl LlmServer {
 
     /// Wait until a client drops a streaming connection the server held open.
     pub async fn wait_disconnect(&self) {
-        tokio::time::timeout(PATIENCE, self.disconnects.notified())
+        tokio::time::timeout(*PATIENCE, self.disconnects.notified())
             .await
             .expect("the agent never closed the provider connection");
     }
@@ -626,7 +634,7 @@ impl Agent {
     }
 
     async fn read_message(&mut self) -> Value {
-        match tokio::time::timeout(PATIENCE, self.lines.recv()).await {
+        match tokio::time::timeout(*PATIENCE, self.lines.recv()).await {
             Ok(Some(message)) => {
                 assert!(
                     message.get("NOT_PROTOCOL").is_none(),
@@ -636,7 +644,8 @@ impl Agent {
             }
             Ok(None) => panic!("the agent closed stdout; stderr:\n{}", self.stderr()),
             Err(_) => panic!(
-                "no message from the agent in {PATIENCE:?}; stderr:\n{}",
+                "no message from the agent in {:?}; stderr:\n{}",
+                *PATIENCE,
                 self.stderr()
             ),
         }
@@ -756,12 +765,12 @@ impl Agent {
 
     /// Wait for the process to exit and its stderr to be read to the end.
     pub async fn wait_exit(&mut self) -> ExitStatus {
-        let status = tokio::time::timeout(PATIENCE, self.child.wait())
+        let status = tokio::time::timeout(*PATIENCE, self.child.wait())
             .await
             .expect("the agent did not exit")
             .unwrap();
         if let Some(task) = self.stderr_task.take() {
-            let _ = tokio::time::timeout(PATIENCE, task).await;
+            let _ = tokio::time::timeout(*PATIENCE, task).await;
         }
         status
     }
@@ -769,7 +778,7 @@ impl Agent {
     /// Everything left on stdout after the process exited.
     pub async fn drain(&mut self) -> Vec<Value> {
         let mut out = std::mem::take(&mut self.backlog);
-        while let Ok(Some(message)) = tokio::time::timeout(PATIENCE, self.lines.recv()).await {
+        while let Ok(Some(message)) = tokio::time::timeout(*PATIENCE, self.lines.recv()).await {
             out.push(message);
         }
         out
@@ -893,7 +902,7 @@ impl Agent {
     /// SIGKILL, as a crash or `kill -9` would; the temp dir stays.
     pub async fn kill(&mut self) {
         self.child.start_kill().unwrap();
-        let _ = tokio::time::timeout(PATIENCE, self.child.wait()).await;
+        let _ = tokio::time::timeout(*PATIENCE, self.child.wait()).await;
     }
 }
 
