@@ -170,7 +170,11 @@ class Bench:
         self.work.mkdir(exist_ok=True)
         cfg = self.tmp / "ours.toml"
         cfg.write_text(f'[chat]\ndefault_provider = "scripted"\n\n[llm.providers.scripted]\ntype = "openai"\n'
-                       f'endpoint = "{fake_url}/v1"\ndefault_model = "scripted-a"\n')
+                       f'endpoint = "{fake_url}/v1"\ndefault_model = "scripted-a"\n'
+                       # The window codex assumes for its model: without it the
+                       # scripted model gets the 8k fallback and long runs
+                       # measure our automatic compaction instead of a turn.
+                       'context_window = 400000\n')
         cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "crucible-e2e"
         self.codex_home = cache / "bench-codex-home"  # codex refuses helper binaries under /tmp
         self.codex_home.mkdir(parents=True, exist_ok=True)
