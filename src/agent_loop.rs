@@ -6,104 +6,20 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use futures::future::BoxFuture;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::{self, ContextBudget, ContextManager, ContextOp, ContextSettings};
+use crate::events::{
+    AgentEvent, StopReason, ToolCallInfo, ToolCallProgress, ToolContent, ToolKind, ToolStatus,
+};
+use crate::model::{Message, Part, Role};
+use crate::permissions::{Permission, PermissionGate};
 use crate::providers::retry;
 use crate::providers::{
-    ChatRequest, FinishReason, Message, Part, Provider, ProviderError, ProviderEvent, Role,
-    ToolChoice, Usage,
+    ChatRequest, FinishReason, Provider, ProviderError, ProviderEvent, ToolChoice, Usage,
 };
-use crate::tools::{
-    Location, Progress, TodoItem, Tool, ToolContent, ToolContext, ToolError, ToolKind,
-    ToolRegistry, parse_arguments,
-};
-
-/// What a turn tells the client while it runs.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AgentEvent {
-    AgentText(String),
-    Thought(String),
-    /// Tokens in use after a call, and the window they live in.
-    Usage {
-        used: u64,
-        size: u64,
-    },
-    /// The model asked for a tool (ACP `tool_call`, pending).
-    ToolCall(ToolCallInfo),
-    /// A tool call started, finished or failed (ACP `tool_call_update`).
-    ToolCallUpdate(ToolCallProgress),
-    /// The model's task list changed (ACP `plan`).
-    Plan(Vec<TodoItem>),
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolCallInfo {
-    /// Unique within the session (providers' own ids may repeat across turns).
-    pub id: String,
-    pub title: String,
-    pub kind: ToolKind,
-    pub raw_input: Value,
-    pub locations: Vec<Location>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolStatus {
-    InProgress,
-    Completed,
-    Failed,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolCallProgress {
-    pub id: String,
-    pub status: ToolStatus,
-    pub content: Vec<ToolContent>,
-    pub locations: Vec<Location>,
-    pub raw_output: Option<Value>,
-}
-
-/// Whether a tool call may run: the session's mode, rules and the user's answers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Permission {
-    Allow,
-    /// Not run; the reason is what the model reads.
-    Reject(String),
-    /// The user cancelled the turn while being asked.
-    Cancelled,
-}
-
-/// The seam between the loop and the session's permission rules.
-pub trait PermissionGate: Send + Sync {
-    fn check<'a>(&'a self, call: &'a ToolCallInfo, tool: &'a dyn Tool)
-    -> BoxFuture<'a, Permission>;
-}
-
-/// Lets everything through: for turns without a user to ask (tests, plan-free runs).
-pub struct AllowAll;
-
-impl PermissionGate for AllowAll {
-    fn check<'a>(&'a self, _: &'a ToolCallInfo, _: &'a dyn Tool) -> BoxFuture<'a, Permission> {
-        Box::pin(async { Permission::Allow })
-    }
-}
-
-/// Model calls per turn when the config does not say.
-pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 25;
-
-/// Why a turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    EndTurn,
-    MaxTokens,
-    MaxTurnRequests,
-    Refusal,
-    Cancelled,
-}
+use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry, parse_arguments};
 
 /// What a turn reports for the session store the moment it happens, so a
 /// crash loses only the round in flight.
@@ -717,7 +633,8 @@ impl AssistantBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Config, ProviderConfig};
+    use crate::config::{Config, DEFAULT_MAX_TURN_REQUESTS, ProviderConfig};
+    use crate::permissions::AllowAll;
     use crate::providers::{EventStream, ModelInfo};
     use futures::future::BoxFuture;
     use std::sync::Mutex;

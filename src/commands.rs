@@ -14,19 +14,12 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Map, Value};
 use thiserror::Error;
 
+use crate::client::CommandInfo;
 use crate::mcp::McpPrompt;
-use crate::providers::Part;
+use crate::model::Part;
 
 /// The reserved namespace: `/crucible:context` is always the built-in.
 pub const NAMESPACE: &str = "crucible:";
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommandInfo {
-    pub name: String,
-    pub description: String,
-    /// Shown by clients for the text after the name.
-    pub hint: Option<String>,
-}
 
 const BUILTIN: [(&str, &str, Option<&str>); 7] = [
     ("help", "List the commands", None),

@@ -173,6 +173,9 @@ impl Default for RetryPolicy {
     }
 }
 
+/// Model calls per turn when the config does not say.
+pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 25;
+
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The file this came from, if any.
@@ -231,7 +234,7 @@ impl Config {
             system_prompt: None,
             context: crate::context::ContextSettings::default(),
             providers: BTreeMap::from([(provider.name.clone(), provider)]),
-            max_turn_requests: crate::agent_loop::DEFAULT_MAX_TURN_REQUESTS,
+            max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
             default_mode: crate::modes::DEFAULT_MODE.to_string(),
             modes: crate::modes::ModeRegistry::default(),
             permission_rules: Vec::new(),
@@ -381,7 +384,7 @@ fn validate(
             ));
         }
         Some(limit) => limit,
-        None => crate::agent_loop::DEFAULT_MAX_TURN_REQUESTS,
+        None => DEFAULT_MAX_TURN_REQUESTS,
     };
     // Keys the Crucible TUI reads from the same file: accepted silently.
     const TUI_CHAT_KEYS: [&str; 2] = ["default_backend", "default_acp_agent"];
@@ -683,7 +686,7 @@ fn validate_rules(
             };
             let kind = match rule.kind.as_deref() {
                 None => None,
-                Some(text) => Some(crate::tools::ToolKind::parse(text).ok_or_else(|| {
+                Some(text) => Some(crate::events::ToolKind::parse(text).ok_or_else(|| {
                     invalid(
                         path,
                         key("kind"),
@@ -1308,7 +1311,7 @@ context_window = 8192
         assert_eq!(rules.len(), 3);
         assert_eq!(rules[0].tool.as_deref(), Some("shell"));
         assert_eq!(rules[0].decision, crate::permissions::Decision::Allow);
-        assert_eq!(rules[1].kind, Some(crate::tools::ToolKind::Execute));
+        assert_eq!(rules[1].kind, Some(crate::events::ToolKind::Execute));
         assert!(rules[1].pattern.as_ref().unwrap().is_match("rm  -rf /"));
         assert_eq!(rules[2].tool, None, "\"*\" matches every tool");
         for (rule, key) in [

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::providers::{Message, Part, Role};
+use crate::model::{Message, Part, Role};
 pub use budget::{ContextBudget, TokenEstimator};
 
 /// Marks the user message that carries a compaction summary, so a stack

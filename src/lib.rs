@@ -9,10 +9,13 @@
 pub mod agent_loop;
 pub mod agents;
 pub mod cli;
+pub mod client;
 pub mod commands;
 pub mod config;
 pub mod context;
+pub mod events;
 pub mod mcp;
+pub mod model;
 pub mod modes;
 pub mod permissions;
 pub mod prompt;

@@ -11,10 +11,10 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 use crucible_agent::cli;
+use crucible_agent::client::ClientSink;
 use crucible_agent::config::{Config, Overrides};
 use crucible_agent::providers::Providers;
 use crucible_agent::router::Router;
-use crucible_agent::session::ClientSink;
 use crucible_agent::session::manager::{Defaults, SessionManager};
 use crucible_agent::store::Store;
 use crucible_agent::transport::{self, Connection};

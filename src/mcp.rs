@@ -34,7 +34,7 @@ pub use server::{McpCallError, McpError, McpServer, StartError};
 pub use spec::{McpServerSpec, McpTransport, SpecError};
 pub use tool::McpTool;
 
-use crate::providers::Message;
+use crate::model::Message;
 use crate::tools::Tool;
 use tokio_util::sync::CancellationToken;
 

@@ -14,10 +14,12 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 
-use crate::agent_loop::{Permission, PermissionGate, ToolCallInfo};
+use crate::client::ClientSink;
+use crate::client::PermissionChoice;
+use crate::events::ToolCallInfo;
+use crate::events::ToolKind;
 use crate::modes::ModePolicy;
-use crate::session::ClientSink;
-use crate::tools::{Tool, ToolKind};
+use crate::tools::Tool;
 
 /// What a rule decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -124,39 +126,28 @@ pub fn first_match<'r>(
     ordered.into_iter().find(|rule| rule.matches(call, tool))
 }
 
-/// The user's answer to one permission request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PermissionChoice {
-    AllowOnce,
-    AllowAlways,
-    RejectOnce,
-    RejectAlways,
-    /// The client cancelled the question (the user cancelled the turn).
+/// Whether a tool call may run: the session's mode, rules and the user's answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Permission {
+    Allow,
+    /// Not run; the reason is what the model reads.
+    Reject(String),
+    /// The user cancelled the turn while being asked.
     Cancelled,
 }
 
-impl PermissionChoice {
-    /// The option ids offered to the client, in the order shown.
-    pub const OFFERED: [(PermissionChoice, &'static str, &'static str); 4] = [
-        (PermissionChoice::AllowOnce, "allow_once", "Allow"),
-        (
-            PermissionChoice::AllowAlways,
-            "allow_always",
-            "Always allow",
-        ),
-        (PermissionChoice::RejectOnce, "reject_once", "Reject"),
-        (
-            PermissionChoice::RejectAlways,
-            "reject_always",
-            "Always reject",
-        ),
-    ];
+/// The seam between the loop and the session's permission rules.
+pub trait PermissionGate: Send + Sync {
+    fn check<'a>(&'a self, call: &'a ToolCallInfo, tool: &'a dyn Tool)
+    -> BoxFuture<'a, Permission>;
+}
 
-    pub fn from_option_id(id: &str) -> Option<Self> {
-        Self::OFFERED
-            .iter()
-            .find(|(_, option, _)| *option == id)
-            .map(|(choice, _, _)| *choice)
+/// Lets everything through: for turns without a user to ask (tests, plan-free runs).
+pub struct AllowAll;
+
+impl PermissionGate for AllowAll {
+    fn check<'a>(&'a self, _: &'a ToolCallInfo, _: &'a dyn Tool) -> BoxFuture<'a, Permission> {
+        Box::pin(async { Permission::Allow })
     }
 }
 
@@ -354,7 +345,7 @@ impl PermissionGate for SessionPermissions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::Update;
+    use crate::client::Update;
     use crate::tools::{ToolContext, ToolRegistry};
     use serde_json::{Value, json};
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -16,10 +16,11 @@ use tokio_util::sync::CancellationToken;
 
 use futures::future::BoxFuture;
 
-use crate::agent_loop::{StopReason, ToolCallInfo};
-use crate::permissions::PermissionChoice;
+use crate::client::PermissionChoice;
+use crate::client::{ClientAbilities, ClientSink, Update};
+use crate::events::{StopReason, ToolCallInfo};
 use crate::session::manager::{self, SessionManager};
-use crate::session::{ClientAbilities, ClientSink, SessionError, SessionMsg, Update};
+use crate::session::{SessionError, SessionMsg};
 use crate::translate;
 use crate::transport::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST};
 use crate::transport::{Connection, Incoming, Responder, RpcError};
@@ -247,7 +248,7 @@ impl Router {
         cwd: std::path::PathBuf,
         servers: &[acp::McpServer],
         responder: Responder,
-        answer: impl FnOnce(&[crate::session::SelectOption]) -> serde_json::Result<Value>
+        answer: impl FnOnce(&[crate::client::SelectOption]) -> serde_json::Result<Value>
         + Send
         + 'static,
     ) {

@@ -15,85 +15,23 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use futures::future::BoxFuture;
+use crate::agent_loop::{self, Journal, TurnOutcome};
 
-use crate::agent_loop::{self, AgentEvent, Journal, StopReason, ToolCallInfo, TurnOutcome};
 use crate::agents::AgentCard;
-use crate::commands::CommandInfo;
+use crate::client::CommandInfo;
+use crate::client::{
+    AGENT_OPTION, ClientAbilities, ClientSink, MODE_OPTION, MODEL_OPTION, OptionCategory,
+    OptionValue, PROVIDER_OPTION, SelectOption, Update,
+};
 use crate::context::{ContextManager, ContextSettings};
+use crate::events::StopReason;
 use crate::mcp::{McpManager, McpOptions, McpServerSpec};
+use crate::model::{Message, Part, Role};
 use crate::modes::{ModePolicy, ModeRegistry};
-use crate::permissions::{PermissionChoice, SessionPermissions};
-use crate::providers::{Message, ModelInfo, Part, ProviderError, Providers, Role};
+use crate::permissions::SessionPermissions;
+use crate::providers::{ModelInfo, ProviderError, Providers};
 use crate::store::{self, Recorder, StoredEvent};
 use crate::tools::{ClientFs, ClientTerminal, LocalFs, ToolContext, ToolRegistry};
-
-/// Everything a session sends to its client. The seam that keeps session
-/// logic free of stdio: the transport implements it, tests record it.
-pub trait ClientSink: Send + Sync {
-    fn send(&self, session_id: &str, update: Update);
-    /// Ask the user whether `call` may run. `Err` says why the client could not ask.
-    fn request_permission<'a>(
-        &'a self,
-        session_id: &'a str,
-        call: &'a ToolCallInfo,
-    ) -> BoxFuture<'a, Result<PermissionChoice, String>>;
-    /// Any other request to the client (`fs/*`, `terminal/*`); an error is
-    /// the client's code and message.
-    fn call<'a>(
-        &'a self,
-        method: &'a str,
-        params: serde_json::Value,
-    ) -> BoxFuture<'a, Result<serde_json::Value, (i32, String)>>;
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Update {
-    Agent(AgentEvent),
-    ConfigOptions(Vec<SelectOption>),
-    /// The session's mode changed (ACP `current_mode_update`).
-    CurrentMode(String),
-    /// The slash commands the session offers (ACP `available_commands_update`).
-    AvailableCommands(Vec<CommandInfo>),
-    /// Part of a user prompt, shown again when a session is loaded.
-    UserMessage(Part),
-    /// The session's title or last activity changed (ACP `session_info_update`).
-    SessionInfo {
-        title: Option<String>,
-        updated_at: String,
-    },
-}
-
-/// A session setting the client can change (a select, in ACP terms).
-#[derive(Debug, Clone, PartialEq)]
-pub struct SelectOption {
-    pub id: String,
-    pub name: String,
-    pub description: String,
-    pub category: OptionCategory,
-    pub current: String,
-    pub values: Vec<OptionValue>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct OptionValue {
-    pub id: String,
-    pub name: String,
-    pub description: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OptionCategory {
-    Model,
-    Provider,
-    Mode,
-    Agent,
-}
-
-pub const MODEL_OPTION: &str = "model";
-pub const AGENT_OPTION: &str = "agent";
-pub const PROVIDER_OPTION: &str = "provider";
-pub const MODE_OPTION: &str = "mode";
 
 #[derive(Debug, Error)]
 pub enum SessionError {
@@ -184,14 +122,6 @@ pub struct SessionConfig {
     pub history: ContextManager,
     /// Where the session is saved; None keeps it in memory only.
     pub recorder: Option<Recorder>,
-}
-
-/// The client capabilities tools can use instead of the local machine.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ClientAbilities {
-    pub read_text_file: bool,
-    pub write_text_file: bool,
-    pub terminal: bool,
 }
 
 /// The session manager's handle on an actor.

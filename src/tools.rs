@@ -20,112 +20,16 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::providers::ToolDefinition;
+pub use crate::events::{Location, ToolContent, ToolKind};
+use crate::model::ToolDefinition;
 
 pub use client_fs::ClientFs;
-pub use context::{Progress, TodoItem, TodoPriority, TodoStatus, ToolContext, ToolSettings};
+pub use context::{Progress, ToolContext, ToolSettings};
 pub use fs::{FileSystem, LocalFs};
 pub use shell::{LocalShell, Shell, ShellOutput};
 pub use terminal::ClientTerminal;
-
-/// ACP's tool kinds: how the editor groups and pictures a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolKind {
-    Read,
-    Edit,
-    Delete,
-    Move,
-    Search,
-    Execute,
-    Fetch,
-    Think,
-    Other,
-}
-
-impl ToolKind {
-    pub const ALL: [ToolKind; 9] = [
-        ToolKind::Read,
-        ToolKind::Edit,
-        ToolKind::Delete,
-        ToolKind::Move,
-        ToolKind::Search,
-        ToolKind::Execute,
-        ToolKind::Fetch,
-        ToolKind::Think,
-        ToolKind::Other,
-    ];
-
-    /// The kind named by its ACP wire name (config rules use these).
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|kind| kind.as_str() == text)
-    }
-
-    /// The ACP wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolKind::Read => "read",
-            ToolKind::Edit => "edit",
-            ToolKind::Delete => "delete",
-            ToolKind::Move => "move",
-            ToolKind::Search => "search",
-            ToolKind::Execute => "execute",
-            ToolKind::Fetch => "fetch",
-            ToolKind::Think => "think",
-            ToolKind::Other => "other",
-        }
-    }
-}
-
-/// A place the editor can follow: an absolute path, and a 1-based line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Location {
-    pub path: PathBuf,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line: Option<u32>,
-}
-
-impl Location {
-    pub fn file(path: impl Into<PathBuf>) -> Self {
-        Self {
-            path: path.into(),
-            line: None,
-        }
-    }
-
-    pub fn at_line(path: impl Into<PathBuf>, line: u32) -> Self {
-        Self {
-            path: path.into(),
-            line: Some(line),
-        }
-    }
-}
-
-/// What the editor shows for a call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-// Stored in session history (externally tagged: `Text` is a newtype).
-#[serde(rename_all = "snake_case")]
-pub enum ToolContent {
-    Text(String),
-    /// An image a tool returned (MCP), base64 as the wire carries it.
-    Image {
-        mime_type: String,
-        data: String,
-    },
-    /// An edit, with whole-file texts: `old_text` is None for a new file.
-    Diff {
-        path: PathBuf,
-        old_text: Option<String>,
-        new_text: String,
-    },
-    /// A terminal the editor runs (ACP `terminal/create`), shown live.
-    Terminal {
-        terminal_id: String,
-    },
-}
 
 /// A finished call.
 #[derive(Debug, Clone, PartialEq)]
@@ -503,7 +407,7 @@ mod tests {
 
     #[test]
     fn argument_errors_name_the_field() {
-        #[derive(Debug, Deserialize)]
+        #[derive(Debug, serde::Deserialize)]
         #[allow(dead_code)]
         struct Args {
             path: String,

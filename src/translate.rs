@@ -5,11 +5,11 @@
 
 use agent_client_protocol_schema::v1 as acp;
 
-use crate::agent_loop::{AgentEvent, StopReason, ToolCallInfo, ToolCallProgress, ToolStatus};
-use crate::commands::CommandInfo;
-use crate::providers::Part;
-use crate::session::{OptionCategory, SelectOption, Update};
-use crate::tools::{Location, TodoItem, TodoPriority, TodoStatus, ToolContent, ToolKind};
+use crate::client::CommandInfo;
+use crate::client::{OptionCategory, SelectOption, Update};
+use crate::events::{AgentEvent, StopReason, ToolCallInfo, ToolCallProgress, ToolStatus};
+use crate::events::{Location, TodoItem, TodoPriority, TodoStatus, ToolContent, ToolKind};
+use crate::model::Part;
 
 pub fn session_update(update: &Update) -> acp::SessionUpdate {
     match update {
@@ -278,7 +278,7 @@ pub fn prompt_parts(blocks: Vec<acp::ContentBlock>) -> Result<Vec<Part>, String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::OptionValue;
+    use crate::client::OptionValue;
     use serde_json::{Value, json};
 
     fn wire(update: &Update) -> Value {

@@ -4,9 +4,9 @@ use std::io::Write;
 use std::path::Path;
 
 use super::CliError;
-use crate::agent_loop::{AgentEvent, ToolStatus};
-use crate::providers::Part;
-use crate::session::Update;
+use crate::client::Update;
+use crate::events::{AgentEvent, ToolStatus};
+use crate::model::Part;
 use crate::store::{self, Store};
 
 pub fn list(

@@ -2,7 +2,7 @@
 //! ContextBudget). Estimates start at chars/4 and are scaled by a drift
 //! factor learned from the prompt tokens the provider reports.
 
-use crate::providers::{Message, Part, ToolDefinition};
+use crate::model::{Message, Part, ToolDefinition};
 
 /// Answer reserve when the config does not say (seed 002).
 pub const DEFAULT_RESERVE_TOKENS: u64 = 4096;

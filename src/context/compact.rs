@@ -9,9 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::budget::{ContextBudget, TokenEstimator};
 use super::{Entry, SUMMARY_PREFIX};
-use crate::providers::{
-    ChatRequest, Message, Part, Provider, ProviderError, ProviderEvent, Role, ToolChoice, retry,
-};
+use crate::model::{Message, Part, Role};
+use crate::providers::{ChatRequest, Provider, ProviderError, ProviderEvent, ToolChoice, retry};
 
 pub const COMPACT_PROMPT: &str = include_str!("../../prompts/compact.md");
 

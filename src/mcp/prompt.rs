@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::providers::{Message, Part, Role};
+use crate::model::{Message, Part, Role};
 
 /// One prompt of one server.
 #[derive(Debug, Clone, PartialEq, Eq)]

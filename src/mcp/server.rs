@@ -34,7 +34,8 @@ use super::names::NameAllocator;
 use super::spec::{McpServerSpec, McpTransport, SpecError};
 use super::tool::McpTool;
 use super::{McpOptions, sse};
-use crate::tools::{Progress, ToolContent};
+use crate::events::ToolContent;
+use crate::tools::Progress;
 
 /// How long a closed server gets to exit before SIGTERM, and again before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(2);

@@ -9,7 +9,8 @@ use serde_json::{Map, Value, json};
 
 use super::McpServer;
 use super::server::{McpCallError, ServerInner};
-use crate::tools::{Location, Tool, ToolContent, ToolContext, ToolError, ToolKind, ToolOutput};
+use crate::events::{Location, ToolContent, ToolKind};
+use crate::tools::{Tool, ToolContext, ToolError, ToolOutput};
 
 /// One tool of one MCP server.
 pub struct McpTool {

@@ -578,7 +578,7 @@ pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::ToolDefinition;
+    use crate::model::ToolDefinition;
     use crate::providers::http::event_stream;
     use std::sync::Arc;
 

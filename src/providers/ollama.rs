@@ -466,7 +466,7 @@ pub fn parse_show(value: &Value) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::ToolDefinition;
+    use crate::model::ToolDefinition;
     use std::sync::Arc;
 
     fn decode(lines: &[&str]) -> Vec<Result<ProviderEvent, ProviderError>> {

@@ -9,10 +9,13 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{ClientAbilities, ClientSink, SessionConfig, SessionHandle, SessionMsg, Update};
+use super::{SessionConfig, SessionHandle, SessionMsg};
+
+use crate::client::{ClientAbilities, ClientSink, Update};
 use crate::context::ContextManager;
 use crate::mcp::{McpOptions, McpServerSpec};
-use crate::providers::{Message, Providers};
+use crate::model::Message;
+use crate::providers::Providers;
 use crate::store::{self, Metadata, Recorder, Store, StoreError, StoredEvent};
 
 /// A load in progress: the replay (empty for a resume), or why it failed.

@@ -8,11 +8,15 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{ClientSink, SessionActor, SessionError, Update};
-use crate::agent_loop::{AgentEvent, Journal, JournalFn, PermissionGate, TurnInput};
+use super::{SessionActor, SessionError};
+
+use crate::agent_loop::{Journal, JournalFn, TurnInput};
+use crate::client::{ClientSink, Update};
 use crate::context::{ContextManager, ContextSettings};
+use crate::events::AgentEvent;
 use crate::mcp::McpManager;
 use crate::modes::ModePolicy;
+use crate::permissions::PermissionGate;
 use crate::prompt::{PromptLayers, PromptVars};
 use crate::providers::{FALLBACK_CONTEXT_WINDOW, Provider, ProviderError, Providers};
 use crate::store::StoredEvent;
@@ -193,7 +197,7 @@ impl SessionActor {
                     Journal::Round(messages) => StoredEvent::Round {
                         messages: messages
                             .iter()
-                            .map(|m| crate::providers::Message::clone(m))
+                            .map(|m| crate::model::Message::clone(m))
                             .collect(),
                     },
                     Journal::Op(op) => StoredEvent::Context { op: op.clone() },

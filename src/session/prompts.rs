@@ -7,11 +7,15 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::{PromptReply, RunningTurn, SessionActor, SessionMsg, Update};
-use crate::agent_loop::{self, AgentEvent, Journal, StopReason, TurnOutcome};
-use crate::commands::{self, CommandInfo, PromptCommand};
+use super::{PromptReply, RunningTurn, SessionActor, SessionMsg};
+
+use crate::agent_loop::{self, Journal, TurnOutcome};
+use crate::client::CommandInfo;
+use crate::client::Update;
+use crate::commands::{self, PromptCommand};
+use crate::events::{AgentEvent, StopReason};
 use crate::mcp::McpCallError;
-use crate::providers::Part;
+use crate::model::Part;
 
 /// Tells the actor each time the servers' lists change, until the session
 /// or its servers are gone.

@@ -8,15 +8,17 @@ use std::fmt::Write as _;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    AGENT_OPTION, MODE_OPTION, MODEL_OPTION, OptionCategory, OptionValue, PromptReply, RunningTurn,
-    SelectOption, SessionActor, Update,
-};
-use crate::agent_loop::{AgentEvent, StopReason, TurnOutcome};
+use super::{PromptReply, RunningTurn, SessionActor};
+
+use crate::agent_loop::TurnOutcome;
 use crate::agents::AgentCard;
+use crate::client::{
+    AGENT_OPTION, MODE_OPTION, MODEL_OPTION, OptionCategory, OptionValue, SelectOption, Update,
+};
 use crate::commands::{self, Command, CommandError, ContextCommand};
 use crate::context::compact::{self, CompactError};
 use crate::context::{ContextOp, budget};
+use crate::events::{AgentEvent, StopReason};
 
 /// What the command's task does after the actor's part.
 #[derive(Default)]

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent_loop::{AgentEvent, ToolCallInfo, ToolCallProgress};
+use crate::client::Update;
 use crate::context::{ContextManager, ContextOp, TokenEstimator};
-use crate::providers::{Message, Part, Role};
-use crate::session::Update;
-use crate::tools::TodoItem;
+use crate::events::TodoItem;
+use crate::events::{AgentEvent, ToolCallInfo, ToolCallProgress};
+use crate::model::{Message, Part, Role};
 
 /// One line of `history.jsonl`. New kinds may be added; a line of a kind this
 /// version does not know reads as `Unknown` and is skipped.
@@ -266,8 +266,8 @@ pub fn title_from(message: &Message) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent_loop::ToolStatus;
-    use crate::tools::{ToolContent, ToolKind};
+    use crate::events::ToolStatus;
+    use crate::events::{ToolContent, ToolKind};
     use serde_json::json;
 
     fn text(t: &str) -> StoredEvent {

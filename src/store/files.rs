@@ -431,7 +431,7 @@ fn format_rfc3339(millis: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::Message;
+    use crate::model::Message;
     use crate::store::StoredUpdate;
 
     fn meta(id: &str, updated: &str, cwd: &str) -> Metadata {

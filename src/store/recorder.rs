@@ -10,9 +10,9 @@ use tokio::sync::oneshot;
 
 use super::events::{StoredEvent, StoredUpdate};
 use super::files::{Metadata, OpenSession, now_rfc3339, write_metadata};
-use crate::agent_loop::ToolCallInfo;
-use crate::permissions::PermissionChoice;
-use crate::session::{ClientSink, Update};
+use crate::client::PermissionChoice;
+use crate::client::{ClientSink, Update};
+use crate::events::ToolCallInfo;
 
 enum Op {
     Append(StoredEvent),
@@ -214,8 +214,8 @@ impl ClientSink for RecordingSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent_loop::AgentEvent;
-    use crate::providers::Message;
+    use crate::events::AgentEvent;
+    use crate::model::Message;
     use crate::store::Store;
     use std::path::PathBuf;
 
@@ -263,7 +263,7 @@ mod tests {
         assert_eq!(
             replay,
             vec![
-                Update::UserMessage(crate::providers::Part::Text {
+                Update::UserMessage(crate::model::Part::Text {
                     text: "hello".into()
                 }),
                 Update::Agent(AgentEvent::AgentText("abc".into())),

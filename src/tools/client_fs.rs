@@ -10,7 +10,7 @@ use agent_client_protocol_schema::v1 as acp;
 use futures::future::BoxFuture;
 
 use super::{FileSystem, LocalFs, ToolError};
-use crate::session::ClientSink;
+use crate::client::ClientSink;
 use crate::transport::jsonrpc::RESOURCE_NOT_FOUND;
 
 pub struct ClientFs {

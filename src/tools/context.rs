@@ -7,10 +7,10 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::{FileSystem, LocalFs, LocalShell, Shell, ToolContent, ToolError};
+use super::{FileSystem, LocalFs, LocalShell, Shell, ToolError};
+use crate::events::{TodoItem, ToolContent};
 
 /// How a running call shows what it is doing before it finishes (an ACP
 /// `tool_call_update` with status `in_progress` and this content). A
@@ -65,32 +65,6 @@ impl Default for ToolSettings {
             max_read_bytes: 256 * 1024,
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TodoStatus {
-    Pending,
-    InProgress,
-    Completed,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TodoPriority {
-    High,
-    #[default]
-    Medium,
-    Low,
-}
-
-/// One entry of the session's todo list (an ACP `plan` entry).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TodoItem {
-    pub content: String,
-    pub status: TodoStatus,
-    #[serde(default)]
-    pub priority: TodoPriority,
 }
 
 /// Cheap to clone: everything shared sits behind an `Arc`.
@@ -287,6 +261,7 @@ fn real_path(path: &Path) -> Result<PathBuf, RealPathError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::{TodoPriority, TodoStatus};
 
     fn workspace() -> (tempfile::TempDir, ToolContext) {
         let dir = tempfile::tempdir().unwrap();

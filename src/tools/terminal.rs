@@ -14,8 +14,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::shell::CappedOutput;
-use super::{Progress, Shell, ShellOutput, ToolContent, ToolError};
-use crate::session::ClientSink;
+use super::{Progress, Shell, ShellOutput, ToolError};
+use crate::client::ClientSink;
+use crate::events::ToolContent;
 
 /// How long the editor gets to answer a kill, an output or a release
 /// request after the command was stopped (a hung editor must not hang the turn).
@@ -270,9 +271,9 @@ impl Drop for ReleaseOnDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent_loop::ToolCallInfo;
-    use crate::permissions::PermissionChoice;
-    use crate::session::Update;
+    use crate::client::PermissionChoice;
+    use crate::client::Update;
+    use crate::events::ToolCallInfo;
     use std::sync::Mutex;
 
     /// An editor whose commands print "hi" and exit 3, or never exit.

@@ -5,10 +5,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{numbered_lines, plural, with_shown_path};
-use crate::tools::{
-    Location, Tool, ToolContent, ToolContext, ToolError, ToolKind, ToolOutput,
-    deserialize_arguments, str_argument,
-};
+use crate::events::{Location, ToolContent, ToolKind};
+use crate::tools::{Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments, str_argument};
 
 /// Lines of context shown around an edit for the model to check it.
 const EXCERPT_CONTEXT: usize = 3;

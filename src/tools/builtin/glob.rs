@@ -6,9 +6,9 @@ use serde_json::json;
 
 use super::place;
 use super::walk::{require_dir, run_blocking, walker};
+use crate::events::{Location, ToolKind};
 use crate::tools::{
-    Location, Tool, ToolContext, ToolError, ToolKind, ToolOutput, deserialize_arguments,
-    display_path, str_argument,
+    Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments, display_path, str_argument,
 };
 
 /// The most paths one call returns.

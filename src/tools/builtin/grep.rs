@@ -10,10 +10,11 @@ use serde_json::json;
 use super::glob::compile_glob;
 use super::walk::{run_blocking, walker};
 use super::{place, plural, with_shown_path};
+use crate::events::{Location, ToolKind};
 use crate::tools::fs::{io_error, looks_binary};
 use crate::tools::{
-    Location, Tool, ToolContext, ToolError, ToolKind, ToolOutput, deserialize_arguments,
-    display_path, shorten, str_argument,
+    Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments, display_path, shorten,
+    str_argument,
 };
 
 /// The most matching lines one call returns.

@@ -5,10 +5,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::walk::{require_dir, run_blocking, walker};
-use crate::tools::{
-    Location, Tool, ToolContext, ToolError, ToolKind, ToolOutput, deserialize_arguments,
-    str_argument,
-};
+use crate::events::{Location, ToolKind};
+use crate::tools::{Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments, str_argument};
 
 /// The most entries one listing shows.
 pub const MAX_ENTRIES: usize = 500;

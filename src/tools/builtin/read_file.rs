@@ -5,9 +5,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{MAX_LINE_CHARS, plural, with_shown_path};
+use crate::events::{Location, ToolContent, ToolKind};
 use crate::tools::{
-    Location, Tool, ToolContent, ToolContext, ToolError, ToolKind, ToolOutput,
-    deserialize_arguments, shorten, str_argument,
+    Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments, shorten, str_argument,
 };
 
 /// Lines one read returns when the model gives no limit.

@@ -7,9 +7,11 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::tools::{
-    Location, ShellOutput, Tool, ToolContent, ToolContext, ToolError, ToolKind, ToolOutput,
-    deserialize_arguments, shorten, str_argument,
+    ShellOutput, Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments, shorten,
+    str_argument,
 };
+
+use crate::events::{Location, ToolContent, ToolKind};
 
 /// The longest timeout the model may ask for.
 pub const MAX_TIMEOUT_SECS: u64 = 3600;

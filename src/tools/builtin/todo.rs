@@ -5,10 +5,9 @@ use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::tools::{
-    Location, TodoItem, TodoPriority, TodoStatus, Tool, ToolContext, ToolError, ToolKind,
-    ToolOutput, deserialize_arguments,
-};
+use crate::tools::{Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments};
+
+use crate::events::{Location, TodoItem, TodoPriority, TodoStatus, ToolKind};
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TodoTool;

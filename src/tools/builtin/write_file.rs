@@ -5,10 +5,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{first_changed_line, plural, with_shown_path};
-use crate::tools::{
-    Location, Tool, ToolContent, ToolContext, ToolError, ToolKind, ToolOutput,
-    deserialize_arguments, str_argument,
-};
+use crate::events::{Location, ToolContent, ToolKind};
+use crate::tools::{Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments, str_argument};
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteFileTool;

@@ -1,0 +1,185 @@
+//! What a turn reports while it runs, in the agent's own terms: text,
+//! thoughts, tool calls and their progress, the plan, and why a turn
+//! ended. The ACP adapter translates these; the store saves them.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What a turn tells the client while it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    AgentText(String),
+    Thought(String),
+    /// Tokens in use after a call, and the window they live in.
+    Usage {
+        used: u64,
+        size: u64,
+    },
+    /// The model asked for a tool (ACP `tool_call`, pending).
+    ToolCall(ToolCallInfo),
+    /// A tool call started, finished or failed (ACP `tool_call_update`).
+    ToolCallUpdate(ToolCallProgress),
+    /// The model's task list changed (ACP `plan`).
+    Plan(Vec<TodoItem>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallInfo {
+    /// Unique within the session (providers' own ids may repeat across turns).
+    pub id: String,
+    pub title: String,
+    pub kind: ToolKind,
+    pub raw_input: Value,
+    pub locations: Vec<Location>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    InProgress,
+    Completed,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallProgress {
+    pub id: String,
+    pub status: ToolStatus,
+    pub content: Vec<ToolContent>,
+    pub locations: Vec<Location>,
+    pub raw_output: Option<Value>,
+}
+
+/// Why a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    MaxTokens,
+    MaxTurnRequests,
+    Refusal,
+    Cancelled,
+}
+
+/// ACP's tool kinds: how the editor groups and pictures a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    Read,
+    Edit,
+    Delete,
+    Move,
+    Search,
+    Execute,
+    Fetch,
+    Think,
+    Other,
+}
+
+impl ToolKind {
+    pub const ALL: [ToolKind; 9] = [
+        ToolKind::Read,
+        ToolKind::Edit,
+        ToolKind::Delete,
+        ToolKind::Move,
+        ToolKind::Search,
+        ToolKind::Execute,
+        ToolKind::Fetch,
+        ToolKind::Think,
+        ToolKind::Other,
+    ];
+
+    /// The kind named by its ACP wire name (config rules use these).
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == text)
+    }
+
+    /// The ACP wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Read => "read",
+            ToolKind::Edit => "edit",
+            ToolKind::Delete => "delete",
+            ToolKind::Move => "move",
+            ToolKind::Search => "search",
+            ToolKind::Execute => "execute",
+            ToolKind::Fetch => "fetch",
+            ToolKind::Think => "think",
+            ToolKind::Other => "other",
+        }
+    }
+}
+
+/// A place the editor can follow: an absolute path, and a 1-based line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Location {
+    pub path: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+impl Location {
+    pub fn file(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            line: None,
+        }
+    }
+
+    pub fn at_line(path: impl Into<PathBuf>, line: u32) -> Self {
+        Self {
+            path: path.into(),
+            line: Some(line),
+        }
+    }
+}
+
+/// What the editor shows for a call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+// Stored in session history (externally tagged: `Text` is a newtype).
+#[serde(rename_all = "snake_case")]
+pub enum ToolContent {
+    Text(String),
+    /// An image a tool returned (MCP), base64 as the wire carries it.
+    Image {
+        mime_type: String,
+        data: String,
+    },
+    /// An edit, with whole-file texts: `old_text` is None for a new file.
+    Diff {
+        path: PathBuf,
+        old_text: Option<String>,
+        new_text: String,
+    },
+    /// A terminal the editor runs (ACP `terminal/create`), shown live.
+    Terminal {
+        terminal_id: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoPriority {
+    High,
+    #[default]
+    Medium,
+    Low,
+}
+
+/// One entry of the session's todo list (an ACP `plan` entry).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TodoItem {
+    pub content: String,
+    pub status: TodoStatus,
+    #[serde(default)]
+    pub priority: TodoPriority,
+}
