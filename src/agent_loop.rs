@@ -9,6 +9,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::context::compact::{self, CompactError};
 use crate::context::{self, ContextBudget, ContextManager, ContextOp, ContextSettings};
 use crate::events::{
     AgentEvent, StopReason, ToolCallInfo, ToolCallProgress, ToolContent, ToolKind, ToolStatus,
@@ -237,33 +238,33 @@ async fn fit(
         return Ok(());
     }
     let keep = input.context_settings.keep_recent_turns;
-    if let Some(entries) = context.compactable(keep).or_else(|| context.compactable(1)) {
+    if let Some(entries) = compact::compactable(context, keep) {
         emit(AgentEvent::Thought(format!(
             "Context at ~{used} of {} tokens (compaction at {}): summarizing {entries} earlier entries…\n",
             budget.window,
             budget.compact_at()
         )));
-        let request = context::compact::request(
+        let compacted = compact::compact(
+            context,
+            entries,
+            &*input.provider,
             &input.model,
-            &context.entries()[..entries],
             None,
             budget,
-            &context.estimator,
-        );
-        match context::compact::summarize(&*input.provider, request, &input.cancel).await {
-            Ok(summary) => {
-                let op = ContextOp::Compact { entries, summary };
-                match context.apply(&op) {
-                    Ok(report) => {
-                        emit(AgentEvent::Thought(format!("{report}\n")));
-                        journal(input, Journal::Op(op.clone()));
-                        ops.push(op);
-                    }
-                    Err(err) => tracing::warn!(%err, "compaction could not be applied"),
-                }
+            &input.cancel,
+        )
+        .await;
+        match compacted {
+            Ok(compact::Compacted { op, report }) => {
+                emit(AgentEvent::Thought(format!("{report}\n")));
+                journal(input, Journal::Op(op.clone()));
+                ops.push(op);
             }
             // The call that follows sees the cancel and sends nothing.
-            Err(context::compact::CompactError::Cancelled) => return Ok(()),
+            Err(CompactError::Cancelled) => return Ok(()),
+            Err(CompactError::Apply(err)) => {
+                tracing::warn!(%err, "compaction could not be applied")
+            }
             Err(err) => emit(AgentEvent::Thought(format!("{err}\n"))),
         }
     }

@@ -8,7 +8,7 @@ use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 use super::budget::{ContextBudget, TokenEstimator};
-use super::{Entry, SUMMARY_PREFIX};
+use super::{ContextError, ContextManager, ContextOp, Entry, SUMMARY_PREFIX};
 use crate::model::{Message, Part, Role};
 use crate::providers::{ChatRequest, Provider, ProviderError, ProviderEvent, ToolChoice, retry};
 
@@ -28,6 +28,50 @@ pub enum CompactError {
     Empty,
     #[error("summarizing failed ({0}); the context is unchanged")]
     Provider(#[from] ProviderError),
+    #[error(transparent)]
+    Apply(#[from] ContextError),
+}
+
+/// A compaction made and applied: the operation (for the store) and what
+/// the context reports of it (for the user).
+#[derive(Debug)]
+pub struct Compacted {
+    pub op: ContextOp,
+    pub report: String,
+}
+
+/// How many of the oldest entries a compaction would summarize: all but
+/// the `keep_recent` latest turns, or at least all but the latest one.
+pub fn compactable(context: &ContextManager, keep_recent: usize) -> Option<usize> {
+    context
+        .compactable(keep_recent)
+        .or_else(|| context.compactable(1))
+}
+
+/// Summarize the oldest `entries` with the session's model and put the
+/// summary in their place. The one compaction routine: `/compact`, `/context
+/// summarize` and the automatic one before a request that would not fit.
+#[allow(clippy::too_many_arguments)]
+pub async fn compact(
+    context: &mut ContextManager,
+    entries: usize,
+    provider: &dyn Provider,
+    model: &str,
+    focus: Option<&str>,
+    budget: &ContextBudget,
+    cancel: &CancellationToken,
+) -> Result<Compacted, CompactError> {
+    let request = request(
+        model,
+        &context.entries()[..entries],
+        focus,
+        budget,
+        &context.estimator,
+    );
+    let summary = summarize(provider, request, cancel).await?;
+    let op = ContextOp::Compact { entries, summary };
+    let report = context.apply(&op)?;
+    Ok(Compacted { op, report })
 }
 
 /// The entries as a transcript, each part cut to `PART_CHARS`, the whole

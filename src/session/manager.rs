@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{SessionConfig, SessionHandle, SessionMsg};
+use super::{SessionHandle, SessionMsg, SessionStart, Settings, Shared};
 
 use crate::client::{ClientAbilities, ClientSink, Update};
 use crate::context::ContextManager;
@@ -60,9 +60,7 @@ pub struct Defaults {
 
 pub struct SessionManager {
     sessions: HashMap<String, SessionHandle>,
-    providers: Arc<Providers>,
-    sink: Arc<dyn ClientSink>,
-    defaults: Defaults,
+    shared: Shared,
     /// Where sessions are saved; None keeps them in memory only.
     store: Option<Arc<Store>>,
     /// The agent card new sessions record.
@@ -73,9 +71,11 @@ impl SessionManager {
     pub fn new(providers: Arc<Providers>, sink: Arc<dyn ClientSink>, defaults: Defaults) -> Self {
         Self {
             sessions: HashMap::new(),
-            providers,
-            sink,
-            defaults,
+            shared: Shared {
+                defaults: Arc::new(defaults),
+                providers,
+                client: sink,
+            },
             store: None,
             agent: None,
         }
@@ -95,6 +95,7 @@ impl SessionManager {
     /// Config servers, with those of the client's request replacing any of the same name.
     fn servers(&self, mcp_servers: Vec<McpServerSpec>) -> Vec<McpServerSpec> {
         let mut servers: Vec<McpServerSpec> = self
+            .shared
             .defaults
             .mcp_servers
             .iter()
@@ -145,32 +146,8 @@ impl SessionManager {
         let (tx, rx) = mpsc::unbounded_channel();
         let (ready, loaded) = oneshot::channel();
         let mailbox = tx.downgrade();
-        let providers = Arc::clone(&self.providers);
-        let sink = Arc::clone(&self.sink);
-        let defaults = (
-            self.defaults.provider.clone(),
-            self.defaults.model.clone(),
-            self.defaults.mode.clone(),
-        );
-        let config = SessionConfig {
-            id: id.to_string(),
-            cwd: cwd.clone(),
-            provider: String::new(),
-            model: String::new(),
-            max_turn_requests: self.defaults.max_turn_requests,
-            mode: String::new(),
-            modes: self.defaults.modes.clone(),
-            client,
-            rules: Arc::clone(&self.defaults.rules),
-            mcp_servers: self.servers(mcp_servers),
-            mcp_options: self.defaults.mcp_options.clone(),
-            history: ContextManager::new(),
-            recorder: None,
-            context: self.defaults.context,
-            agent: None,
-            agent_restored: true,
-            system_prompt: self.defaults.system_prompt.clone(),
-        };
+        let shared = self.shared.clone();
+        let servers = self.servers(mcp_servers);
         let read_id = id.to_string();
         let task = tokio::spawn(async move {
             let opened = blocking(move || {
@@ -194,20 +171,23 @@ impl SessionManager {
                     return;
                 }
             };
-            let mut config = config;
-            if providers.config(&metadata.provider).is_none() {
-                tracing::warn!(session = %config.id, provider = %metadata.provider, "the session's provider is no longer configured; using the default");
-                metadata.provider = defaults.0;
-                metadata.model = defaults.1;
+            let defaults = &shared.defaults;
+            if shared.providers.config(&metadata.provider).is_none() {
+                tracing::warn!(session = %metadata.id, provider = %metadata.provider, "the session's provider is no longer configured; using the default");
+                metadata.provider = defaults.provider.clone();
+                metadata.model = defaults.model.clone();
             }
-            if config.modes.find(&metadata.mode).is_none() {
-                metadata.mode = defaults.2;
+            if defaults.modes.find(&metadata.mode).is_none() {
+                metadata.mode = defaults.mode.clone();
             }
-            metadata.cwd = config.cwd.clone();
-            config.provider = metadata.provider.clone();
-            config.model = metadata.model.clone();
-            config.mode = metadata.mode.clone();
-            config.agent = metadata.agent.clone();
+            metadata.cwd = cwd.clone();
+            let settings = Settings {
+                provider: metadata.provider.clone(),
+                model: metadata.model.clone(),
+                mode: metadata.mode.clone(),
+                agent: metadata.agent.clone(),
+            };
+            let id = metadata.id.clone();
             let recorder = Recorder::start(open, metadata);
             if let Some(seen) = restored.cut_short {
                 // The turn the crash cut short ends here, with what the user
@@ -219,10 +199,18 @@ impl SessionManager {
                 }
                 recorder.record(StoredEvent::TurnEnd { estimator: None });
             }
-            config.history = restored.context;
-            config.recorder = Some(recorder);
+            let start = SessionStart {
+                id,
+                cwd,
+                client,
+                mcp_servers: servers,
+                settings,
+                agent_restored: true,
+                history: restored.context,
+                recorder: Some(recorder),
+            };
             let _ = ready.send(Ok(updates));
-            super::run(config, providers, sink, mailbox, rx).await;
+            super::run(start, shared, mailbox, rx).await;
         });
         self.sessions.insert(
             id.to_string(),
@@ -254,9 +242,9 @@ impl SessionManager {
             let mut metadata = Metadata::new(
                 &id,
                 cwd.clone(),
-                &self.defaults.provider,
-                &self.defaults.model,
-                &self.defaults.mode,
+                &self.shared.defaults.provider,
+                &self.shared.defaults.model,
+                &self.shared.defaults.mode,
             );
             metadata.agent = self.agent.clone();
             match store.create(&metadata) {
@@ -268,29 +256,23 @@ impl SessionManager {
                 }
             }
         });
-        let handle = super::spawn(
-            SessionConfig {
-                id: id.clone(),
-                cwd,
-                provider: self.defaults.provider.clone(),
-                model: self.defaults.model.clone(),
-                max_turn_requests: self.defaults.max_turn_requests,
-                mode: self.defaults.mode.clone(),
-                modes: self.defaults.modes.clone(),
-                client,
-                rules: Arc::clone(&self.defaults.rules),
-                mcp_servers: servers,
-                mcp_options: self.defaults.mcp_options.clone(),
-                context: self.defaults.context,
-                agent: self.defaults.agent.clone(),
-                agent_restored: false,
-                system_prompt: self.defaults.system_prompt.clone(),
-                history: ContextManager::new(),
-                recorder,
+        let defaults = &self.shared.defaults;
+        let start = SessionStart {
+            id: id.clone(),
+            cwd,
+            client,
+            mcp_servers: servers,
+            settings: Settings {
+                provider: defaults.provider.clone(),
+                model: defaults.model.clone(),
+                mode: defaults.mode.clone(),
+                agent: defaults.agent.clone(),
             },
-            Arc::clone(&self.providers),
-            Arc::clone(&self.sink),
-        );
+            agent_restored: false,
+            history: ContextManager::new(),
+            recorder,
+        };
+        let handle = super::spawn(start, self.shared.clone());
         self.sessions.entry(id).or_insert(handle)
     }
 

@@ -40,7 +40,7 @@ pub(super) fn forward_changes(
 impl SessionActor {
     /// The MCP prompts' commands; none until the servers are up.
     pub(super) fn prompt_commands(&self) -> Vec<PromptCommand> {
-        match &*self.mcp.borrow() {
+        match &*self.services.mcp.borrow() {
             Some(manager) => commands::prompt_commands(&manager.prompts()),
             None => Vec::new(),
         }
@@ -55,16 +55,15 @@ impl SessionActor {
     /// one sent. `started`: the client has the `session/new` answer (before
     /// that, nothing is sent).
     pub(super) fn advertise_commands(&mut self, started: bool) {
-        if !started && self.commands_sent.is_none() {
+        if !started && self.conversation.commands_sent.is_none() {
             return;
         }
         let commands = self.commands();
-        if self.commands_sent.as_ref() == Some(&commands) {
+        if self.conversation.commands_sent.as_ref() == Some(&commands) {
             return;
         }
-        self.sink
-            .send(&self.id, Update::AvailableCommands(commands.clone()));
-        self.commands_sent = Some(commands);
+        self.send(Update::AvailableCommands(commands.clone()));
+        self.conversation.commands_sent = Some(commands);
     }
 
     /// The prompt command `content` runs, with the text after its name.
@@ -93,19 +92,18 @@ impl SessionActor {
             Ok(arguments) => arguments,
             Err(err) => return self.start_command(Err(err), cancel, reply),
         };
-        let manager = self.mcp.borrow().clone().unwrap_or_default();
-        let prep = match self.prepare(true) {
-            Ok(prep) => prep,
+        let manager = self.services.mcp.borrow().clone().unwrap_or_default();
+        let (turn, journaled) = match self.turn_context(true) {
+            Ok(turn) => turn,
             Err(err) => {
                 let _ = reply.send(Err(err));
                 return None;
             }
         };
-        let mut context = self.context.clone();
+        let mut context = self.conversation.context.clone();
         let turn_cancel = cancel.clone();
-        let (kit, journaled) = self.turn_kit();
         let task = tokio::spawn(async move {
-            let emit = kit.emitter();
+            let emit = turn.emitter();
             let prompt = &command.prompt;
             let fetched = manager
                 .get_prompt(&prompt.server, &prompt.name, arguments, &turn_cancel)
@@ -139,10 +137,9 @@ impl SessionActor {
                 context.push(Arc::clone(message));
             }
             // Saved before the model answers, so a load has the prompt's text.
-            (kit.journal)(Journal::Round(messages.clone()));
-            let ready = prep.resolve(&turn_cancel, &emit).await;
-            let mut outcome =
-                agent_loop::run_turn(kit.input(ready, context, turn_cancel), &emit).await;
+            (turn.journal)(Journal::Round(messages.clone()));
+            let input = turn.input(context, turn_cancel, &emit).await;
+            let mut outcome = agent_loop::run_turn(input, &emit).await;
             // Saved with the answer, so a loaded session has the prompt's text.
             let mut new_messages = messages;
             new_messages.append(&mut outcome.new_messages);

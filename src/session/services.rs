@@ -1,0 +1,158 @@
+//! What a session works with for its whole life and never replaces: the
+//! shared defaults, providers, the client, the recorder, the agent cards,
+//! the MCP servers, the tools and the permission gate.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+
+use super::{Defaults, SessionMsg, SessionStart, prompts};
+
+use crate::agents::AgentCard;
+use crate::client::{ClientAbilities, ClientSink};
+use crate::mcp::{McpManager, McpServerSpec};
+use crate::modes::ModePolicy;
+use crate::permissions::SessionPermissions;
+use crate::providers::Providers;
+use crate::store::Recorder;
+use crate::tools::{ClientFs, ClientTerminal, LocalFs, ToolContext, ToolRegistry};
+
+pub(super) struct Services {
+    pub id: String,
+    pub cwd: PathBuf,
+    /// The config's session defaults, shared by every session.
+    pub defaults: Arc<Defaults>,
+    pub providers: Arc<Providers>,
+    /// Everything shown to the client goes through here (and is recorded first).
+    pub client: Arc<dyn ClientSink>,
+    /// Where the session is saved; None keeps it in memory only.
+    pub recorder: Option<Recorder>,
+    /// Every agent card, loaded when the session starts.
+    pub agents: Vec<AgentCard>,
+    /// The session's MCP servers, once started.
+    pub mcp: watch::Receiver<Option<McpManager>>,
+    pub tools: ToolRegistry,
+    /// Shared by every turn: the todo list lives here.
+    pub tool_context: ToolContext,
+    pub permissions: Arc<SessionPermissions>,
+    pub mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
+}
+
+/// What every session shares: the manager hands each one a clone.
+#[derive(Clone)]
+pub struct Shared {
+    pub defaults: Arc<Defaults>,
+    pub providers: Arc<Providers>,
+    pub client: Arc<dyn ClientSink>,
+}
+
+impl Services {
+    pub fn start(
+        start: &mut SessionStart,
+        shared: Shared,
+        mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
+    ) -> Self {
+        let recorder = start.recorder.take();
+        // Everything the client is shown is also recorded, in the same order.
+        let client = match &recorder {
+            Some(recorder) => recorder.wrap(shared.client),
+            None => shared.client,
+        };
+        let permissions = permissions(&start.id, &start.settings.mode, &shared.defaults, &client);
+        if let Some(recorder) = &recorder {
+            permissions.restore(recorder.metadata().permissions);
+            let recorder = recorder.clone();
+            permissions.on_remember(move |rules| recorder.update(|m| m.permissions = rules));
+        }
+        let tool_context = tool_context(&start.id, &start.cwd, start.client, &client);
+        let mcp_servers = std::mem::take(&mut start.mcp_servers);
+        let mcp = start_mcp(mcp_servers, &shared.defaults, mailbox.clone());
+        Self {
+            id: start.id.clone(),
+            cwd: start.cwd.clone(),
+            defaults: shared.defaults,
+            providers: shared.providers,
+            client,
+            recorder,
+            agents: crate::agents::load_all(),
+            mcp,
+            tools: ToolRegistry::builtin(),
+            tool_context,
+            permissions,
+            mailbox,
+        }
+    }
+}
+
+/// The mode's policy, the config's rules and the user's answers.
+fn permissions(
+    id: &str,
+    mode: &str,
+    defaults: &Defaults,
+    client: &Arc<dyn ClientSink>,
+) -> Arc<SessionPermissions> {
+    let policy = defaults
+        .modes
+        .find(mode)
+        .map(|mode| mode.policy)
+        .unwrap_or(ModePolicy::Ask);
+    Arc::new(SessionPermissions::new(
+        id.to_string(),
+        Arc::clone(client),
+        Arc::clone(&defaults.rules),
+        policy,
+    ))
+}
+
+/// Files and commands go through the editor where it offers them.
+fn tool_context(
+    id: &str,
+    cwd: &std::path::Path,
+    abilities: ClientAbilities,
+    client: &Arc<dyn ClientSink>,
+) -> ToolContext {
+    let mut tool_context = ToolContext::local(cwd.to_path_buf());
+    if abilities.read_text_file || abilities.write_text_file {
+        tool_context.fs = Arc::new(ClientFs {
+            session_id: id.to_string(),
+            sink: Arc::clone(client),
+            read: abilities.read_text_file,
+            write: abilities.write_text_file,
+            local: LocalFs::default(),
+        });
+    }
+    if abilities.terminal {
+        tool_context.shell = Arc::new(ClientTerminal {
+            session_id: id.to_string(),
+            sink: Arc::clone(client),
+        });
+    }
+    tool_context
+}
+
+/// MCP servers start at once, beside the session: `session/new` is
+/// answered without waiting, and the first prompt waits for them.
+fn start_mcp(
+    specs: Vec<McpServerSpec>,
+    defaults: &Defaults,
+    mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
+) -> watch::Receiver<Option<McpManager>> {
+    let (mcp_ready, mcp) = watch::channel(None);
+    if specs.is_empty() {
+        let _ = mcp_ready.send(Some(McpManager::new()));
+        return mcp;
+    }
+    let options = defaults.mcp_options.clone();
+    tokio::spawn(async move {
+        let manager = McpManager::start(specs, options).await;
+        for (server, reason) in manager.failures() {
+            tracing::warn!(%server, %reason, "MCP server failed to start");
+        }
+        let changes = manager.changes();
+        let _ = mcp_ready.send(Some(manager));
+        // Their prompts are slash commands.
+        prompts::forward_changes(changes, mailbox);
+    });
+    mcp
+}

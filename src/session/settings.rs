@@ -1,0 +1,424 @@
+//! The session's settings: provider, model, mode and agent card. They
+//! change only through [`SessionActor::apply`], which validates the change,
+//! tells the client, and saves the result once; `options` is the view the
+//! client's selectors show.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use super::{SessionActor, SessionError, SessionMsg};
+
+use crate::agents::AgentCard;
+use crate::client::{
+    AGENT_OPTION, MODE_OPTION, MODEL_OPTION, OptionCategory, OptionValue, PROVIDER_OPTION,
+    SelectOption, Update,
+};
+use crate::providers::ModelInfo;
+use crate::store::StoredEvent;
+
+/// The card name that means "no card".
+pub(super) const NO_AGENT: &str = "none";
+
+/// What the session runs with now; saved with it, so a load continues with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub provider: String,
+    pub model: String,
+    pub mode: String,
+    /// The active agent card's name.
+    pub agent: Option<String>,
+}
+
+/// The settings and what the client's selectors offer besides them.
+pub(super) struct SettingsState {
+    pub current: Settings,
+    /// The provider's model list, once it has loaded.
+    pub models: Option<Vec<ModelInfo>>,
+}
+
+/// One change the client (a selector or a slash command) asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingChange {
+    Model(String),
+    Mode(String),
+    Provider(String),
+    Agent(String),
+}
+
+impl SettingChange {
+    /// The change a config option id and value ask for.
+    fn from_option(id: &str, value: &str) -> Option<Self> {
+        let value = value.to_string();
+        match id {
+            MODEL_OPTION => Some(Self::Model(value)),
+            MODE_OPTION => Some(Self::Mode(value)),
+            PROVIDER_OPTION => Some(Self::Provider(value)),
+            AGENT_OPTION => Some(Self::Agent(value)),
+            _ => None,
+        }
+    }
+}
+
+impl SessionActor {
+    pub(super) fn active_card(&self) -> Option<&AgentCard> {
+        let name = self.settings.current.agent.as_deref()?;
+        self.services.agents.iter().find(|card| card.name == name)
+    }
+
+    /// The selectors the client shows: model, mode, provider, agent.
+    pub(super) fn options(&self) -> Vec<SelectOption> {
+        let current = &self.settings.current;
+        let providers = &self.services.providers;
+        let mut values: Vec<OptionValue> = Vec::new();
+        let mut add = |id: &str| {
+            if !values.iter().any(|v| v.id == id) {
+                values.push(OptionValue {
+                    id: id.to_string(),
+                    name: id.to_string(),
+                    description: None,
+                });
+            }
+        };
+        add(&current.model);
+        if let Some(config) = providers.config(&current.provider) {
+            add(&config.default_model);
+        }
+        for model in self.settings.models.iter().flatten() {
+            add(&model.id);
+        }
+        let model = SelectOption {
+            id: MODEL_OPTION.into(),
+            name: "Model".into(),
+            description: format!("The model provider `{}` answers with", current.provider),
+            category: OptionCategory::Model,
+            current: current.model.clone(),
+            values,
+        };
+        let provider = SelectOption {
+            id: PROVIDER_OPTION.into(),
+            name: "Provider".into(),
+            description: "The configured LLM server this session talks to".into(),
+            category: OptionCategory::Provider,
+            current: current.provider.clone(),
+            values: providers
+                .names()
+                .map(|name| OptionValue {
+                    id: name.to_string(),
+                    name: match providers.config(name) {
+                        Some(config) => format!("{name} ({})", config.kind.as_str()),
+                        None => name.to_string(),
+                    },
+                    description: None,
+                })
+                .collect(),
+        };
+        let mode = SelectOption {
+            id: MODE_OPTION.into(),
+            name: "Mode".into(),
+            description: "How much the agent may do without asking".into(),
+            category: OptionCategory::Mode,
+            current: current.mode.clone(),
+            values: self
+                .services
+                .defaults
+                .modes
+                .iter()
+                .map(|mode| OptionValue {
+                    id: mode.id.clone(),
+                    name: mode.name.clone(),
+                    description: Some(mode.description.clone()),
+                })
+                .collect(),
+        };
+        vec![model, mode, provider, self.agent_option()]
+    }
+
+    fn agent_option(&self) -> SelectOption {
+        let mut values = vec![OptionValue {
+            id: NO_AGENT.into(),
+            name: "No agent card".into(),
+            description: Some("The base prompt with every tool the mode allows".into()),
+        }];
+        values.extend(self.services.agents.iter().map(|card| OptionValue {
+            id: card.name.clone(),
+            name: card.name.clone(),
+            description: Some(card.description.clone()),
+        }));
+        SelectOption {
+            id: AGENT_OPTION.into(),
+            name: "Agent".into(),
+            description: "The agent card: its instructions, tools and defaults".into(),
+            category: OptionCategory::Agent,
+            current: self
+                .settings
+                .current
+                .agent
+                .clone()
+                .unwrap_or_else(|| NO_AGENT.into()),
+            values,
+        }
+    }
+
+    /// A config option set by the client (`session/set_config_option`,
+    /// `session/set_mode`): checked against the offered values, applied,
+    /// answered with the options as they are now.
+    pub(super) fn set_option(
+        &mut self,
+        id: &str,
+        value: &str,
+    ) -> Result<Vec<SelectOption>, SessionError> {
+        let options = self.options();
+        let option = options.iter().find(|o| o.id == id).ok_or_else(|| {
+            SessionError::UnknownOption(id.to_string(), list(options.iter().map(|o| &o.id)))
+        })?;
+        if !option.values.iter().any(|v| v.id == value) {
+            return Err(SessionError::UnknownValue {
+                option: id.to_string(),
+                value: value.to_string(),
+                choices: list(option.values.iter().map(|v| &v.id)),
+            });
+        }
+        if let Some(change) = SettingChange::from_option(id, value) {
+            if let Err(err) = self.apply(change, true) {
+                tracing::warn!(session = %self.services.id, %err, "setting not applied");
+            }
+        }
+        Ok(self.options())
+    }
+
+    /// The one way settings change. `notify`: the client already has the
+    /// session and hears what changed (a session's start-up changes are
+    /// part of its first answer instead). Returns a report for the user.
+    pub(super) fn apply(&mut self, change: SettingChange, notify: bool) -> Result<String, String> {
+        let report = match change {
+            SettingChange::Model(model) => {
+                let report = format!("model is now `{model}`.");
+                self.settings.current.model = model;
+                report
+            }
+            SettingChange::Mode(mode) => {
+                if self.switch_mode(&mode, notify)? && notify {
+                    self.send(Update::ConfigOptions(self.options()));
+                }
+                format!("mode is now `{mode}`.")
+            }
+            SettingChange::Provider(provider) => {
+                self.switch_provider(&provider, notify)?;
+                format!("provider is now `{provider}`.")
+            }
+            SettingChange::Agent(name) => {
+                let report = self.switch_agent(&name, notify)?;
+                if notify {
+                    self.send(Update::ConfigOptions(self.options()));
+                }
+                report
+            }
+        };
+        self.record_settings();
+        Ok(report)
+    }
+
+    /// A new mode takes effect from the next model call; a running turn
+    /// keeps its tools. Whether the mode changed.
+    fn switch_mode(&mut self, mode: &str, notify: bool) -> Result<bool, String> {
+        let Some((id, policy)) = self
+            .services
+            .defaults
+            .modes
+            .find(mode)
+            .map(|found| (found.id.clone(), found.policy))
+        else {
+            return Err(format!(
+                "Its mode `{mode}` is unknown; kept `{}`.",
+                self.settings.current.mode
+            ));
+        };
+        if self.settings.current.mode == id {
+            return Ok(false);
+        }
+        self.settings.current.mode = id;
+        self.services.permissions.set_policy(policy);
+        if notify {
+            self.send(Update::CurrentMode(self.settings.current.mode.clone()));
+        }
+        Ok(true)
+    }
+
+    /// A new server: its own default model, and its model list replaces
+    /// the old one once it loads.
+    fn switch_provider(&mut self, provider: &str, notify: bool) -> Result<(), String> {
+        let Some(config) = self.services.providers.config(provider) else {
+            return Err(format!(
+                "Its provider `{provider}` is not configured; kept `{}`.",
+                self.settings.current.provider
+            ));
+        };
+        if self.settings.current.provider != provider {
+            self.settings.current.provider = provider.to_string();
+            self.settings.current.model = config.default_model.clone();
+            self.settings.models = None;
+            if notify {
+                self.load_models();
+            }
+        }
+        Ok(())
+    }
+
+    /// A loaded session's card: its prompt, tool allow-list and
+    /// agent-scoped rules. Its model, provider and mode are not applied
+    /// again: the session was saved with them (or with the user's later
+    /// choices, which win).
+    pub(super) fn restore_agent(&mut self, name: &str) {
+        if self.services.agents.iter().any(|card| card.name == name) {
+            self.services.permissions.set_agent(Some(name.to_string()));
+            self.settings.current.agent = Some(name.to_string());
+        } else {
+            tracing::warn!(session = %self.services.id, agent = %name, "the session's agent card no longer exists; none is active");
+        }
+    }
+
+    /// Make `name` the active card; its model, provider and mode apply if
+    /// it names them.
+    fn switch_agent(&mut self, name: &str, notify: bool) -> Result<String, String> {
+        if name == NO_AGENT {
+            self.settings.current.agent = None;
+            self.services.permissions.set_agent(None);
+            return Ok("No agent card: the base prompt and every tool the mode allows.".into());
+        }
+        let Some(card) = self
+            .services
+            .agents
+            .iter()
+            .find(|c| c.name == name)
+            .cloned()
+        else {
+            return Err(format!(
+                "no agent card named `{name}`; available: {}",
+                list(self.services.agents.iter().map(|c| &c.name))
+            ));
+        };
+        let mut report = format!("Agent `{}`: {}.", card.name, card.description);
+        if let Some(provider) = &card.provider {
+            let before = self.settings.current.provider.clone();
+            match self.switch_provider(provider, notify) {
+                Ok(()) if before != *provider => {
+                    let _ = write!(report, " Provider: {provider}.");
+                }
+                Ok(()) => {}
+                Err(kept) => {
+                    let _ = write!(report, " {kept}");
+                }
+            }
+        }
+        if let Some(model) = &card.model {
+            self.settings.current.model = model.clone();
+            let _ = write!(report, " Model: {model}.");
+        }
+        if let Some(mode) = &card.mode {
+            match self.switch_mode(mode, notify) {
+                Ok(_) => {
+                    let _ = write!(report, " Mode: {mode}.");
+                }
+                Err(kept) => {
+                    let _ = write!(report, " {kept}");
+                }
+            }
+        }
+        if let Some(tools) = &card.tools {
+            let _ = write!(report, " Tools: {}.", tools.join(", "));
+        }
+        self.services.permissions.set_agent(Some(card.name.clone()));
+        self.settings.current.agent = Some(card.name);
+        Ok(report)
+    }
+
+    pub(super) fn agent_list(&self) -> String {
+        let mut out = String::from("Agent cards (switch with `/agent NAME`):\n");
+        for card in &self.services.agents {
+            let active = if self.settings.current.agent.as_deref() == Some(card.name.as_str()) {
+                " (active)"
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "- `{}`{active}: {}", card.name, card.description);
+        }
+        if self.settings.current.agent.is_none() {
+            out.push_str("No card is active.");
+        }
+        out
+    }
+
+    /// The provider's model list, loaded in the background; the client
+    /// hears about it through a config-option update.
+    pub(super) fn load_models(&self) {
+        let providers = Arc::clone(&self.services.providers);
+        let provider = self.settings.current.provider.clone();
+        let mailbox = self.services.mailbox.clone();
+        let session = self.services.id.clone();
+        tokio::spawn(async move {
+            match providers.models(&provider).await {
+                Ok(models) => {
+                    if let Some(mailbox) = mailbox.upgrade() {
+                        let _ = mailbox.send(SessionMsg::ModelsLoaded { provider, models });
+                    }
+                }
+                // Not fatal: the configured model still works; the error shows when a prompt fails.
+                Err(err) => tracing::info!(%session, %err, "model list unavailable"),
+            }
+        });
+    }
+
+    pub(super) fn models_loaded(&mut self, provider: String, models: Vec<ModelInfo>) {
+        if provider != self.settings.current.provider {
+            return;
+        }
+        let before = self.options();
+        self.settings.models = Some(models);
+        let after = self.options();
+        if before != after {
+            self.send(Update::ConfigOptions(after));
+        }
+    }
+
+    /// Saves what differs from the stored settings: one record of each change.
+    pub(super) fn record_settings(&self) {
+        let Some(recorder) = self.services.recorder.as_ref() else {
+            return;
+        };
+        let current = &self.settings.current;
+        let saved = recorder.metadata();
+        if saved.agent != current.agent {
+            let agent = current.agent.clone();
+            recorder.update(|m| m.agent = agent);
+        }
+        let mode_changed = saved.mode != current.mode;
+        let model_changed = saved.provider != current.provider || saved.model != current.model;
+        if mode_changed {
+            recorder.record(StoredEvent::ModeChanged {
+                mode: current.mode.clone(),
+            });
+        }
+        if model_changed {
+            recorder.record(StoredEvent::ModelChanged {
+                provider: current.provider.clone(),
+                model: current.model.clone(),
+            });
+        }
+        if mode_changed || model_changed {
+            let (mode, provider, model) = (
+                current.mode.clone(),
+                current.provider.clone(),
+                current.model.clone(),
+            );
+            recorder.update(|m| {
+                m.mode = mode;
+                m.provider = provider;
+                m.model = model;
+            });
+        }
+    }
+}
+
+fn list<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    names.map(String::as_str).collect::<Vec<_>>().join(", ")
+}

@@ -1,0 +1,329 @@
+//! A running turn. Its [`TurnContext`] is taken from the actor once, when
+//! the turn starts, and completed in the turn's own task (MCP tools once
+//! the servers are up, the context window, the layered system prompt over
+//! the tools offered) into the agent loop's input. A turn's task may die;
+//! what it journaled is kept so the session and a later load agree.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::settings::Settings;
+use super::{Defaults, PromptReply, SessionActor, SessionError, lock};
+
+use crate::agent_loop::{self, Journal, JournalFn, TurnInput, TurnOutcome};
+use crate::client::{ClientSink, Update};
+use crate::events::AgentEvent;
+use crate::mcp::McpManager;
+use crate::model::{Message, Part, Role};
+use crate::modes::ModePolicy;
+use crate::permissions::PermissionGate;
+use crate::prompt::{PromptLayers, PromptVars};
+use crate::providers::{FALLBACK_CONTEXT_WINDOW, Provider, ProviderError, Providers};
+use crate::store::{self, StoredEvent};
+use crate::tools::{ToolContext, ToolRegistry};
+
+/// What a turn journaled, kept for when its task dies without an outcome.
+pub(super) type Journaled = Arc<std::sync::Mutex<Vec<Journal>>>;
+
+pub(super) struct RunningTurn {
+    pub cancel: CancellationToken,
+    pub reply: PromptReply,
+    pub task: JoinHandle<TurnOutcome>,
+    /// A slash command: its context operations are recorded when it ends
+    /// (a prompt turn records its own as they happen).
+    pub command: bool,
+    pub journaled: Journaled,
+}
+
+/// Everything a turn (or a command that calls the model) runs with, taken
+/// from the session when it starts.
+pub(super) struct TurnContext {
+    session_id: String,
+    client: Arc<dyn ClientSink>,
+    provider: Arc<dyn Provider>,
+    settings: Settings,
+    defaults: Arc<Defaults>,
+    providers: Arc<Providers>,
+    mcp: watch::Receiver<Option<McpManager>>,
+    /// MCP start failures are told once, in the first turn.
+    tell_failures: bool,
+    tools: ToolRegistry,
+    read_only: bool,
+    /// The agent card's allow-list.
+    allow: Option<Vec<String>>,
+    layers: PromptLayers,
+    cwd: PathBuf,
+    tool_context: ToolContext,
+    permissions: Arc<dyn PermissionGate>,
+    /// Saves finished rounds and context operations at once, and keeps them.
+    pub journal: JournalFn,
+}
+
+impl TurnContext {
+    /// The turn's events, sent to the client as the session's updates.
+    pub fn emitter(&self) -> impl Fn(AgentEvent) + Send + Sync + 'static {
+        let client = Arc::clone(&self.client);
+        let session_id = self.session_id.clone();
+        move |event: AgentEvent| client.send(&session_id, Update::Agent(event))
+    }
+
+    /// The agent loop's input: waits for the MCP servers (bounded by their
+    /// start timeout) and the model's context window, unless cancelled.
+    pub async fn input(
+        mut self,
+        context: crate::context::ContextManager,
+        cancel: CancellationToken,
+        emit: &(dyn Fn(AgentEvent) + Send + Sync),
+    ) -> TurnInput {
+        let manager = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => None,
+            ready = self.mcp.wait_for(Option::is_some) => ready.ok().and_then(|m| m.clone()),
+        };
+        if let Some(manager) = manager {
+            if self.tell_failures {
+                for (_, reason) in manager.failures() {
+                    emit(AgentEvent::Thought(format!("{reason}\n")));
+                }
+            }
+            for tool in manager.tools() {
+                self.tools.register(tool);
+            }
+        }
+        let mut tools = self.tools;
+        if self.read_only {
+            tools = tools.filtered(|tool| !tool.mutates());
+        }
+        if let Some(allow) = &self.allow {
+            tools = tools.filtered(|tool| allow.iter().any(|name| name == tool.name()));
+        }
+        // Asked once per model (Ollama: /api/show), then cached.
+        let window = self
+            .providers
+            .context_window(&self.settings.provider, &self.settings.model);
+        let window = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => FALLBACK_CONTEXT_WINDOW,
+            window = window => window,
+        };
+        let names: Vec<String> = tools.names().map(str::to_string).collect();
+        let system = self.layers.render(&PromptVars {
+            provider: &self.settings.provider,
+            model: &self.settings.model,
+            cwd: &self.cwd,
+            mode: &self.settings.mode,
+            tools: &names,
+        });
+        TurnInput {
+            provider: self.provider,
+            model: self.settings.model,
+            system: Some(system),
+            context,
+            context_window: window,
+            context_settings: self.defaults.context,
+            cancel,
+            tools,
+            tool_context: self.tool_context,
+            permissions: self.permissions,
+            max_turn_requests: self.defaults.max_turn_requests,
+            journal: Some(self.journal),
+        }
+    }
+}
+
+impl SessionActor {
+    /// The context of a turn starting now. `turn`: a prompt (not a
+    /// command), where MCP start failures are told once.
+    pub(super) fn turn_context(
+        &mut self,
+        turn: bool,
+    ) -> Result<(TurnContext, Journaled), SessionError> {
+        let settings = self.settings.current.clone();
+        let Some(provider) = self.services.providers.get(&settings.provider) else {
+            return Err(SessionError::Provider(ProviderError::Setup {
+                provider: settings.provider.clone(),
+                detail: "this provider is not configured".into(),
+            }));
+        };
+        let card = self.active_card();
+        let layers = PromptLayers::load(
+            &self.services.cwd,
+            &settings.mode,
+            card.map(|c| (c.name.as_str(), c.body.as_str())),
+            self.services.defaults.system_prompt.as_deref(),
+        );
+        let allow = card.and_then(|c| c.tools.clone());
+        let tell_failures =
+            turn && !std::mem::replace(&mut self.conversation.mcp_failures_told, true);
+        let journaled: Journaled = Arc::default();
+        let services = &self.services;
+        let context = TurnContext {
+            session_id: services.id.clone(),
+            client: Arc::clone(&services.client),
+            provider,
+            settings,
+            defaults: Arc::clone(&services.defaults),
+            providers: Arc::clone(&services.providers),
+            mcp: services.mcp.clone(),
+            tell_failures,
+            tools: services.tools.clone(),
+            read_only: services.permissions.policy() == ModePolicy::ReadOnly,
+            allow,
+            layers,
+            cwd: services.cwd.clone(),
+            tool_context: services.tool_context.clone(),
+            permissions: Arc::clone(&services.permissions) as Arc<dyn PermissionGate>,
+            journal: self.journal(Arc::clone(&journaled)),
+        };
+        Ok((context, journaled))
+    }
+
+    /// A turn's journal: each finished round and context operation is saved
+    /// at once (a crash loses only the round in flight) and kept in `kept`.
+    fn journal(&self, kept: Journaled) -> JournalFn {
+        let recorder = self.services.recorder.clone();
+        Arc::new(move |entry: Journal| {
+            if let Some(recorder) = &recorder {
+                recorder.record(match &entry {
+                    Journal::Round(messages) => StoredEvent::Round {
+                        messages: messages.iter().map(|m| Message::clone(m)).collect(),
+                    },
+                    Journal::Op(op) => StoredEvent::Context { op: op.clone() },
+                });
+            }
+            lock(&kept).push(entry);
+        })
+    }
+
+    pub(super) fn start_turn(
+        &mut self,
+        content: Vec<Part>,
+        request_cancel: CancellationToken,
+        reply: PromptReply,
+    ) -> Option<RunningTurn> {
+        // A child of the request's token: `$/cancel_request` and `session/cancel` both stop it.
+        let cancel = request_cancel.child_token();
+        if let Some(command) = crate::commands::from_parts(&content) {
+            return self.start_command(command, cancel, reply);
+        }
+        if let Some((command, args)) = self.find_prompt_command(&content) {
+            return self.start_prompt_command(command, &args, cancel, reply);
+        }
+        let (turn, journaled) = match self.turn_context(true) {
+            Ok(turn) => turn,
+            Err(err) => {
+                let _ = reply.send(Err(err));
+                return None;
+            }
+        };
+        self.conversation.context.push(Arc::new(Message {
+            role: Role::User,
+            parts: content,
+        }));
+        self.record_prompt();
+        let context = self.conversation.context.clone();
+        let turn_cancel = cancel.clone();
+        // A task of its own: a panic inside a turn must not take the session with it.
+        let task = tokio::spawn(async move {
+            let emit = turn.emitter();
+            let input = turn.input(context, turn_cancel, &emit).await;
+            agent_loop::run_turn(input, &emit).await
+        });
+        Some(RunningTurn {
+            cancel,
+            reply,
+            task,
+            command: false,
+            journaled,
+        })
+    }
+
+    pub(super) fn finish_turn(
+        &mut self,
+        turn: RunningTurn,
+        outcome: Result<TurnOutcome, tokio::task::JoinError>,
+    ) {
+        let reply = turn.reply;
+        let result = match outcome {
+            Ok(outcome) => {
+                self.record_turn(&outcome, turn.command);
+                // The turn's copy holds its messages, compactions and drops.
+                self.conversation.context = outcome.context;
+                outcome.result.map_err(SessionError::from)
+            }
+            Err(err) => {
+                tracing::error!(session = %self.services.id, %err, "turn task failed");
+                // Keep what the turn finished (and saved) before it died, so
+                // this context and the one a load rebuilds stay the same.
+                for entry in lock(&turn.journaled).drain(..) {
+                    match entry {
+                        Journal::Round(messages) => {
+                            for message in messages {
+                                self.conversation.context.push(message);
+                            }
+                        }
+                        Journal::Op(op) => {
+                            if let Err(err) = self.conversation.context.apply(&op) {
+                                tracing::warn!(%err, "a journaled context operation does not apply");
+                            }
+                        }
+                    }
+                }
+                if let Some(recorder) = &self.services.recorder {
+                    recorder.record(StoredEvent::TurnEnd { estimator: None });
+                }
+                Err(SessionError::Crashed(err.to_string()))
+            }
+        };
+        let _ = reply.send(result);
+    }
+
+    /// Save the prompt just added to the history; the first one names the session.
+    fn record_prompt(&mut self) {
+        let last = self
+            .conversation
+            .context
+            .entries()
+            .last()
+            .and_then(|e| e.messages.last());
+        let (Some(recorder), Some(message)) = (self.services.recorder.as_ref(), last) else {
+            return;
+        };
+        recorder.record(StoredEvent::UserPrompt {
+            at: store::now_rfc3339(),
+            message: Message::clone(message),
+        });
+        if recorder.metadata().title.is_none()
+            && let Some(title) = store::title_from(message)
+        {
+            recorder.update(|m| m.title = Some(title.clone()));
+            let updated_at = recorder.metadata().updated_at.clone();
+            self.send(Update::SessionInfo {
+                title: Some(title),
+                updated_at,
+            });
+        }
+    }
+
+    /// A turn's rounds and operations are already saved (the journal); its
+    /// end is saved with what the estimator learned. A command's
+    /// operations are saved now.
+    fn record_turn(&self, outcome: &TurnOutcome, command: bool) {
+        let Some(recorder) = self.services.recorder.as_ref() else {
+            return;
+        };
+        if command {
+            for op in &outcome.context_ops {
+                recorder.record(StoredEvent::Context { op: op.clone() });
+            }
+        } else {
+            recorder.record(StoredEvent::TurnEnd {
+                estimator: Some(outcome.context.estimator),
+            });
+        }
+    }
+}
