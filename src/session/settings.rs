@@ -178,10 +178,10 @@ impl SessionActor {
                 choices: list(option.values.iter().map(|v| &v.id)),
             });
         }
-        if let Some(change) = SettingChange::from_option(id, value) {
-            if let Err(err) = self.apply(change, true) {
-                tracing::warn!(session = %self.services.id, %err, "setting not applied");
-            }
+        if let Some(change) = SettingChange::from_option(id, value)
+            && let Err(err) = self.apply(change, true)
+        {
+            tracing::warn!(session = %self.services.id, %err, "setting not applied");
         }
         Ok(self.options())
     }
