@@ -3,10 +3,13 @@
 # binary against implementations we did not write:
 #   1. ACP clients, against a scripted local model (e2e/fake_llm.py):
 #      acpx (npm), the Python ACP SDK (PyPI) and the TypeScript ACP SDK (npm);
-#   2. a real LLM: llama-server with SmolLM2-135M (tests/real_llm.rs, and
-#      tests/context_real_llm.rs: the token estimate vs its count), built
+#   2. a real LLM: llama-server with SmolLM2-135M (tests/all/real_llm.rs, and
+#      tests/all/context_real_llm.rs: the token estimate vs its count), built
 #      and cached on first use (~7 minutes on 2 cores);
-#   3. real MCP servers from npm (tests/mcp.rs).
+#   3. real MCP servers from npm (tests/all/mcp.rs).
+# The last two run the ignored tests of one module of the `all` test binary
+# each (cargo test --test all MODULE:: -- --ignored); a test name filter is a
+# substring match, so `real_llm::` skips `context_real_llm::` explicitly.
 # Every client and server is pinned and installed once into
 # ${XDG_CACHE_HOME:-~/.cache}/crucible-e2e (never into the repo). Nothing is
 # skipped silently: a part that cannot be set up fails the run and says why.
@@ -126,11 +129,11 @@ set +e
 # tool definitions in several seconds: wait for it longer than the hermetic tests do.
 export CRUCIBLE_TEST_PATIENCE_SECS=${CRUCIBLE_TEST_PATIENCE_SECS:-180}
 CRUCIBLE_E2E_LLM_URL="http://127.0.0.1:$PORT" \
-  "$CARGO" test --test real_llm -- --ignored --test-threads 1
+  "$CARGO" test --test all real_llm:: -- --ignored --test-threads 1 --skip context_real_llm::
 [ $? -eq 0 ] || failed_parts+=("real_llm")
 # The context's token estimate against what the server counts (prints a table).
 CRUCIBLE_E2E_LLM_URL="http://127.0.0.1:$PORT" \
-  "$CARGO" test --test context_real_llm -- --ignored --nocapture
+  "$CARGO" test --test all context_real_llm:: -- --ignored --nocapture
 [ $? -eq 0 ] || failed_parts+=("context_real_llm")
 set -e
 
@@ -150,7 +153,7 @@ fi
 export CRUCIBLE_E2E_MCP_EVERYTHING="$MCP_MODULES/server-everything/dist/index.js"
 export CRUCIBLE_E2E_MCP_FILESYSTEM="$MCP_MODULES/server-filesystem/dist/index.js"
 set +e
-"$CARGO" test --test mcp -- --ignored
+"$CARGO" test --test all mcp:: -- --ignored
 [ $? -eq 0 ] || failed_parts+=("mcp")
 set -e
 

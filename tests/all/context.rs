@@ -1,15 +1,11 @@
 //! The context through the binary: auto-compaction at the threshold keeps
 //! every request inside the window, and the `/context` stack commands show
 //! and change what the model receives.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/harness.rs"]
-mod harness;
-#[path = "support/context.rs"]
-mod support;
-
-use harness::{Agent, LlmServer, agent_text, thought_text, updates};
-use support::{SUMMARY, all_text, config_with, is_compaction, reported_tokens, talkative_model};
+use crate::support::context::{
+    SUMMARY, all_text, config_with, is_compaction, reported_tokens, talkative_model,
+};
+use crate::support::harness::{self, Agent, LlmServer, agent_text, thought_text, updates};
 
 #[tokio::test]
 async fn a_long_conversation_is_compacted_at_the_threshold_and_every_request_fits() {

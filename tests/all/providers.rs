@@ -2,10 +2,6 @@
 //! recorded streams (`tests/fixtures`), cut at awkward points. Every scenario
 //! must come out the same from OpenAI-compatible, Anthropic and Ollama
 //! servers: that is what lets the agent loop ignore which one it talks to.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "support/harness.rs"]
-mod harness;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,8 +15,9 @@ use crucible_agent::providers::{
     ToolDefinition, Usage,
 };
 use futures::StreamExt;
-use harness::{LlmServer, Recorded, Reply, Split, WIRES, Wire};
 use serde_json::{Value, json};
+
+use crate::support::harness::{self, LlmServer, Recorded, Reply, Split, WIRES, Wire};
 
 const SECRET: &str = "sk-test-secret-4f9a";
 const SPLITS: [(&str, Split); 3] = [

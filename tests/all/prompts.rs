@@ -1,16 +1,11 @@
 //! The layered system prompt as the model server receives it: project
 //! instructions from the repository root down to the cwd, the mode layer,
 //! the user's addition and a project's own base prompt.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/harness.rs"]
-mod harness;
-#[path = "support/context.rs"]
-mod support;
-
-use harness::{Agent, LlmServer};
 use serde_json::json;
-use support::{config_with, system_text, talkative_model};
+
+use crate::support::context::{config_with, system_text, talkative_model};
+use crate::support::harness::{Agent, LlmServer};
 
 #[tokio::test]
 async fn agents_md_and_claude_md_reach_the_request_in_order() {

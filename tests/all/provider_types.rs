@@ -2,15 +2,14 @@
 //! text stream in order, usage is reported against the model's window,
 //! retries are announced instead of leaving the turn silent, and a session
 //! can switch providers.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "support/harness.rs"]
-mod harness;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use harness::{Agent, LlmServer, Reply, Split, WIRES, Wire, agent_text, thought_text, updates};
 use serde_json::json;
+
+use crate::support::harness::{
+    Agent, LlmServer, Reply, Split, WIRES, Wire, agent_text, thought_text, updates,
+};
 
 /// A server speaking every wire format at once: chat from `scenario`, model
 /// lists, and Ollama's model details with a 4096 window.

@@ -3,15 +3,14 @@
 //! offered as `/SERVER:NAME`), running one sends its messages to the model as
 //! the user's turn, a missing argument is reported without calling the model,
 //! and `notifications/prompts/list_changed` advertises the commands again.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "support/harness.rs"]
-mod harness;
 
 use std::path::PathBuf;
 
-use harness::{Agent, LlmServer, agent_text, answer_permission, config_for, scripted_model};
 use serde_json::{Value, json};
+
+use crate::support::harness::{
+    Agent, LlmServer, agent_text, answer_permission, config_for, scripted_model,
+};
 
 fn echo_server() -> Value {
     let script =

@@ -4,10 +4,6 @@
 //! `make e2e` (`scripts/e2e.sh`), which starts it and sets
 //! `CRUCIBLE_E2E_LLM_URL`. Run without it they fail, saying so: nothing
 //! here skips silently.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "support/harness.rs"]
-mod harness;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,8 +15,9 @@ use crucible_agent::providers::{
     ToolDefinition,
 };
 use futures::StreamExt;
-use harness::{Agent, Wire, agent_text, updates};
 use serde_json::{Value, json};
+
+use crate::support::harness::{Agent, Wire, agent_text, updates};
 
 const MODEL: &str = "smollm2-135m";
 

@@ -1,7 +1,6 @@
 //! Helpers for the context, command and prompt tests: a scripted model
 //! that reports believable prompt-token counts and answers compaction
 //! requests with a recognizable summary.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{Value, json};
 

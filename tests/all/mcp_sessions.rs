@@ -3,18 +3,15 @@
 //! namespaced names, calls show up like any tool call, a server that cannot
 //! start is reported without breaking the session, and closing the session
 //! stops its servers.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "support/harness.rs"]
-mod harness;
 
 use std::path::PathBuf;
 
-use harness::{
+use serde_json::{Value, json};
+
+use crate::support::harness::{
     Agent, LlmServer, agent_text, answer_permission, config_for, scripted_model, thought_text,
     tool_updates,
 };
-use serde_json::{Value, json};
 
 fn echo_server() -> Value {
     let script =

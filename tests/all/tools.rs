@@ -1,20 +1,14 @@
 //! Tools as an editor sees them: the model asks, the agent announces the
 //! call, runs it (asking the user first when it writes or executes), shows
 //! the result, and the model's next request carries it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/harness.rs"]
-mod harness;
+use serde_json::{Value, json};
 
-#[path = "support/client.rs"]
-mod client;
-
-use client::{initialize_with_terminal, respond_until, result_for};
-use harness::{
+use crate::support::client::{initialize_with_terminal, respond_until, result_for};
+use crate::support::harness::{
     Agent, LlmServer, Recorded, Reply, Split, agent_text, answer_permission, config_for,
     models_reply, openai_stream, scripted_model, tool_updates,
 };
-use serde_json::{Value, json};
 
 #[tokio::test]
 async fn a_read_is_announced_run_and_its_result_reaches_the_model() {

@@ -1,13 +1,10 @@
 //! What any ACP client sees of the protocol layer: initialize, framing
 //! errors, unknown methods, bad params, session creation rules, start-up
 //! config errors.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/harness.rs"]
-mod harness;
-
-use harness::{Agent, LlmServer, Reply, config_for, error_message, models_reply};
 use serde_json::{Value, json};
+
+use crate::support::harness::{Agent, LlmServer, Reply, config_for, error_message, models_reply};
 
 async fn server() -> LlmServer {
     LlmServer::start(|request| {
@@ -31,7 +28,7 @@ async fn initialize_negotiates_version_and_advertises_truthfully() {
     assert_eq!(result["agentInfo"]["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(result["authMethods"], json!([]));
     let caps = &result["agentCapabilities"];
-    // Sessions are stored: load, list, resume, close and delete work (tests/sessions.rs).
+    // Sessions are stored: load, list, resume, close and delete work (tests/all/sessions.rs).
     assert_eq!(caps["loadSession"], true);
     for capability in ["list", "resume", "close", "delete"] {
         assert!(
@@ -39,7 +36,7 @@ async fn initialize_negotiates_version_and_advertises_truthfully() {
             "{capability}"
         );
     }
-    // MCP over streamable HTTP and legacy SSE both work (tests/mcp.rs).
+    // MCP over streamable HTTP and legacy SSE both work (tests/all/mcp.rs).
     assert_eq!(caps["mcpCapabilities"], json!({"http": true, "sse": true}));
     assert_eq!(caps["promptCapabilities"]["audio"], false);
     assert!(caps["sessionCapabilities"]["close"].is_object());

@@ -1,16 +1,11 @@
 //! Slash commands through the binary: advertised after `session/new`,
 //! answered without the model, and agent cards switch the system prompt,
 //! the tools and the model.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/harness.rs"]
-mod harness;
-#[path = "support/context.rs"]
-mod support;
-
-use harness::{Agent, LlmServer, agent_text, updates};
 use serde_json::json;
-use support::{config_with, system_text, talkative_model, tool_names};
+
+use crate::support::context::{config_with, system_text, talkative_model, tool_names};
+use crate::support::harness::{Agent, LlmServer, agent_text, updates};
 
 const BUILTINS: [&str; 7] = [
     "help", "compact", "context", "agent", "mode", "model", "clear",

@@ -7,7 +7,6 @@
 //! server-filesystem over stdio); `make e2e` (`scripts/e2e.sh`) installs
 //! them and sets `CRUCIBLE_E2E_MCP_EVERYTHING` and
 //! `CRUCIBLE_E2E_MCP_FILESYSTEM`. Run without those they fail, saying so.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,15 +1,12 @@
 //! When the provider fails, the turn still ends, with a message that says
 //! what is wrong and what to do, and no secret leaks anywhere.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/harness.rs"]
-mod harness;
+use serde_json::json;
 
-use harness::{
-    Agent, LlmServer, Reply, Split, agent_text, config_for, error_message, models_reply,
+use crate::support::harness::{
+    self, Agent, LlmServer, Reply, Split, agent_text, config_for, error_message, models_reply,
     stream_head,
 };
-use serde_json::json;
 
 async fn failing_turn(server: &LlmServer, config: &str, env: &[(&str, &str)]) -> (Agent, String) {
     let _ = server;

@@ -4,9 +4,8 @@
 //! the estimate of the request is compared with the prompt tokens the
 //! server then reports; the estimator learns from each report exactly as
 //! the agent loop does. Needs the server, so ignored by `cargo test`; run
-//! with `CRUCIBLE_E2E_LLM_URL=http://127.0.0.1:8080 cargo test --test
-//! context_real_llm -- --ignored --nocapture`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! with `CRUCIBLE_E2E_LLM_URL=http://127.0.0.1:8080 cargo test --test all
+//! context_real_llm:: -- --ignored --nocapture`.
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,11 +1,9 @@
 //! A client that answers the agent's requests (`terminal/*`, …) while a
-//! prompt runs. Beside `harness.rs`, which the test file must also include
-//! as `mod harness`.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+//! prompt runs, on top of [`super::harness::Agent`].
 
 use serde_json::{Value, json};
 
-use crate::harness::Agent;
+use super::harness::Agent;
 
 /// Read until the response to `id`, letting `client` answer what the agent
 /// asks on the way: for each message it returns the messages to send back

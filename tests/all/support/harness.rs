@@ -2,7 +2,6 @@
 //! (split wherever a test wants, including inside UTF-8 characters), and a
 //! driver that spawns the built `crucible-agent` binary and speaks JSON-RPC
 //! to it over its pipes, as an editor would.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -262,7 +261,6 @@ pub struct LlmServer {
     pub port: u16,
     requests: Arc<Mutex<Vec<Recorded>>>,
     disconnects: Arc<Notify>,
-    handler: Arc<Mutex<Arc<Handler>>>,
 }
 
 impl LlmServer {
@@ -272,7 +270,7 @@ impl LlmServer {
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let disconnects = Arc::new(Notify::new());
-        let handler: Arc<Mutex<Arc<Handler>>> = Arc::new(Mutex::new(Arc::new(handler)));
+        let handler: Arc<Handler> = Arc::new(handler);
         {
             let requests = Arc::clone(&requests);
             let disconnects = Arc::clone(&disconnects);
@@ -281,7 +279,7 @@ impl LlmServer {
                 while let Ok((socket, _)) = listener.accept().await {
                     let requests = Arc::clone(&requests);
                     let disconnects = Arc::clone(&disconnects);
-                    let handler = Arc::clone(&*handler.lock().unwrap());
+                    let handler = Arc::clone(&handler);
                     tokio::spawn(serve_one(socket, requests, disconnects, handler));
                 }
             });
@@ -290,7 +288,6 @@ impl LlmServer {
             port,
             requests,
             disconnects,
-            handler,
         }
     }
 
@@ -821,10 +818,6 @@ pub fn error_message(response: &Value) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("expected an error, got {response}"))
         .to_string()
-}
-
-pub fn path_str(path: &Path) -> String {
-    path.display().to_string()
 }
 
 // ---------------------------------------------------------- tools

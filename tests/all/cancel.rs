@@ -1,12 +1,11 @@
 //! Every turn ends: on session/cancel, on $/cancel_request, on session/close,
 //! and when the client closes stdin in the middle of a turn.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/harness.rs"]
-mod harness;
-
-use harness::{Agent, LlmServer, Reply, Split, agent_text, config_for, stream_head, text_stream};
 use serde_json::json;
+
+use crate::support::harness::{
+    Agent, LlmServer, Reply, Split, agent_text, config_for, stream_head, text_stream,
+};
 
 /// The first prompt hangs mid-stream; later ones answer normally.
 async fn hang_then_answer() -> LlmServer {

@@ -2,22 +2,17 @@
 //! listed, loaded (with the conversation replayed) and resumed by a new
 //! process after a SIGKILL, deleted, tolerant of damaged files, and never
 //! open in two processes at once.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "support/harness.rs"]
-mod harness;
-#[path = "support/context.rs"]
-mod support;
 
 use std::time::Duration;
 
-use harness::{
+use serde_json::{Value, json};
+
+use crate::support::context::{
+    SUMMARY, all_text, config_with, is_compaction, system_text, talkative_model, tool_names,
+};
+use crate::support::harness::{
     Agent, LlmServer, Recorded, Reply, Split, agent_text, answer_permission, config_for,
     conversation, error_message, models_reply, openai_stream, stream_head, user_update,
-};
-use serde_json::{Value, json};
-use support::{
-    SUMMARY, all_text, config_with, is_compaction, system_text, talkative_model, tool_names,
 };
 
 /// The scripted model: "read notes" asks for `read_file notes.txt`; a tool

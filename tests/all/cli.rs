@@ -1,17 +1,16 @@
 //! The subcommands for people: `config init`/`config path`, `doctor` (on a
 //! fresh HOME, and with each thing that breaks a first run), and
 //! `sessions list|show|delete` over what an agent stored.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "support/harness.rs"]
-mod harness;
 
 use std::path::Path;
 use std::process::Output;
 
-use harness::{Agent, LlmServer, Reply, Split, config_for, models_reply, text_stream};
 use serde_json::{Value, json};
 use tokio::process::Command;
+
+use crate::support::harness::{
+    self, Agent, LlmServer, Reply, Split, config_for, models_reply, text_stream,
+};
 
 /// Run the binary with `HOME` = `home` and no inherited config/data paths.
 async fn run(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -56,7 +55,7 @@ async fn config_init_then_doctor_on_a_fresh_home() {
     let output = run(home.path(), &["config", "init"], &[]).await;
     assert!(output.status.success(), "{}", stderr(&output));
     let written = std::fs::read_to_string(&config).unwrap();
-    assert_eq!(written, include_str!("../config.sample.toml"));
+    assert_eq!(written, include_str!("../../config.sample.toml"));
     // Never overwritten by accident.
     let output = run(home.path(), &["config", "init"], &[]).await;
     assert!(!output.status.success());

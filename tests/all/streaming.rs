@@ -1,20 +1,17 @@
 //! A prompt turn as a client sees it: the model's text and thoughts stream
 //! back in order, byte-exact, from a real HTTP server; the model can be
 //! switched; sessions run side by side.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "support/harness.rs"]
-mod harness;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::{
-    Agent, LlmServer, Reply, Split, agent_text, config_for, error_message, models_reply,
-    openai_stream, text_stream, thought_text, updates,
-};
 use serde_json::json;
 use tokio::sync::Notify;
+
+use crate::support::harness::{
+    self, Agent, LlmServer, Reply, Split, agent_text, config_for, error_message, models_reply,
+    openai_stream, text_stream, thought_text, updates,
+};
 
 const TRICKY: [&str; 6] = ["Hé", "llo, ", "wörld ", "✓ ", "日本語 ", "🦀!"];
 

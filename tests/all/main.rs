@@ -1,0 +1,29 @@
+//! The integration tests, as one binary (`all`): one module per topic beside
+//! this file, sharing the harness in `support/` (compiled once). Most drive the
+//! built `crucible-agent` binary over its pipes against a real local HTTP
+//! server; `providers`, `mcp` and the real-model suites use the library.
+//!
+//! Run one topic with `cargo test --test all cancel::`. The ignored tests need
+//! real servers and run under `make e2e` (`scripts/e2e.sh`): `real_llm` and
+//! `context_real_llm` (llama-server), and `mcp`'s (the npm MCP servers).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+mod cancel;
+mod cli;
+mod commands;
+mod context;
+mod context_real_llm;
+mod mcp;
+mod mcp_prompts;
+mod mcp_sessions;
+mod prompts;
+mod protocol;
+mod provider_errors;
+mod provider_types;
+mod providers;
+mod real_llm;
+mod sessions;
+mod streaming;
+mod tools;

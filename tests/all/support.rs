@@ -1,0 +1,7 @@
+//! What the topic modules share: the harness (a scripted local model server
+//! and a driver for the agent binary), an editor-like client that answers the
+//! agent's requests, and the context tests' scripted model.
+
+pub mod client;
+pub mod context;
+pub mod harness;
