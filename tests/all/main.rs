@@ -10,6 +10,8 @@
 
 mod support;
 
+mod architecture;
+
 mod cancel;
 mod cli;
 mod commands;
