@@ -9,6 +9,8 @@ mod prompts;
 mod services;
 mod settings;
 mod slash;
+#[cfg(test)]
+mod tests;
 mod turn;
 
 use std::path::PathBuf;

@@ -1,0 +1,309 @@
+//! The session actor against a recording client: what the editor would be
+//! shown and answered, without stdio. The model is a local server that
+//! accepts connections and never answers, so a turn runs until cancelled.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::client::{ClientSink, MODEL_OPTION, PROVIDER_OPTION, PermissionChoice};
+use crate::config::{Config, Overrides};
+use crate::events::{AgentEvent, ToolCallInfo};
+use crate::providers::Providers;
+
+#[derive(Default)]
+struct RecordingClient {
+    updates: Mutex<Vec<Update>>,
+}
+
+impl RecordingClient {
+    fn updates(&self) -> Vec<Update> {
+        lock(&self.updates).clone()
+    }
+}
+
+impl ClientSink for RecordingClient {
+    fn send(&self, _: &str, update: Update) {
+        lock(&self.updates).push(update);
+    }
+
+    fn request_permission<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a ToolCallInfo,
+    ) -> BoxFuture<'a, Result<PermissionChoice, String>> {
+        Box::pin(async { Ok(PermissionChoice::RejectOnce) })
+    }
+
+    fn call<'a>(
+        &'a self,
+        method: &'a str,
+        _: serde_json::Value,
+    ) -> BoxFuture<'a, Result<serde_json::Value, (i32, String)>> {
+        Box::pin(async move { Err((-32601, format!("{method} is not offered"))) })
+    }
+}
+
+/// A model server that takes requests and never answers them.
+async fn silent_server() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    format!("http://{address}/v1")
+}
+
+struct Fixture {
+    client: Arc<RecordingClient>,
+    session: SessionHandle,
+}
+
+async fn session() -> Fixture {
+    let endpoint = silent_server().await;
+    let text = format!(
+        "[chat]\ndefault_provider = \"local\"\n\n[llm.providers.local]\ntype = \"openai\"\nendpoint = \"{endpoint}\"\ndefault_model = \"test-model\"\ncontext_window = 32768\n\n[llm.providers.other]\ntype = \"openai\"\nendpoint = \"{endpoint}\"\ndefault_model = \"other-default\"\ncontext_window = 32768\n"
+    );
+    let config = Config::from_toml(
+        &text,
+        Path::new("test.toml"),
+        &|_| None,
+        &Overrides::default(),
+    )
+    .unwrap();
+    let client = Arc::new(RecordingClient::default());
+    let defaults = Defaults {
+        provider: "local".into(),
+        model: "test-model".into(),
+        max_turn_requests: 5,
+        mode: "act".into(),
+        modes: config.modes.clone(),
+        rules: Arc::default(),
+        mcp_servers: Vec::new(),
+        mcp_options: Default::default(),
+        context: Default::default(),
+        agent: None,
+        system_prompt: None,
+    };
+    let start = SessionStart {
+        id: "s1".into(),
+        cwd: std::env::temp_dir(),
+        client: ClientAbilities::default(),
+        mcp_servers: Vec::new(),
+        settings: Settings {
+            provider: "local".into(),
+            model: "test-model".into(),
+            mode: "act".into(),
+            agent: None,
+        },
+        agent_restored: false,
+        history: ContextManager::new(),
+        recorder: None,
+    };
+    let shared = Shared {
+        defaults: Arc::new(defaults),
+        providers: Arc::new(Providers::from_config(&config)),
+        client: Arc::clone(&client) as Arc<dyn ClientSink>,
+    };
+    Fixture {
+        client,
+        session: spawn(start, shared),
+    }
+}
+
+impl Fixture {
+    async fn ask<T>(&self, msg: impl FnOnce(oneshot::Sender<T>) -> SessionMsg) -> T {
+        let (reply, answer) = oneshot::channel();
+        assert!(self.session.send(msg(reply)));
+        tokio::time::timeout(Duration::from_secs(10), answer)
+            .await
+            .expect("the session answers")
+            .expect("the session is alive")
+    }
+
+    fn prompt(&self, text: &str) -> oneshot::Receiver<Result<StopReason, SessionError>> {
+        let (reply, answer) = oneshot::channel();
+        self.session.send(SessionMsg::Prompt {
+            content: vec![Part::Text { text: text.into() }],
+            request_cancel: CancellationToken::new(),
+            reply,
+        });
+        answer
+    }
+
+    /// The updates sent so far, once `done` holds for them.
+    async fn updates_until(&self, done: impl Fn(&[Update]) -> bool) -> Vec<Update> {
+        for _ in 0..200 {
+            let updates = self.client.updates();
+            if done(&updates) {
+                return updates;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("not seen: {:?}", self.client.updates());
+    }
+}
+
+fn agent_text(updates: &[Update]) -> String {
+    updates
+        .iter()
+        .filter_map(|update| match update {
+            Update::Agent(AgentEvent::AgentText(text)) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn answered(
+    answer: oneshot::Receiver<Result<StopReason, SessionError>>,
+) -> Result<StopReason, SessionError> {
+    tokio::time::timeout(Duration::from_secs(10), answer)
+        .await
+        .expect("the prompt is answered")
+        .expect("the session is alive")
+}
+
+#[tokio::test]
+async fn a_mode_change_is_shown_then_offered_in_the_options() {
+    let fixture = session().await;
+    let options = fixture
+        .ask(|reply| SessionMsg::SetOption {
+            id: MODE_OPTION.into(),
+            value: "plan".into(),
+            reply,
+        })
+        .await
+        .unwrap();
+    let mode = options.iter().find(|o| o.id == MODE_OPTION).unwrap();
+    assert_eq!(mode.current, "plan");
+    let updates = fixture.client.updates();
+    assert_eq!(updates[0], Update::CurrentMode("plan".into()));
+    assert!(
+        matches!(&updates[1], Update::ConfigOptions(options) if options.iter().any(|o| o.id == MODE_OPTION && o.current == "plan"))
+    );
+    // The same mode again changes nothing and tells nothing.
+    fixture
+        .ask(|reply| SessionMsg::SetMode {
+            mode: "plan".into(),
+            reply,
+        })
+        .await
+        .unwrap();
+    assert_eq!(fixture.client.updates().len(), 2);
+}
+
+#[tokio::test]
+async fn unknown_options_and_values_name_the_choices() {
+    let fixture = session().await;
+    let err = fixture
+        .ask(|reply| SessionMsg::SetOption {
+            id: "colour".into(),
+            value: "red".into(),
+            reply,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unknown config option `colour`; this session has: model, mode, provider, agent"
+    );
+    let err = fixture
+        .ask(|reply| SessionMsg::SetOption {
+            id: PROVIDER_OPTION.into(),
+            value: "nowhere".into(),
+            reply,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "`nowhere` is not a value of option `provider`; choose one of: local, other"
+    );
+}
+
+#[tokio::test]
+async fn a_new_provider_brings_its_default_model() {
+    let fixture = session().await;
+    let options = fixture
+        .ask(|reply| SessionMsg::SetOption {
+            id: PROVIDER_OPTION.into(),
+            value: "other".into(),
+            reply,
+        })
+        .await
+        .unwrap();
+    let current = |id: &str| {
+        options
+            .iter()
+            .find(|o| o.id == id)
+            .map(|o| o.current.clone())
+            .unwrap()
+    };
+    assert_eq!(current(PROVIDER_OPTION), "other");
+    assert_eq!(current(MODEL_OPTION), "other-default");
+}
+
+#[tokio::test]
+async fn commands_are_advertised_once_the_client_has_the_session() {
+    let fixture = session().await;
+    // Before `Started` nothing is sent, even when the commands change.
+    fixture.session.send(SessionMsg::CommandsChanged);
+    fixture.ask(|reply| SessionMsg::Options { reply }).await;
+    assert!(fixture.client.updates().is_empty());
+    fixture.session.send(SessionMsg::Started);
+    let updates = fixture.updates_until(|updates| !updates.is_empty()).await;
+    let Update::AvailableCommands(commands) = &updates[0] else {
+        panic!("{updates:?}");
+    };
+    assert!(commands.iter().any(|c| c.name == "compact"));
+    // The same list is not sent twice.
+    fixture.session.send(SessionMsg::CommandsChanged);
+    fixture.ask(|reply| SessionMsg::Options { reply }).await;
+    let advertised = fixture
+        .client
+        .updates()
+        .iter()
+        .filter(|u| matches!(u, Update::AvailableCommands(_)))
+        .count();
+    assert_eq!(advertised, 1);
+}
+
+#[tokio::test]
+async fn a_slash_command_answers_without_the_model_and_ends_the_turn() {
+    let fixture = session().await;
+    let reason = answered(fixture.prompt("/mode auto")).await.unwrap();
+    assert_eq!(reason, StopReason::EndTurn);
+    let updates = fixture.client.updates();
+    assert!(updates.contains(&Update::CurrentMode("auto".into())));
+    assert!(agent_text(&updates).contains("mode is now `auto`"));
+}
+
+#[tokio::test]
+async fn a_second_prompt_is_busy_and_cancel_ends_the_first() {
+    let fixture = session().await;
+    let first = fixture.prompt("hello");
+    let second = answered(fixture.prompt("again")).await;
+    assert!(matches!(second, Err(SessionError::Busy(_))), "{second:?}");
+    fixture.session.send(SessionMsg::Cancel);
+    assert_eq!(answered(first).await.unwrap(), StopReason::Cancelled);
+    // The session goes on: the next prompt is taken (and cancelled too).
+    let third = fixture.prompt("once more");
+    fixture.session.send(SessionMsg::Cancel);
+    assert_eq!(answered(third).await.unwrap(), StopReason::Cancelled);
+}
+
+#[tokio::test]
+async fn closing_answers_the_running_turn_first() {
+    let fixture = session().await;
+    let turn = fixture.prompt("hello");
+    fixture.ask(|reply| SessionMsg::Close { reply }).await;
+    assert_eq!(answered(turn).await.unwrap(), StopReason::Cancelled);
+}
