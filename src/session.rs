@@ -219,7 +219,7 @@ impl SessionActor {
                 }
                 outcome = async {
                     match running.as_mut() {
-                        Some(turn) => (&mut turn.task).await,
+                        Some(turn) => (&mut turn.started.task).await,
                         None => std::future::pending().await,
                     }
                 } => {
@@ -246,7 +246,7 @@ impl SessionActor {
     async fn end_turn(&mut self, running: &mut Option<RunningTurn>) {
         if let Some(mut turn) = running.take() {
             turn.cancel.cancel();
-            let outcome = (&mut turn.task).await;
+            let outcome = (&mut turn.started.task).await;
             self.finish_turn(turn, outcome);
         }
     }
@@ -265,8 +265,22 @@ impl SessionActor {
             } => {
                 if running.is_some() {
                     let _ = reply.send(Err(SessionError::Busy(self.services.id.clone())));
-                } else {
-                    *running = self.start_turn(content, request_cancel, reply);
+                    return None;
+                }
+                // A child of the request's token: `$/cancel_request` and
+                // `session/cancel` both stop it.
+                let cancel = request_cancel.child_token();
+                match self.start_turn(content, cancel.clone()) {
+                    Ok(started) => {
+                        *running = Some(RunningTurn {
+                            cancel,
+                            reply,
+                            started,
+                        })
+                    }
+                    Err(err) => {
+                        let _ = reply.send(Err(err));
+                    }
                 }
             }
             SessionMsg::Cancel => {

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::{PromptReply, RunningTurn, SessionActor, SessionMsg};
+use super::turn::Started;
+use super::{SessionActor, SessionError, SessionMsg};
 
 use crate::agent_loop::{self, Journal, TurnOutcome};
 use crate::client::CommandInfo;
@@ -86,22 +87,15 @@ impl SessionActor {
         command: PromptCommand,
         args: &str,
         cancel: CancellationToken,
-        reply: PromptReply,
-    ) -> Option<RunningTurn> {
+    ) -> Result<Started, SessionError> {
         let arguments = match command.arguments(args) {
             Ok(arguments) => arguments,
-            Err(err) => return self.start_command(Err(err), cancel, reply),
+            Err(err) => return self.start_command(Err(err), cancel),
         };
         let manager = self.services.mcp.borrow().clone().unwrap_or_default();
-        let (turn, journaled) = match self.turn_context(true) {
-            Ok(turn) => turn,
-            Err(err) => {
-                let _ = reply.send(Err(err));
-                return None;
-            }
-        };
+        let (turn, journaled) = self.turn_context(true)?;
         let mut context = self.conversation.context.clone();
-        let turn_cancel = cancel.clone();
+        let turn_cancel = cancel;
         let task = tokio::spawn(async move {
             let emit = turn.emitter();
             let prompt = &command.prompt;
@@ -146,9 +140,7 @@ impl SessionActor {
             outcome.new_messages = new_messages;
             outcome
         });
-        Some(RunningTurn {
-            cancel,
-            reply,
+        Ok(Started {
             task,
             command: false,
             journaled,

@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{PromptReply, RunningTurn, SessionActor, SettingChange};
+use super::turn::Started;
+use super::{SessionActor, SessionError, SettingChange};
 
 use crate::agent_loop::TurnOutcome;
 use crate::client::{MODE_OPTION, MODEL_OPTION, Update};
@@ -58,8 +59,7 @@ impl SessionActor {
         &mut self,
         command: Result<Command, CommandError>,
         cancel: CancellationToken,
-        reply: PromptReply,
-    ) -> Option<RunningTurn> {
+    ) -> Result<Started, SessionError> {
         let mut job = Job::default();
         match command {
             Err(err) => job.text = err.to_string(),
@@ -83,15 +83,9 @@ impl SessionActor {
                 ContextCommand::Summarize => job.summarize = Some(None),
             },
         }
-        let (turn, _) = match self.turn_context(false) {
-            Ok(turn) => turn,
-            Err(err) => {
-                let _ = reply.send(Err(err));
-                return None;
-            }
-        };
+        let (turn, journaled) = self.turn_context(false)?;
         let mut context = self.conversation.context.clone();
-        let task_cancel = cancel.clone();
+        let task_cancel = cancel;
         let task = tokio::spawn(async move {
             let emit = turn.emitter();
             let ready = turn
@@ -161,12 +155,10 @@ impl SessionActor {
                 context_ops: ops,
             }
         });
-        Some(RunningTurn {
-            cancel,
-            reply,
+        Ok(Started {
             task,
             command: true,
-            journaled: Default::default(),
+            journaled,
         })
     }
 }

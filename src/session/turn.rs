@@ -32,6 +32,11 @@ pub(super) type Journaled = Arc<std::sync::Mutex<Vec<Journal>>>;
 pub(super) struct RunningTurn {
     pub cancel: CancellationToken,
     pub reply: PromptReply,
+    pub started: Started,
+}
+
+/// A turn's task, just spawned.
+pub(super) struct Started {
     pub task: JoinHandle<TurnOutcome>,
     /// A slash command: its context operations are recorded when it ends
     /// (a prompt turn records its own as they happen).
@@ -199,43 +204,33 @@ impl SessionActor {
         })
     }
 
+    /// Start what a prompt asks for: a slash command, an MCP prompt, or a
+    /// model turn. `cancel` stops it.
     pub(super) fn start_turn(
         &mut self,
         content: Vec<Part>,
-        request_cancel: CancellationToken,
-        reply: PromptReply,
-    ) -> Option<RunningTurn> {
-        // A child of the request's token: `$/cancel_request` and `session/cancel` both stop it.
-        let cancel = request_cancel.child_token();
+        cancel: CancellationToken,
+    ) -> Result<Started, SessionError> {
         if let Some(command) = crate::commands::from_parts(&content) {
-            return self.start_command(command, cancel, reply);
+            return self.start_command(command, cancel);
         }
         if let Some((command, args)) = self.find_prompt_command(&content) {
-            return self.start_prompt_command(command, &args, cancel, reply);
+            return self.start_prompt_command(command, &args, cancel);
         }
-        let (turn, journaled) = match self.turn_context(true) {
-            Ok(turn) => turn,
-            Err(err) => {
-                let _ = reply.send(Err(err));
-                return None;
-            }
-        };
+        let (turn, journaled) = self.turn_context(true)?;
         self.conversation.context.push(Arc::new(Message {
             role: Role::User,
             parts: content,
         }));
         self.record_prompt();
         let context = self.conversation.context.clone();
-        let turn_cancel = cancel.clone();
         // A task of its own: a panic inside a turn must not take the session with it.
         let task = tokio::spawn(async move {
             let emit = turn.emitter();
-            let input = turn.input(context, turn_cancel, &emit).await;
+            let input = turn.input(context, cancel, &emit).await;
             agent_loop::run_turn(input, &emit).await
         });
-        Some(RunningTurn {
-            cancel,
-            reply,
+        Ok(Started {
             task,
             command: false,
             journaled,
@@ -250,7 +245,7 @@ impl SessionActor {
         let reply = turn.reply;
         let result = match outcome {
             Ok(outcome) => {
-                self.record_turn(&outcome, turn.command);
+                self.record_turn(&outcome, turn.started.command);
                 // The turn's copy holds its messages, compactions and drops.
                 self.conversation.context = outcome.context;
                 outcome.result.map_err(SessionError::from)
@@ -259,7 +254,7 @@ impl SessionActor {
                 tracing::error!(session = %self.services.id, %err, "turn task failed");
                 // Keep what the turn finished (and saved) before it died, so
                 // this context and the one a load rebuilds stay the same.
-                for entry in lock(&turn.journaled).drain(..) {
+                for entry in lock(&turn.started.journaled).drain(..) {
                     match entry {
                         Journal::Round(messages) => {
                             for message in messages {
