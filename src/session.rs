@@ -278,7 +278,7 @@ struct RunningTurn {
 }
 
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+    crate::util::lock(mutex)
 }
 
 struct SessionActor {
