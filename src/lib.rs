@@ -26,3 +26,4 @@ pub mod store;
 pub mod tools;
 pub mod translate;
 pub mod transport;
+pub mod util;

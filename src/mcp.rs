@@ -14,12 +14,13 @@
 //! `notifications/prompts/list_changed`); sessions offer them as slash
 //! commands (see [`crate::commands`]).
 
+mod error;
 mod names;
 mod prompt;
 mod server;
 mod spec;
-mod sse;
 mod tool;
+mod transport;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -28,9 +29,10 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio::sync::watch;
 
+pub use error::{McpCallError, McpError, StartError};
 pub use names::{MAX_TOOL_NAME, NameAllocator, sanitize};
 pub use prompt::{McpPrompt, McpPromptArgument};
-pub use server::{McpCallError, McpError, McpServer, StartError};
+pub use server::McpServer;
 pub use spec::{McpServerSpec, McpTransport, SpecError};
 pub use tool::McpTool;
 

@@ -279,9 +279,7 @@ impl SessionPermissions {
     }
 
     fn lock_session_rules(&self) -> std::sync::MutexGuard<'_, Vec<Rule>> {
-        self.session_rules
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+        crate::util::lock(&self.session_rules)
     }
 }
 

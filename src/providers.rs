@@ -355,9 +355,7 @@ impl Providers {
     }
 
     fn lock_windows(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), u64>> {
-        self.windows
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+        crate::util::lock(&self.windows)
     }
 }
 

@@ -602,7 +602,7 @@ impl Drop for InflightGuard {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+    crate::util::lock(mutex)
 }
 
 /// Session updates go out as `session/update` notifications.

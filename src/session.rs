@@ -149,10 +149,6 @@ pub(crate) async fn run(
     SessionActor::new(start, shared, mailbox).run(rx).await
 }
 
-pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
-}
-
 /// The conversation and what the client has been told of the session.
 struct Conversation {
     context: ContextManager,

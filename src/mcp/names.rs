@@ -92,28 +92,33 @@ mod tests {
             .is_match(name)
     }
 
+    /// Allocates each (server, tool) in turn from one allocator: each gets
+    /// the name expected, and a valid one.
+    fn assert_allocates(cases: &[(&str, &str, &str)]) {
+        let mut names = NameAllocator::new();
+        for &(server, tool, expected) in cases {
+            let name = names.allocate(server, tool);
+            assert_eq!(name, expected, "{server} / {tool}");
+            assert!(valid(&name), "{name}");
+        }
+    }
+
     #[test]
     fn plain_names_are_kept() {
-        let mut names = NameAllocator::new();
-        assert_eq!(
-            names.allocate("everything", "get-sum"),
-            "everything__get-sum"
-        );
-        assert_eq!(names.allocate("fs", "read_file"), "fs__read_file");
+        assert_allocates(&[
+            ("everything", "get-sum", "everything__get-sum"),
+            ("fs", "read_file", "fs__read_file"),
+        ]);
     }
 
     #[test]
     fn odd_characters_become_underscores() {
-        let mut names = NameAllocator::new();
-        assert_eq!(
-            names.allocate("my server", "read.file"),
-            "my_server__read_file"
-        );
-        assert_eq!(names.allocate("ünï", "tööl/x"), "_n___t__l_x");
-        assert_eq!(names.allocate("a:b", "c d"), "a_b__c_d");
-        let emoji = names.allocate("🦀", "🚀");
-        assert_eq!(emoji, "____");
-        assert!(valid(&emoji));
+        assert_allocates(&[
+            ("my server", "read.file", "my_server__read_file"),
+            ("ünï", "tööl/x", "_n___t__l_x"),
+            ("a:b", "c d", "a_b__c_d"),
+            ("🦀", "🚀", "____"),
+        ]);
     }
 
     #[test]
@@ -146,44 +151,39 @@ mod tests {
         assert_eq!(name, format!("s__{tool}"));
     }
 
-    #[test]
-    fn collisions_after_sanitizing_are_told_apart() {
+    /// Allocates each (server, tool) in turn from one allocator: the names
+    /// all differ, and each is valid.
+    fn allocate_distinct(pairs: &[(&str, &str)]) -> Vec<String> {
         let mut names = NameAllocator::new();
-        let first = names.allocate("a.b", "c");
-        let second = names.allocate("a_b", "c");
-        let third = names.allocate("a b", "c");
-        assert_eq!(first, "a_b__c");
-        assert_ne!(second, first);
-        assert!(second.starts_with("a_b__c_"), "{second}");
-        assert_ne!(third, first);
-        assert_ne!(third, second);
-        for name in [&first, &second, &third] {
+        let all: Vec<String> = pairs
+            .iter()
+            .map(|(server, tool)| names.allocate(server, tool))
+            .collect();
+        let unique: HashSet<&String> = all.iter().collect();
+        assert_eq!(unique.len(), all.len(), "{all:?}");
+        for name in &all {
             assert!(valid(name), "{name}");
         }
+        all
+    }
+
+    #[test]
+    fn collisions_after_sanitizing_are_told_apart() {
+        let all = allocate_distinct(&[("a.b", "c"), ("a_b", "c"), ("a b", "c")]);
+        assert_eq!(all[0], "a_b__c");
+        assert!(all[1].starts_with("a_b__c_"), "{}", all[1]);
     }
 
     #[test]
     fn the_same_pair_twice_still_gets_two_names() {
         // A server listing one tool twice must not make two tools share a name.
-        let mut names = NameAllocator::new();
-        let first = names.allocate("s", "t");
-        let second = names.allocate("s", "t");
-        let third = names.allocate("s", "t");
-        assert_eq!(first, "s__t");
-        assert_ne!(second, first);
-        assert_ne!(third, second);
-        assert!(valid(&third), "{third}");
+        let all = allocate_distinct(&[("s", "t"); 3]);
+        assert_eq!(all[0], "s__t");
     }
 
     #[test]
     fn long_colliding_names_stay_within_the_limit() {
         let long = "n".repeat(80);
-        let mut names = NameAllocator::new();
-        let all: Vec<String> = (0..5).map(|_| names.allocate(&long, &long)).collect();
-        let unique: HashSet<&String> = all.iter().collect();
-        assert_eq!(unique.len(), all.len());
-        for name in &all {
-            assert!(valid(name), "{name}");
-        }
+        allocate_distinct(&[(long.as_str(), long.as_str()); 5]);
     }
 }

@@ -8,7 +8,8 @@ use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
 
 use super::McpServer;
-use super::server::{McpCallError, ServerInner};
+use super::error::McpCallError;
+use super::server::ServerInner;
 use crate::events::{Location, ToolContent, ToolKind};
 use crate::tools::{Tool, ToolContext, ToolError, ToolOutput};
 

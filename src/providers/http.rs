@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::{EventStream, ModelInfo, ProviderError, ProviderEvent};
 use crate::config::{KeySource, ProviderConfig, ProviderKind};
+use crate::util::error_chain;
 
 /// The Messages API version this client speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -339,21 +340,6 @@ pub fn connect_error(config: &ProviderConfig, err: &reqwest::Error) -> ProviderE
         endpoint: config.endpoint.clone(),
         detail,
     }
-}
-
-/// An error and its causes on one line (reqwest's top-level text alone is vague).
-pub fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// `Retry-After` (seconds) or OpenAI's `retry-after-ms`, when given.

@@ -15,6 +15,7 @@ use crate::client::{ClientSink, MODEL_OPTION, PROVIDER_OPTION, PermissionChoice}
 use crate::config::{Config, Overrides};
 use crate::events::{AgentEvent, ToolCallInfo};
 use crate::providers::Providers;
+use crate::util::lock;
 
 #[derive(Default)]
 struct RecordingClient {

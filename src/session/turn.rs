@@ -12,7 +12,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::settings::Settings;
-use super::{Defaults, PromptReply, SessionActor, SessionError, lock};
+use super::{Defaults, PromptReply, SessionActor, SessionError};
+use crate::util::lock;
 
 use crate::agent_loop::{self, Journal, JournalFn, TurnInput, TurnOutcome};
 use crate::client::{ClientSink, Update};

@@ -52,9 +52,7 @@ impl Recorder {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Metadata> {
-        self.metadata
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+        crate::util::lock(&self.metadata)
     }
 
     pub fn record(&self, event: StoredEvent) {

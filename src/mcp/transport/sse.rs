@@ -11,7 +11,8 @@ use thiserror::Error;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::server::{StartError, error_chain};
+use crate::mcp::error::StartError;
+use crate::util::error_chain;
 
 /// Messages buffered between the event stream and the client loop.
 const CHANNEL_CAPACITY: usize = 64;
