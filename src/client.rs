@@ -1,30 +1,117 @@
 //! The client port: what the agent asks of the editor (show an update, ask
 //! for a permission, files, terminals) in the agent's own terms. The ACP
-//! adapter implements it over JSON-RPC; tests record it. Everything below
-//! the adapter talks to the editor only through this port.
+//! adapter (`crate::acp`) implements it over JSON-RPC; tests record it
+//! (`testing::RecordingClient`). Everything below the adapter talks to the
+//! editor only through this port.
+
+use std::path::PathBuf;
 
 use futures::future::BoxFuture;
+use thiserror::Error;
 
 use crate::events::{AgentEvent, ToolCallInfo};
 use crate::model::Part;
 
-/// Everything a session sends to its client. The seam that keeps session
-/// logic free of stdio: the transport implements it, tests record it.
+#[cfg(test)]
+pub mod testing;
+
+/// What a request to the client comes back as.
+pub type ClientFuture<'a, T> = BoxFuture<'a, Result<T, ClientError>>;
+
+/// Everything a session sends to its client and asks of it. The seam that
+/// keeps session logic free of stdio: the ACP adapter implements it, tests
+/// record it. Files and terminals are asked for only when the client offered
+/// them ([`ClientAbilities`]). Modelled on the ACP SDK's `Client` trait: one
+/// typed request, one typed answer; a request's future owns what it needs.
 pub trait ClientSink: Send + Sync {
     fn send(&self, session_id: &str, update: Update);
-    /// Ask the user whether `call` may run. `Err` says why the client could not ask.
-    fn request_permission<'a>(
-        &'a self,
-        session_id: &'a str,
-        call: &'a ToolCallInfo,
-    ) -> BoxFuture<'a, Result<PermissionChoice, String>>;
-    /// Any other request to the client (`fs/*`, `terminal/*`); an error is
-    /// the client's code and message.
-    fn call<'a>(
-        &'a self,
-        method: &'a str,
-        params: serde_json::Value,
-    ) -> BoxFuture<'a, Result<serde_json::Value, (i32, String)>>;
+    /// Ask the user whether `call` may run.
+    fn request_permission(
+        &self,
+        session_id: &str,
+        call: &ToolCallInfo,
+    ) -> ClientFuture<'_, PermissionChoice>;
+    /// A text file as the editor has it (unsaved changes included).
+    fn read_text_file(&self, request: ReadTextFile) -> ClientFuture<'_, String>;
+    fn write_text_file(&self, request: WriteTextFile) -> ClientFuture<'_, ()>;
+    /// Start a command in a terminal of the editor's.
+    fn create_terminal(&self, request: CreateTerminal) -> ClientFuture<'_, TerminalId>;
+    /// What the terminal printed so far, and its exit if it has ended.
+    fn terminal_output(&self, terminal: &TerminalId) -> ClientFuture<'_, TerminalOutput>;
+    fn wait_for_terminal_exit(&self, terminal: &TerminalId) -> ClientFuture<'_, TerminalExit>;
+    /// Stop the command; the terminal stays until it is released.
+    fn kill_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()>;
+    fn release_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()>;
+}
+
+/// Why a request to the client did not get the answer asked for. The
+/// messages are the client's own (or say what was wrong with its answer).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ClientError {
+    /// What was asked for does not exist (a file, a terminal).
+    #[error("{0}")]
+    NotFound(String),
+    /// The client refused or failed, or answered something unreadable.
+    #[error("{0}")]
+    Failed(String),
+    /// The client went away before it answered.
+    #[error("the client connection closed")]
+    Disconnected,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadTextFile {
+    pub session_id: String,
+    pub path: PathBuf,
+    /// The first line to read, 1-based.
+    pub line: Option<u32>,
+    /// The most lines to read.
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteTextFile {
+    pub session_id: String,
+    pub path: PathBuf,
+    pub content: String,
+}
+
+/// A command to run in a terminal of the editor's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateTerminal {
+    pub session_id: String,
+    pub command: String,
+    pub args: Vec<String>,
+    /// Added to the terminal's environment.
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<PathBuf>,
+    /// The most output the editor keeps (it drops the start beyond that).
+    pub output_byte_limit: Option<u64>,
+}
+
+/// Names one terminal the editor created (its ids are per session).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TerminalId {
+    pub session_id: String,
+    pub terminal_id: String,
+}
+
+/// A terminal's output so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TerminalOutput {
+    pub output: String,
+    /// The editor dropped the start to stay within its byte limit.
+    pub truncated: bool,
+    /// Set once the command has ended.
+    pub exit: Option<TerminalExit>,
+}
+
+/// How a command in a terminal ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TerminalExit {
+    pub exit_code: Option<u32>,
+    /// The signal that ended it, as the editor names it ("SIGKILL", "9").
+    pub signal: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

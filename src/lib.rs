@@ -1,11 +1,13 @@
 //! crucible-agent: Crucible's internal agent, spoken over the Agent Client
 //! Protocol. The binary (`main.rs`) wires these modules to stdin/stdout.
 //!
-//! Data flow: [`transport`] reads JSON-RPC lines → [`router`] parses params →
-//! [`session`] actors (one per session) run [`agent_loop`] turns against a
-//! [`providers`] stream → [`translate`] turns events into ACP updates → the
+//! Data flow: [`transport`] reads JSON-RPC lines → [`acp::router`] parses
+//! params → [`session`] actors (one per session) run [`agent_loop`] turns
+//! against a [`providers`] stream → the [`client`] port, implemented by
+//! [`acp::client`] ([`acp::translate`] turns events into ACP updates) → the
 //! transport's single writer puts them on stdout.
 
+pub mod acp;
 pub mod agent_loop;
 pub mod agents;
 pub mod cli;
@@ -20,10 +22,8 @@ pub mod modes;
 pub mod permissions;
 pub mod prompt;
 pub mod providers;
-pub mod router;
 pub mod session;
 pub mod store;
 pub mod tools;
-pub mod translate;
 pub mod transport;
 pub mod util;

@@ -10,11 +10,11 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
+use crucible_agent::acp::Router;
 use crucible_agent::cli;
 use crucible_agent::client::ClientSink;
 use crucible_agent::config::{Config, Overrides};
 use crucible_agent::providers::Providers;
-use crucible_agent::router::Router;
 use crucible_agent::session::manager::{Defaults, SessionManager};
 use crucible_agent::store::Store;
 use crucible_agent::transport::{self, Connection};
@@ -124,7 +124,8 @@ fn run_command(
 /// Speak ACP on stdin/stdout until stdin closes.
 async fn serve(config: Config, data_dir: std::path::PathBuf) -> anyhow::Result<()> {
     let (connection, lines) = Connection::new();
-    let mut writer = spawn_stdout_writer(lines)?;
+    let mut writer =
+        transport::spawn_stdout_writer(lines).context("cannot start the stdout writer thread")?;
     let default_provider = config
         .default_provider()
         .context("no default provider is configured")?;
@@ -171,39 +172,6 @@ async fn serve(config: Config, data_dir: std::path::PathBuf) -> anyhow::Result<(
         Err(_) => tracing::warn!("output did not drain within {FLUSH_GRACE:?}"),
     }
     Ok(())
-}
-
-/// Writes the outgoing lines to stdout from a thread of its own, with the same
-/// batching as [`transport::run_writer`] (flush when the queue is momentarily
-/// empty). `tokio::io::stdout()` hands every write and flush to the blocking
-/// pool, a thread hop for each streamed chunk; this thread blocks on the queue
-/// and writes directly. Resolves when every sender is gone (after the final
-/// flush) or stdout fails (the client closed its end).
-fn spawn_stdout_writer(
-    mut lines: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
-) -> anyhow::Result<tokio::sync::oneshot::Receiver<std::io::Result<()>>> {
-    use std::io::Write;
-    let (done, finished) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
-        .name("stdout".into())
-        .spawn(move || {
-            let mut write_all = || {
-                let mut output =
-                    std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
-                while let Some(mut line) = lines.blocking_recv() {
-                    line.push(b'\n');
-                    output.write_all(&line)?;
-                    if lines.is_empty() {
-                        output.flush()?;
-                    }
-                }
-                output.flush()
-            };
-            // Nobody waits any more only when serve() is already gone.
-            let _ = done.send(write_all());
-        })
-        .context("cannot start the stdout writer thread")?;
-    Ok(finished)
 }
 
 fn init_logging(cli: &cli::Cli) -> anyhow::Result<()> {

@@ -343,31 +343,9 @@ impl PermissionGate for SessionPermissions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::Update;
+    use crate::client::testing::RecordingClient;
     use crate::tools::{ToolContext, ToolRegistry};
     use serde_json::{Value, json};
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    /// A client that answers every question with `answer` and counts them.
-    struct Client {
-        answer: PermissionChoice,
-        asked: AtomicUsize,
-    }
-
-    impl ClientSink for Client {
-        fn send(&self, _: &str, _: Update) {}
-        fn request_permission<'a>(
-            &'a self,
-            _: &'a str,
-            _: &'a ToolCallInfo,
-        ) -> BoxFuture<'a, Result<PermissionChoice, String>> {
-            self.asked.fetch_add(1, Ordering::SeqCst);
-            Box::pin(async move { Ok(self.answer) })
-        }
-        fn call<'a>(&'a self, _: &'a str, _: Value) -> BoxFuture<'a, Result<Value, (i32, String)>> {
-            Box::pin(async { Err((-32601, "no".into())) })
-        }
-    }
 
     fn rule(tool: Option<&str>, prefix: Option<&str>, decision: Decision) -> Rule {
         Rule {
@@ -483,10 +461,7 @@ mod tests {
         tool: &str,
         input: Value,
     ) -> (Permission, usize) {
-        let client = Arc::new(Client {
-            answer,
-            asked: AtomicUsize::new(0),
-        });
+        let client = Arc::new(RecordingClient::answering(answer));
         let gate = SessionPermissions::new("s".into(), client.clone(), Arc::new(rules), policy);
         let registry = ToolRegistry::builtin();
         let tool = registry.get(tool).unwrap();
@@ -499,7 +474,7 @@ mod tests {
             raw_input: input,
         };
         let permission = gate.check(&call, &**tool).await;
-        (permission, client.asked.load(Ordering::SeqCst))
+        (permission, client.asked("request_permission"))
     }
 
     #[tokio::test]
@@ -606,10 +581,7 @@ mod tests {
 
     #[tokio::test]
     async fn always_answers_become_session_rules() {
-        let client = Arc::new(Client {
-            answer: PermissionChoice::AllowAlways,
-            asked: AtomicUsize::new(0),
-        });
+        let client = Arc::new(RecordingClient::answering(PermissionChoice::AllowAlways));
         let gate =
             SessionPermissions::new("s".into(), client.clone(), Arc::default(), ModePolicy::Ask);
         let registry = ToolRegistry::builtin();
@@ -628,7 +600,7 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(gate.check(&call, &**tool).await, Permission::Allow);
         }
-        assert_eq!(client.asked.load(Ordering::SeqCst), 1);
+        assert_eq!(client.asked("request_permission"), 1);
         let reported = reported.lock().unwrap();
         assert_eq!(reported.len(), 1);
         assert_eq!(reported[0].get("shell"), Some(&true));

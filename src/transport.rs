@@ -1,26 +1,53 @@
 //! Newline-delimited JSON-RPC 2.0 over a byte stream (stdin/stdout).
 //!
-//! One writer task owns the output and drains a single ordered channel, so
+//! One writer thread owns the output and drains a single ordered channel, so
 //! everything a session emits reaches the client in the order it was sent.
 //! Agent→client requests get ids of their own and a pending map of oneshot
-//! senders that the reader resolves when the answer comes back.
+//! senders that the reader resolves when the answer comes back. Every
+//! client→agent request is owed one answer (a [`Responder`]), which carries
+//! the request's cancellation (`$/cancel_request`).
 
 pub mod jsonrpc;
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use agent_client_protocol_schema::v1::RequestId;
 use serde::Serialize;
 use serde_json::Value;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use thiserror::Error;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 pub use jsonrpc::{Incoming, RpcError};
 
 type Waiter = oneshot::Sender<Result<Value, RpcError>>;
 type PendingMap = Mutex<HashMap<RequestId, Waiter>>;
+
+/// Why a request to the peer got no result.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum RequestError {
+    /// The peer answered with an error.
+    #[error("{}", .0.message)]
+    Rejected(RpcError),
+    /// The connection closed before the answer came.
+    #[error("the client connection closed before it answered {0}")]
+    Closed(String),
+    #[error("could not encode {method} params: {detail}")]
+    Encode { method: String, detail: String },
+}
+
+/// The peer's requests still being worked on, by id, with the token a
+/// `$/cancel_request` fires. A generation tells a request from a later one
+/// that (against the rules) reuses its id.
+#[derive(Default)]
+struct InFlight {
+    requests: HashMap<RequestId, (u64, CancellationToken)>,
+    next_generation: u64,
+}
 
 /// Handle for sending to the client. Cheap to clone.
 #[derive(Clone)]
@@ -28,10 +55,11 @@ pub struct Connection {
     lines: mpsc::UnboundedSender<Vec<u8>>,
     pending: Arc<PendingMap>,
     next_id: Arc<AtomicI64>,
+    in_flight: Arc<Mutex<InFlight>>,
 }
 
 impl Connection {
-    /// A connection and the receiving end its writer task drains.
+    /// A connection and the receiving end its writer drains.
     pub fn new() -> (Self, mpsc::UnboundedReceiver<Vec<u8>>) {
         let (lines, rx) = mpsc::unbounded_channel();
         (
@@ -39,6 +67,7 @@ impl Connection {
                 lines,
                 pending: Arc::default(),
                 next_id: Arc::new(AtomicI64::new(0)),
+                in_flight: Arc::default(),
             },
             rx,
         )
@@ -64,30 +93,34 @@ impl Connection {
 
     /// Send a request to the client and wait for its answer. Dropping the
     /// future withdraws the request from the pending map.
-    pub async fn request(&self, method: &str, params: &impl Serialize) -> Result<Value, RpcError> {
-        let params = serde_json::to_value(params).map_err(|err| {
-            RpcError::internal(format!("could not encode {method} params: {err}"))
+    pub async fn request(
+        &self,
+        method: &str,
+        params: &impl Serialize,
+    ) -> Result<Value, RequestError> {
+        let params = serde_json::to_value(params).map_err(|err| RequestError::Encode {
+            method: method.to_string(),
+            detail: err.to_string(),
         })?;
         let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
-        self.lock_pending().insert(id.clone(), tx);
+        lock(&self.pending).insert(id.clone(), tx);
         let guard = PendingGuard {
             pending: &self.pending,
             id: &id,
         };
         self.send_line(jsonrpc::call_line(Some(&id), method, &params));
-        let answer = rx.await.unwrap_or_else(|_| {
-            Err(RpcError::internal(format!(
-                "the client connection closed before it answered {method}"
-            )))
-        });
+        let answer = match rx.await {
+            Ok(answer) => answer.map_err(RequestError::Rejected),
+            Err(_) => Err(RequestError::Closed(method.to_string())),
+        };
         drop(guard);
         answer
     }
 
     /// Deliver a client's answer to the request waiting for it.
     pub fn resolve(&self, id: &RequestId, result: Result<Value, RpcError>) {
-        match self.lock_pending().remove(id) {
+        match lock(&self.pending).remove(id) {
             Some(waiter) => {
                 let _ = waiter.send(result);
             }
@@ -97,18 +130,28 @@ impl Connection {
 
     /// Fail every request still waiting for the client (it has gone away).
     pub fn fail_pending(&self) {
-        let waiters: Vec<_> = self.lock_pending().drain().collect();
-        for (_, waiter) in waiters {
-            let _ = waiter.send(Err(RpcError::internal("the client connection closed")));
-        }
+        // Dropping a waiter tells its request the connection closed.
+        let waiters: Vec<_> = lock(&self.pending).drain().collect();
+        drop(waiters);
     }
 
-    fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Waiter>> {
-        // The map holds plain data; a panic elsewhere cannot leave it inconsistent.
-        self.pending
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+    /// The peer's `$/cancel_request`: fire the token of the request it
+    /// names, if that request is still being worked on.
+    pub fn cancel_request(&self, id: &RequestId) {
+        let token = lock(&self.in_flight)
+            .requests
+            .get(id)
+            .map(|(_, token)| token.clone());
+        match token {
+            Some(token) => token.cancel(),
+            None => tracing::debug!(%id, "cancel for a request no longer in flight"),
+        }
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The maps hold plain data; a panic elsewhere cannot leave them inconsistent.
+    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
 struct PendingGuard<'a> {
@@ -118,39 +161,55 @@ struct PendingGuard<'a> {
 
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
-        self.pending
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .remove(self.id);
+        lock(self.pending).remove(self.id);
     }
 }
 
-/// The one answer a request is owed. Answering consumes it; dropping it
-/// unanswered (a bug or a panic) still answers, with an internal error, so no
-/// request is ever left hanging.
+/// The one answer a request is owed, and the request's cancellation.
+/// Answering consumes it; dropping it unanswered (a bug or a panic) still
+/// answers, with an internal error, so no request is ever left hanging.
 pub struct Responder {
-    id: Option<RequestId>,
+    id: RequestId,
+    answered: bool,
     connection: Connection,
     method: String,
+    cancel: CancellationToken,
+    generation: u64,
 }
 
 impl Responder {
     pub fn new(id: RequestId, connection: Connection, method: impl Into<String>) -> Self {
+        let cancel = CancellationToken::new();
+        let generation = {
+            let mut in_flight = lock(&connection.in_flight);
+            let generation = in_flight.next_generation;
+            in_flight.next_generation += 1;
+            let previous = in_flight
+                .requests
+                .insert(id.clone(), (generation, cancel.clone()));
+            if previous.is_some() {
+                tracing::debug!(%id, "the client reused the id of a request still in flight");
+            }
+            generation
+        };
         Self {
-            id: Some(id),
+            id,
+            answered: false,
             connection,
             method: method.into(),
+            cancel,
+            generation,
         }
     }
 
-    pub fn id(&self) -> Option<&RequestId> {
-        self.id.as_ref()
+    /// Fired when the client sends `$/cancel_request` for this request.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
     }
 
     pub fn respond(mut self, result: Result<Value, RpcError>) {
-        if let Some(id) = self.id.take() {
-            self.connection.respond(&id, result);
-        }
+        self.answered = true;
+        self.connection.respond(&self.id, result);
     }
 
     pub fn respond_with<T: Serialize>(self, result: Result<T, RpcError>) {
@@ -164,36 +223,61 @@ impl Responder {
 
 impl Drop for Responder {
     fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
-            tracing::error!(method = %self.method, %id, "request dropped without an answer");
+        if !self.answered {
+            tracing::error!(method = %self.method, id = %self.id, "request dropped without an answer");
             self.connection.respond(
-                &id,
+                &self.id,
                 Err(RpcError::internal(format!(
                     "{} ended without an answer; this is a bug in crucible-agent, please report it with the log",
                     self.method
                 ))),
             );
         }
+        let mut in_flight = lock(&self.connection.in_flight);
+        // Only its own entry: a later request may have reused the id.
+        if matches!(in_flight.requests.get(&self.id), Some((generation, _)) if *generation == self.generation)
+        {
+            in_flight.requests.remove(&self.id);
+        }
     }
 }
 
-/// Drain `lines` into `output`, one message per line. Flushes whenever the
-/// queue is momentarily empty, so a burst is written in one go and a single
-/// message is never held back. Returns when every sender is gone or the
-/// output fails (the client closed its end).
-pub async fn run_writer(
+/// Writes the outgoing lines to stdout from a thread of its own.
+/// `tokio::io::stdout()` hands every write and flush to the blocking pool, a
+/// thread hop for each streamed chunk; this thread blocks on the queue and
+/// writes directly. Resolves when every sender is gone (after the final
+/// flush) or stdout fails (the client closed its end).
+pub fn spawn_stdout_writer(
+    lines: mpsc::UnboundedReceiver<Vec<u8>>,
+) -> std::io::Result<oneshot::Receiver<std::io::Result<()>>> {
+    let (done, finished) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("stdout".into())
+        .spawn(move || {
+            let written = write_lines(lines, std::io::stdout().lock());
+            // Nobody waits any more only when the server is already gone.
+            let _ = done.send(written);
+        })?;
+    Ok(finished)
+}
+
+/// Drain `lines` into `output`, one message per line, blocking the thread.
+/// Flushes whenever the queue is momentarily empty, so a burst is written in
+/// one go and a single message is never held back. Returns when every sender
+/// is gone or the output fails.
+fn write_lines(
     mut lines: mpsc::UnboundedReceiver<Vec<u8>>,
-    output: impl AsyncWrite + Unpin,
+    output: impl Write,
 ) -> std::io::Result<()> {
-    let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
-    while let Some(mut line) = lines.recv().await {
+    let mut output = std::io::BufWriter::with_capacity(64 * 1024, output);
+    while let Some(mut line) = lines.blocking_recv() {
         line.push(b'\n');
-        output.write_all(&line).await?;
+        output.write_all(&line)?;
         if lines.is_empty() {
-            output.flush().await?;
+            output.flush()?;
         }
     }
-    output.flush().await
+    output.flush()
 }
 
 /// Read lines until EOF, handing each parsed message to `on_message`.
@@ -225,15 +309,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[tokio::test]
-    async fn writer_keeps_order_and_frames_lines() {
+    #[test]
+    fn writer_keeps_order_and_frames_lines() {
         let (connection, rx) = Connection::new();
         for n in 0..100 {
             connection.notify("session/update", &json!({ "n": n }));
         }
         drop(connection);
         let mut out = Vec::new();
-        run_writer(rx, &mut out).await.unwrap();
+        write_lines(rx, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         let numbers: Vec<i64> = text
             .lines()
@@ -263,7 +347,7 @@ mod tests {
         let id: RequestId = serde_json::from_value(sent["id"].clone()).unwrap();
         connection.resolve(&id, Ok(json!({"content":"hi"})));
         assert_eq!(asking.await.unwrap().unwrap(), json!({"content":"hi"}));
-        assert!(connection.lock_pending().is_empty());
+        assert!(lock(&connection.pending).is_empty());
     }
 
     #[tokio::test]
@@ -274,11 +358,14 @@ mod tests {
             tokio::spawn(async move { connection.request("terminal/create", &json!({})).await })
         };
         tokio::task::yield_now().await;
-        while connection.lock_pending().is_empty() {
+        while lock(&connection.pending).is_empty() {
             tokio::task::yield_now().await;
         }
         connection.fail_pending();
-        assert!(asking.await.unwrap().is_err());
+        assert_eq!(
+            asking.await.unwrap(),
+            Err(RequestError::Closed("terminal/create".into()))
+        );
     }
 
     #[tokio::test]
@@ -293,6 +380,30 @@ mod tests {
         let sent: Value = serde_json::from_slice(&line).unwrap();
         assert_eq!(sent["id"], 9);
         assert_eq!(sent["error"]["code"], jsonrpc::INTERNAL_ERROR);
+    }
+
+    #[tokio::test]
+    async fn a_cancel_request_reaches_the_responder_while_it_is_owed() {
+        let (connection, mut rx) = Connection::new();
+        let first = Responder::new(RequestId::Number(1), connection.clone(), "session/prompt");
+        let second = Responder::new(RequestId::Number(2), connection.clone(), "session/prompt");
+        connection.cancel_request(&RequestId::Number(1));
+        assert!(first.cancellation().is_cancelled());
+        assert!(!second.cancellation().is_cancelled());
+        second.respond(Ok(Value::Null));
+        assert!(rx.recv().await.is_some());
+        // Answered: its id is free again, and a cancel for it does nothing.
+        assert!(
+            !lock(&connection.in_flight)
+                .requests
+                .contains_key(&RequestId::Number(2))
+        );
+        let reused = Responder::new(RequestId::Number(1), connection.clone(), "session/prompt");
+        drop(first);
+        // The old request's end does not unregister the newer one with its id.
+        connection.cancel_request(&RequestId::Number(1));
+        assert!(reused.cancellation().is_cancelled());
+        reused.respond(Ok(Value::Null));
     }
 
     #[tokio::test]

@@ -1,9 +1,9 @@
 //! What an MCP server is, as the session was told: a name and how to reach
-//! it. Built from ACP's `mcpServers` entries or from configuration.
+//! it. Built from configuration or from the client's `mcpServers` entries
+//! (`crate::acp::mcp_spec`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use agent_client_protocol_schema::v1 as acp;
 use thiserror::Error;
 
 /// One MCP server to start.
@@ -176,16 +176,6 @@ impl McpServerSpec {
         self
     }
 
-    /// An ACP `mcpServers` entry, with stdio servers started in `cwd` (the
-    /// session's directory: ACP gives them none of their own).
-    pub fn from_acp(server: &acp::McpServer, cwd: &Path) -> Result<Self, SpecError> {
-        let spec = Self::try_from(server)?;
-        Ok(match spec.transport {
-            McpTransport::Stdio { cwd: None, .. } => spec.with_cwd(cwd),
-            _ => spec,
-        })
-    }
-
     /// Checks what can be checked without starting anything.
     pub fn validate(&self) -> Result<(), SpecError> {
         if self.name.trim().is_empty() {
@@ -232,154 +222,5 @@ impl McpServerSpec {
             McpTransport::Stdio { command, .. } => command.display().to_string(),
             McpTransport::Http { url, .. } | McpTransport::Sse { url, .. } => url.clone(),
         }
-    }
-}
-
-impl TryFrom<&acp::McpServer> for McpServerSpec {
-    type Error = SpecError;
-
-    fn try_from(server: &acp::McpServer) -> Result<Self, SpecError> {
-        let headers = |headers: &[acp::HttpHeader]| {
-            headers
-                .iter()
-                .map(|header| (header.name.clone(), header.value.clone()))
-                .collect::<Vec<_>>()
-        };
-        let spec = match server {
-            acp::McpServer::Stdio(stdio) => Self {
-                name: stdio.name.clone(),
-                transport: McpTransport::Stdio {
-                    command: stdio.command.clone(),
-                    args: stdio.args.clone(),
-                    env: stdio
-                        .env
-                        .iter()
-                        .map(|var| (var.name.clone(), var.value.clone()))
-                        .collect(),
-                    cwd: None,
-                },
-                trust_read_only_hints: true,
-            },
-            acp::McpServer::Http(http) => Self {
-                name: http.name.clone(),
-                transport: McpTransport::Http {
-                    url: http.url.clone(),
-                    headers: headers(&http.headers),
-                },
-                trust_read_only_hints: true,
-            },
-            acp::McpServer::Sse(sse) => Self {
-                name: sse.name.clone(),
-                transport: McpTransport::Sse {
-                    url: sse.url.clone(),
-                    headers: headers(&sse.headers),
-                },
-                trust_read_only_hints: true,
-            },
-            // The enum is non-exhaustive (e.g. the unstable `acp` transport).
-            #[allow(unreachable_patterns)]
-            _ => {
-                return Err(SpecError::UnsupportedTransport {
-                    name: acp_name(server),
-                });
-            }
-        };
-        spec.validate()?;
-        Ok(spec)
-    }
-}
-
-/// The name of an entry of a kind this code does not know, via its JSON.
-fn acp_name(server: &acp::McpServer) -> String {
-    serde_json::to_value(server)
-        .ok()
-        .and_then(|value| value.get("name")?.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(json: serde_json::Value) -> acp::McpServer {
-        serde_json::from_value(json).unwrap()
-    }
-
-    #[test]
-    fn stdio_entries_take_the_session_cwd() {
-        let server = parse(serde_json::json!({
-            "name": "fs",
-            "command": "/usr/bin/node",
-            "args": ["server.js", "/tmp"],
-            "env": [{"name": "TOKEN", "value": "x"}]
-        }));
-        let spec = McpServerSpec::from_acp(&server, Path::new("/work/project")).unwrap();
-        assert_eq!(
-            spec,
-            McpServerSpec::stdio("fs", "/usr/bin/node")
-                .with_args(["server.js", "/tmp"])
-                .with_env("TOKEN", "x")
-                .with_cwd("/work/project")
-        );
-    }
-
-    #[test]
-    fn http_and_sse_entries_keep_their_headers() {
-        let http = parse(serde_json::json!({
-            "type": "http", "name": "web", "url": "http://127.0.0.1:1/mcp",
-            "headers": [{"name": "Authorization", "value": "Bearer t"}]
-        }));
-        assert_eq!(
-            McpServerSpec::try_from(&http).unwrap(),
-            McpServerSpec::http("web", "http://127.0.0.1:1/mcp")
-                .with_header("Authorization", "Bearer t")
-        );
-        let sse = parse(serde_json::json!({
-            "type": "sse", "name": "old", "url": "https://example.com/sse", "headers": []
-        }));
-        assert_eq!(
-            McpServerSpec::from_acp(&sse, Path::new("/x")).unwrap(),
-            McpServerSpec::sse("old", "https://example.com/sse")
-        );
-    }
-
-    #[test]
-    fn unusable_entries_say_why() {
-        let bad_url = parse(
-            serde_json::json!({"type": "http", "name": "w", "url": "not a url", "headers": []}),
-        );
-        let err = McpServerSpec::try_from(&bad_url).unwrap_err();
-        assert!(err.to_string().contains("invalid URL `not a url`"), "{err}");
-
-        let ftp = parse(
-            serde_json::json!({"type": "http", "name": "w", "url": "ftp://x/", "headers": []}),
-        );
-        let err = McpServerSpec::try_from(&ftp).unwrap_err();
-        assert!(err.to_string().contains("only http and https"), "{err}");
-
-        let header = parse(serde_json::json!({
-            "type": "http", "name": "w", "url": "http://x/", "headers": [{"name": "bad header", "value": "v"}]
-        }));
-        assert_eq!(
-            McpServerSpec::try_from(&header).unwrap_err(),
-            SpecError::InvalidHeader {
-                name: "w".into(),
-                header: "bad header".into()
-            }
-        );
-
-        let unnamed =
-            parse(serde_json::json!({"name": " ", "command": "x", "args": [], "env": []}));
-        assert_eq!(
-            McpServerSpec::try_from(&unnamed).unwrap_err(),
-            SpecError::EmptyName
-        );
-
-        let no_command =
-            parse(serde_json::json!({"name": "n", "command": "", "args": [], "env": []}));
-        assert!(matches!(
-            McpServerSpec::try_from(&no_command),
-            Err(SpecError::EmptyCommand { .. })
-        ));
     }
 }

@@ -3,52 +3,18 @@
 //! accepts connections and never answers, so a turn runs until cancelled.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::client::{ClientSink, MODEL_OPTION, PROVIDER_OPTION, PermissionChoice};
+use crate::client::testing::RecordingClient;
+use crate::client::{ClientSink, MODEL_OPTION, PROVIDER_OPTION};
 use crate::config::{Config, Overrides};
-use crate::events::{AgentEvent, ToolCallInfo};
+use crate::events::AgentEvent;
 use crate::providers::Providers;
-use crate::util::lock;
-
-#[derive(Default)]
-struct RecordingClient {
-    updates: Mutex<Vec<Update>>,
-}
-
-impl RecordingClient {
-    fn updates(&self) -> Vec<Update> {
-        lock(&self.updates).clone()
-    }
-}
-
-impl ClientSink for RecordingClient {
-    fn send(&self, _: &str, update: Update) {
-        lock(&self.updates).push(update);
-    }
-
-    fn request_permission<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a ToolCallInfo,
-    ) -> BoxFuture<'a, Result<PermissionChoice, String>> {
-        Box::pin(async { Ok(PermissionChoice::RejectOnce) })
-    }
-
-    fn call<'a>(
-        &'a self,
-        method: &'a str,
-        _: serde_json::Value,
-    ) -> BoxFuture<'a, Result<serde_json::Value, (i32, String)>> {
-        Box::pin(async move { Err((-32601, format!("{method} is not offered"))) })
-    }
-}
 
 /// A model server that takes requests and never answers them.
 async fn silent_server() -> String {
@@ -121,6 +87,18 @@ async fn session() -> Fixture {
 }
 
 impl Fixture {
+    /// What the client was shown of this session.
+    fn updates(&self) -> Vec<Update> {
+        self.client
+            .updates()
+            .into_iter()
+            .map(|(session, update)| {
+                assert_eq!(session, "s1");
+                update
+            })
+            .collect()
+    }
+
     async fn ask<T>(&self, msg: impl FnOnce(oneshot::Sender<T>) -> SessionMsg) -> T {
         let (reply, answer) = oneshot::channel();
         assert!(self.session.send(msg(reply)));
@@ -143,13 +121,13 @@ impl Fixture {
     /// The updates sent so far, once `done` holds for them.
     async fn updates_until(&self, done: impl Fn(&[Update]) -> bool) -> Vec<Update> {
         for _ in 0..200 {
-            let updates = self.client.updates();
+            let updates = self.updates();
             if done(&updates) {
                 return updates;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        panic!("not seen: {:?}", self.client.updates());
+        panic!("not seen: {:?}", self.updates());
     }
 }
 
@@ -185,7 +163,7 @@ async fn a_mode_change_is_shown_then_offered_in_the_options() {
         .unwrap();
     let mode = options.iter().find(|o| o.id == MODE_OPTION).unwrap();
     assert_eq!(mode.current, "plan");
-    let updates = fixture.client.updates();
+    let updates = fixture.updates();
     assert_eq!(updates[0], Update::CurrentMode("plan".into()));
     assert!(
         matches!(&updates[1], Update::ConfigOptions(options) if options.iter().any(|o| o.id == MODE_OPTION && o.current == "plan"))
@@ -198,7 +176,7 @@ async fn a_mode_change_is_shown_then_offered_in_the_options() {
         })
         .await
         .unwrap();
-    assert_eq!(fixture.client.updates().len(), 2);
+    assert_eq!(fixture.updates().len(), 2);
 }
 
 #[tokio::test]
@@ -258,7 +236,7 @@ async fn commands_are_advertised_once_the_client_has_the_session() {
     // Before `Started` nothing is sent, even when the commands change.
     fixture.session.send(SessionMsg::CommandsChanged);
     fixture.ask(|reply| SessionMsg::Options { reply }).await;
-    assert!(fixture.client.updates().is_empty());
+    assert!(fixture.updates().is_empty());
     fixture.session.send(SessionMsg::Started);
     let updates = fixture.updates_until(|updates| !updates.is_empty()).await;
     let Update::AvailableCommands(commands) = &updates[0] else {
@@ -269,7 +247,6 @@ async fn commands_are_advertised_once_the_client_has_the_session() {
     fixture.session.send(SessionMsg::CommandsChanged);
     fixture.ask(|reply| SessionMsg::Options { reply }).await;
     let advertised = fixture
-        .client
         .updates()
         .iter()
         .filter(|u| matches!(u, Update::AvailableCommands(_)))
@@ -282,7 +259,7 @@ async fn a_slash_command_answers_without_the_model_and_ends_the_turn() {
     let fixture = session().await;
     let reason = answered(fixture.prompt("/mode auto")).await.unwrap();
     assert_eq!(reason, StopReason::EndTurn);
-    let updates = fixture.client.updates();
+    let updates = fixture.updates();
     assert!(updates.contains(&Update::CurrentMode("auto".into())));
     assert!(agent_text(&updates).contains("mode is now `auto`"));
 }

@@ -5,13 +5,14 @@ use std::io::Write;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
 use super::events::{StoredEvent, StoredUpdate};
 use super::files::{Metadata, OpenSession, now_rfc3339, write_metadata};
 use crate::client::PermissionChoice;
-use crate::client::{ClientSink, Update};
+use crate::client::{ClientFuture, ClientSink, Update};
+use crate::client::{CreateTerminal, ReadTextFile, TerminalExit, TerminalId};
+use crate::client::{TerminalOutput, WriteTextFile};
 use crate::events::ToolCallInfo;
 
 enum Op {
@@ -192,49 +193,52 @@ impl ClientSink for RecordingSink {
         self.inner.send(session_id, update);
     }
 
-    fn request_permission<'a>(
-        &'a self,
-        session_id: &'a str,
-        call: &'a ToolCallInfo,
-    ) -> BoxFuture<'a, Result<PermissionChoice, String>> {
+    // Requests are not history: they pass straight through.
+    fn request_permission(
+        &self,
+        session_id: &str,
+        call: &ToolCallInfo,
+    ) -> ClientFuture<'_, PermissionChoice> {
         self.inner.request_permission(session_id, call)
     }
 
-    fn call<'a>(
-        &'a self,
-        method: &'a str,
-        params: serde_json::Value,
-    ) -> BoxFuture<'a, Result<serde_json::Value, (i32, String)>> {
-        self.inner.call(method, params)
+    fn read_text_file(&self, request: ReadTextFile) -> ClientFuture<'_, String> {
+        self.inner.read_text_file(request)
+    }
+
+    fn write_text_file(&self, request: WriteTextFile) -> ClientFuture<'_, ()> {
+        self.inner.write_text_file(request)
+    }
+
+    fn create_terminal(&self, request: CreateTerminal) -> ClientFuture<'_, TerminalId> {
+        self.inner.create_terminal(request)
+    }
+
+    fn terminal_output(&self, terminal: &TerminalId) -> ClientFuture<'_, TerminalOutput> {
+        self.inner.terminal_output(terminal)
+    }
+
+    fn wait_for_terminal_exit(&self, terminal: &TerminalId) -> ClientFuture<'_, TerminalExit> {
+        self.inner.wait_for_terminal_exit(terminal)
+    }
+
+    fn kill_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()> {
+        self.inner.kill_terminal(terminal)
+    }
+
+    fn release_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()> {
+        self.inner.release_terminal(terminal)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::testing::RecordingClient;
     use crate::events::AgentEvent;
     use crate::model::Message;
     use crate::store::Store;
     use std::path::PathBuf;
-
-    struct Nothing;
-    impl ClientSink for Nothing {
-        fn send(&self, _: &str, _: Update) {}
-        fn request_permission<'a>(
-            &'a self,
-            _: &'a str,
-            _: &'a ToolCallInfo,
-        ) -> BoxFuture<'a, Result<PermissionChoice, String>> {
-            Box::pin(async { Err("no".into()) })
-        }
-        fn call<'a>(
-            &'a self,
-            _: &'a str,
-            _: serde_json::Value,
-        ) -> BoxFuture<'a, Result<serde_json::Value, (i32, String)>> {
-            Box::pin(async { Err((0, "no".into())) })
-        }
-    }
 
     #[tokio::test]
     async fn what_the_sink_forwards_is_what_the_store_replays() {
@@ -243,7 +247,7 @@ mod tests {
         let metadata = Metadata::new("s1", PathBuf::from("/p"), "prov", "model", "act");
         let open = store.create(&metadata).unwrap();
         let recorder = Recorder::start(open, metadata);
-        let sink = recorder.wrap(Arc::new(Nothing));
+        let sink = recorder.wrap(Arc::new(RecordingClient::default()));
         recorder.record(StoredEvent::UserPrompt {
             at: now_rfc3339(),
             message: Message::user_text("hello"),

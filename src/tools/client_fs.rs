@@ -6,12 +6,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use agent_client_protocol_schema::v1 as acp;
 use futures::future::BoxFuture;
 
 use super::{FileSystem, LocalFs, ToolError};
-use crate::client::ClientSink;
-use crate::transport::jsonrpc::RESOURCE_NOT_FOUND;
+use crate::client::{ClientError, ClientSink, ReadTextFile, WriteTextFile};
 
 pub struct ClientFs {
     pub session_id: String,
@@ -21,17 +19,16 @@ pub struct ClientFs {
     pub local: LocalFs,
 }
 
-fn client_error(path: &Path, code: i32, message: String) -> ToolError {
-    let lower = message.to_ascii_lowercase();
-    if code == RESOURCE_NOT_FOUND || lower.contains("not found") || lower.contains("no such file") {
-        return ToolError::NotFound {
+fn client_error(path: &Path, err: ClientError) -> ToolError {
+    match err {
+        ClientError::NotFound(_) => ToolError::NotFound {
             path: path.display().to_string(),
-        };
+        },
+        err => ToolError::Failed(format!(
+            "the editor could not access {}: {err}",
+            path.display()
+        )),
     }
-    ToolError::Failed(format!(
-        "the editor could not access {}: {message}",
-        path.display()
-    ))
 }
 
 impl FileSystem for ClientFs {
@@ -45,21 +42,14 @@ impl FileSystem for ClientFs {
             return self.local.read_text_file(path, line, limit);
         }
         Box::pin(async move {
-            let request = acp::ReadTextFileRequest::new(self.session_id.clone(), path)
-                .line(line)
-                .limit(limit);
-            let params = serde_json::to_value(&request)
-                .map_err(|err| ToolError::Failed(format!("cannot encode the request: {err}")))?;
-            let answer = self
-                .sink
-                .call("fs/read_text_file", params)
-                .await
-                .map_err(|(code, message)| client_error(path, code, message))?;
-            let response: acp::ReadTextFileResponse =
-                serde_json::from_value(answer).map_err(|err| {
-                    ToolError::Failed(format!("the editor's answer could not be read: {err}"))
-                })?;
-            Ok(response.content)
+            let request = ReadTextFile {
+                session_id: self.session_id.clone(),
+                path: path.to_path_buf(),
+                line,
+                limit,
+            };
+            let answer = self.sink.read_text_file(request).await;
+            answer.map_err(|err| client_error(path, err))
         })
     }
 
@@ -72,15 +62,88 @@ impl FileSystem for ClientFs {
             return self.local.write_text_file(path, content);
         }
         Box::pin(async move {
-            let request =
-                acp::WriteTextFileRequest::new(self.session_id.clone(), path, content.to_string());
-            let params = serde_json::to_value(&request)
-                .map_err(|err| ToolError::Failed(format!("cannot encode the request: {err}")))?;
-            self.sink
-                .call("fs/write_text_file", params)
-                .await
-                .map_err(|(code, message)| client_error(path, code, message))?;
-            Ok(())
+            let request = WriteTextFile {
+                session_id: self.session_id.clone(),
+                path: path.to_path_buf(),
+                content: content.to_string(),
+            };
+            let answer = self.sink.write_text_file(request).await;
+            answer.map_err(|err| client_error(path, err))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::testing::RecordingClient;
+
+    fn fs(client: RecordingClient, read: bool, write: bool) -> (Arc<RecordingClient>, ClientFs) {
+        let client = Arc::new(client);
+        let fs = ClientFs {
+            session_id: "s".into(),
+            sink: client.clone(),
+            read,
+            write,
+            local: LocalFs::default(),
+        };
+        (client, fs)
+    }
+
+    #[tokio::test]
+    async fn offered_operations_go_to_the_editor() {
+        let path = Path::new("/project/buffer.txt");
+        let (client, fs) = fs(
+            RecordingClient::default().with_file(path, "unsaved"),
+            true,
+            true,
+        );
+        assert_eq!(
+            fs.read_text_file(path, None, None).await.unwrap(),
+            "unsaved"
+        );
+        fs.write_text_file(path, "new").await.unwrap();
+        assert_eq!(client.file(path).as_deref(), Some("new"));
+        let missing = fs
+            .read_text_file(Path::new("/project/nope"), None, None)
+            .await
+            .unwrap_err();
+        assert!(matches!(missing, ToolError::NotFound { .. }), "{missing}");
+        assert_eq!(
+            client.requests(),
+            ["read_text_file", "write_text_file", "read_text_file"]
+        );
+    }
+
+    #[tokio::test]
+    async fn what_the_editor_does_not_offer_uses_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        let (client, fs) = fs(RecordingClient::default(), false, false);
+        fs.write_text_file(&path, "on disk").await.unwrap();
+        assert_eq!(
+            fs.read_text_file(&path, None, None).await.unwrap(),
+            "on disk"
+        );
+        assert!(client.requests().is_empty());
+    }
+
+    #[test]
+    fn editor_errors_keep_their_message_unless_they_mean_not_found() {
+        let path = Path::new("/a");
+        let table = [
+            (ClientError::NotFound("gone".into()), None),
+            (
+                ClientError::Failed("denied".into()),
+                Some("the editor could not access /a: denied"),
+            ),
+        ];
+        for (err, expected) in table {
+            match (client_error(path, err.clone()), expected) {
+                (ToolError::NotFound { path }, None) => assert_eq!(path, "/a"),
+                (ToolError::Failed(message), Some(expected)) => assert_eq!(message, expected),
+                (other, _) => panic!("{err:?} became {other:?}"),
+            }
+        }
     }
 }

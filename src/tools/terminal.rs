@@ -8,14 +8,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_client_protocol_schema::v1 as acp;
 use futures::future::BoxFuture;
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::shell::CappedOutput;
 use super::{Progress, Shell, ShellOutput, ToolError};
-use crate::client::ClientSink;
+use crate::client::{
+    ClientError, ClientFuture, ClientSink, CreateTerminal, TerminalExit, TerminalId, TerminalOutput,
+};
 use crate::events::ToolContent;
 
 /// How long the editor gets to answer a kill, an output or a release
@@ -43,7 +43,7 @@ impl Shell for ClientTerminal {
 }
 
 enum Ending {
-    Exited(Result<Value, (i32, String)>),
+    Exited(Result<TerminalExit, ClientError>),
     TimedOut,
     Cancelled,
 }
@@ -61,83 +61,71 @@ impl ClientTerminal {
         if cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
-        let params = json!({
-            "sessionId": self.session_id,
-            "command": "sh",
-            "args": ["-c", command],
-            "env": [],
-            "cwd": cwd,
-            "outputByteLimit": output_cap,
-        });
+        let request = CreateTerminal {
+            session_id: self.session_id.clone(),
+            command: "sh".into(),
+            args: vec!["-c".into(), command.into()],
+            env: Vec::new(),
+            cwd: Some(cwd.to_path_buf()),
+            output_byte_limit: u64::try_from(output_cap).ok(),
+        };
         // Not raced with cancel: a terminal the editor made must be released.
-        let created = self
-            .sink
-            .call("terminal/create", params)
-            .await
-            .map_err(|(_, message)| {
-                ToolError::Failed(format!(
-                    "the editor could not start the command in a terminal: {message}"
-                ))
-            })?;
-        let created: acp::CreateTerminalResponse =
-            serde_json::from_value(created).map_err(|err| {
-                ToolError::Failed(format!(
-                    "the editor's answer to terminal/create could not be read: {err}"
-                ))
-            })?;
-        let terminal_id = created.terminal_id.0.to_string();
+        let id = self.sink.create_terminal(request).await.map_err(|err| {
+            ToolError::Failed(format!(
+                "the editor could not start the command in a terminal: {err}"
+            ))
+        })?;
+        let terminal = Terminal {
+            sink: Arc::clone(&self.sink),
+            id,
+        };
         let mut guard = ReleaseOnDrop {
-            terminal: Some(self.terminal(&terminal_id)),
+            terminal: Some(terminal.clone()),
         };
         progress.report(vec![ToolContent::Terminal {
-            terminal_id: terminal_id.clone(),
+            terminal_id: terminal.id.terminal_id.clone(),
         }]);
-        let terminal = self.terminal(&terminal_id);
         let result = terminal.follow(timeout, output_cap, cancel).await;
         guard.terminal = None;
         terminal.release().await;
         result.map(|mut output| {
-            output.terminal_id = Some(terminal_id);
+            output.terminal_id = Some(terminal.id.terminal_id);
             output
         })
     }
-
-    fn terminal(&self, terminal_id: &str) -> Terminal {
-        Terminal {
-            sink: Arc::clone(&self.sink),
-            params: json!({"sessionId": self.session_id, "terminalId": terminal_id}),
-        }
-    }
 }
 
-/// One created terminal: the requests that name it.
+/// One created terminal and the client that has it.
+#[derive(Clone)]
 struct Terminal {
     sink: Arc<dyn ClientSink>,
-    params: Value,
+    id: TerminalId,
 }
 
 impl Terminal {
-    async fn request(&self, method: &str) -> Result<Value, (i32, String)> {
-        self.sink.call(method, self.params.clone()).await
-    }
-
     /// A request after the command has stopped, bounded in time.
-    async fn request_briefly(&self, method: &str) -> Option<Value> {
-        match tokio::time::timeout(AFTER_KILL, self.request(method)).await {
+    async fn briefly<T>(&self, what: &str, request: ClientFuture<'_, T>) -> Option<T> {
+        match tokio::time::timeout(AFTER_KILL, request).await {
             Ok(Ok(answer)) => Some(answer),
-            Ok(Err((code, message))) => {
-                tracing::debug!(method, code, %message, "terminal request failed");
+            Ok(Err(err)) => {
+                tracing::debug!(what, %err, "terminal request failed");
                 None
             }
             Err(_) => {
-                tracing::debug!(method, "terminal request not answered in time");
+                tracing::debug!(what, "terminal request not answered in time");
                 None
             }
         }
     }
 
+    async fn kill(&self) {
+        self.briefly("kill", self.sink.kill_terminal(&self.id))
+            .await;
+    }
+
     async fn release(&self) {
-        self.request_briefly("terminal/release").await;
+        self.briefly("release", self.sink.release_terminal(&self.id))
+            .await;
     }
 
     /// Waits for the exit (or the timeout, or a cancel), then reads the output.
@@ -151,34 +139,22 @@ impl Terminal {
             biased;
             () = cancel.cancelled() => Ending::Cancelled,
             () = tokio::time::sleep(timeout) => Ending::TimedOut,
-            exit = self.request("terminal/wait_for_exit") => Ending::Exited(exit),
+            exit = self.sink.wait_for_terminal_exit(&self.id) => Ending::Exited(exit),
         };
         match ending {
-            Ending::Exited(Err((_, message))) => Err(ToolError::Failed(format!(
-                "the editor's terminal failed while waiting for the command: {message}"
+            Ending::Exited(Err(err)) => Err(ToolError::Failed(format!(
+                "the editor's terminal failed while waiting for the command: {err}"
             ))),
             Ending::Exited(Ok(exit)) => {
-                let exit: acp::WaitForTerminalExitResponse =
-                    serde_json::from_value(exit).map_err(|err| {
-                        ToolError::Failed(format!(
-                            "the editor's answer to terminal/wait_for_exit could not be read: {err}"
-                        ))
-                    })?;
-                let answer = self
-                    .request("terminal/output")
-                    .await
-                    .map_err(|(_, message)| {
-                        ToolError::Failed(format!(
-                            "the command ended, but the editor did not give its output: {message}"
-                        ))
-                    })?;
+                let answer = self.sink.terminal_output(&self.id).await.map_err(|err| {
+                    ToolError::Failed(format!(
+                        "the command ended, but the editor did not give its output: {err}"
+                    ))
+                })?;
                 let (output, omitted_bytes) = capped_output(&answer, output_cap);
                 Ok(ShellOutput {
-                    exit_code: exit
-                        .exit_status
-                        .exit_code
-                        .and_then(|code| i32::try_from(code).ok()),
-                    signal: exit.exit_status.signal.as_deref().and_then(signal_number),
+                    exit_code: exit.exit_code.and_then(|code| i32::try_from(code).ok()),
+                    signal: exit.signal.as_deref().and_then(signal_number),
                     output,
                     timed_out: false,
                     omitted_bytes,
@@ -186,15 +162,16 @@ impl Terminal {
                 })
             }
             Ending::Cancelled => {
-                self.request_briefly("terminal/kill").await;
+                self.kill().await;
                 Err(ToolError::Killed(
                     "the user cancelled the turn, so it was stopped".into(),
                 ))
             }
             Ending::TimedOut => {
-                self.request_briefly("terminal/kill").await;
+                self.kill().await;
                 // What it printed before the kill is part of the answer.
-                let (output, omitted_bytes) = match self.request_briefly("terminal/output").await {
+                let request = self.sink.terminal_output(&self.id);
+                let (output, omitted_bytes) = match self.briefly("output", request).await {
                     Some(answer) => capped_output(&answer, output_cap),
                     None => (String::new(), 0),
                 };
@@ -211,14 +188,12 @@ impl Terminal {
     }
 }
 
-/// A `terminal/output` answer cut like local output (start and end kept).
-fn capped_output(answer: &Value, output_cap: usize) -> (String, u64) {
-    let text = answer.get("output").and_then(Value::as_str).unwrap_or("");
-    let truncated = answer.get("truncated").and_then(Value::as_bool) == Some(true);
+/// The editor's output cut like local output (start and end kept).
+fn capped_output(answer: &TerminalOutput, output_cap: usize) -> (String, u64) {
     let mut capped = CappedOutput::new(output_cap);
-    capped.push(text.as_bytes());
+    capped.push(answer.output.as_bytes());
     let (output, omitted) = capped.finish();
-    if truncated {
+    if answer.truncated {
         // The editor kept only the end: say so, as the local cap does.
         (
             format!("[earlier output truncated by the editor]\n{output}"),
@@ -261,7 +236,7 @@ impl Drop for ReleaseOnDrop {
         };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                terminal.request_briefly("terminal/kill").await;
+                terminal.kill().await;
                 terminal.release().await;
             });
         }
@@ -271,48 +246,14 @@ impl Drop for ReleaseOnDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::PermissionChoice;
-    use crate::client::Update;
-    use crate::events::ToolCallInfo;
-    use std::sync::Mutex;
+    use crate::client::testing::RecordingClient;
 
     /// An editor whose commands print "hi" and exit 3, or never exit.
-    struct Editor {
-        calls: Mutex<Vec<String>>,
-        hang: bool,
-    }
-
-    impl ClientSink for Editor {
-        fn send(&self, _: &str, _: Update) {}
-        fn request_permission<'a>(
-            &'a self,
-            _: &'a str,
-            _: &'a ToolCallInfo,
-        ) -> BoxFuture<'a, Result<PermissionChoice, String>> {
-            Box::pin(async { Err("no".into()) })
-        }
-        fn call<'a>(
-            &'a self,
-            method: &'a str,
-            _: Value,
-        ) -> BoxFuture<'a, Result<Value, (i32, String)>> {
-            self.calls.lock().unwrap().push(method.to_string());
-            Box::pin(async move {
-                match method {
-                    "terminal/create" => Ok(json!({"terminalId": "t1"})),
-                    "terminal/wait_for_exit" if self.hang => std::future::pending().await,
-                    "terminal/wait_for_exit" => Ok(json!({"exitCode": 3})),
-                    "terminal/output" => Ok(json!({"output": "hi\n", "truncated": false})),
-                    _ => Ok(json!({})),
-                }
-            })
-        }
-    }
-
-    fn terminal(hang: bool) -> (Arc<Editor>, ClientTerminal) {
-        let editor = Arc::new(Editor {
-            calls: Mutex::default(),
-            hang,
+    fn terminal(hang: bool) -> (Arc<RecordingClient>, ClientTerminal) {
+        let editor = Arc::new(if hang {
+            RecordingClient::hanging()
+        } else {
+            RecordingClient::default()
         });
         let terminal = ClientTerminal {
             session_id: "s".into(),
@@ -346,12 +287,12 @@ mod tests {
             }]
         );
         assert_eq!(
-            *editor.calls.lock().unwrap(),
+            editor.requests(),
             [
-                "terminal/create",
-                "terminal/wait_for_exit",
-                "terminal/output",
-                "terminal/release"
+                "create_terminal",
+                "wait_for_terminal_exit",
+                "terminal_output",
+                "release_terminal"
             ]
         );
     }
@@ -373,13 +314,13 @@ mod tests {
         assert!(out.timed_out);
         assert_eq!(out.output, "hi\n");
         assert_eq!(
-            *editor.calls.lock().unwrap(),
+            editor.requests(),
             [
-                "terminal/create",
-                "terminal/wait_for_exit",
-                "terminal/kill",
-                "terminal/output",
-                "terminal/release"
+                "create_terminal",
+                "wait_for_terminal_exit",
+                "kill_terminal",
+                "terminal_output",
+                "release_terminal"
             ]
         );
     }
@@ -405,8 +346,8 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("killed"), "{err}");
-        let calls = editor.calls.lock().unwrap().clone();
-        assert_eq!(&calls[2..], ["terminal/kill", "terminal/release"]);
+        let calls = editor.requests();
+        assert_eq!(&calls[2..], ["kill_terminal", "release_terminal"]);
     }
 
     #[test]
@@ -419,7 +360,11 @@ mod tests {
 
     #[test]
     fn editor_output_is_capped_and_its_own_truncation_noted() {
-        let answer = json!({"output": "x".repeat(500), "truncated": true});
+        let answer = TerminalOutput {
+            output: "x".repeat(500),
+            truncated: true,
+            exit: None,
+        };
         let (text, omitted) = capped_output(&answer, 100);
         assert!(text.starts_with("[earlier output truncated by the editor]\n"));
         assert_eq!(omitted, 400);

@@ -3,26 +3,21 @@
 //! request (a [`Responder`]). Runs on the reader task and never waits: all
 //! waiting happens in small tasks that hold the responder.
 
-use std::collections::HashMap;
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
 
 use agent_client_protocol_schema::v1 as acp;
 use agent_client_protocol_schema::v1::RequestId;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::oneshot;
-use tokio_util::sync::CancellationToken;
 
-use futures::future::BoxFuture;
-
-use crate::client::PermissionChoice;
-use crate::client::{ClientAbilities, ClientSink, Update};
-use crate::events::{StopReason, ToolCallInfo};
+use super::{mcp_spec, translate};
+use crate::client::{ClientAbilities, ClientSink, SelectOption};
+use crate::events::StopReason;
+use crate::mcp::McpServerSpec;
 use crate::session::manager::{self, SessionManager};
 use crate::session::{SessionError, SessionMsg};
-use crate::translate;
-use crate::transport::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST};
+use crate::transport::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST, RESOURCE_NOT_FOUND};
 use crate::transport::{Connection, Incoming, Responder, RpcError};
 
 /// What the client said about itself in `initialize`.
@@ -34,13 +29,30 @@ pub struct ClientInfo {
     pub name: Option<String>,
 }
 
-type Inflight = Arc<Mutex<HashMap<RequestId, CancellationToken>>>;
+/// A request's handler, its params still raw (see [`Router::dispatch`]).
+type Handler = Box<dyn FnOnce(&mut Router, &str, Value, Responder)>;
 
 pub struct Router {
     connection: Connection,
     sessions: SessionManager,
-    inflight: Inflight,
     client: Option<ClientInfo>,
+}
+
+/// How a stored session comes back: `session/load` replays its history to
+/// the client first, `session/resume` does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reopen {
+    Load,
+    Resume,
+}
+
+impl Reopen {
+    fn method(self) -> &'static str {
+        match self {
+            Reopen::Load => "session/load",
+            Reopen::Resume => "session/resume",
+        }
+    }
 }
 
 impl Router {
@@ -48,7 +60,6 @@ impl Router {
         Self {
             connection,
             sessions,
-            inflight: Inflight::default(),
             client: None,
         }
     }
@@ -81,60 +92,62 @@ impl Router {
 
     fn request(&mut self, method: &str, params: Value, responder: Responder) {
         tracing::debug!(%method, "request");
-        match method {
-            "initialize" => self.initialize(params, responder),
-            "authenticate" => {
-                with_params::<acp::AuthenticateRequest>(method, params, responder, |_, r| {
-                    r.respond_with(Ok(acp::AuthenticateResponse::new()));
-                })
-            }
-            "logout" => responder.respond_with(Ok(acp::LogoutResponse::new())),
-            "session/new" => self.new_session(params, responder),
-            "session/prompt" => self.prompt(params, responder),
-            "session/set_config_option" => self.set_config_option(params, responder),
-            "session/set_mode" => self.set_mode(params, responder),
-            "session/close" => self.close_session(params, responder),
-            "session/load" => self.load_session(params, responder),
-            "session/resume" => self.resume_session(params, responder),
-            "session/list" => self.list_sessions(params, responder),
-            "session/delete" => self.delete_session(params, responder),
-            _ => responder.respond(Err(RpcError::method_not_found(method))),
-        }
+        let handler = match method {
+            "initialize" => Self::dispatch(Self::initialize),
+            "authenticate" => Self::dispatch(Self::authenticate),
+            "logout" => return responder.respond_with(Ok(acp::LogoutResponse::new())),
+            "session/new" => Self::dispatch(Self::new_session),
+            "session/prompt" => Self::dispatch(Self::prompt),
+            "session/set_config_option" => Self::dispatch(Self::set_config_option),
+            "session/set_mode" => Self::dispatch(Self::set_mode),
+            "session/close" => Self::dispatch(Self::close_session),
+            "session/load" => Self::dispatch(Self::load_session),
+            "session/resume" => Self::dispatch(Self::resume_session),
+            "session/list" => Self::dispatch(Self::list_sessions),
+            "session/delete" => Self::dispatch(Self::delete_session),
+            _ => return responder.respond(Err(RpcError::method_not_found(method))),
+        };
+        handler(self, method, params, responder);
+    }
+
+    /// The one way into a request handler: its params parsed into the
+    /// handler's type, or an answer with the error naming the offending field.
+    fn dispatch<Req: DeserializeOwned + 'static>(
+        handler: fn(&mut Self, Req, Responder),
+    ) -> Handler {
+        Box::new(
+            move |router, method, params, responder| match parse::<Req>(method, params) {
+                Ok(request) => handler(router, request, responder),
+                Err(err) => responder.respond(Err(err)),
+            },
+        )
     }
 
     fn notification(&mut self, method: &str, params: Value) {
         tracing::debug!(%method, "notification");
         match method {
-            "session/cancel" => match parse::<acp::CancelNotification>(method, params) {
-                Ok(cancel) => match self.sessions.get(&cancel.session_id.0) {
-                    Some(session) => {
-                        session.send(SessionMsg::Cancel);
-                    }
-                    None => {
-                        tracing::warn!(session = %cancel.session_id, "cancel for an unknown session")
-                    }
-                },
-                Err(err) => tracing::warn!(message = %err.message, "bad session/cancel"),
-            },
-            "$/cancel_request" => match parse::<acp::CancelRequestNotification>(method, params) {
-                Ok(cancel) => {
-                    let token = lock(&self.inflight).get(&cancel.request_id).cloned();
-                    if let Some(token) = token {
-                        token.cancel();
-                    }
-                }
-                Err(err) => tracing::warn!(message = %err.message, "bad $/cancel_request"),
-            },
+            "session/cancel" => on_notification(method, params, |cancel| self.cancel_turn(cancel)),
+            // Fires the token the request's responder carries.
+            "$/cancel_request" => {
+                on_notification(method, params, |cancel: acp::CancelRequestNotification| {
+                    self.connection.cancel_request(&cancel.request_id)
+                })
+            }
             // Unknown notifications are ignored, as JSON-RPC asks.
             _ => tracing::debug!(%method, "ignored notification"),
         }
     }
 
-    fn initialize(&mut self, params: Value, responder: Responder) {
-        let request = match parse::<acp::InitializeRequest>("initialize", params) {
-            Ok(request) => request,
-            Err(err) => return responder.respond(Err(err)),
-        };
+    fn cancel_turn(&mut self, cancel: acp::CancelNotification) {
+        match self.sessions.get(&cancel.session_id.0) {
+            Some(session) => {
+                session.send(SessionMsg::Cancel);
+            }
+            None => tracing::warn!(session = %cancel.session_id, "cancel for an unknown session"),
+        }
+    }
+
+    fn initialize(&mut self, request: acp::InitializeRequest, responder: Responder) {
         let caps = &request.client_capabilities;
         self.client = Some(ClientInfo {
             read_text_file: caps.fs.read_text_file,
@@ -146,25 +159,15 @@ impl Router {
         responder.respond_with(Ok(initialize_response()));
     }
 
-    fn new_session(&mut self, params: Value, responder: Responder) {
-        let request = match parse::<acp::NewSessionRequest>("session/new", params) {
-            Ok(request) => request,
+    fn authenticate(&mut self, _: acp::AuthenticateRequest, responder: Responder) {
+        responder.respond_with(Ok(acp::AuthenticateResponse::new()));
+    }
+
+    fn new_session(&mut self, request: acp::NewSessionRequest, responder: Responder) {
+        let mcp_servers = match session_servers("session/new", &request.cwd, &request.mcp_servers) {
+            Ok(servers) => servers,
             Err(err) => return responder.respond(Err(err)),
         };
-        if let Err(err) = check_cwd(&request.cwd) {
-            return responder.respond(Err(err));
-        }
-        let mut mcp_servers = Vec::with_capacity(request.mcp_servers.len());
-        for (n, server) in request.mcp_servers.iter().enumerate() {
-            match crate::mcp::McpServerSpec::from_acp(server, &request.cwd) {
-                Ok(spec) => mcp_servers.push(spec),
-                Err(err) => {
-                    return responder.respond(Err(RpcError::invalid_params(format!(
-                        "session/new: field mcpServers[{n}]: {err}"
-                    ))));
-                }
-            }
-        }
         let client = self.abilities();
         let session = self.sessions.create(request.cwd, client, mcp_servers);
         let id = session.id.clone();
@@ -196,79 +199,34 @@ impl Router {
             .unwrap_or_default()
     }
 
-    fn load_session(&mut self, params: Value, responder: Responder) {
-        let request = match parse::<acp::LoadSessionRequest>("session/load", params) {
-            Ok(request) => request,
-            Err(err) => return responder.respond(Err(err)),
-        };
-        self.restore(
-            "session/load",
-            request.session_id.0.to_string(),
-            request.cwd,
-            &request.mcp_servers,
-            responder,
-            |options| {
-                serde_json::to_value(
-                    acp::LoadSessionResponse::new()
-                        .modes(translate::mode_state(options))
-                        .config_options(translate::config_options(options)),
-                )
-            },
-        );
+    fn load_session(&mut self, request: acp::LoadSessionRequest, responder: Responder) {
+        let (id, cwd) = (request.session_id, request.cwd);
+        self.reopen(Reopen::Load, &id.0, cwd, &request.mcp_servers, responder);
     }
 
-    fn resume_session(&mut self, params: Value, responder: Responder) {
-        let request = match parse::<acp::ResumeSessionRequest>("session/resume", params) {
-            Ok(request) => request,
-            Err(err) => return responder.respond(Err(err)),
-        };
-        self.restore(
-            "session/resume",
-            request.session_id.0.to_string(),
-            request.cwd,
-            &request.mcp_servers,
-            responder,
-            |options| {
-                serde_json::to_value(
-                    acp::ResumeSessionResponse::new()
-                        .modes(translate::mode_state(options))
-                        .config_options(translate::config_options(options)),
-                )
-            },
-        );
+    fn resume_session(&mut self, request: acp::ResumeSessionRequest, responder: Responder) {
+        let (id, cwd) = (request.session_id, request.cwd);
+        self.reopen(Reopen::Resume, &id.0, cwd, &request.mcp_servers, responder);
     }
 
     /// `session/load` and `session/resume`: the session back in memory; a
     /// load's replay goes out before the answer, and the session speaks
     /// only after it.
-    fn restore(
+    fn reopen(
         &mut self,
-        method: &str,
-        id: String,
-        cwd: std::path::PathBuf,
+        how: Reopen,
+        id: &str,
+        cwd: PathBuf,
         servers: &[acp::McpServer],
         responder: Responder,
-        answer: impl FnOnce(&[crate::client::SelectOption]) -> serde_json::Result<Value>
-        + Send
-        + 'static,
     ) {
-        if let Err(err) = check_cwd(&cwd) {
-            return responder.respond(Err(err));
-        }
-        let mut mcp_servers = Vec::with_capacity(servers.len());
-        for (n, server) in servers.iter().enumerate() {
-            match crate::mcp::McpServerSpec::from_acp(server, &cwd) {
-                Ok(spec) => mcp_servers.push(spec),
-                Err(err) => {
-                    return responder.respond(Err(RpcError::invalid_params(format!(
-                        "{method}: field mcpServers[{n}]: {err}"
-                    ))));
-                }
-            }
-        }
+        let mcp_servers = match session_servers(how.method(), &cwd, servers) {
+            Ok(servers) => servers,
+            Err(err) => return responder.respond(Err(err)),
+        };
         let client = self.abilities();
-        let replay = method == "session/load";
-        let (tx, loading) = match self.sessions.load(&id, cwd, client, mcp_servers, replay) {
+        let replay = how == Reopen::Load;
+        let (tx, loading) = match self.sessions.load(id, cwd, client, mcp_servers, replay) {
             Ok(loaded) => loaded,
             Err(err) => return responder.respond(Err(store_error(err))),
         };
@@ -276,6 +234,7 @@ impl Router {
         let (reply, options) = oneshot::channel();
         let _ = tx.send(SessionMsg::Options { reply });
         let connection = self.connection.clone();
+        let id = id.to_string();
         tokio::spawn(async move {
             let updates = match loading.await {
                 Ok(updates) => updates,
@@ -288,7 +247,7 @@ impl Router {
             for update in updates {
                 connection.send(&id, update);
             }
-            match answer(&options) {
+            match reopened(how, &options) {
                 Ok(value) => responder.respond(Ok(value)),
                 Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
             }
@@ -296,11 +255,7 @@ impl Router {
         });
     }
 
-    fn list_sessions(&mut self, params: Value, responder: Responder) {
-        let request = match parse::<acp::ListSessionsRequest>("session/list", params) {
-            Ok(request) => request,
-            Err(err) => return responder.respond(Err(err)),
-        };
+    fn list_sessions(&mut self, request: acp::ListSessionsRequest, responder: Responder) {
         let Some(store) = self.sessions.store() else {
             return responder.respond_with(Ok(acp::ListSessionsResponse::new(Vec::new())));
         };
@@ -331,11 +286,7 @@ impl Router {
         });
     }
 
-    fn delete_session(&mut self, params: Value, responder: Responder) {
-        let request = match parse::<acp::DeleteSessionRequest>("session/delete", params) {
-            Ok(request) => request,
-            Err(err) => return responder.respond(Err(err)),
-        };
+    fn delete_session(&mut self, request: acp::DeleteSessionRequest, responder: Responder) {
         let id = request.session_id.0.to_string();
         let open = self.sessions.remove(&id);
         let store = self.sessions.store();
@@ -371,11 +322,7 @@ impl Router {
         });
     }
 
-    fn prompt(&mut self, params: Value, responder: Responder) {
-        let request = match parse::<acp::PromptRequest>("session/prompt", params) {
-            Ok(request) => request,
-            Err(err) => return responder.respond(Err(err)),
-        };
+    fn prompt(&mut self, request: acp::PromptRequest, responder: Responder) {
         let Some(session) = self.sessions.get(&request.session_id.0) else {
             return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
         };
@@ -383,14 +330,8 @@ impl Router {
             Ok(content) => content,
             Err(detail) => return responder.respond(Err(RpcError::invalid_params(detail))),
         };
-        let request_cancel = CancellationToken::new();
-        let registration = responder.id().cloned().map(|id| {
-            lock(&self.inflight).insert(id.clone(), request_cancel.clone());
-            InflightGuard {
-                inflight: Arc::clone(&self.inflight),
-                id,
-            }
-        });
+        // The client's `$/cancel_request` for this prompt cancels the turn.
+        let request_cancel = responder.cancellation().child_token();
         let (reply, answer) = oneshot::channel();
         session.send(SessionMsg::Prompt {
             content,
@@ -398,7 +339,6 @@ impl Router {
             reply,
         });
         tokio::spawn(async move {
-            let _registration = registration;
             let result = match answer.await {
                 Ok(result) => result,
                 Err(_) => Err(SessionError::Crashed(
@@ -416,14 +356,11 @@ impl Router {
         });
     }
 
-    fn set_config_option(&mut self, params: Value, responder: Responder) {
-        let request = match parse::<acp::SetSessionConfigOptionRequest>(
-            "session/set_config_option",
-            params,
-        ) {
-            Ok(request) => request,
-            Err(err) => return responder.respond(Err(err)),
-        };
+    fn set_config_option(
+        &mut self,
+        request: acp::SetSessionConfigOptionRequest,
+        responder: Responder,
+    ) {
         let Some(session) = self.sessions.get(&request.session_id.0) else {
             return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
         };
@@ -440,22 +377,14 @@ impl Router {
             reply,
         });
         tokio::spawn(async move {
-            let answer = match answer.await {
-                Ok(Ok(options)) => Ok(acp::SetSessionConfigOptionResponse::new(
-                    translate::config_options(&options),
-                )),
-                Ok(Err(err)) => Err(session_error(err)),
-                Err(_) => Err(RpcError::internal("the session stopped before answering")),
-            };
+            let answer = session_answer(answer).await.map(|options| {
+                acp::SetSessionConfigOptionResponse::new(translate::config_options(&options))
+            });
             responder.respond_with(answer);
         });
     }
 
-    fn set_mode(&mut self, params: Value, responder: Responder) {
-        let request = match parse::<acp::SetSessionModeRequest>("session/set_mode", params) {
-            Ok(request) => request,
-            Err(err) => return responder.respond(Err(err)),
-        };
+    fn set_mode(&mut self, request: acp::SetSessionModeRequest, responder: Responder) {
         let Some(session) = self.sessions.get(&request.session_id.0) else {
             return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
         };
@@ -465,20 +394,14 @@ impl Router {
             reply,
         });
         tokio::spawn(async move {
-            let answer = match answer.await {
-                Ok(Ok(())) => Ok(acp::SetSessionModeResponse::new()),
-                Ok(Err(err)) => Err(session_error(err)),
-                Err(_) => Err(RpcError::internal("the session stopped before answering")),
-            };
+            let answer = session_answer(answer)
+                .await
+                .map(|()| acp::SetSessionModeResponse::new());
             responder.respond_with(answer);
         });
     }
 
-    fn close_session(&mut self, params: Value, responder: Responder) {
-        let request = match parse::<acp::CloseSessionRequest>("session/close", params) {
-            Ok(request) => request,
-            Err(err) => return responder.respond(Err(err)),
-        };
+    fn close_session(&mut self, request: acp::CloseSessionRequest, responder: Responder) {
         let Some(session) = self.sessions.remove(&request.session_id.0) else {
             return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
         };
@@ -486,6 +409,55 @@ impl Router {
             manager::close(session).await;
             responder.respond_with(Ok(acp::CloseSessionResponse::new()));
         });
+    }
+}
+
+/// The answer to a load or a resume: where the session's settings stand.
+fn reopened(how: Reopen, options: &[SelectOption]) -> serde_json::Result<Value> {
+    let (modes, config) = (
+        translate::mode_state(options),
+        translate::config_options(options),
+    );
+    match how {
+        Reopen::Load => serde_json::to_value(
+            acp::LoadSessionResponse::new()
+                .modes(modes)
+                .config_options(config),
+        ),
+        Reopen::Resume => serde_json::to_value(
+            acp::ResumeSessionResponse::new()
+                .modes(modes)
+                .config_options(config),
+        ),
+    }
+}
+
+/// A session's directory checked and the client's MCP servers read.
+fn session_servers(
+    method: &str,
+    cwd: &Path,
+    servers: &[acp::McpServer],
+) -> Result<Vec<McpServerSpec>, RpcError> {
+    check_cwd(cwd)?;
+    servers
+        .iter()
+        .enumerate()
+        .map(|(n, server)| {
+            mcp_spec::server_spec(server, cwd).map_err(|err| {
+                RpcError::invalid_params(format!("{method}: field mcpServers[{n}]: {err}"))
+            })
+        })
+        .collect()
+}
+
+/// A session actor's answer, or why there is none.
+async fn session_answer<T>(
+    answer: oneshot::Receiver<Result<T, SessionError>>,
+) -> Result<T, RpcError> {
+    match answer.await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(session_error(err)),
+        Err(_) => Err(RpcError::internal("the session stopped before answering")),
     }
 }
 
@@ -537,7 +509,7 @@ fn store_error(err: crate::store::StoreError) -> RpcError {
     use crate::store::StoreError;
     match &err {
         StoreError::NotFound(id) => RpcError::new(
-            crate::transport::jsonrpc::RESOURCE_NOT_FOUND,
+            RESOURCE_NOT_FOUND,
             format!(
                 "Resource not found: no stored session `{id}`; session/list shows the stored ones"
             ),
@@ -578,96 +550,12 @@ pub fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcE
     })
 }
 
-fn with_params<T: DeserializeOwned>(
-    method: &str,
-    params: Value,
-    responder: Responder,
-    handler: impl FnOnce(T, Responder),
-) {
-    match parse::<T>(method, params) {
-        Ok(request) => handler(request, responder),
-        Err(err) => responder.respond(Err(err)),
-    }
-}
-
-struct InflightGuard {
-    inflight: Inflight,
-    id: RequestId,
-}
-
-impl Drop for InflightGuard {
-    fn drop(&mut self) {
-        lock(&self.inflight).remove(&self.id);
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    crate::util::lock(mutex)
-}
-
-/// Session updates go out as `session/update` notifications.
-impl ClientSink for Connection {
-    fn send(&self, session_id: &str, update: Update) {
-        let notification = acp::SessionNotification::new(
-            session_id.to_string(),
-            translate::session_update(&update),
-        );
-        self.notify("session/update", &notification);
-    }
-
-    fn call<'a>(
-        &'a self,
-        method: &'a str,
-        params: Value,
-    ) -> BoxFuture<'a, Result<Value, (i32, String)>> {
-        Box::pin(async move {
-            self.request(method, &params)
-                .await
-                .map_err(|err| (err.code, err.message))
-        })
-    }
-
-    fn request_permission<'a>(
-        &'a self,
-        session_id: &'a str,
-        call: &'a ToolCallInfo,
-    ) -> BoxFuture<'a, Result<PermissionChoice, String>> {
-        Box::pin(async move {
-            let options = PermissionChoice::OFFERED
-                .iter()
-                .map(|(choice, id, name)| {
-                    let kind = match choice {
-                        PermissionChoice::AllowOnce => acp::PermissionOptionKind::AllowOnce,
-                        PermissionChoice::AllowAlways => acp::PermissionOptionKind::AllowAlways,
-                        PermissionChoice::RejectOnce | PermissionChoice::Cancelled => {
-                            acp::PermissionOptionKind::RejectOnce
-                        }
-                        PermissionChoice::RejectAlways => acp::PermissionOptionKind::RejectAlways,
-                    };
-                    acp::PermissionOption::new(*id, *name, kind)
-                })
-                .collect();
-            let request = acp::RequestPermissionRequest::new(
-                session_id.to_string(),
-                translate::tool_call_fields(call),
-                options,
-            );
-            let answer = self
-                .request("session/request_permission", &request)
-                .await
-                .map_err(|err| err.message)?;
-            let response: acp::RequestPermissionResponse = serde_json::from_value(answer)
-                .map_err(|err| format!("its answer could not be read: {err}"))?;
-            match response.outcome {
-                acp::RequestPermissionOutcome::Cancelled => Ok(PermissionChoice::Cancelled),
-                acp::RequestPermissionOutcome::Selected(selected) => {
-                    PermissionChoice::from_option_id(&selected.option_id.0).ok_or_else(|| {
-                        format!("it chose `{}`, which was not offered", selected.option_id.0)
-                    })
-                }
-                _ => Err("it answered with an outcome this agent does not know".into()),
-            }
-        })
+/// A notification's params parsed for `handler`; a bad one has no one to
+/// answer, so it is logged.
+fn on_notification<N: DeserializeOwned>(method: &str, params: Value, handler: impl FnOnce(N)) {
+    match parse::<N>(method, params) {
+        Ok(notification) => handler(notification),
+        Err(err) => tracing::warn!(%method, message = %err.message, "bad notification"),
     }
 }
 
@@ -718,6 +606,7 @@ mod tests {
     use crate::providers::Providers;
     use crate::session::manager::Defaults;
     use crate::transport::jsonrpc::parse_line;
+    use std::sync::Arc;
     use tokio::sync::mpsc::UnboundedReceiver;
 
     fn router() -> (Router, UnboundedReceiver<Vec<u8>>) {

@@ -1,12 +1,10 @@
 //! Pure translation between the agent's own types and ACP's. Internal events
 //! in, ACP updates out (and prompt content the other way); no I/O, so it is
-//! tested table-style. A new ACP version touches this file, the router and
-//! the transport, nothing else.
+//! tested table-style.
 
 use agent_client_protocol_schema::v1 as acp;
 
-use crate::client::CommandInfo;
-use crate::client::{OptionCategory, SelectOption, Update};
+use crate::client::{CommandInfo, OptionCategory, PermissionChoice, SelectOption, Update};
 use crate::events::{AgentEvent, StopReason, ToolCallInfo, ToolCallProgress, ToolStatus};
 use crate::events::{Location, TodoItem, TodoPriority, TodoStatus, ToolContent, ToolKind};
 use crate::model::Part;
@@ -80,9 +78,38 @@ pub fn tool_call(call: &ToolCallInfo) -> acp::ToolCall {
         .raw_input(call.raw_input.clone())
 }
 
-/// The fields of a pending call, as a permission request shows it.
-pub fn tool_call_fields(call: &ToolCallInfo) -> acp::ToolCallUpdate {
-    tool_call(call).into()
+/// The question whether `call` may run, with the choices the agent offers.
+pub fn permission_request(session_id: &str, call: &ToolCallInfo) -> acp::RequestPermissionRequest {
+    let options = PermissionChoice::OFFERED
+        .iter()
+        .map(|(choice, id, name)| {
+            let kind = match choice {
+                PermissionChoice::AllowOnce => acp::PermissionOptionKind::AllowOnce,
+                PermissionChoice::AllowAlways => acp::PermissionOptionKind::AllowAlways,
+                PermissionChoice::RejectOnce | PermissionChoice::Cancelled => {
+                    acp::PermissionOptionKind::RejectOnce
+                }
+                PermissionChoice::RejectAlways => acp::PermissionOptionKind::RejectAlways,
+            };
+            acp::PermissionOption::new(*id, *name, kind)
+        })
+        .collect();
+    acp::RequestPermissionRequest::new(session_id.to_string(), tool_call(call).into(), options)
+}
+
+/// The user's answer; `Err` says why it is not one the agent offered.
+pub fn permission_choice(
+    response: acp::RequestPermissionResponse,
+) -> Result<PermissionChoice, String> {
+    match response.outcome {
+        acp::RequestPermissionOutcome::Cancelled => Ok(PermissionChoice::Cancelled),
+        acp::RequestPermissionOutcome::Selected(selected) => {
+            PermissionChoice::from_option_id(&selected.option_id.0).ok_or_else(|| {
+                format!("it chose `{}`, which was not offered", selected.option_id.0)
+            })
+        }
+        _ => Err("it answered with an outcome this agent does not know".into()),
+    }
 }
 
 pub fn tool_call_update(progress: &ToolCallProgress) -> acp::ToolCallUpdate {

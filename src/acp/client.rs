@@ -1,0 +1,451 @@
+//! The client port spoken as ACP: session updates become `session/update`
+//! notifications; permissions, files and terminals become requests to the
+//! client (`session/request_permission`, `fs/*`, `terminal/*`), and the
+//! client's answers and errors come back in the agent's own terms.
+
+use agent_client_protocol_schema::v1 as acp;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::translate;
+use crate::client::{
+    ClientError, ClientFuture, ClientSink, CreateTerminal, PermissionChoice, ReadTextFile,
+    TerminalExit, TerminalId, TerminalOutput, Update, WriteTextFile,
+};
+use crate::events::ToolCallInfo;
+use crate::transport::jsonrpc::RESOURCE_NOT_FOUND;
+use crate::transport::{Connection, RequestError};
+
+impl ClientSink for Connection {
+    fn send(&self, session_id: &str, update: Update) {
+        let notification = acp::SessionNotification::new(
+            session_id.to_string(),
+            translate::session_update(&update),
+        );
+        self.notify("session/update", &notification);
+    }
+
+    fn request_permission(
+        &self,
+        session_id: &str,
+        call: &ToolCallInfo,
+    ) -> ClientFuture<'_, PermissionChoice> {
+        let request = translate::permission_request(session_id, call);
+        Box::pin(async move {
+            let response = ask(self, "session/request_permission", &request).await?;
+            translate::permission_choice(response).map_err(ClientError::Failed)
+        })
+    }
+
+    fn read_text_file(&self, request: ReadTextFile) -> ClientFuture<'_, String> {
+        let request = acp::ReadTextFileRequest::new(request.session_id, request.path)
+            .line(request.line)
+            .limit(request.limit);
+        Box::pin(async move {
+            let response: acp::ReadTextFileResponse =
+                ask(self, "fs/read_text_file", &request).await?;
+            Ok(response.content)
+        })
+    }
+
+    fn write_text_file(&self, request: WriteTextFile) -> ClientFuture<'_, ()> {
+        let request =
+            acp::WriteTextFileRequest::new(request.session_id, request.path, request.content);
+        // Clients answer `{}` or `null`; either means written.
+        Box::pin(async move {
+            send_request(self, "fs/write_text_file", &request)
+                .await
+                .map(drop)
+        })
+    }
+
+    fn create_terminal(&self, request: CreateTerminal) -> ClientFuture<'_, TerminalId> {
+        let params = create_terminal_params(&request);
+        Box::pin(async move {
+            let response: acp::CreateTerminalResponse =
+                ask(self, "terminal/create", &params).await?;
+            Ok(TerminalId {
+                session_id: request.session_id,
+                terminal_id: response.terminal_id.0.to_string(),
+            })
+        })
+    }
+
+    fn terminal_output(&self, terminal: &TerminalId) -> ClientFuture<'_, TerminalOutput> {
+        let params = terminal_params(terminal);
+        Box::pin(async move {
+            let answer = send_request(self, "terminal/output", &params).await?;
+            Ok(terminal_output(&answer))
+        })
+    }
+
+    fn wait_for_terminal_exit(&self, terminal: &TerminalId) -> ClientFuture<'_, TerminalExit> {
+        let params = terminal_params(terminal);
+        Box::pin(async move {
+            let response: acp::WaitForTerminalExitResponse =
+                ask(self, "terminal/wait_for_exit", &params).await?;
+            Ok(terminal_exit(response.exit_status))
+        })
+    }
+
+    fn kill_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()> {
+        let params = terminal_params(terminal);
+        Box::pin(async move { send_request(self, "terminal/kill", &params).await.map(drop) })
+    }
+
+    fn release_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()> {
+        let params = terminal_params(terminal);
+        Box::pin(async move {
+            send_request(self, "terminal/release", &params)
+                .await
+                .map(drop)
+        })
+    }
+}
+
+/// Send a request and read its answer as `T`.
+async fn ask<T: DeserializeOwned>(
+    connection: &Connection,
+    method: &str,
+    params: &impl Serialize,
+) -> Result<T, ClientError> {
+    let answer = send_request(connection, method, params).await?;
+    serde_json::from_value(answer).map_err(|err| {
+        ClientError::Failed(format!("its answer to {method} could not be read: {err}"))
+    })
+}
+
+async fn send_request(
+    connection: &Connection,
+    method: &str,
+    params: &impl Serialize,
+) -> Result<Value, ClientError> {
+    connection
+        .request(method, params)
+        .await
+        .map_err(client_error)
+}
+
+fn client_error(err: RequestError) -> ClientError {
+    match err {
+        RequestError::Rejected(err) if means_not_found(err.code, &err.message) => {
+            ClientError::NotFound(err.message)
+        }
+        RequestError::Rejected(err) => ClientError::Failed(err.message),
+        RequestError::Closed(_) => ClientError::Disconnected,
+        err @ RequestError::Encode { .. } => ClientError::Failed(err.to_string()),
+    }
+}
+
+/// Editors say "not found" in their own words, not always with the code.
+fn means_not_found(code: i32, message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    code == RESOURCE_NOT_FOUND || lower.contains("not found") || lower.contains("no such file")
+}
+
+/// Written out, as it always was: `acp::CreateTerminalRequest` would leave
+/// out an empty `env`, and the request on the wire stays as clients know it.
+fn create_terminal_params(request: &CreateTerminal) -> Value {
+    let env: Vec<Value> = request
+        .env
+        .iter()
+        .map(|(name, value)| json!({"name": name, "value": value}))
+        .collect();
+    json!({
+        "sessionId": request.session_id,
+        "command": request.command,
+        "args": request.args,
+        "env": env,
+        "cwd": request.cwd,
+        "outputByteLimit": request.output_byte_limit,
+    })
+}
+
+fn terminal_params(terminal: &TerminalId) -> Value {
+    json!({"sessionId": terminal.session_id, "terminalId": terminal.terminal_id})
+}
+
+/// Read leniently: whatever the editor printed is better than an error.
+fn terminal_output(answer: &Value) -> TerminalOutput {
+    TerminalOutput {
+        output: answer
+            .get("output")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        truncated: answer.get("truncated").and_then(Value::as_bool) == Some(true),
+        exit: answer
+            .get("exitStatus")
+            .and_then(|status| serde_json::from_value(status.clone()).ok())
+            .map(terminal_exit),
+    }
+}
+
+fn terminal_exit(status: acp::TerminalExitStatus) -> TerminalExit {
+    TerminalExit {
+        exit_code: status.exit_code,
+        signal: status.signal,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::ToolKind;
+    use crate::transport::RpcError;
+    use std::future::Future;
+    use std::path::PathBuf;
+    use tokio::sync::mpsc::UnboundedReceiver;
+
+    /// Runs one port call against a client that answers `answer`; gives
+    /// back the line the agent sent and what the call returned.
+    async fn exchange<T: Send + 'static>(
+        call: impl FnOnce(Connection) -> BoxedCall<T>,
+        answer: Result<Value, RpcError>,
+    ) -> (String, Result<T, ClientError>) {
+        let (connection, mut lines): (Connection, UnboundedReceiver<Vec<u8>>) = Connection::new();
+        let running = tokio::spawn(call(connection.clone()));
+        let line = lines.recv().await.unwrap();
+        let sent: Value = serde_json::from_slice(&line).unwrap();
+        let id = serde_json::from_value(sent["id"].clone()).unwrap();
+        connection.resolve(&id, answer);
+        (String::from_utf8(line).unwrap(), running.await.unwrap())
+    }
+
+    type BoxedCall<T> = std::pin::Pin<Box<dyn Future<Output = Result<T, ClientError>> + Send>>;
+
+    fn read(path: &str, line: Option<u32>) -> ReadTextFile {
+        ReadTextFile {
+            session_id: "s".into(),
+            path: PathBuf::from(path),
+            line,
+            limit: None,
+        }
+    }
+
+    fn terminal() -> TerminalId {
+        TerminalId {
+            session_id: "s".into(),
+            terminal_id: "t1".into(),
+        }
+    }
+
+    fn create_terminal() -> CreateTerminal {
+        CreateTerminal {
+            session_id: "s".into(),
+            command: "sh".into(),
+            args: vec!["-c".into(), "make test".into()],
+            env: Vec::new(),
+            cwd: Some(PathBuf::from("/work")),
+            output_byte_limit: Some(30_000),
+        }
+    }
+
+    #[tokio::test]
+    async fn file_requests_are_acp_fs_requests() {
+        let (line, read) = exchange(
+            |c| Box::pin(async move { c.read_text_file(read("/a.rs", Some(3))).await }),
+            Ok(json!({"content": "fn main() {}"})),
+        )
+        .await;
+        assert_eq!(
+            line,
+            r#"{"jsonrpc":"2.0","id":0,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/a.rs","line":3}}"#
+        );
+        assert_eq!(read.unwrap(), "fn main() {}");
+        let (line, written) = exchange(
+            |c| {
+                Box::pin(async move {
+                    c.write_text_file(WriteTextFile {
+                        session_id: "s".into(),
+                        path: PathBuf::from("/a.rs"),
+                        content: "x".into(),
+                    })
+                    .await
+                })
+            },
+            Ok(Value::Null),
+        )
+        .await;
+        assert_eq!(
+            line,
+            r#"{"jsonrpc":"2.0","id":0,"method":"fs/write_text_file","params":{"sessionId":"s","path":"/a.rs","content":"x"}}"#
+        );
+        assert_eq!(written, Ok(()));
+    }
+
+    #[tokio::test]
+    async fn terminal_requests_are_acp_terminal_requests() {
+        let (line, created) = exchange(
+            |c| Box::pin(async move { c.create_terminal(create_terminal()).await }),
+            Ok(json!({"terminalId": "t1"})),
+        )
+        .await;
+        assert_eq!(
+            line,
+            r#"{"jsonrpc":"2.0","id":0,"method":"terminal/create","params":{"sessionId":"s","command":"sh","args":["-c","make test"],"env":[],"cwd":"/work","outputByteLimit":30000}}"#
+        );
+        assert_eq!(created.unwrap(), terminal());
+
+        let (line, exit) = exchange(
+            |c| Box::pin(async move { c.wait_for_terminal_exit(&terminal()).await }),
+            Ok(json!({"exitCode": null, "signal": "SIGKILL"})),
+        )
+        .await;
+        assert_eq!(
+            line,
+            r#"{"jsonrpc":"2.0","id":0,"method":"terminal/wait_for_exit","params":{"sessionId":"s","terminalId":"t1"}}"#
+        );
+        assert_eq!(
+            exit.unwrap(),
+            TerminalExit {
+                exit_code: None,
+                signal: Some("SIGKILL".into())
+            }
+        );
+
+        let (_, output) = exchange(
+            |c| Box::pin(async move { c.terminal_output(&terminal()).await }),
+            Ok(json!({"output": "ok\n", "truncated": true, "exitStatus": {"exitCode": 0}})),
+        )
+        .await;
+        assert_eq!(
+            output.unwrap(),
+            TerminalOutput {
+                output: "ok\n".into(),
+                truncated: true,
+                exit: Some(TerminalExit {
+                    exit_code: Some(0),
+                    signal: None
+                }),
+            }
+        );
+        // An answer missing its fields still gives what it has.
+        let (_, output) = exchange(
+            |c| Box::pin(async move { c.terminal_output(&terminal()).await }),
+            Ok(json!({})),
+        )
+        .await;
+        assert_eq!(output.unwrap(), TerminalOutput::default());
+
+        for (method, line) in [
+            (
+                "terminal/kill",
+                r#"{"jsonrpc":"2.0","id":0,"method":"terminal/kill","params":{"sessionId":"s","terminalId":"t1"}}"#,
+            ),
+            (
+                "terminal/release",
+                r#"{"jsonrpc":"2.0","id":0,"method":"terminal/release","params":{"sessionId":"s","terminalId":"t1"}}"#,
+            ),
+        ] {
+            let (sent, result) = exchange(
+                move |c| {
+                    Box::pin(async move {
+                        if method == "terminal/kill" {
+                            c.kill_terminal(&terminal()).await
+                        } else {
+                            c.release_terminal(&terminal()).await
+                        }
+                    })
+                },
+                Ok(json!({})),
+            )
+            .await;
+            assert_eq!(sent, line);
+            assert_eq!(result, Ok(()));
+        }
+    }
+
+    #[tokio::test]
+    async fn client_errors_become_port_errors() {
+        let table = [
+            (
+                Err(RpcError::new(RESOURCE_NOT_FOUND, "gone")),
+                ClientError::NotFound("gone".into()),
+            ),
+            (
+                Err(RpcError::new(-32603, "ENOENT: no such file or directory")),
+                ClientError::NotFound("ENOENT: no such file or directory".into()),
+            ),
+            (
+                Err(RpcError::new(-32603, "permission denied")),
+                ClientError::Failed("permission denied".into()),
+            ),
+            (
+                Ok(json!({"text": "no content field"})),
+                ClientError::Failed(
+                    "its answer to fs/read_text_file could not be read: missing field `content`"
+                        .into(),
+                ),
+            ),
+        ];
+        for (answer, expected) in table {
+            let (_, read) = exchange(
+                |c| Box::pin(async move { c.read_text_file(read("/a", None)).await }),
+                answer,
+            )
+            .await;
+            assert_eq!(read, Err(expected));
+        }
+        let (connection, _lines) = Connection::new();
+        let asking = {
+            let connection = connection.clone();
+            tokio::spawn(async move { connection.kill_terminal(&terminal()).await })
+        };
+        while !asking.is_finished() {
+            connection.fail_pending();
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(asking.await.unwrap(), Err(ClientError::Disconnected));
+    }
+
+    #[tokio::test]
+    async fn permission_questions_offer_the_four_choices_and_read_the_answer() {
+        let call = ToolCallInfo {
+            id: "c1".into(),
+            title: "Run ls".into(),
+            kind: ToolKind::Execute,
+            locations: Vec::new(),
+            raw_input: json!({"command": "ls"}),
+        };
+        let table = [
+            (
+                json!({"outcome": {"outcome": "selected", "optionId": "allow_always"}}),
+                Ok(PermissionChoice::AllowAlways),
+            ),
+            (
+                json!({"outcome": {"outcome": "cancelled"}}),
+                Ok(PermissionChoice::Cancelled),
+            ),
+            (
+                json!({"outcome": {"outcome": "selected", "optionId": "maybe"}}),
+                Err(ClientError::Failed(
+                    "it chose `maybe`, which was not offered".into(),
+                )),
+            ),
+        ];
+        for (answer, expected) in table {
+            let call = call.clone();
+            let (line, choice) = exchange(
+                move |c| Box::pin(async move { c.request_permission("s", &call).await }),
+                Ok(answer),
+            )
+            .await;
+            let sent: Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(sent["method"], "session/request_permission");
+            assert_eq!(sent["params"]["toolCall"]["toolCallId"], "c1");
+            let offered: Vec<&str> = sent["params"]["options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|option| option["optionId"].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                offered,
+                ["allow_once", "allow_always", "reject_once", "reject_always"]
+            );
+            assert_eq!(choice, expected);
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The client's `mcpServers` entries (ACP) as the agent's own
+//! [`McpServerSpec`]s.
+
+use std::path::Path;
+
+use agent_client_protocol_schema::v1 as acp;
+
+use crate::mcp::{McpServerSpec, McpTransport, SpecError};
+
+/// An ACP `mcpServers` entry, with stdio servers started in `cwd` (the
+/// session's directory: ACP gives them none of their own).
+pub fn server_spec(server: &acp::McpServer, cwd: &Path) -> Result<McpServerSpec, SpecError> {
+    let spec = spec_of(server)?;
+    Ok(match spec.transport {
+        McpTransport::Stdio { cwd: None, .. } => spec.with_cwd(cwd),
+        _ => spec,
+    })
+}
+
+fn spec_of(server: &acp::McpServer) -> Result<McpServerSpec, SpecError> {
+    let with_headers = |spec: McpServerSpec, headers: &[acp::HttpHeader]| {
+        headers.iter().fold(spec, |spec, header| {
+            spec.with_header(&header.name, &header.value)
+        })
+    };
+    let spec = match server {
+        acp::McpServer::Stdio(stdio) => stdio.env.iter().fold(
+            McpServerSpec::stdio(&stdio.name, &stdio.command).with_args(stdio.args.iter().cloned()),
+            |spec, var| spec.with_env(&var.name, &var.value),
+        ),
+        acp::McpServer::Http(http) => {
+            with_headers(McpServerSpec::http(&http.name, &http.url), &http.headers)
+        }
+        acp::McpServer::Sse(sse) => {
+            with_headers(McpServerSpec::sse(&sse.name, &sse.url), &sse.headers)
+        }
+        // The enum is non-exhaustive (e.g. the unstable `acp` transport).
+        #[allow(unreachable_patterns)]
+        _ => {
+            return Err(SpecError::UnsupportedTransport {
+                name: acp_name(server),
+            });
+        }
+    };
+    spec.validate()?;
+    Ok(spec)
+}
+
+/// The name of an entry of a kind this code does not know, via its JSON.
+fn acp_name(server: &acp::McpServer) -> String {
+    serde_json::to_value(server)
+        .ok()
+        .and_then(|value| value.get("name")?.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: serde_json::Value) -> acp::McpServer {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn stdio_entries_take_the_session_cwd() {
+        let server = parse(serde_json::json!({
+            "name": "fs",
+            "command": "/usr/bin/node",
+            "args": ["server.js", "/tmp"],
+            "env": [{"name": "TOKEN", "value": "x"}]
+        }));
+        let spec = server_spec(&server, Path::new("/work/project")).unwrap();
+        assert_eq!(
+            spec,
+            McpServerSpec::stdio("fs", "/usr/bin/node")
+                .with_args(["server.js", "/tmp"])
+                .with_env("TOKEN", "x")
+                .with_cwd("/work/project")
+        );
+    }
+
+    #[test]
+    fn http_and_sse_entries_keep_their_headers() {
+        let http = parse(serde_json::json!({
+            "type": "http", "name": "web", "url": "http://127.0.0.1:1/mcp",
+            "headers": [{"name": "Authorization", "value": "Bearer t"}]
+        }));
+        assert_eq!(
+            spec_of(&http).unwrap(),
+            McpServerSpec::http("web", "http://127.0.0.1:1/mcp")
+                .with_header("Authorization", "Bearer t")
+        );
+        let sse = parse(serde_json::json!({
+            "type": "sse", "name": "old", "url": "https://example.com/sse", "headers": []
+        }));
+        assert_eq!(
+            server_spec(&sse, Path::new("/x")).unwrap(),
+            McpServerSpec::sse("old", "https://example.com/sse")
+        );
+    }
+
+    #[test]
+    fn unusable_entries_say_why() {
+        let bad_url = parse(
+            serde_json::json!({"type": "http", "name": "w", "url": "not a url", "headers": []}),
+        );
+        let err = spec_of(&bad_url).unwrap_err();
+        assert!(err.to_string().contains("invalid URL `not a url`"), "{err}");
+
+        let ftp = parse(
+            serde_json::json!({"type": "http", "name": "w", "url": "ftp://x/", "headers": []}),
+        );
+        let err = spec_of(&ftp).unwrap_err();
+        assert!(err.to_string().contains("only http and https"), "{err}");
+
+        let header = parse(serde_json::json!({
+            "type": "http", "name": "w", "url": "http://x/", "headers": [{"name": "bad header", "value": "v"}]
+        }));
+        assert_eq!(
+            spec_of(&header).unwrap_err(),
+            SpecError::InvalidHeader {
+                name: "w".into(),
+                header: "bad header".into()
+            }
+        );
+
+        let unnamed =
+            parse(serde_json::json!({"name": " ", "command": "x", "args": [], "env": []}));
+        assert_eq!(spec_of(&unnamed).unwrap_err(), SpecError::EmptyName);
+
+        let no_command =
+            parse(serde_json::json!({"name": "n", "command": "", "args": [], "env": []}));
+        assert!(matches!(
+            spec_of(&no_command),
+            Err(SpecError::EmptyCommand { .. })
+        ));
+    }
+}
