@@ -19,7 +19,9 @@ use crate::providers::retry;
 use crate::providers::{
     ChatRequest, FinishReason, Provider, ProviderError, ProviderEvent, ToolChoice, Usage,
 };
-use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry, parse_arguments};
+use crate::tools::{
+    Progress, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, parse_arguments,
+};
 
 /// What a turn reports for the session store the moment it happens, so a
 /// crash loses only the round in flight.
@@ -415,8 +417,11 @@ async fn run_tools(
                     while let Ok(content) = reports.try_recv() {
                         in_progress(content);
                     }
-                    if outcome.is_ok() && tool.name() == "todo" {
-                        emit(AgentEvent::Plan(context.todos()));
+                    if let Ok(ToolOutput {
+                        plan: Some(plan), ..
+                    }) = &outcome
+                    {
+                        emit(AgentEvent::Plan(plan.clone()));
                     }
                     outcome
                 }

@@ -3,19 +3,16 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::glob::compile_glob;
-use super::walk::{run_blocking, walker};
-use super::{place, plural, with_shown_path};
+use super::walk::{is_file, walk};
+use super::{Target, path_location, place, plural, search_title};
 use crate::events::{Location, ToolKind};
 use crate::tools::fs::{io_error, looks_binary};
-use crate::tools::{
-    Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments, display_path, shorten,
-    str_argument,
-};
+use crate::tools::{ToolContext, ToolError, ToolOutput, TypedTool, display_path, shorten};
 
 /// The most matching lines one call returns.
 pub const MAX_MATCHES: usize = 200;
@@ -29,85 +26,40 @@ const MAX_LOCATIONS: usize = 10;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GrepTool;
 
-#[derive(Debug, Deserialize)]
-struct Arguments {
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct Args {
+    /// The regular expression to search for
     pattern: String,
+    /// The directory or file to search (default: the working directory)
     path: Option<String>,
+    /// Search only files matching this glob: `*.rs` matches file names, a pattern with `/` matches paths relative to path
     glob: Option<String>,
-    #[serde(default)]
+    /// Ignore case (default false)
     case_insensitive: Option<bool>,
 }
 
-impl Tool for GrepTool {
-    fn name(&self) -> &str {
-        "grep"
-    }
-
-    fn description(&self) -> &str {
-        "Search file contents for a regular expression (Rust regex syntax, like ripgrep; no look-around). \
+impl TypedTool for GrepTool {
+    type Args = Args;
+    const NAME: &'static str = "grep";
+    const DESCRIPTION: &'static str = "Search file contents for a regular expression (Rust regex syntax, like ripgrep; no look-around). \
          Matches single lines and answers `path:line: text`, paths relative to the working directory. \
          Files matched by .gitignore and binary files are skipped. Narrow the search with `path` (a directory or a file) \
          and `glob` (a file-name filter such as `*.rs`, or a path pattern such as `src/**/*.ts`). \
-         Returns at most 200 matching lines."
+         Returns at most 200 matching lines.";
+    const KIND: ToolKind = ToolKind::Search;
+    const MUTATES: bool = false;
+
+    fn title_for(&self, args: &Args) -> String {
+        let pattern = shorten(&args.pattern, 60);
+        search_title("Search files", "Search for", &pattern, args.path.as_deref())
     }
 
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {
-                    "type": "string",
-                    "description": "The regular expression to search for"
-                },
-                "path": {
-                    "type": "string",
-                    "description": "The directory or file to search (default: the working directory)"
-                },
-                "glob": {
-                    "type": "string",
-                    "description": "Search only files matching this glob: `*.rs` matches file names, a pattern with `/` matches paths relative to path"
-                },
-                "case_insensitive": {
-                    "type": "boolean",
-                    "description": "Ignore case (default false)"
-                }
-            },
-            "required": ["pattern"]
-        })
+    fn locations_for(&self, args: &Args, ctx: &ToolContext) -> Vec<Location> {
+        path_location(args.path.as_deref(), ctx)
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Search
-    }
-
-    fn title(&self, arguments: &serde_json::Value) -> String {
-        let Some(pattern) = str_argument(arguments, "pattern") else {
-            return "Search files".into();
-        };
-        let pattern = shorten(pattern, 60);
-        match str_argument(arguments, "path") {
-            Some(path) => format!("Search for `{pattern}` in {path}"),
-            None => format!("Search for `{pattern}`"),
-        }
-    }
-
-    fn locations(&self, arguments: &serde_json::Value, ctx: &ToolContext) -> Vec<Location> {
-        crate::tools::path_location(arguments, ctx)
-    }
-
-    fn mutates(&self) -> bool {
-        false
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let arguments: Arguments = deserialize_arguments(arguments)?;
-            search(arguments, ctx).await
-        })
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        search(args, ctx).await
     }
 }
 
@@ -143,19 +95,19 @@ struct Found {
     files: Vec<(PathBuf, usize)>,
 }
 
-async fn search(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    if arguments.pattern.is_empty() {
+async fn search(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    if args.pattern.is_empty() {
         return Err(ToolError::InvalidArguments("`pattern` is empty".into()));
     }
-    let regex = regex::RegexBuilder::new(&arguments.pattern)
-        .case_insensitive(arguments.case_insensitive.unwrap_or(false))
+    let regex = regex::RegexBuilder::new(&args.pattern)
+        .case_insensitive(args.case_insensitive.unwrap_or(false))
         .build()
         .map_err(|err| {
             ToolError::InvalidArguments(format!(
                 "`pattern` is not a valid regular expression: {err}"
             ))
         })?;
-    let filter = match arguments.glob.as_deref().map(str::trim) {
+    let filter = match args.glob.as_deref().map(str::trim) {
         Some(glob) if !glob.is_empty() => {
             let glob = glob.strip_prefix("./").unwrap_or(glob);
             Some(FileFilter {
@@ -165,35 +117,29 @@ async fn search(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, T
         }
         _ => None,
     };
-    let base = ctx.resolve(arguments.path.as_deref().unwrap_or("."))?;
-    let shown_base = ctx.display_path(&base);
-    tokio::fs::metadata(&base)
+    let base = Target::resolve(ctx, args.path.as_deref().unwrap_or("."))?;
+    tokio::fs::metadata(&base.path)
         .await
-        .map_err(|err| with_shown_path(io_error(&base, err), &shown_base))?;
+        .map_err(|err| base.error(io_error(&base.path, err)))?;
 
-    let walk_base = base.clone();
-    let found = run_blocking(&ctx.cancel, move |cancel| {
-        let mut found = Found::default();
-        for entry in walker(&walk_base, None).flatten() {
-            if cancel.is_cancelled() {
-                return Err(ToolError::Cancelled);
-            }
-            if !entry.file_type().is_some_and(|kind| kind.is_file()) {
-                continue;
-            }
-            if filter
+    let root = base.path.clone();
+    let found = walk(
+        ctx,
+        &base.path,
+        None,
+        Found::default(),
+        move |found, entry| {
+            let wanted = filter
                 .as_ref()
-                .is_some_and(|filter| !filter.accepts(entry.path(), &walk_base))
+                .is_none_or(|filter| filter.accepts(entry.path(), &root));
+            if is_file(&entry)
+                && wanted
+                && let Some(text) = read_searchable(entry.path())
             {
-                continue;
+                search_text(&regex, entry.path(), &text, found);
             }
-            let Some(text) = read_searchable(entry.path()) else {
-                continue;
-            };
-            search_text(&regex, entry.path(), &text, &mut found);
-        }
-        Ok(found)
-    })
+        },
+    )
     .await?;
 
     let mut for_model = String::new();
@@ -208,8 +154,8 @@ async fn search(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, T
     if found.total_matches == 0 {
         for_model = format!(
             "No matches for `{}` in {}.",
-            arguments.pattern,
-            place(&shown_base)
+            args.pattern,
+            place(&base.shown)
         );
     } else if found.total_matches > found.shown.len() {
         for_model.push_str(&format!(
@@ -219,19 +165,20 @@ async fn search(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, T
             plural(found.files.len(), "file")
         ));
     }
-    let mut output = ToolOutput::text(for_model);
-    output.raw_output = json!({
+    let raw_output = json!({
         "matches": found.total_matches,
         "files": found.files.len(),
         "truncated": found.total_matches > found.shown.len(),
     });
-    output.locations = found
+    let locations = found
         .files
         .into_iter()
         .take(MAX_LOCATIONS)
         .map(|(path, line)| Location::at_line(path, u32::try_from(line).unwrap_or(u32::MAX)))
         .collect();
-    Ok(output)
+    Ok(ToolOutput::text(for_model)
+        .with_raw_output(raw_output)
+        .with_locations(locations))
 }
 
 /// The file's text, or None for files not worth searching (unreadable,
@@ -273,6 +220,7 @@ fn search_text(regex: &regex::Regex, path: &Path, text: &str, found: &mut Found)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::Tool;
     use crate::tools::test_support::workspace;
 
     fn fixture() -> crate::tools::test_support::Workspace {
