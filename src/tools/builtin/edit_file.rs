@@ -162,19 +162,18 @@ fn no_match_hint(file: &str, old_text: &str) -> String {
 mod tests {
     use super::*;
     use crate::tools::Tool;
-    use crate::tools::test_support::workspace;
+    use crate::tools::test_support::{assert_contains, workspace};
 
     #[tokio::test]
     async fn replaces_exactly_one_match() {
         let ws = workspace();
         ws.write("src/a.rs", "fn a() {\n    1\n}\n\nfn b() {\n    2\n}\n");
         let out = ws
-            .call(
+            .run(
                 &EditFileTool,
                 json!({"path": "src/a.rs", "old_text": "    2\n", "new_text": "    20\n    21\n"}),
             )
-            .await
-            .unwrap();
+            .await;
         let expected = "fn a() {\n    1\n}\n\nfn b() {\n    20\n    21\n}\n";
         assert_eq!(ws.read("src/a.rs"), expected);
         assert_eq!(
@@ -193,11 +192,7 @@ mod tests {
             "{}",
             out.for_model
         );
-        assert!(
-            out.for_model.contains("     7\t    21\n"),
-            "{}",
-            out.for_model
-        );
+        assert_contains(&out.for_model, "     7\t    21\n");
     }
 
     #[tokio::test]
@@ -205,12 +200,11 @@ mod tests {
         let ws = workspace();
         ws.write("src/a.rs", "x = 1;\nx = 1;\nx = 1;\n");
         let err = ws
-            .call(
+            .fail(
                 &EditFileTool,
                 json!({"path": "src/a.rs", "old_text": "x = 1;", "new_text": "x = 2;"}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert_eq!(
             err.to_string(),
             "old_text matches 3 places in src/a.rs; include more surrounding lines so it matches exactly once, or set replace_all to true to change every one"
@@ -218,19 +212,14 @@ mod tests {
         assert_eq!(ws.read("src/a.rs"), "x = 1;\nx = 1;\nx = 1;\n");
 
         let out = ws
-            .call(
+            .run(
                 &EditFileTool,
                 json!({"path": "src/a.rs", "old_text": "x = 1;", "new_text": "x = 2;", "replace_all": true}),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(ws.read("src/a.rs"), "x = 2;\nx = 2;\nx = 2;\n");
         assert_eq!(out.raw_output["replacements"], 3);
-        assert!(
-            out.for_model.contains("replaced 3 occurrences"),
-            "{}",
-            out.for_model
-        );
+        assert_contains(&out.for_model, "replaced 3 occurrences");
     }
 
     #[tokio::test]
@@ -238,44 +227,36 @@ mod tests {
         let ws = workspace();
         ws.write("a.py", "def f():\n    return 1\n");
         let err = ws
-            .call(
+            .fail(
                 &EditFileTool,
                 json!({"path": "a.py", "old_text": "def f():\n  return 1", "new_text": "x"}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert!(matches!(err, ToolError::EditNoMatch { .. }));
         let message = err.to_string();
         assert!(
             message.starts_with("old_text was not found in a.py."),
             "{message}"
         );
-        assert!(
-            message.contains("differs only in whitespace starts at line 1"),
-            "{message}"
-        );
+        assert_contains(&message, "differs only in whitespace starts at line 1");
 
         let diverging = ws
-            .call(
+            .fail(
                 &EditFileTool,
                 json!({"path": "a.py", "old_text": "def f():\n    return 2", "new_text": "x"}),
             )
-            .await
-            .unwrap_err();
-        assert!(
-            diverging
-                .to_string()
-                .contains("its first line matches line 1, but what follows differs"),
-            "{diverging}"
+            .await;
+        assert_contains(
+            &diverging,
+            "its first line matches line 1, but what follows differs",
         );
 
         let unrelated = ws
-            .call(
+            .fail(
                 &EditFileTool,
                 json!({"path": "a.py", "old_text": "nothing like it", "new_text": "x"}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert!(!unrelated.to_string().contains(" at line"), "{unrelated}");
         assert!(
             !unrelated.to_string().contains("matches line"),
@@ -287,12 +268,11 @@ mod tests {
     async fn windows_line_ends_are_matched() {
         let ws = workspace();
         ws.write("a.txt", "one\r\ntwo\r\nthree\r\n");
-        ws.call(
+        ws.run(
             &EditFileTool,
             json!({"path": "a.txt", "old_text": "one\ntwo\n", "new_text": "1\n2\n"}),
         )
-        .await
-        .unwrap();
+        .await;
         assert_eq!(ws.read("a.txt"), "1\r\n2\r\nthree\r\n");
     }
 
@@ -301,41 +281,36 @@ mod tests {
         let ws = workspace();
         ws.write("a.txt", "x");
         let empty = ws
-            .call(
+            .fail(
                 &EditFileTool,
                 json!({"path": "a.txt", "old_text": "", "new_text": "y"}),
             )
-            .await
-            .unwrap_err();
-        assert!(empty.to_string().contains("write_file"), "{empty}");
+            .await;
+        assert_contains(&empty, "write_file");
         let same = ws
-            .call(
+            .fail(
                 &EditFileTool,
                 json!({"path": "a.txt", "old_text": "x", "new_text": "x"}),
             )
-            .await
-            .unwrap_err();
-        assert!(same.to_string().contains("nothing to change"), "{same}");
+            .await;
+        assert_contains(&same, "nothing to change");
         let missing = ws
-            .call(
+            .fail(
                 &EditFileTool,
                 json!({"path": "b.txt", "old_text": "x", "new_text": "y"}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert!(matches!(missing, ToolError::NotFound { ref path } if path == "b.txt"));
         let outside = ws
-            .call(
+            .fail(
                 &EditFileTool,
                 json!({"path": "/etc/hosts", "old_text": "x", "new_text": "y"}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
         let no_new = ws
-            .call(&EditFileTool, json!({"path": "a.txt", "old_text": "x"}))
-            .await
-            .unwrap_err();
+            .fail(&EditFileTool, json!({"path": "a.txt", "old_text": "x"}))
+            .await;
         assert_eq!(
             no_new.to_string(),
             "invalid arguments: missing field `new_text`"

@@ -125,7 +125,7 @@ async fn find(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 mod tests {
     use super::*;
     use crate::tools::Tool;
-    use crate::tools::test_support::workspace;
+    use crate::tools::test_support::{assert_contains, workspace};
 
     fn fixture() -> crate::tools::test_support::Workspace {
         let ws = workspace();
@@ -141,10 +141,7 @@ mod tests {
     #[tokio::test]
     async fn double_star_crosses_directories_and_star_does_not() {
         let ws = fixture();
-        let all = ws
-            .call(&GlobTool, json!({"pattern": "**/*.rs"}))
-            .await
-            .unwrap();
+        let all = ws.run(&GlobTool, json!({"pattern": "**/*.rs"})).await;
         assert_eq!(all.for_model, "src/main.rs\nsrc/tools/grep.rs");
         assert_eq!(
             all.locations,
@@ -154,16 +151,12 @@ mod tests {
             ]
         );
 
-        let top = ws
-            .call(&GlobTool, json!({"pattern": "src/*.rs"}))
-            .await
-            .unwrap();
+        let top = ws.run(&GlobTool, json!({"pattern": "src/*.rs"})).await;
         assert_eq!(top.for_model, "src/main.rs");
 
         let alternatives = ws
-            .call(&GlobTool, json!({"pattern": "**/*.{md,toml}"}))
-            .await
-            .unwrap();
+            .run(&GlobTool, json!({"pattern": "**/*.{md,toml}"}))
+            .await;
         assert_eq!(alternatives.for_model, "Cargo.toml\nsrc/tools/notes.md");
     }
 
@@ -171,19 +164,15 @@ mod tests {
     async fn matches_relative_to_path_and_answers_relative_to_cwd() {
         let ws = fixture();
         let out = ws
-            .call(&GlobTool, json!({"pattern": "*.rs", "path": "src/tools"}))
-            .await
-            .unwrap();
+            .run(&GlobTool, json!({"pattern": "*.rs", "path": "src/tools"}))
+            .await;
         assert_eq!(out.for_model, "src/tools/grep.rs");
     }
 
     #[tokio::test]
     async fn respects_gitignore() {
         let ws = fixture();
-        let out = ws
-            .call(&GlobTool, json!({"pattern": "target/**"}))
-            .await
-            .unwrap();
+        let out = ws.run(&GlobTool, json!({"pattern": "target/**"})).await;
         assert_eq!(
             out.for_model,
             "No files match `target/**` in the working directory."
@@ -196,10 +185,7 @@ mod tests {
         for n in 0..MAX_MATCHES + 2 {
             ws.write(&format!("d/f{n:04}.txt"), "");
         }
-        let out = ws
-            .call(&GlobTool, json!({"pattern": "**/*.txt"}))
-            .await
-            .unwrap();
+        let out = ws.run(&GlobTool, json!({"pattern": "**/*.txt"})).await;
         assert!(
             out.for_model
                 .ends_with("[showing the first 500 of 502 files; narrow the pattern or path]"),
@@ -212,25 +198,15 @@ mod tests {
     #[tokio::test]
     async fn bad_patterns_and_paths_are_errors() {
         let ws = fixture();
-        let invalid = ws
-            .call(&GlobTool, json!({"pattern": "src/[a"}))
-            .await
-            .unwrap_err();
-        assert!(
-            invalid.to_string().contains("not a valid glob"),
-            "{invalid}"
-        );
-        let absolute = ws
-            .call(&GlobTool, json!({"pattern": "/etc/*"}))
-            .await
-            .unwrap_err();
-        assert!(absolute.to_string().contains("`path`"), "{absolute}");
+        let invalid = ws.fail(&GlobTool, json!({"pattern": "src/[a"})).await;
+        assert_contains(&invalid, "not a valid glob");
+        let absolute = ws.fail(&GlobTool, json!({"pattern": "/etc/*"})).await;
+        assert_contains(&absolute, "`path`");
         let outside = ws
-            .call(&GlobTool, json!({"pattern": "*", "path": "/etc"}))
-            .await
-            .unwrap_err();
+            .fail(&GlobTool, json!({"pattern": "*", "path": "/etc"}))
+            .await;
         assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
-        let missing = ws.call(&GlobTool, json!({})).await.unwrap_err();
+        let missing = ws.fail(&GlobTool, json!({})).await;
         assert_eq!(
             missing.to_string(),
             "invalid arguments: missing field `pattern`"

@@ -221,7 +221,7 @@ fn search_text(regex: &regex::Regex, path: &Path, text: &str, found: &mut Found)
 mod tests {
     use super::*;
     use crate::tools::Tool;
-    use crate::tools::test_support::workspace;
+    use crate::tools::test_support::{assert_contains, workspace};
 
     fn fixture() -> crate::tools::test_support::Workspace {
         let ws = workspace();
@@ -237,10 +237,7 @@ mod tests {
     #[tokio::test]
     async fn finds_matching_lines_skipping_ignored_and_binary_files() {
         let ws = fixture();
-        let out = ws
-            .call(&GrepTool, json!({"pattern": "helper\\("}))
-            .await
-            .unwrap();
+        let out = ws.run(&GrepTool, json!({"pattern": "helper\\("})).await;
         assert_eq!(
             out.for_model,
             "src/lib.rs:1: pub fn helper() {}\nsrc/main.rs:2:     helper();\n"
@@ -260,12 +257,11 @@ mod tests {
     async fn case_insensitive_path_and_glob_narrow_the_search() {
         let ws = fixture();
         let insensitive = ws
-            .call(
+            .run(
                 &GrepTool,
                 json!({"pattern": "helper\\(", "case_insensitive": true}),
             )
-            .await
-            .unwrap();
+            .await;
         assert!(
             insensitive
                 .for_model
@@ -273,27 +269,24 @@ mod tests {
         );
 
         let in_file = ws
-            .call(
+            .run(
                 &GrepTool,
                 json!({"pattern": "helper", "path": "src/main.rs"}),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(in_file.for_model, "src/main.rs:2:     helper();\n");
 
         let by_name = ws
-            .call(&GrepTool, json!({"pattern": "(?i)helper", "glob": "*.md"}))
-            .await
-            .unwrap();
+            .run(&GrepTool, json!({"pattern": "(?i)helper", "glob": "*.md"}))
+            .await;
         assert_eq!(by_name.for_model, "README.md:1: Call Helper() first.\n");
 
         let by_path = ws
-            .call(
+            .run(
                 &GrepTool,
                 json!({"pattern": "helper", "glob": "src/**/lib.rs"}),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(by_path.for_model, "src/lib.rs:1: pub fn helper() {}\n");
     }
 
@@ -305,21 +298,17 @@ mod tests {
         std::fs::write(outside.join("secret.txt"), "helper( secret\n").unwrap();
         std::os::unix::fs::symlink(&outside, ws.path("linked_dir")).unwrap();
         std::os::unix::fs::symlink(outside.join("secret.txt"), ws.path("linked.txt")).unwrap();
-        let out = ws
-            .call(&GrepTool, json!({"pattern": "secret"}))
-            .await
-            .unwrap();
+        let out = ws.run(&GrepTool, json!({"pattern": "secret"})).await;
         assert_eq!(
             out.for_model,
             "No matches for `secret` in the working directory."
         );
         let through = ws
-            .call(
+            .fail(
                 &GrepTool,
                 json!({"pattern": "secret", "path": "linked_dir"}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert!(matches!(through, ToolError::PathOutsideWorkspace { .. }));
     }
 
@@ -332,10 +321,7 @@ mod tests {
         ws.write("sub/kept.txt", "needle\n");
         ws.write(".ignore", "scratch/\n");
         ws.write("scratch/notes.txt", "needle\n");
-        let out = ws
-            .call(&GrepTool, json!({"pattern": "needle"}))
-            .await
-            .unwrap();
+        let out = ws.run(&GrepTool, json!({"pattern": "needle"})).await;
         assert_eq!(
             out.for_model,
             "keep.txt:1: needle\nsub/kept.txt:1: needle\n"
@@ -345,10 +331,7 @@ mod tests {
     #[tokio::test]
     async fn no_matches_is_an_answer_not_an_error() {
         let ws = fixture();
-        let out = ws
-            .call(&GrepTool, json!({"pattern": "zebra"}))
-            .await
-            .unwrap();
+        let out = ws.run(&GrepTool, json!({"pattern": "zebra"})).await;
         assert_eq!(
             out.for_model,
             "No matches for `zebra` in the working directory."
@@ -362,10 +345,7 @@ mod tests {
         let text: String = (0..150).map(|n| format!("hit {n}\n")).collect();
         ws.write("a.txt", &text);
         ws.write("b.txt", &text);
-        let out = ws
-            .call(&GrepTool, json!({"pattern": "^hit"}))
-            .await
-            .unwrap();
+        let out = ws.run(&GrepTool, json!({"pattern": "^hit"})).await;
         assert_eq!(out.for_model.lines().count(), MAX_MATCHES + 1);
         assert!(
             out.for_model.ends_with(
@@ -381,7 +361,7 @@ mod tests {
     async fn long_lines_are_cut() {
         let ws = workspace();
         ws.write("min.js", format!("var x='{}';\n", "a".repeat(1000)));
-        let out = ws.call(&GrepTool, json!({"pattern": "var"})).await.unwrap();
+        let out = ws.run(&GrepTool, json!({"pattern": "var"})).await;
         assert!(out.for_model.len() < 400, "{}", out.for_model.len());
         assert!(out.for_model.contains('…'));
     }
@@ -389,52 +369,36 @@ mod tests {
     #[tokio::test]
     async fn bad_arguments_are_errors() {
         let ws = fixture();
-        let regex = ws
-            .call(&GrepTool, json!({"pattern": "fn ("}))
-            .await
-            .unwrap_err();
-        assert!(
-            regex.to_string().contains("not a valid regular expression"),
-            "{regex}"
-        );
-        let empty = ws
-            .call(&GrepTool, json!({"pattern": ""}))
-            .await
-            .unwrap_err();
+        let regex = ws.fail(&GrepTool, json!({"pattern": "fn ("})).await;
+        assert_contains(&regex, "not a valid regular expression");
+        let empty = ws.fail(&GrepTool, json!({"pattern": ""})).await;
         assert!(matches!(empty, ToolError::InvalidArguments(_)));
         let glob = ws
-            .call(&GrepTool, json!({"pattern": "x", "glob": "[z"}))
-            .await
-            .unwrap_err();
-        assert!(glob.to_string().contains("`glob`"), "{glob}");
+            .fail(&GrepTool, json!({"pattern": "x", "glob": "[z"}))
+            .await;
+        assert_contains(&glob, "`glob`");
         let outside = ws
-            .call(&GrepTool, json!({"pattern": "root", "path": "/etc"}))
-            .await
-            .unwrap_err();
+            .fail(&GrepTool, json!({"pattern": "root", "path": "/etc"}))
+            .await;
         assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
         let missing = ws
-            .call(&GrepTool, json!({"pattern": "x", "path": "nope"}))
-            .await
-            .unwrap_err();
+            .fail(&GrepTool, json!({"pattern": "x", "path": "nope"}))
+            .await;
         assert!(matches!(missing, ToolError::NotFound { ref path } if path == "nope"));
         let kind = ws
-            .call(
+            .fail(
                 &GrepTool,
                 json!({"pattern": "x", "case_insensitive": "yes"}),
             )
-            .await
-            .unwrap_err();
-        assert!(kind.to_string().contains("`case_insensitive`"), "{kind}");
+            .await;
+        assert_contains(&kind, "`case_insensitive`");
     }
 
     #[tokio::test]
     async fn a_cancelled_search_says_so() {
         let ws = fixture();
         ws.ctx.cancel.cancel();
-        let err = ws
-            .call(&GrepTool, json!({"pattern": "x"}))
-            .await
-            .unwrap_err();
+        let err = ws.fail(&GrepTool, json!({"pattern": "x"})).await;
         assert!(matches!(err, ToolError::Cancelled));
     }
 

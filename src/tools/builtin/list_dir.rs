@@ -91,7 +91,7 @@ async fn list(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 mod tests {
     use super::*;
     use crate::tools::Tool;
-    use crate::tools::test_support::workspace;
+    use crate::tools::test_support::{assert_contains, workspace};
 
     #[tokio::test]
     async fn lists_sorted_entries_with_directories_marked() {
@@ -101,11 +101,11 @@ mod tests {
         ws.write("src/main.rs", "");
         ws.write(".github/ci.yml", "");
         std::fs::create_dir_all(ws.path(".git")).unwrap();
-        let out = ws.call(&ListDirTool, json!({})).await.unwrap();
+        let out = ws.run(&ListDirTool, json!({})).await;
         assert_eq!(out.for_model, ".github/\na.txt\nb.txt\nsrc/");
         assert_eq!(out.locations, [Location::file(ws.ctx.cwd.clone())]);
 
-        let sub = ws.call(&ListDirTool, json!({"path": "src"})).await.unwrap();
+        let sub = ws.run(&ListDirTool, json!({"path": "src"})).await;
         assert_eq!(sub.for_model, "main.rs");
     }
 
@@ -116,7 +116,7 @@ mod tests {
         ws.write("target/debug/x", "");
         ws.write("run.log", "");
         ws.write("keep.rs", "");
-        let out = ws.call(&ListDirTool, json!({"path": "."})).await.unwrap();
+        let out = ws.run(&ListDirTool, json!({"path": "."})).await;
         assert_eq!(out.for_model, ".gitignore\nkeep.rs");
     }
 
@@ -126,10 +126,7 @@ mod tests {
         for n in 0..MAX_ENTRIES + 5 {
             ws.write(&format!("many/f{n:04}"), "");
         }
-        let out = ws
-            .call(&ListDirTool, json!({"path": "many"}))
-            .await
-            .unwrap();
+        let out = ws.run(&ListDirTool, json!({"path": "many"})).await;
         assert_eq!(out.for_model.lines().count(), MAX_ENTRIES + 1);
         assert!(
             out.for_model
@@ -143,28 +140,16 @@ mod tests {
         let ws = workspace();
         std::fs::create_dir_all(ws.path("empty")).unwrap();
         ws.write("a.txt", "");
-        let empty = ws
-            .call(&ListDirTool, json!({"path": "empty"}))
-            .await
-            .unwrap();
+        let empty = ws.run(&ListDirTool, json!({"path": "empty"})).await;
         assert_eq!(empty.for_model, "(empty is empty)");
-        let missing = ws
-            .call(&ListDirTool, json!({"path": "nope"}))
-            .await
-            .unwrap_err();
+        let missing = ws.fail(&ListDirTool, json!({"path": "nope"})).await;
         assert_eq!(
             missing.to_string(),
             "nope does not exist; check the path with list_dir or glob"
         );
-        let file = ws
-            .call(&ListDirTool, json!({"path": "a.txt"}))
-            .await
-            .unwrap_err();
-        assert!(file.to_string().contains("use read_file"), "{file}");
-        let outside = ws
-            .call(&ListDirTool, json!({"path": ".."}))
-            .await
-            .unwrap_err();
+        let file = ws.fail(&ListDirTool, json!({"path": "a.txt"})).await;
+        assert_contains(&file, "use read_file");
+        let outside = ws.fail(&ListDirTool, json!({"path": ".."})).await;
         assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
     }
 

@@ -141,16 +141,13 @@ async fn read(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 mod tests {
     use super::*;
     use crate::tools::Tool;
-    use crate::tools::test_support::workspace;
+    use crate::tools::test_support::{assert_contains, workspace};
 
     #[tokio::test]
     async fn reads_numbered_lines_for_the_model_and_plain_text_for_the_editor() {
         let ws = workspace();
         ws.write("src/a.rs", "fn main() {\n    println!(\"hi\");\n}\n");
-        let out = ws
-            .call(&ReadFileTool, json!({"path": "src/a.rs"}))
-            .await
-            .unwrap();
+        let out = ws.run(&ReadFileTool, json!({"path": "src/a.rs"})).await;
         assert_eq!(
             out.for_model,
             "     1\tfn main() {\n     2\t    println!(\"hi\");\n     3\t}\n"
@@ -171,12 +168,11 @@ mod tests {
         let text: String = (1..=10).map(|n| format!("line {n}\n")).collect();
         ws.write("a.txt", text);
         let out = ws
-            .call(
+            .run(
                 &ReadFileTool,
                 json!({"path": "a.txt", "offset": 4, "limit": 2}),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(
             out.for_model,
             "     4\tline 4\n     5\tline 5\n(Showing lines 4-5 of 10. Use offset=6 to read on.)\n"
@@ -190,9 +186,8 @@ mod tests {
         let ws = workspace();
         ws.write("a.txt", "one\n");
         let err = ws
-            .call(&ReadFileTool, json!({"path": "a.txt", "offset": 5}))
-            .await
-            .unwrap_err();
+            .fail(&ReadFileTool, json!({"path": "a.txt", "offset": 5}))
+            .await;
         assert_eq!(
             err.to_string(),
             "invalid arguments: `offset` 5 is past the end of a.txt, which has 1 line"
@@ -203,10 +198,7 @@ mod tests {
     async fn empty_files_say_so() {
         let ws = workspace();
         ws.write("empty.txt", "");
-        let out = ws
-            .call(&ReadFileTool, json!({"path": "empty.txt"}))
-            .await
-            .unwrap();
+        let out = ws.run(&ReadFileTool, json!({"path": "empty.txt"})).await;
         assert_eq!(out.for_model, "(empty.txt is empty)");
     }
 
@@ -214,51 +206,34 @@ mod tests {
     async fn refuses_binary_huge_missing_and_outside_files() {
         let mut ws = workspace();
         ws.write("image.png", b"\x89PNG\r\n\x1a\n\0\0\0");
-        let binary = ws
-            .call(&ReadFileTool, json!({"path": "image.png"}))
-            .await
-            .unwrap_err();
+        let binary = ws.fail(&ReadFileTool, json!({"path": "image.png"})).await;
         assert_eq!(
             binary.to_string(),
             "image.png is not a text file (binary or not UTF-8); it cannot be read or edited as text"
         );
 
-        let missing = ws
-            .call(&ReadFileTool, json!({"path": "nope.txt"}))
-            .await
-            .unwrap_err();
+        let missing = ws.fail(&ReadFileTool, json!({"path": "nope.txt"})).await;
         assert_eq!(
             missing.to_string(),
             "nope.txt does not exist; check the path with list_dir or glob"
         );
 
-        let outside = ws
-            .call(&ReadFileTool, json!({"path": "/etc/passwd"}))
-            .await
-            .unwrap_err();
+        let outside = ws.fail(&ReadFileTool, json!({"path": "/etc/passwd"})).await;
         assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
 
         ws.ctx.settings.max_read_bytes = 100;
         let lines: String = (1..=50).map(|n| format!("line {n}\n")).collect();
         ws.write("big.txt", &lines);
-        let big = ws
-            .call(&ReadFileTool, json!({"path": "big.txt"}))
-            .await
-            .unwrap_err();
+        let big = ws.fail(&ReadFileTool, json!({"path": "big.txt"})).await;
         assert!(matches!(big, ToolError::TooLarge { .. }), "{big}");
-        assert!(big.to_string().contains("offset and limit"), "{big}");
+        assert_contains(&big, "offset and limit");
 
         // A window of a big file is fine, cut at the byte limit.
         let window = ws
-            .call(&ReadFileTool, json!({"path": "big.txt", "offset": 1}))
-            .await
-            .unwrap();
+            .run(&ReadFileTool, json!({"path": "big.txt", "offset": 1}))
+            .await;
         assert!(window.for_model.starts_with("     1\tline 1\n"));
-        assert!(
-            window.for_model.contains("stopped at the 100-byte limit"),
-            "{}",
-            window.for_model
-        );
+        assert_contains(&window.for_model, "stopped at the 100-byte limit");
     }
 
     #[tokio::test]
@@ -268,9 +243,8 @@ mod tests {
         std::fs::write(&secret, "secret").unwrap();
         std::os::unix::fs::symlink(&secret, ws.path("innocent.txt")).unwrap();
         let err = ws
-            .call(&ReadFileTool, json!({"path": "innocent.txt"}))
-            .await
-            .unwrap_err();
+            .fail(&ReadFileTool, json!({"path": "innocent.txt"}))
+            .await;
         assert!(
             matches!(err, ToolError::PathOutsideWorkspace { .. }),
             "{err}"
@@ -281,34 +255,26 @@ mod tests {
     async fn reading_a_directory_points_to_list_dir() {
         let ws = workspace();
         ws.write("src/a.rs", "");
-        let err = ws
-            .call(&ReadFileTool, json!({"path": "src"}))
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("list_dir"), "{err}");
+        let err = ws.fail(&ReadFileTool, json!({"path": "src"})).await;
+        assert_contains(&err, "list_dir");
     }
 
     #[tokio::test]
     async fn invalid_arguments_name_the_field() {
         let ws = workspace();
-        let missing = ws.call(&ReadFileTool, json!({})).await.unwrap_err();
+        let missing = ws.fail(&ReadFileTool, json!({})).await;
         assert_eq!(
             missing.to_string(),
             "invalid arguments: missing field `path`"
         );
         let wrong = ws
-            .call(&ReadFileTool, json!({"path": "a", "offset": "ten"}))
-            .await
-            .unwrap_err();
-        assert!(wrong.to_string().contains("`offset`"), "{wrong}");
+            .fail(&ReadFileTool, json!({"path": "a", "offset": "ten"}))
+            .await;
+        assert_contains(&wrong, "`offset`");
         let zero = ws
-            .call(&ReadFileTool, json!({"path": "a", "limit": 0}))
-            .await
-            .unwrap_err();
-        assert!(
-            zero.to_string().contains("`limit` must be at least 1"),
-            "{zero}"
-        );
+            .fail(&ReadFileTool, json!({"path": "a", "limit": 0}))
+            .await;
+        assert_contains(&zero, "`limit` must be at least 1");
     }
 
     #[test]

@@ -114,29 +114,25 @@ fn shown_output(output: &str) -> &str {
 mod tests {
     use super::*;
     use crate::tools::Tool;
-    use crate::tools::test_support::workspace;
+    use crate::tools::test_support::{assert_contains, workspace};
 
     #[tokio::test]
     async fn reports_the_exit_code_and_output() {
         let ws = workspace();
         ws.write("marker.txt", "");
         let out = ws
-            .call(&ShellTool, json!({"command": "ls; echo oops >&2; exit 2"}))
-            .await
-            .unwrap();
+            .run(&ShellTool, json!({"command": "ls; echo oops >&2; exit 2"}))
+            .await;
         assert!(
             out.for_model.starts_with("Exit code: 2\n"),
             "{}",
             out.for_model
         );
-        assert!(out.for_model.contains("marker.txt\n"), "{}", out.for_model);
-        assert!(out.for_model.contains("oops\n"), "{}", out.for_model);
+        assert_contains(&out.for_model, "marker.txt\n");
+        assert_contains(&out.for_model, "oops\n");
         assert_eq!(out.raw_output["exit_code"], 2);
 
-        let quiet = ws
-            .call(&ShellTool, json!({"command": "true"}))
-            .await
-            .unwrap();
+        let quiet = ws.run(&ShellTool, json!({"command": "true"})).await;
         assert_eq!(quiet.for_model, "Exit code: 0\n(no output)");
     }
 
@@ -145,12 +141,11 @@ mod tests {
         let ws = workspace();
         let started = std::time::Instant::now();
         let err = ws
-            .call(
+            .fail(
                 &ShellTool,
                 json!({"command": "echo begun; sleep 30", "timeout_secs": 1}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert!(started.elapsed() < Duration::from_secs(10));
         let message = err.to_string();
         assert!(
@@ -164,15 +159,8 @@ mod tests {
     async fn the_settings_cap_the_output() {
         let mut ws = workspace();
         ws.ctx.settings.output_cap = 200;
-        let out = ws
-            .call(&ShellTool, json!({"command": "seq 1 10000"}))
-            .await
-            .unwrap();
-        assert!(
-            out.for_model.contains("[output truncated: "),
-            "{}",
-            out.for_model
-        );
+        let out = ws.run(&ShellTool, json!({"command": "seq 1 10000"})).await;
+        assert_contains(&out.for_model, "[output truncated: ");
         assert!(out.for_model.len() < 300);
     }
 
@@ -185,10 +173,7 @@ mod tests {
             cancel.cancel();
         });
         let started = std::time::Instant::now();
-        let err = ws
-            .call(&ShellTool, json!({"command": "sleep 30"}))
-            .await
-            .unwrap_err();
+        let err = ws.fail(&ShellTool, json!({"command": "sleep 30"})).await;
         assert!(matches!(err, ToolError::Cancelled));
         assert!(started.elapsed() < Duration::from_secs(5));
     }
@@ -196,24 +181,16 @@ mod tests {
     #[tokio::test]
     async fn bad_arguments_are_errors() {
         let ws = workspace();
-        let empty = ws
-            .call(&ShellTool, json!({"command": "  "}))
-            .await
-            .unwrap_err();
+        let empty = ws.fail(&ShellTool, json!({"command": "  "})).await;
         assert!(matches!(empty, ToolError::InvalidArguments(_)));
         let zero = ws
-            .call(&ShellTool, json!({"command": "true", "timeout_secs": 0}))
-            .await
-            .unwrap_err();
-        assert!(zero.to_string().contains("between 1 and 3600"), "{zero}");
+            .fail(&ShellTool, json!({"command": "true", "timeout_secs": 0}))
+            .await;
+        assert_contains(&zero, "between 1 and 3600");
         let negative = ws
-            .call(&ShellTool, json!({"command": "true", "timeout_secs": -5}))
-            .await
-            .unwrap_err();
-        assert!(
-            negative.to_string().contains("`timeout_secs`"),
-            "{negative}"
-        );
+            .fail(&ShellTool, json!({"command": "true", "timeout_secs": -5}))
+            .await;
+        assert_contains(&negative, "`timeout_secs`");
     }
 
     #[test]

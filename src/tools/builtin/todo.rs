@@ -101,7 +101,7 @@ fn describe(todos: &[TodoItem]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_support::workspace;
+    use crate::tools::test_support::{assert_contains, workspace};
 
     #[tokio::test]
     async fn replaces_the_sessions_list() {
@@ -112,7 +112,7 @@ mod tests {
             priority: TodoPriority::Low,
         }]);
         let out = ws
-            .call(
+            .run(
                 &TodoTool,
                 json!({"todos": [
                     {"content": "Read the code", "status": "completed"},
@@ -120,8 +120,7 @@ mod tests {
                     {"content": " Run the tests ", "status": "pending", "priority": "low"}
                 ]}),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(
             out.for_model,
             "Todo list updated: 1 completed, 1 in progress, 1 pending.\n\
@@ -141,7 +140,7 @@ mod tests {
     #[tokio::test]
     async fn an_empty_list_clears_it() {
         let ws = workspace();
-        let out = ws.call(&TodoTool, json!({"todos": []})).await.unwrap();
+        let out = ws.run(&TodoTool, json!({"todos": []})).await;
         assert_eq!(out.for_model, "The todo list is now empty.");
         assert!(ws.ctx.todos().is_empty());
     }
@@ -150,22 +149,20 @@ mod tests {
     async fn bad_items_name_the_field_and_keep_the_old_list() {
         let ws = workspace();
         let status = ws
-            .call(
+            .fail(
                 &TodoTool,
                 json!({"todos": [{"content": "x", "status": "done"}]}),
             )
-            .await
-            .unwrap_err();
+            .await;
         let message = status.to_string();
-        assert!(message.contains("`todos[0].status`"), "{message}");
-        assert!(message.contains("in_progress"), "{message}");
+        assert_contains(&message, "`todos[0].status`");
+        assert_contains(&message, "in_progress");
         let empty = ws
-            .call(
+            .fail(
                 &TodoTool,
                 json!({"todos": [{"content": "a", "status": "pending"}, {"content": " ", "status": "pending"}]}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert_eq!(
             empty.to_string(),
             "invalid arguments: `todos[1].content` is empty"

@@ -88,18 +88,17 @@ async fn write(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 mod tests {
     use super::*;
     use crate::tools::Tool;
-    use crate::tools::test_support::workspace;
+    use crate::tools::test_support::{assert_contains, workspace};
 
     #[tokio::test]
     async fn creates_a_file_and_its_directories() {
         let ws = workspace();
         let out = ws
-            .call(
+            .run(
                 &WriteFileTool,
                 json!({"path": "src/new/mod.rs", "content": "pub fn f() {}\n"}),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(ws.read("src/new/mod.rs"), "pub fn f() {}\n");
         assert_eq!(out.for_model, "Created src/new/mod.rs (1 line).");
         assert_eq!(
@@ -118,12 +117,11 @@ mod tests {
         let ws = workspace();
         ws.write("a.txt", "one\ntwo\nthree\n");
         let out = ws
-            .call(
+            .run(
                 &WriteFileTool,
                 json!({"path": "a.txt", "content": "one\n2\nthree\n"}),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(ws.read("a.txt"), "one\n2\nthree\n");
         assert_eq!(out.for_model, "Wrote a.txt (3 lines).");
         assert_eq!(
@@ -142,47 +140,37 @@ mod tests {
         let ws = workspace();
         ws.write("a.txt", "same\n");
         let out = ws
-            .call(
+            .run(
                 &WriteFileTool,
                 json!({"path": "a.txt", "content": "same\n"}),
             )
-            .await
-            .unwrap();
-        assert!(
-            out.for_model.contains("nothing changed"),
-            "{}",
-            out.for_model
-        );
+            .await;
+        assert_contains(&out.for_model, "nothing changed");
     }
 
     #[tokio::test]
     async fn refuses_paths_outside_and_directories() {
         let ws = workspace();
         let outside = ws
-            .call(
+            .fail(
                 &WriteFileTool,
                 json!({"path": "../evil.txt", "content": "x"}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
         assert!(!ws.dir.path().join("evil.txt").exists());
 
         ws.write("src/a.rs", "");
         let directory = ws
-            .call(&WriteFileTool, json!({"path": "src", "content": "x"}))
-            .await
-            .unwrap_err();
-        assert!(directory.to_string().contains("directory"), "{directory}");
+            .fail(&WriteFileTool, json!({"path": "src", "content": "x"}))
+            .await;
+        assert_contains(&directory, "directory");
     }
 
     #[tokio::test]
     async fn content_is_required() {
         let ws = workspace();
-        let err = ws
-            .call(&WriteFileTool, json!({"path": "a.txt"}))
-            .await
-            .unwrap_err();
+        let err = ws.fail(&WriteFileTool, json!({"path": "a.txt"})).await;
         assert_eq!(
             err.to_string(),
             "invalid arguments: missing field `content`"
