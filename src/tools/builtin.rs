@@ -85,9 +85,17 @@ impl Target {
         Ok(Self { path, shown })
     }
 
-    /// An error about the path, told with the path as the model wrote it.
+    /// An error about the path told with the path as the model wrote it
+    /// (the file system knows only the absolute path).
     fn error(&self, err: ToolError) -> ToolError {
-        with_shown_path(err, &self.shown)
+        let path = self.shown.clone();
+        match err {
+            ToolError::NotFound { .. } => ToolError::NotFound { path },
+            ToolError::NotText { .. } => ToolError::NotText { path },
+            ToolError::TooLarge { size, limit, .. } => ToolError::TooLarge { path, size, limit },
+            ToolError::Io { source, .. } => ToolError::Io { path, source },
+            other => other,
+        }
     }
 
     async fn read_text(&self, ctx: &ToolContext) -> Result<String, ToolError> {
@@ -107,19 +115,6 @@ impl Target {
     /// A location at a 1-based line.
     fn at_line(&self, line: usize) -> Location {
         Location::at_line(self.path.clone(), u32::try_from(line).unwrap_or(u32::MAX))
-    }
-}
-
-/// A file-system error told with the path as the model wrote it (the file
-/// system knows only the absolute path).
-fn with_shown_path(err: ToolError, shown: &str) -> ToolError {
-    let path = shown.to_string();
-    match err {
-        ToolError::NotFound { .. } => ToolError::NotFound { path },
-        ToolError::NotText { .. } => ToolError::NotText { path },
-        ToolError::TooLarge { size, limit, .. } => ToolError::TooLarge { path, size, limit },
-        ToolError::Io { source, .. } => ToolError::Io { path, source },
-        other => other,
     }
 }
 

@@ -19,11 +19,12 @@ pub trait TypedTool: Send + Sync {
     /// The arguments. The doc comments on its fields are the descriptions
     /// the model reads; a struct-level doc comment is left out.
     type Args: DeserializeOwned + JsonSchema + Default + Send;
-    /// See [`Tool::name`].
+    /// The name the model calls it by (see [`Tool::name`]).
     const NAME: &'static str;
+    /// What the model is told the tool does.
     const DESCRIPTION: &'static str;
     const KIND: ToolKind;
-    /// See [`Tool::mutates`].
+    /// Whether the tool changes anything (see [`Tool::mutates`]).
     const MUTATES: bool;
 
     /// See [`Tool::title`]. The arguments may be salvaged from invalid ones
@@ -81,7 +82,7 @@ impl<T: TypedTool> Tool for T {
 }
 
 /// Arguments into a tool's struct; the error names the field at fault.
-pub(crate) fn deserialize_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, ToolError> {
+fn deserialize_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, ToolError> {
     // Models sometimes send `null` for "no arguments".
     let arguments = match arguments {
         Value::Null => Value::Object(Map::new()),
@@ -102,7 +103,7 @@ pub(crate) fn deserialize_arguments<T: DeserializeOwned>(arguments: Value) -> Re
 /// call that may yet fail: a missing or invalid required field is blank (an
 /// empty text, zero, an empty list), an invalid optional one is absent, and
 /// arguments that are no object are none.
-pub(crate) fn salvage<A: DeserializeOwned + JsonSchema + Default>(arguments: &Value) -> A {
+fn salvage<A: DeserializeOwned + JsonSchema + Default>(arguments: &Value) -> A {
     if let Ok(args) = A::deserialize(arguments) {
         return args;
     }
@@ -163,7 +164,7 @@ fn blank_value(property: &Value) -> Value {
 /// the top, every subschema inline (small models stumble over `$ref`), an
 /// optional field typed as what it is when given (not also `null`), and
 /// none of the generator's meta data (`$schema`, `title`, `format`).
-pub(crate) fn schema_for<A: JsonSchema>() -> Value {
+fn schema_for<A: JsonSchema>() -> Value {
     let mut settings = SchemaSettings::draft07();
     settings.inline_subschemas = true;
     settings.meta_schema = None;
@@ -182,12 +183,14 @@ pub(crate) fn schema_for<A: JsonSchema>() -> Value {
     schema
 }
 
+/// A subschema as the model should read it: without `format` (`uint32`
+/// is schemars' own word, and strict providers refuse formats they do not
+/// know) and without the `null` an `Option` field also accepts.
 fn simplify(schema: &mut Value) {
     let Some(object) = schema.as_object_mut() else {
         return;
     };
     object.remove("format");
-    // An `Option` field allows null, which the model need not hear of.
     if let Some(Value::Array(types)) = object.get("type") {
         let mut given = types.iter().filter(|kind| *kind != "null");
         if let (Some(kind), None) = (given.next(), given.next()) {
