@@ -19,9 +19,7 @@ use crate::providers::retry;
 use crate::providers::{
     ChatRequest, FinishReason, Provider, ProviderError, ProviderEvent, ToolChoice, Usage,
 };
-use crate::tools::{
-    Progress, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, parse_arguments,
-};
+use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry, parse_arguments};
 
 /// What a turn reports for the session store the moment it happens, so a
 /// crash loses only the round in flight.
@@ -417,11 +415,8 @@ async fn run_tools(
                     while let Ok(content) = reports.try_recv() {
                         in_progress(content);
                     }
-                    if let Ok(ToolOutput {
-                        plan: Some(plan), ..
-                    }) = &outcome
-                    {
-                        emit(AgentEvent::Plan(plan.clone()));
+                    if let Some(plan) = outcome.as_ref().ok().and_then(|out| out.plan.clone()) {
+                        emit(AgentEvent::Plan(plan));
                     }
                     outcome
                 }
