@@ -416,8 +416,8 @@ async fn run_tools(
                     while let Ok(content) = reports.try_recv() {
                         in_progress(content);
                     }
-                    if outcome.is_ok() && tool.name() == "todo" {
-                        emit(AgentEvent::Plan(context.todos()));
+                    if let Some(plan) = outcome.as_ref().ok().and_then(|out| out.plan.clone()) {
+                        emit(AgentEvent::Plan(plan));
                     }
                     outcome
                 }

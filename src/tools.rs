@@ -1,7 +1,8 @@
 //! Tools the model can call: the [`Tool`] trait, the [`ToolRegistry`] and the
 //! built-ins. Each tool describes itself twice: for the model (name,
 //! description, JSON Schema) and for the editor (kind, title, locations,
-//! content). File contents go through [`FileSystem`] and commands through
+//! content). The built-ins are [`TypedTool`]s: their schema is derived from
+//! their argument struct. File contents go through [`FileSystem`] and commands through
 //! [`Shell`], so the editor can take both over (ACP `fs/*`, `terminal/*`).
 //! A running call reports progress through [`Progress`]. Nothing here
 //! speaks ACP events; `translate` maps them.
@@ -14,15 +15,15 @@ mod shell;
 mod terminal;
 #[cfg(test)]
 pub(crate) mod test_support;
+mod typed;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use serde::de::DeserializeOwned;
 use thiserror::Error;
 
-pub use crate::events::{Location, ToolContent, ToolKind};
+pub use crate::events::{Location, TodoItem, ToolContent, ToolKind};
 use crate::model::ToolDefinition;
 
 pub use client_fs::ClientFs;
@@ -30,6 +31,7 @@ pub use context::{Progress, ToolContext, ToolSettings};
 pub use fs::{FileSystem, LocalFs};
 pub use shell::{LocalShell, Shell, ShellOutput};
 pub use terminal::ClientTerminal;
+pub use typed::TypedTool;
 
 /// A finished call.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +44,8 @@ pub struct ToolOutput {
     pub raw_output: serde_json::Value,
     /// Where the call acted, now that it is known (e.g. the edited line).
     pub locations: Vec<Location>,
+    /// The session's plan, when the call changed it (the agent loop shows it).
+    pub plan: Option<Vec<TodoItem>>,
 }
 
 impl ToolOutput {
@@ -53,7 +57,18 @@ impl ToolOutput {
             for_model: text,
             raw_output: serde_json::Value::Null,
             locations: Vec::new(),
+            plan: None,
         }
+    }
+
+    pub fn with_raw_output(mut self, raw_output: serde_json::Value) -> Self {
+        self.raw_output = raw_output;
+        self
+    }
+
+    pub fn with_locations(mut self, locations: Vec<Location>) -> Self {
+        self.locations = locations;
+        self
     }
 }
 
@@ -116,6 +131,9 @@ fn display_paths(paths: &[PathBuf]) -> String {
         .join(", ")
 }
 
+/// A running call.
+pub type ToolFuture<'a> = BoxFuture<'a, Result<ToolOutput, ToolError>>;
+
 /// A tool the model may call.
 pub trait Tool: Send + Sync {
     /// The name the model calls it by: `^[a-zA-Z0-9_-]{1,64}$`.
@@ -131,11 +149,7 @@ pub trait Tool: Send + Sync {
     /// Whether the tool changes anything (plan mode hides such tools;
     /// permissions ask for them).
     fn mutates(&self) -> bool;
-    fn call<'a>(
-        &'a self,
-        arguments: serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+    fn call<'a>(&'a self, arguments: serde_json::Value, ctx: &'a ToolContext) -> ToolFuture<'a>;
 
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
@@ -247,44 +261,6 @@ pub fn parse_arguments(text: &str) -> Result<serde_json::Value, ToolError> {
     serde_json::from_str(text).map_err(|err| {
         ToolError::InvalidArguments(format!("the arguments are not valid JSON: {err}"))
     })
-}
-
-/// Arguments into a tool's struct; the error names the field at fault.
-pub(crate) fn deserialize_arguments<T: DeserializeOwned>(
-    arguments: serde_json::Value,
-) -> Result<T, ToolError> {
-    // Models sometimes send `null` for "no arguments".
-    let arguments = match arguments {
-        serde_json::Value::Null => serde_json::Value::Object(serde_json::Map::new()),
-        other => other,
-    };
-    serde_path_to_error::deserialize(arguments).map_err(|err| {
-        let path = err.path().to_string();
-        let inner = err.into_inner();
-        if path == "." {
-            ToolError::InvalidArguments(inner.to_string())
-        } else {
-            ToolError::InvalidArguments(format!("`{path}`: {inner}"))
-        }
-    })
-}
-
-/// A string argument from possibly invalid arguments, for titles and locations.
-/// The `path` argument as a location the editor can follow, when it names
-/// a place inside the workspace.
-pub(crate) fn path_location(arguments: &serde_json::Value, ctx: &ToolContext) -> Vec<Location> {
-    str_argument(arguments, "path")
-        .and_then(|path| ctx.resolve(path).ok())
-        .map(Location::file)
-        .into_iter()
-        .collect()
-}
-
-pub(crate) fn str_argument<'a>(arguments: &'a serde_json::Value, field: &str) -> Option<&'a str> {
-    arguments
-        .get(field)
-        .and_then(serde_json::Value::as_str)
-        .filter(|value| !value.is_empty())
 }
 
 /// Cuts `text` to at most `max_chars` characters, marking the cut.
@@ -403,24 +379,6 @@ mod tests {
             parse_arguments("{oops"),
             Err(ToolError::InvalidArguments(_))
         ));
-    }
-
-    #[test]
-    fn argument_errors_name_the_field() {
-        #[derive(Debug, serde::Deserialize)]
-        #[allow(dead_code)]
-        struct Args {
-            path: String,
-            limit: Option<u32>,
-        }
-        let missing = deserialize_arguments::<Args>(serde_json::json!({})).unwrap_err();
-        assert!(
-            missing.to_string().contains("missing field `path`"),
-            "{missing}"
-        );
-        let wrong = deserialize_arguments::<Args>(serde_json::json!({"path": "a", "limit": "x"}))
-            .unwrap_err();
-        assert!(wrong.to_string().contains("`limit`"), "{wrong}");
     }
 
     #[test]

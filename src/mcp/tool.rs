@@ -218,6 +218,7 @@ fn convert_result(result: CallToolResult, output_cap: usize) -> Result<ToolOutpu
         content,
         raw_output: structured,
         locations: Vec::new(),
+        plan: None,
     })
 }
 

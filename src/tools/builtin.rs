@@ -1,5 +1,6 @@
-//! The tools every session gets. File contents go through `ctx.fs`;
-//! directory walks (list_dir, glob, grep) read the disk directly.
+//! The tools every session gets, each a [`TypedTool`](super::TypedTool).
+//! File contents go through `ctx.fs`; directory walks (list_dir, glob,
+//! grep) read the disk directly.
 
 pub mod edit_file;
 pub mod glob;
@@ -11,9 +12,11 @@ pub mod todo;
 mod walk;
 pub mod write_file;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{Tool, ToolError};
+use super::{Tool, ToolContext, ToolError};
+use crate::events::Location;
 
 pub use edit_file::EditFileTool;
 pub use glob::GlobTool;
@@ -38,32 +41,95 @@ pub fn all() -> Vec<Arc<dyn Tool>> {
     ]
 }
 
-/// A file-system error told with the path as the model wrote it (the file
-/// system knows only the absolute path).
-fn with_shown_path(err: ToolError, shown: &str) -> ToolError {
-    let path = shown.to_string();
-    match err {
-        ToolError::NotFound { .. } => ToolError::NotFound { path },
-        ToolError::NotText { .. } => ToolError::NotText { path },
-        ToolError::TooLarge { size, limit, .. } => ToolError::TooLarge { path, size, limit },
-        ToolError::Io { source, .. } => ToolError::Io { path, source },
-        other => other,
+/// A text argument as the model gave it, or None when it is missing or
+/// empty (salvaged arguments leave a missing required text empty).
+fn given(text: Option<&str>) -> Option<&str> {
+    text.filter(|text| !text.is_empty())
+}
+
+/// A title from a text the model gave ("Edit src/a.rs"), or `untitled`
+/// when it gave none.
+fn titled(untitled: &str, text: Option<&str>, title: impl FnOnce(&str) -> String) -> String {
+    given(text).map_or_else(|| untitled.to_string(), title)
+}
+
+/// "Find `*.rs` in src": what a search looks for, and where when it says.
+fn search_title(untitled: &str, verb: &str, pattern: &str, path: Option<&str>) -> String {
+    titled(untitled, Some(pattern), |pattern| match given(path) {
+        Some(path) => format!("{verb} `{pattern}` in {path}"),
+        None => format!("{verb} `{pattern}`"),
+    })
+}
+
+/// The path the model gave as a location the editor can follow, when it
+/// names a place inside the workspace.
+fn path_location(path: Option<&str>, ctx: &ToolContext) -> Vec<Location> {
+    given(path)
+        .and_then(|path| ctx.resolve(path).ok())
+        .map(Location::file)
+        .into_iter()
+        .collect()
+}
+
+/// A path the model named: where it is, and how the model should read it.
+struct Target {
+    path: PathBuf,
+    shown: String,
+}
+
+impl Target {
+    /// The model's path, confined to the workspace.
+    fn resolve(ctx: &ToolContext, path: &str) -> Result<Self, ToolError> {
+        let path = ctx.resolve(path)?;
+        let shown = ctx.display_path(&path);
+        Ok(Self { path, shown })
+    }
+
+    /// An error about the path told with the path as the model wrote it
+    /// (the file system knows only the absolute path).
+    fn error(&self, err: ToolError) -> ToolError {
+        let path = self.shown.clone();
+        match err {
+            ToolError::NotFound { .. } => ToolError::NotFound { path },
+            ToolError::NotText { .. } => ToolError::NotText { path },
+            ToolError::TooLarge { size, limit, .. } => ToolError::TooLarge { path, size, limit },
+            ToolError::Io { source, .. } => ToolError::Io { path, source },
+            other => other,
+        }
+    }
+
+    async fn read_text(&self, ctx: &ToolContext) -> Result<String, ToolError> {
+        ctx.fs
+            .read_text_file(&self.path, None, None)
+            .await
+            .map_err(|err| self.error(err))
+    }
+
+    async fn write_text(&self, ctx: &ToolContext, text: &str) -> Result<(), ToolError> {
+        ctx.fs
+            .write_text_file(&self.path, text)
+            .await
+            .map_err(|err| self.error(err))
+    }
+
+    /// A location at a 1-based line.
+    fn at_line(&self, line: usize) -> Location {
+        Location::at_line(self.path.clone(), u32::try_from(line).unwrap_or(u32::MAX))
     }
 }
 
 /// The 1-based line where `new` first differs from `old`.
-fn first_changed_line(old: &str, new: &str) -> u32 {
-    let mut line = 1u32;
+fn first_changed_line(old: &str, new: &str) -> usize {
+    let mut line = 1;
     for (old_line, new_line) in old.split_inclusive('\n').zip(new.split_inclusive('\n')) {
         if old_line != new_line {
             return line;
         }
-        line = line.saturating_add(1);
+        line += 1;
     }
     // One is a prefix of the other: the change starts after the shorter,
     // but never past the new text's last line.
-    let new_lines = u32::try_from(new.lines().count()).unwrap_or(u32::MAX);
-    line.min(new_lines.max(1))
+    line.min(new.lines().count().max(1))
 }
 
 /// Lines `first..=last` (1-based) of `text`, numbered like `cat -n`.
@@ -106,6 +172,17 @@ const MAX_LINE_CHARS: usize = 2000;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn definitions_say_what_the_hand_written_schemas_said() {
+        // What the model reads, checked in: the schemas derived from the
+        // argument structs must not change unnoticed (a new schemars, a
+        // reworded doc comment). Update the file when a change is meant.
+        let expected: Vec<crate::model::ToolDefinition> =
+            serde_json::from_str(include_str!("builtin/definitions.json")).unwrap();
+        let definitions: Vec<_> = all().iter().map(|tool| tool.definition()).collect();
+        assert_eq!(definitions, expected);
+    }
 
     #[test]
     fn first_changed_line_finds_the_first_difference() {

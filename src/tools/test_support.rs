@@ -42,4 +42,27 @@ impl Workspace {
     ) -> Result<ToolOutput, ToolError> {
         tool.call(arguments, &self.ctx).await
     }
+
+    /// The call's output; a failed call fails the test.
+    pub async fn run(&self, tool: &dyn Tool, arguments: serde_json::Value) -> ToolOutput {
+        match self.call(tool, arguments).await {
+            Ok(output) => output,
+            Err(err) => panic!("{} failed: {err}", tool.name()),
+        }
+    }
+
+    /// The call's error; a call that succeeds fails the test.
+    pub async fn fail(&self, tool: &dyn Tool, arguments: serde_json::Value) -> ToolError {
+        match self.call(tool, arguments).await {
+            Ok(output) => panic!("{} succeeded: {}", tool.name(), output.for_model),
+            Err(err) => err,
+        }
+    }
+}
+
+/// Fails the test, showing `text`, when `text` lacks `part`.
+#[track_caller]
+pub(crate) fn assert_contains(text: impl std::fmt::Display, part: &str) {
+    let text = text.to_string();
+    assert!(text.contains(part), "{part:?} is not in:\n{text}");
 }

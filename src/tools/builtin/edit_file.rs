@@ -1,12 +1,12 @@
 //! `edit_file`: replaces an exact piece of a file's text.
 
-use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{numbered_lines, plural, with_shown_path};
+use super::{Target, numbered_lines, path_location, plural, titled};
 use crate::events::{Location, ToolContent, ToolKind};
-use crate::tools::{Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments, str_argument};
+use crate::tools::{ToolContext, ToolError, ToolOutput, TypedTool};
 
 /// Lines of context shown around an edit for the model to check it.
 const EXCERPT_CONTEXT: usize = 3;
@@ -16,136 +16,90 @@ const EXCERPT_MAX_LINES: usize = 40;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EditFileTool;
 
-#[derive(Debug, Deserialize)]
-struct Arguments {
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct Args {
+    /// The file, relative to the working directory or absolute
     path: String,
+    /// The exact text to replace
     old_text: String,
+    /// The text to put in its place
     new_text: String,
-    #[serde(default)]
+    /// Replace every occurrence of old_text instead of exactly one (default false)
     replace_all: Option<bool>,
 }
 
-impl Tool for EditFileTool {
-    fn name(&self) -> &str {
-        "edit_file"
-    }
-
-    fn description(&self) -> &str {
-        "Edit a text file by replacing `old_text` with `new_text`. `old_text` must match the file exactly \
+impl TypedTool for EditFileTool {
+    type Args = Args;
+    const NAME: &'static str = "edit_file";
+    const DESCRIPTION: &'static str = "Edit a text file by replacing `old_text` with `new_text`. `old_text` must match the file exactly \
          (whitespace and indentation included) and exactly once: include enough surrounding lines to make it unique, \
          or set `replace_all` to change every occurrence. Do not include the line numbers read_file shows. \
-         Read the file first. To create a file, use write_file."
+         Read the file first. To create a file, use write_file.";
+    const KIND: ToolKind = ToolKind::Edit;
+    const MUTATES: bool = true;
+
+    fn title_for(&self, args: &Args) -> String {
+        titled("Edit file", Some(&args.path), |path| format!("Edit {path}"))
     }
 
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {
-                    "type": "string",
-                    "description": "The file, relative to the working directory or absolute"
-                },
-                "old_text": {
-                    "type": "string",
-                    "description": "The exact text to replace"
-                },
-                "new_text": {
-                    "type": "string",
-                    "description": "The text to put in its place"
-                },
-                "replace_all": {
-                    "type": "boolean",
-                    "description": "Replace every occurrence of old_text instead of exactly one (default false)"
-                }
-            },
-            "required": ["path", "old_text", "new_text"]
-        })
+    fn locations_for(&self, args: &Args, ctx: &ToolContext) -> Vec<Location> {
+        path_location(Some(&args.path), ctx)
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Edit
-    }
-
-    fn title(&self, arguments: &serde_json::Value) -> String {
-        match str_argument(arguments, "path") {
-            Some(path) => format!("Edit {path}"),
-            None => "Edit file".into(),
-        }
-    }
-
-    fn locations(&self, arguments: &serde_json::Value, ctx: &ToolContext) -> Vec<Location> {
-        crate::tools::path_location(arguments, ctx)
-    }
-
-    fn mutates(&self) -> bool {
-        true
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let arguments: Arguments = deserialize_arguments(arguments)?;
-            edit(arguments, ctx).await
-        })
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        edit(args, ctx).await
     }
 }
 
-async fn edit(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    if arguments.old_text.is_empty() {
+async fn edit(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    if args.old_text.is_empty() {
         return Err(ToolError::InvalidArguments(
             "`old_text` is empty; give the exact text to replace (to create a file or replace all of it, use write_file)".into(),
         ));
     }
-    if arguments.old_text == arguments.new_text {
+    if args.old_text == args.new_text {
         return Err(ToolError::InvalidArguments(
             "`old_text` and `new_text` are the same; there is nothing to change".into(),
         ));
     }
-    let replace_all = arguments.replace_all.unwrap_or(false);
-    let path = ctx.resolve(&arguments.path)?;
-    let shown = ctx.display_path(&path);
-    let old_file = ctx
-        .fs
-        .read_text_file(&path, None, None)
-        .await
-        .map_err(|err| with_shown_path(err, &shown))?;
+    let replace_all = args.replace_all.unwrap_or(false);
+    let file = Target::resolve(ctx, &args.path)?;
+    let old_file = file.read_text(ctx).await?;
 
     // Models write "\n"; a file with Windows line ends gets its own.
-    let (old_text, new_text) = if !old_file.contains(&arguments.old_text)
+    let (old_text, new_text) = if !old_file.contains(&args.old_text)
         && old_file.contains("\r\n")
-        && !arguments.old_text.contains('\r')
+        && !args.old_text.contains('\r')
     {
         (
-            arguments.old_text.replace('\n', "\r\n"),
-            arguments.new_text.replace('\n', "\r\n"),
+            args.old_text.replace('\n', "\r\n"),
+            args.new_text.replace('\n', "\r\n"),
         )
     } else {
-        (arguments.old_text, arguments.new_text)
+        (args.old_text, args.new_text)
     };
 
     let count = old_file.matches(old_text.as_str()).count();
     let Some(first_match) = old_file.find(old_text.as_str()) else {
         return Err(ToolError::EditNoMatch {
             hint: no_match_hint(&old_file, &old_text),
-            path: shown,
+            path: file.shown,
         });
     };
     if count > 1 && !replace_all {
-        return Err(ToolError::EditAmbiguous { path: shown, count });
+        return Err(ToolError::EditAmbiguous {
+            path: file.shown,
+            count,
+        });
     }
     let new_file = if replace_all {
         old_file.replace(old_text.as_str(), &new_text)
     } else {
         old_file.replacen(old_text.as_str(), &new_text, 1)
     };
-    ctx.fs
-        .write_text_file(&path, &new_file)
-        .await
-        .map_err(|err| with_shown_path(err, &shown))?;
+    file.write_text(ctx, &new_file).await?;
 
+    let shown = &file.shown;
     let first_line = old_file[..first_match].matches('\n').count() + 1;
     let last_line = first_line + new_text.lines().count().saturating_sub(1);
     let excerpt_first = first_line.saturating_sub(EXCERPT_CONTEXT).max(1);
@@ -168,15 +122,13 @@ async fn edit(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, Too
             "replacements": count,
             "first_line": first_line,
         }),
-        locations: vec![Location::at_line(
-            path.clone(),
-            u32::try_from(first_line).unwrap_or(u32::MAX),
-        )],
+        locations: vec![file.at_line(first_line)],
         content: vec![ToolContent::Diff {
-            path,
+            path: file.path,
             old_text: Some(old_file),
             new_text: new_file,
         }],
+        plan: None,
     })
 }
 
@@ -209,19 +161,19 @@ fn no_match_hint(file: &str, old_text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_support::workspace;
+    use crate::tools::Tool;
+    use crate::tools::test_support::{assert_contains, workspace};
 
     #[tokio::test]
     async fn replaces_exactly_one_match() {
         let ws = workspace();
         ws.write("src/a.rs", "fn a() {\n    1\n}\n\nfn b() {\n    2\n}\n");
         let out = ws
-            .call(
+            .run(
                 &EditFileTool,
                 json!({"path": "src/a.rs", "old_text": "    2\n", "new_text": "    20\n    21\n"}),
             )
-            .await
-            .unwrap();
+            .await;
         let expected = "fn a() {\n    1\n}\n\nfn b() {\n    20\n    21\n}\n";
         assert_eq!(ws.read("src/a.rs"), expected);
         assert_eq!(
@@ -240,11 +192,7 @@ mod tests {
             "{}",
             out.for_model
         );
-        assert!(
-            out.for_model.contains("     7\t    21\n"),
-            "{}",
-            out.for_model
-        );
+        assert_contains(&out.for_model, "     7\t    21\n");
     }
 
     #[tokio::test]
@@ -252,12 +200,11 @@ mod tests {
         let ws = workspace();
         ws.write("src/a.rs", "x = 1;\nx = 1;\nx = 1;\n");
         let err = ws
-            .call(
+            .fail(
                 &EditFileTool,
                 json!({"path": "src/a.rs", "old_text": "x = 1;", "new_text": "x = 2;"}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert_eq!(
             err.to_string(),
             "old_text matches 3 places in src/a.rs; include more surrounding lines so it matches exactly once, or set replace_all to true to change every one"
@@ -265,19 +212,14 @@ mod tests {
         assert_eq!(ws.read("src/a.rs"), "x = 1;\nx = 1;\nx = 1;\n");
 
         let out = ws
-            .call(
+            .run(
                 &EditFileTool,
                 json!({"path": "src/a.rs", "old_text": "x = 1;", "new_text": "x = 2;", "replace_all": true}),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(ws.read("src/a.rs"), "x = 2;\nx = 2;\nx = 2;\n");
         assert_eq!(out.raw_output["replacements"], 3);
-        assert!(
-            out.for_model.contains("replaced 3 occurrences"),
-            "{}",
-            out.for_model
-        );
+        assert_contains(&out.for_model, "replaced 3 occurrences");
     }
 
     #[tokio::test]
@@ -285,44 +227,36 @@ mod tests {
         let ws = workspace();
         ws.write("a.py", "def f():\n    return 1\n");
         let err = ws
-            .call(
+            .fail(
                 &EditFileTool,
                 json!({"path": "a.py", "old_text": "def f():\n  return 1", "new_text": "x"}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert!(matches!(err, ToolError::EditNoMatch { .. }));
         let message = err.to_string();
         assert!(
             message.starts_with("old_text was not found in a.py."),
             "{message}"
         );
-        assert!(
-            message.contains("differs only in whitespace starts at line 1"),
-            "{message}"
-        );
+        assert_contains(&message, "differs only in whitespace starts at line 1");
 
         let diverging = ws
-            .call(
+            .fail(
                 &EditFileTool,
                 json!({"path": "a.py", "old_text": "def f():\n    return 2", "new_text": "x"}),
             )
-            .await
-            .unwrap_err();
-        assert!(
-            diverging
-                .to_string()
-                .contains("its first line matches line 1, but what follows differs"),
-            "{diverging}"
+            .await;
+        assert_contains(
+            &diverging,
+            "its first line matches line 1, but what follows differs",
         );
 
         let unrelated = ws
-            .call(
+            .fail(
                 &EditFileTool,
                 json!({"path": "a.py", "old_text": "nothing like it", "new_text": "x"}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert!(!unrelated.to_string().contains(" at line"), "{unrelated}");
         assert!(
             !unrelated.to_string().contains("matches line"),
@@ -334,12 +268,11 @@ mod tests {
     async fn windows_line_ends_are_matched() {
         let ws = workspace();
         ws.write("a.txt", "one\r\ntwo\r\nthree\r\n");
-        ws.call(
+        ws.run(
             &EditFileTool,
             json!({"path": "a.txt", "old_text": "one\ntwo\n", "new_text": "1\n2\n"}),
         )
-        .await
-        .unwrap();
+        .await;
         assert_eq!(ws.read("a.txt"), "1\r\n2\r\nthree\r\n");
     }
 
@@ -348,41 +281,36 @@ mod tests {
         let ws = workspace();
         ws.write("a.txt", "x");
         let empty = ws
-            .call(
+            .fail(
                 &EditFileTool,
                 json!({"path": "a.txt", "old_text": "", "new_text": "y"}),
             )
-            .await
-            .unwrap_err();
-        assert!(empty.to_string().contains("write_file"), "{empty}");
+            .await;
+        assert_contains(&empty, "write_file");
         let same = ws
-            .call(
+            .fail(
                 &EditFileTool,
                 json!({"path": "a.txt", "old_text": "x", "new_text": "x"}),
             )
-            .await
-            .unwrap_err();
-        assert!(same.to_string().contains("nothing to change"), "{same}");
+            .await;
+        assert_contains(&same, "nothing to change");
         let missing = ws
-            .call(
+            .fail(
                 &EditFileTool,
                 json!({"path": "b.txt", "old_text": "x", "new_text": "y"}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert!(matches!(missing, ToolError::NotFound { ref path } if path == "b.txt"));
         let outside = ws
-            .call(
+            .fail(
                 &EditFileTool,
                 json!({"path": "/etc/hosts", "old_text": "x", "new_text": "y"}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
         let no_new = ws
-            .call(&EditFileTool, json!({"path": "a.txt", "old_text": "x"}))
-            .await
-            .unwrap_err();
+            .fail(&EditFileTool, json!({"path": "a.txt", "old_text": "x"}))
+            .await;
         assert_eq!(
             no_new.to_string(),
             "invalid arguments: missing field `new_text`"

@@ -1,15 +1,13 @@
 //! `glob`: files whose path matches a pattern, as .gitignore leaves them.
 
-use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::place;
-use super::walk::{require_dir, run_blocking, walker};
+use super::walk::{is_file, require_dir, walk};
+use super::{Target, path_location, place, search_title};
 use crate::events::{Location, ToolKind};
-use crate::tools::{
-    Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments, display_path, str_argument,
-};
+use crate::tools::{ToolContext, ToolError, ToolOutput, TypedTool, display_path};
 
 /// The most paths one call returns.
 pub const MAX_MATCHES: usize = 500;
@@ -19,72 +17,34 @@ const MAX_LOCATIONS: usize = 10;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GlobTool;
 
-#[derive(Debug, Deserialize)]
-struct Arguments {
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct Args {
+    /// The glob pattern, relative to path
     pattern: String,
+    /// The directory to search in (default: the working directory)
     path: Option<String>,
 }
 
-impl Tool for GlobTool {
-    fn name(&self) -> &str {
-        "glob"
-    }
-
-    fn description(&self) -> &str {
-        "Find files by path pattern, e.g. `**/*.rs`, `src/**/test_*.py`, `*.{json,toml}`. \
+impl TypedTool for GlobTool {
+    type Args = Args;
+    const NAME: &'static str = "glob";
+    const DESCRIPTION: &'static str = "Find files by path pattern, e.g. `**/*.rs`, `src/**/test_*.py`, `*.{json,toml}`. \
          The pattern matches paths relative to `path` (default: the working directory); `*` stays within one directory, \
          `**` crosses directories. Files matched by .gitignore are left out. Returns paths relative to the working directory, \
-         sorted, at most 500. To search file contents, use grep."
+         sorted, at most 500. To search file contents, use grep.";
+    const KIND: ToolKind = ToolKind::Search;
+    const MUTATES: bool = false;
+
+    fn title_for(&self, args: &Args) -> String {
+        search_title("Find files", "Find", &args.pattern, args.path.as_deref())
     }
 
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {
-                    "type": "string",
-                    "description": "The glob pattern, relative to path"
-                },
-                "path": {
-                    "type": "string",
-                    "description": "The directory to search in (default: the working directory)"
-                }
-            },
-            "required": ["pattern"]
-        })
+    fn locations_for(&self, args: &Args, ctx: &ToolContext) -> Vec<Location> {
+        path_location(args.path.as_deref(), ctx)
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Search
-    }
-
-    fn title(&self, arguments: &serde_json::Value) -> String {
-        let Some(pattern) = str_argument(arguments, "pattern") else {
-            return "Find files".into();
-        };
-        match str_argument(arguments, "path") {
-            Some(path) => format!("Find `{pattern}` in {path}"),
-            None => format!("Find `{pattern}`"),
-        }
-    }
-
-    fn locations(&self, arguments: &serde_json::Value, ctx: &ToolContext) -> Vec<Location> {
-        crate::tools::path_location(arguments, ctx)
-    }
-
-    fn mutates(&self) -> bool {
-        false
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let arguments: Arguments = deserialize_arguments(arguments)?;
-            find(arguments, ctx).await
-        })
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        find(args, ctx).await
     }
 }
 
@@ -99,8 +59,8 @@ pub(super) fn compile_glob(pattern: &str, field: &str) -> Result<globset::GlobMa
         })
 }
 
-async fn find(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    let pattern = arguments.pattern.trim();
+async fn find(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let pattern = args.pattern.trim();
     let pattern = pattern.strip_prefix("./").unwrap_or(pattern);
     if pattern.is_empty() {
         return Err(ToolError::InvalidArguments("`pattern` is empty".into()));
@@ -111,33 +71,29 @@ async fn find(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, Too
         ));
     }
     let matcher = compile_glob(pattern, "pattern")?;
-    let base = ctx.resolve(arguments.path.as_deref().unwrap_or("."))?;
-    let shown_base = ctx.display_path(&base);
-    require_dir(&base, &shown_base).await?;
+    let base = Target::resolve(ctx, args.path.as_deref().unwrap_or("."))?;
+    require_dir(&base).await?;
 
-    let walk_base = base.clone();
-    let (paths, total) = run_blocking(&ctx.cancel, move |cancel| {
-        let mut paths = Vec::new();
-        let mut total = 0usize;
-        for entry in walker(&walk_base, None).flatten() {
-            if cancel.is_cancelled() {
-                return Err(ToolError::Cancelled);
-            }
-            if !entry.file_type().is_some_and(|kind| kind.is_file()) {
-                continue;
-            }
-            let Ok(relative) = entry.path().strip_prefix(&walk_base) else {
-                continue;
-            };
-            if matcher.is_match(relative) {
-                total += 1;
+    let root = base.path.clone();
+    let (paths, total) = walk(
+        ctx,
+        &base.path,
+        None,
+        (Vec::new(), 0),
+        move |found, entry| {
+            let (paths, total) = found;
+            let matches = entry
+                .path()
+                .strip_prefix(&root)
+                .is_ok_and(|relative| matcher.is_match(relative));
+            if is_file(&entry) && matches {
+                *total += 1;
                 if paths.len() < MAX_MATCHES {
                     paths.push(entry.into_path());
                 }
             }
-        }
-        Ok((paths, total))
-    })
+        },
+    )
     .await?;
 
     let shown: Vec<String> = paths
@@ -145,7 +101,7 @@ async fn find(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, Too
         .map(|path| display_path(path, &ctx.cwd))
         .collect();
     let mut for_model = if shown.is_empty() {
-        format!("No files match `{pattern}` in {}.", place(&shown_base))
+        format!("No files match `{pattern}` in {}.", place(&base.shown))
     } else {
         shown.join("\n")
     };
@@ -155,20 +111,21 @@ async fn find(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, Too
             shown.len()
         ));
     }
-    let mut output = ToolOutput::text(for_model);
-    output.raw_output = json!({"files": shown, "total": total});
-    output.locations = paths
+    let locations = paths
         .into_iter()
         .take(MAX_LOCATIONS)
         .map(Location::file)
         .collect();
-    Ok(output)
+    Ok(ToolOutput::text(for_model)
+        .with_raw_output(json!({"files": shown, "total": total}))
+        .with_locations(locations))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_support::workspace;
+    use crate::tools::Tool;
+    use crate::tools::test_support::{assert_contains, workspace};
 
     fn fixture() -> crate::tools::test_support::Workspace {
         let ws = workspace();
@@ -184,10 +141,7 @@ mod tests {
     #[tokio::test]
     async fn double_star_crosses_directories_and_star_does_not() {
         let ws = fixture();
-        let all = ws
-            .call(&GlobTool, json!({"pattern": "**/*.rs"}))
-            .await
-            .unwrap();
+        let all = ws.run(&GlobTool, json!({"pattern": "**/*.rs"})).await;
         assert_eq!(all.for_model, "src/main.rs\nsrc/tools/grep.rs");
         assert_eq!(
             all.locations,
@@ -197,16 +151,12 @@ mod tests {
             ]
         );
 
-        let top = ws
-            .call(&GlobTool, json!({"pattern": "src/*.rs"}))
-            .await
-            .unwrap();
+        let top = ws.run(&GlobTool, json!({"pattern": "src/*.rs"})).await;
         assert_eq!(top.for_model, "src/main.rs");
 
         let alternatives = ws
-            .call(&GlobTool, json!({"pattern": "**/*.{md,toml}"}))
-            .await
-            .unwrap();
+            .run(&GlobTool, json!({"pattern": "**/*.{md,toml}"}))
+            .await;
         assert_eq!(alternatives.for_model, "Cargo.toml\nsrc/tools/notes.md");
     }
 
@@ -214,19 +164,15 @@ mod tests {
     async fn matches_relative_to_path_and_answers_relative_to_cwd() {
         let ws = fixture();
         let out = ws
-            .call(&GlobTool, json!({"pattern": "*.rs", "path": "src/tools"}))
-            .await
-            .unwrap();
+            .run(&GlobTool, json!({"pattern": "*.rs", "path": "src/tools"}))
+            .await;
         assert_eq!(out.for_model, "src/tools/grep.rs");
     }
 
     #[tokio::test]
     async fn respects_gitignore() {
         let ws = fixture();
-        let out = ws
-            .call(&GlobTool, json!({"pattern": "target/**"}))
-            .await
-            .unwrap();
+        let out = ws.run(&GlobTool, json!({"pattern": "target/**"})).await;
         assert_eq!(
             out.for_model,
             "No files match `target/**` in the working directory."
@@ -239,10 +185,7 @@ mod tests {
         for n in 0..MAX_MATCHES + 2 {
             ws.write(&format!("d/f{n:04}.txt"), "");
         }
-        let out = ws
-            .call(&GlobTool, json!({"pattern": "**/*.txt"}))
-            .await
-            .unwrap();
+        let out = ws.run(&GlobTool, json!({"pattern": "**/*.txt"})).await;
         assert!(
             out.for_model
                 .ends_with("[showing the first 500 of 502 files; narrow the pattern or path]"),
@@ -255,25 +198,15 @@ mod tests {
     #[tokio::test]
     async fn bad_patterns_and_paths_are_errors() {
         let ws = fixture();
-        let invalid = ws
-            .call(&GlobTool, json!({"pattern": "src/[a"}))
-            .await
-            .unwrap_err();
-        assert!(
-            invalid.to_string().contains("not a valid glob"),
-            "{invalid}"
-        );
-        let absolute = ws
-            .call(&GlobTool, json!({"pattern": "/etc/*"}))
-            .await
-            .unwrap_err();
-        assert!(absolute.to_string().contains("`path`"), "{absolute}");
+        let invalid = ws.fail(&GlobTool, json!({"pattern": "src/[a"})).await;
+        assert_contains(&invalid, "not a valid glob");
+        let absolute = ws.fail(&GlobTool, json!({"pattern": "/etc/*"})).await;
+        assert_contains(&absolute, "`path`");
         let outside = ws
-            .call(&GlobTool, json!({"pattern": "*", "path": "/etc"}))
-            .await
-            .unwrap_err();
+            .fail(&GlobTool, json!({"pattern": "*", "path": "/etc"}))
+            .await;
         assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
-        let missing = ws.call(&GlobTool, json!({})).await.unwrap_err();
+        let missing = ws.fail(&GlobTool, json!({})).await;
         assert_eq!(
             missing.to_string(),
             "invalid arguments: missing field `pattern`"

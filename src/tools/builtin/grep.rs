@@ -3,19 +3,16 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::glob::compile_glob;
-use super::walk::{run_blocking, walker};
-use super::{place, plural, with_shown_path};
+use super::walk::{is_file, walk};
+use super::{Target, path_location, place, plural, search_title};
 use crate::events::{Location, ToolKind};
 use crate::tools::fs::{io_error, looks_binary};
-use crate::tools::{
-    Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments, display_path, shorten,
-    str_argument,
-};
+use crate::tools::{ToolContext, ToolError, ToolOutput, TypedTool, display_path, shorten};
 
 /// The most matching lines one call returns.
 pub const MAX_MATCHES: usize = 200;
@@ -29,85 +26,40 @@ const MAX_LOCATIONS: usize = 10;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GrepTool;
 
-#[derive(Debug, Deserialize)]
-struct Arguments {
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct Args {
+    /// The regular expression to search for
     pattern: String,
+    /// The directory or file to search (default: the working directory)
     path: Option<String>,
+    /// Search only files matching this glob: `*.rs` matches file names, a pattern with `/` matches paths relative to path
     glob: Option<String>,
-    #[serde(default)]
+    /// Ignore case (default false)
     case_insensitive: Option<bool>,
 }
 
-impl Tool for GrepTool {
-    fn name(&self) -> &str {
-        "grep"
-    }
-
-    fn description(&self) -> &str {
-        "Search file contents for a regular expression (Rust regex syntax, like ripgrep; no look-around). \
+impl TypedTool for GrepTool {
+    type Args = Args;
+    const NAME: &'static str = "grep";
+    const DESCRIPTION: &'static str = "Search file contents for a regular expression (Rust regex syntax, like ripgrep; no look-around). \
          Matches single lines and answers `path:line: text`, paths relative to the working directory. \
          Files matched by .gitignore and binary files are skipped. Narrow the search with `path` (a directory or a file) \
          and `glob` (a file-name filter such as `*.rs`, or a path pattern such as `src/**/*.ts`). \
-         Returns at most 200 matching lines."
+         Returns at most 200 matching lines.";
+    const KIND: ToolKind = ToolKind::Search;
+    const MUTATES: bool = false;
+
+    fn title_for(&self, args: &Args) -> String {
+        let pattern = shorten(&args.pattern, 60);
+        search_title("Search files", "Search for", &pattern, args.path.as_deref())
     }
 
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {
-                    "type": "string",
-                    "description": "The regular expression to search for"
-                },
-                "path": {
-                    "type": "string",
-                    "description": "The directory or file to search (default: the working directory)"
-                },
-                "glob": {
-                    "type": "string",
-                    "description": "Search only files matching this glob: `*.rs` matches file names, a pattern with `/` matches paths relative to path"
-                },
-                "case_insensitive": {
-                    "type": "boolean",
-                    "description": "Ignore case (default false)"
-                }
-            },
-            "required": ["pattern"]
-        })
+    fn locations_for(&self, args: &Args, ctx: &ToolContext) -> Vec<Location> {
+        path_location(args.path.as_deref(), ctx)
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Search
-    }
-
-    fn title(&self, arguments: &serde_json::Value) -> String {
-        let Some(pattern) = str_argument(arguments, "pattern") else {
-            return "Search files".into();
-        };
-        let pattern = shorten(pattern, 60);
-        match str_argument(arguments, "path") {
-            Some(path) => format!("Search for `{pattern}` in {path}"),
-            None => format!("Search for `{pattern}`"),
-        }
-    }
-
-    fn locations(&self, arguments: &serde_json::Value, ctx: &ToolContext) -> Vec<Location> {
-        crate::tools::path_location(arguments, ctx)
-    }
-
-    fn mutates(&self) -> bool {
-        false
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let arguments: Arguments = deserialize_arguments(arguments)?;
-            search(arguments, ctx).await
-        })
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        search(args, ctx).await
     }
 }
 
@@ -143,19 +95,19 @@ struct Found {
     files: Vec<(PathBuf, usize)>,
 }
 
-async fn search(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    if arguments.pattern.is_empty() {
+async fn search(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    if args.pattern.is_empty() {
         return Err(ToolError::InvalidArguments("`pattern` is empty".into()));
     }
-    let regex = regex::RegexBuilder::new(&arguments.pattern)
-        .case_insensitive(arguments.case_insensitive.unwrap_or(false))
+    let regex = regex::RegexBuilder::new(&args.pattern)
+        .case_insensitive(args.case_insensitive.unwrap_or(false))
         .build()
         .map_err(|err| {
             ToolError::InvalidArguments(format!(
                 "`pattern` is not a valid regular expression: {err}"
             ))
         })?;
-    let filter = match arguments.glob.as_deref().map(str::trim) {
+    let filter = match args.glob.as_deref().map(str::trim) {
         Some(glob) if !glob.is_empty() => {
             let glob = glob.strip_prefix("./").unwrap_or(glob);
             Some(FileFilter {
@@ -165,35 +117,29 @@ async fn search(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, T
         }
         _ => None,
     };
-    let base = ctx.resolve(arguments.path.as_deref().unwrap_or("."))?;
-    let shown_base = ctx.display_path(&base);
-    tokio::fs::metadata(&base)
+    let base = Target::resolve(ctx, args.path.as_deref().unwrap_or("."))?;
+    tokio::fs::metadata(&base.path)
         .await
-        .map_err(|err| with_shown_path(io_error(&base, err), &shown_base))?;
+        .map_err(|err| base.error(io_error(&base.path, err)))?;
 
-    let walk_base = base.clone();
-    let found = run_blocking(&ctx.cancel, move |cancel| {
-        let mut found = Found::default();
-        for entry in walker(&walk_base, None).flatten() {
-            if cancel.is_cancelled() {
-                return Err(ToolError::Cancelled);
-            }
-            if !entry.file_type().is_some_and(|kind| kind.is_file()) {
-                continue;
-            }
-            if filter
+    let root = base.path.clone();
+    let found = walk(
+        ctx,
+        &base.path,
+        None,
+        Found::default(),
+        move |found, entry| {
+            let wanted = filter
                 .as_ref()
-                .is_some_and(|filter| !filter.accepts(entry.path(), &walk_base))
+                .is_none_or(|filter| filter.accepts(entry.path(), &root));
+            if is_file(&entry)
+                && wanted
+                && let Some(text) = read_searchable(entry.path())
             {
-                continue;
+                search_text(&regex, entry.path(), &text, found);
             }
-            let Some(text) = read_searchable(entry.path()) else {
-                continue;
-            };
-            search_text(&regex, entry.path(), &text, &mut found);
-        }
-        Ok(found)
-    })
+        },
+    )
     .await?;
 
     let mut for_model = String::new();
@@ -208,8 +154,8 @@ async fn search(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, T
     if found.total_matches == 0 {
         for_model = format!(
             "No matches for `{}` in {}.",
-            arguments.pattern,
-            place(&shown_base)
+            args.pattern,
+            place(&base.shown)
         );
     } else if found.total_matches > found.shown.len() {
         for_model.push_str(&format!(
@@ -219,19 +165,20 @@ async fn search(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, T
             plural(found.files.len(), "file")
         ));
     }
-    let mut output = ToolOutput::text(for_model);
-    output.raw_output = json!({
+    let raw_output = json!({
         "matches": found.total_matches,
         "files": found.files.len(),
         "truncated": found.total_matches > found.shown.len(),
     });
-    output.locations = found
+    let locations = found
         .files
         .into_iter()
         .take(MAX_LOCATIONS)
         .map(|(path, line)| Location::at_line(path, u32::try_from(line).unwrap_or(u32::MAX)))
         .collect();
-    Ok(output)
+    Ok(ToolOutput::text(for_model)
+        .with_raw_output(raw_output)
+        .with_locations(locations))
 }
 
 /// The file's text, or None for files not worth searching (unreadable,
@@ -273,7 +220,8 @@ fn search_text(regex: &regex::Regex, path: &Path, text: &str, found: &mut Found)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_support::workspace;
+    use crate::tools::Tool;
+    use crate::tools::test_support::{assert_contains, workspace};
 
     fn fixture() -> crate::tools::test_support::Workspace {
         let ws = workspace();
@@ -289,10 +237,7 @@ mod tests {
     #[tokio::test]
     async fn finds_matching_lines_skipping_ignored_and_binary_files() {
         let ws = fixture();
-        let out = ws
-            .call(&GrepTool, json!({"pattern": "helper\\("}))
-            .await
-            .unwrap();
+        let out = ws.run(&GrepTool, json!({"pattern": "helper\\("})).await;
         assert_eq!(
             out.for_model,
             "src/lib.rs:1: pub fn helper() {}\nsrc/main.rs:2:     helper();\n"
@@ -312,12 +257,11 @@ mod tests {
     async fn case_insensitive_path_and_glob_narrow_the_search() {
         let ws = fixture();
         let insensitive = ws
-            .call(
+            .run(
                 &GrepTool,
                 json!({"pattern": "helper\\(", "case_insensitive": true}),
             )
-            .await
-            .unwrap();
+            .await;
         assert!(
             insensitive
                 .for_model
@@ -325,27 +269,24 @@ mod tests {
         );
 
         let in_file = ws
-            .call(
+            .run(
                 &GrepTool,
                 json!({"pattern": "helper", "path": "src/main.rs"}),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(in_file.for_model, "src/main.rs:2:     helper();\n");
 
         let by_name = ws
-            .call(&GrepTool, json!({"pattern": "(?i)helper", "glob": "*.md"}))
-            .await
-            .unwrap();
+            .run(&GrepTool, json!({"pattern": "(?i)helper", "glob": "*.md"}))
+            .await;
         assert_eq!(by_name.for_model, "README.md:1: Call Helper() first.\n");
 
         let by_path = ws
-            .call(
+            .run(
                 &GrepTool,
                 json!({"pattern": "helper", "glob": "src/**/lib.rs"}),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(by_path.for_model, "src/lib.rs:1: pub fn helper() {}\n");
     }
 
@@ -357,21 +298,17 @@ mod tests {
         std::fs::write(outside.join("secret.txt"), "helper( secret\n").unwrap();
         std::os::unix::fs::symlink(&outside, ws.path("linked_dir")).unwrap();
         std::os::unix::fs::symlink(outside.join("secret.txt"), ws.path("linked.txt")).unwrap();
-        let out = ws
-            .call(&GrepTool, json!({"pattern": "secret"}))
-            .await
-            .unwrap();
+        let out = ws.run(&GrepTool, json!({"pattern": "secret"})).await;
         assert_eq!(
             out.for_model,
             "No matches for `secret` in the working directory."
         );
         let through = ws
-            .call(
+            .fail(
                 &GrepTool,
                 json!({"pattern": "secret", "path": "linked_dir"}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert!(matches!(through, ToolError::PathOutsideWorkspace { .. }));
     }
 
@@ -384,10 +321,7 @@ mod tests {
         ws.write("sub/kept.txt", "needle\n");
         ws.write(".ignore", "scratch/\n");
         ws.write("scratch/notes.txt", "needle\n");
-        let out = ws
-            .call(&GrepTool, json!({"pattern": "needle"}))
-            .await
-            .unwrap();
+        let out = ws.run(&GrepTool, json!({"pattern": "needle"})).await;
         assert_eq!(
             out.for_model,
             "keep.txt:1: needle\nsub/kept.txt:1: needle\n"
@@ -397,10 +331,7 @@ mod tests {
     #[tokio::test]
     async fn no_matches_is_an_answer_not_an_error() {
         let ws = fixture();
-        let out = ws
-            .call(&GrepTool, json!({"pattern": "zebra"}))
-            .await
-            .unwrap();
+        let out = ws.run(&GrepTool, json!({"pattern": "zebra"})).await;
         assert_eq!(
             out.for_model,
             "No matches for `zebra` in the working directory."
@@ -414,10 +345,7 @@ mod tests {
         let text: String = (0..150).map(|n| format!("hit {n}\n")).collect();
         ws.write("a.txt", &text);
         ws.write("b.txt", &text);
-        let out = ws
-            .call(&GrepTool, json!({"pattern": "^hit"}))
-            .await
-            .unwrap();
+        let out = ws.run(&GrepTool, json!({"pattern": "^hit"})).await;
         assert_eq!(out.for_model.lines().count(), MAX_MATCHES + 1);
         assert!(
             out.for_model.ends_with(
@@ -433,7 +361,7 @@ mod tests {
     async fn long_lines_are_cut() {
         let ws = workspace();
         ws.write("min.js", format!("var x='{}';\n", "a".repeat(1000)));
-        let out = ws.call(&GrepTool, json!({"pattern": "var"})).await.unwrap();
+        let out = ws.run(&GrepTool, json!({"pattern": "var"})).await;
         assert!(out.for_model.len() < 400, "{}", out.for_model.len());
         assert!(out.for_model.contains('…'));
     }
@@ -441,52 +369,36 @@ mod tests {
     #[tokio::test]
     async fn bad_arguments_are_errors() {
         let ws = fixture();
-        let regex = ws
-            .call(&GrepTool, json!({"pattern": "fn ("}))
-            .await
-            .unwrap_err();
-        assert!(
-            regex.to_string().contains("not a valid regular expression"),
-            "{regex}"
-        );
-        let empty = ws
-            .call(&GrepTool, json!({"pattern": ""}))
-            .await
-            .unwrap_err();
+        let regex = ws.fail(&GrepTool, json!({"pattern": "fn ("})).await;
+        assert_contains(&regex, "not a valid regular expression");
+        let empty = ws.fail(&GrepTool, json!({"pattern": ""})).await;
         assert!(matches!(empty, ToolError::InvalidArguments(_)));
         let glob = ws
-            .call(&GrepTool, json!({"pattern": "x", "glob": "[z"}))
-            .await
-            .unwrap_err();
-        assert!(glob.to_string().contains("`glob`"), "{glob}");
+            .fail(&GrepTool, json!({"pattern": "x", "glob": "[z"}))
+            .await;
+        assert_contains(&glob, "`glob`");
         let outside = ws
-            .call(&GrepTool, json!({"pattern": "root", "path": "/etc"}))
-            .await
-            .unwrap_err();
+            .fail(&GrepTool, json!({"pattern": "root", "path": "/etc"}))
+            .await;
         assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
         let missing = ws
-            .call(&GrepTool, json!({"pattern": "x", "path": "nope"}))
-            .await
-            .unwrap_err();
+            .fail(&GrepTool, json!({"pattern": "x", "path": "nope"}))
+            .await;
         assert!(matches!(missing, ToolError::NotFound { ref path } if path == "nope"));
         let kind = ws
-            .call(
+            .fail(
                 &GrepTool,
                 json!({"pattern": "x", "case_insensitive": "yes"}),
             )
-            .await
-            .unwrap_err();
-        assert!(kind.to_string().contains("`case_insensitive`"), "{kind}");
+            .await;
+        assert_contains(&kind, "`case_insensitive`");
     }
 
     #[tokio::test]
     async fn a_cancelled_search_says_so() {
         let ws = fixture();
         ws.ctx.cancel.cancel();
-        let err = ws
-            .call(&GrepTool, json!({"pattern": "x"}))
-            .await
-            .unwrap_err();
+        let err = ws.fail(&GrepTool, json!({"pattern": "x"})).await;
         assert!(matches!(err, ToolError::Cancelled));
     }
 

@@ -1,12 +1,13 @@
 //! `list_dir`: one directory's entries, as .gitignore leaves them.
 
-use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::walk::{require_dir, run_blocking, walker};
+use super::walk::{require_dir, walk};
+use super::{Target, given, titled};
 use crate::events::{Location, ToolKind};
-use crate::tools::{Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments, str_argument};
+use crate::tools::{ToolContext, ToolError, ToolOutput, TypedTool};
 
 /// The most entries one listing shows.
 pub const MAX_ENTRIES: usize = 500;
@@ -14,91 +15,52 @@ pub const MAX_ENTRIES: usize = 500;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ListDirTool;
 
-#[derive(Debug, Deserialize)]
-struct Arguments {
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct Args {
+    /// The directory, relative to the working directory or absolute (default: the working directory)
     path: Option<String>,
 }
 
-impl Tool for ListDirTool {
-    fn name(&self) -> &str {
-        "list_dir"
-    }
-
-    fn description(&self) -> &str {
-        "List the entries of a directory (not recursive), sorted by name; directories end with `/`. \
+impl TypedTool for ListDirTool {
+    type Args = Args;
+    const NAME: &'static str = "list_dir";
+    const DESCRIPTION: &'static str = "List the entries of a directory (not recursive), sorted by name; directories end with `/`. \
          Entries matched by .gitignore are left out. Shows at most 500 entries. \
-         To find files by name across directories, use glob."
-    }
+         To find files by name across directories, use glob.";
+    const KIND: ToolKind = ToolKind::Read;
+    const MUTATES: bool = false;
 
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {
-                    "type": "string",
-                    "description": "The directory, relative to the working directory or absolute (default: the working directory)"
-                }
-            },
-            "required": []
+    fn title_for(&self, args: &Args) -> String {
+        titled("List the working directory", args.path.as_deref(), |path| {
+            format!("List {path}")
         })
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Read
-    }
-
-    fn title(&self, arguments: &serde_json::Value) -> String {
-        match str_argument(arguments, "path") {
-            Some(path) => format!("List {path}"),
-            None => "List the working directory".into(),
-        }
-    }
-
-    fn locations(&self, arguments: &serde_json::Value, ctx: &ToolContext) -> Vec<Location> {
-        ctx.resolve(str_argument(arguments, "path").unwrap_or("."))
+    fn locations_for(&self, args: &Args, ctx: &ToolContext) -> Vec<Location> {
+        ctx.resolve(given(args.path.as_deref()).unwrap_or("."))
             .ok()
             .map(Location::file)
             .into_iter()
             .collect()
     }
 
-    fn mutates(&self) -> bool {
-        false
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let arguments: Arguments = deserialize_arguments(arguments)?;
-            list(arguments, ctx).await
-        })
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        list(args, ctx).await
     }
 }
 
-async fn list(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    let dir = ctx.resolve(arguments.path.as_deref().unwrap_or("."))?;
-    let shown = ctx.display_path(&dir);
-    require_dir(&dir, &shown).await?;
-    let walk_dir = dir.clone();
-    let mut entries = run_blocking(&ctx.cancel, move |cancel| {
-        let mut entries = Vec::new();
-        for entry in walker(&walk_dir, Some(1)).flatten() {
-            if cancel.is_cancelled() {
-                return Err(ToolError::Cancelled);
-            }
-            if entry.depth() == 0 {
-                continue;
-            }
-            let mut name = entry.file_name().to_string_lossy().into_owned();
-            if entry.file_type().is_some_and(|kind| kind.is_dir()) {
-                name.push('/');
-            }
-            entries.push(name);
+async fn list(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let dir = Target::resolve(ctx, args.path.as_deref().unwrap_or("."))?;
+    require_dir(&dir).await?;
+    let mut entries = walk(ctx, &dir.path, Some(1), Vec::new(), |entries, entry| {
+        if entry.depth() == 0 {
+            return;
         }
-        Ok(entries)
+        let mut name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().is_some_and(|kind| kind.is_dir()) {
+            name.push('/');
+        }
+        entries.push(name);
     })
     .await?;
     entries.sort();
@@ -106,7 +68,7 @@ async fn list(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, Too
     entries.truncate(MAX_ENTRIES);
 
     let mut for_model = if entries.is_empty() {
-        format!("({shown} is empty)")
+        format!("({} is empty)", dir.shown)
     } else {
         entries.join("\n")
     };
@@ -116,20 +78,20 @@ async fn list(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, Too
             total - entries.len()
         ));
     }
-    let mut output = ToolOutput::text(for_model);
-    output.raw_output = json!({
-        "path": shown,
-        "entries": entries,
-        "total": total,
-    });
-    output.locations = vec![Location::file(dir)];
-    Ok(output)
+    Ok(ToolOutput::text(for_model)
+        .with_raw_output(json!({
+            "path": dir.shown,
+            "entries": entries,
+            "total": total,
+        }))
+        .with_locations(vec![Location::file(dir.path)]))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_support::workspace;
+    use crate::tools::Tool;
+    use crate::tools::test_support::{assert_contains, workspace};
 
     #[tokio::test]
     async fn lists_sorted_entries_with_directories_marked() {
@@ -139,11 +101,11 @@ mod tests {
         ws.write("src/main.rs", "");
         ws.write(".github/ci.yml", "");
         std::fs::create_dir_all(ws.path(".git")).unwrap();
-        let out = ws.call(&ListDirTool, json!({})).await.unwrap();
+        let out = ws.run(&ListDirTool, json!({})).await;
         assert_eq!(out.for_model, ".github/\na.txt\nb.txt\nsrc/");
         assert_eq!(out.locations, [Location::file(ws.ctx.cwd.clone())]);
 
-        let sub = ws.call(&ListDirTool, json!({"path": "src"})).await.unwrap();
+        let sub = ws.run(&ListDirTool, json!({"path": "src"})).await;
         assert_eq!(sub.for_model, "main.rs");
     }
 
@@ -154,7 +116,7 @@ mod tests {
         ws.write("target/debug/x", "");
         ws.write("run.log", "");
         ws.write("keep.rs", "");
-        let out = ws.call(&ListDirTool, json!({"path": "."})).await.unwrap();
+        let out = ws.run(&ListDirTool, json!({"path": "."})).await;
         assert_eq!(out.for_model, ".gitignore\nkeep.rs");
     }
 
@@ -164,10 +126,7 @@ mod tests {
         for n in 0..MAX_ENTRIES + 5 {
             ws.write(&format!("many/f{n:04}"), "");
         }
-        let out = ws
-            .call(&ListDirTool, json!({"path": "many"}))
-            .await
-            .unwrap();
+        let out = ws.run(&ListDirTool, json!({"path": "many"})).await;
         assert_eq!(out.for_model.lines().count(), MAX_ENTRIES + 1);
         assert!(
             out.for_model
@@ -181,28 +140,16 @@ mod tests {
         let ws = workspace();
         std::fs::create_dir_all(ws.path("empty")).unwrap();
         ws.write("a.txt", "");
-        let empty = ws
-            .call(&ListDirTool, json!({"path": "empty"}))
-            .await
-            .unwrap();
+        let empty = ws.run(&ListDirTool, json!({"path": "empty"})).await;
         assert_eq!(empty.for_model, "(empty is empty)");
-        let missing = ws
-            .call(&ListDirTool, json!({"path": "nope"}))
-            .await
-            .unwrap_err();
+        let missing = ws.fail(&ListDirTool, json!({"path": "nope"})).await;
         assert_eq!(
             missing.to_string(),
             "nope does not exist; check the path with list_dir or glob"
         );
-        let file = ws
-            .call(&ListDirTool, json!({"path": "a.txt"}))
-            .await
-            .unwrap_err();
-        assert!(file.to_string().contains("use read_file"), "{file}");
-        let outside = ws
-            .call(&ListDirTool, json!({"path": ".."}))
-            .await
-            .unwrap_err();
+        let file = ws.fail(&ListDirTool, json!({"path": "a.txt"})).await;
+        assert_contains(&file, "use read_file");
+        let outside = ws.fail(&ListDirTool, json!({"path": ".."})).await;
         assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
     }
 

@@ -1,14 +1,12 @@
 //! `read_file`: a text file, or a window of its lines, numbered for the model.
 
-use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{MAX_LINE_CHARS, plural, with_shown_path};
+use super::{MAX_LINE_CHARS, Target, given, plural, titled};
 use crate::events::{Location, ToolContent, ToolKind};
-use crate::tools::{
-    Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments, shorten, str_argument,
-};
+use crate::tools::{ToolContext, ToolError, ToolOutput, TypedTool, shorten};
 
 /// Lines one read returns when the model gives no limit.
 pub const DEFAULT_LINE_LIMIT: u32 = 2000;
@@ -16,102 +14,59 @@ pub const DEFAULT_LINE_LIMIT: u32 = 2000;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadFileTool;
 
-#[derive(Debug, Deserialize)]
-struct Arguments {
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct Args {
+    /// The file, relative to the working directory or absolute
     path: String,
+    /// The first line to read, 1-based (default 1)
+    #[schemars(range(min = 1))]
     offset: Option<u32>,
+    /// How many lines to read (default 2000)
+    #[schemars(range(min = 1))]
     limit: Option<u32>,
 }
 
-impl Tool for ReadFileTool {
-    fn name(&self) -> &str {
-        "read_file"
-    }
-
-    fn description(&self) -> &str {
-        "Read a text file. Returns its lines numbered from 1 (`number<TAB>line`; the numbers are not part of the file). \
+impl TypedTool for ReadFileTool {
+    type Args = Args;
+    const NAME: &'static str = "read_file";
+    const DESCRIPTION: &'static str = "Read a text file. Returns its lines numbered from 1 (`number<TAB>line`; the numbers are not part of the file). \
          Reads up to 2000 lines by default; for long files pass `offset` (the first line, 1-based) and `limit` (how many lines). \
-         Binary files cannot be read. Read a file before editing it."
-    }
+         Binary files cannot be read. Read a file before editing it.";
+    const KIND: ToolKind = ToolKind::Read;
+    const MUTATES: bool = false;
 
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {
-                    "type": "string",
-                    "description": "The file, relative to the working directory or absolute"
-                },
-                "offset": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "description": "The first line to read, 1-based (default 1)"
-                },
-                "limit": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "description": "How many lines to read (default 2000)"
-                }
-            },
-            "required": ["path"]
-        })
-    }
-
-    fn kind(&self) -> ToolKind {
-        ToolKind::Read
-    }
-
-    fn title(&self, arguments: &serde_json::Value) -> String {
-        let Some(path) = str_argument(arguments, "path") else {
-            return "Read file".into();
-        };
-        match arguments.get("offset").and_then(serde_json::Value::as_u64) {
+    fn title_for(&self, args: &Args) -> String {
+        titled("Read file", Some(&args.path), |path| match args.offset {
             Some(offset) => format!("Read {path}:{offset}"),
             None => format!("Read {path}"),
-        }
+        })
     }
 
-    fn locations(&self, arguments: &serde_json::Value, ctx: &ToolContext) -> Vec<Location> {
-        let Some(path) = str_argument(arguments, "path").and_then(|p| ctx.resolve(p).ok()) else {
+    fn locations_for(&self, args: &Args, ctx: &ToolContext) -> Vec<Location> {
+        let Some(path) = given(Some(&args.path)).and_then(|path| ctx.resolve(path).ok()) else {
             return Vec::new();
         };
-        let line = arguments
-            .get("offset")
-            .and_then(serde_json::Value::as_u64)
-            .and_then(|offset| u32::try_from(offset).ok())
-            .unwrap_or(1);
-        vec![Location::at_line(path, line.max(1))]
+        vec![Location::at_line(path, args.offset.unwrap_or(1).max(1))]
     }
 
-    fn mutates(&self) -> bool {
-        false
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let arguments: Arguments = deserialize_arguments(arguments)?;
-            read(arguments, ctx).await
-        })
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        read(args, ctx).await
     }
 }
 
-async fn read(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    if arguments.limit == Some(0) {
+async fn read(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    if args.limit == Some(0) {
         return Err(ToolError::InvalidArguments(
             "`limit` must be at least 1".into(),
         ));
     }
-    let path = ctx.resolve(&arguments.path)?;
-    let shown = ctx.display_path(&path);
+    let file = Target::resolve(ctx, &args.path)?;
+    let shown = file.shown.clone();
     let max_bytes = ctx.settings.max_read_bytes;
     // A huge file is refused before it is loaded, unless a window was asked for.
-    if arguments.offset.is_none()
-        && arguments.limit.is_none()
-        && let Ok(meta) = tokio::fs::metadata(&path).await
+    if args.offset.is_none()
+        && args.limit.is_none()
+        && let Ok(meta) = tokio::fs::metadata(&file.path).await
         && meta.is_file()
         && meta.len() > max_bytes
     {
@@ -121,23 +76,19 @@ async fn read(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, Too
             limit: max_bytes,
         });
     }
-    let text = ctx
-        .fs
-        .read_text_file(&path, None, None)
-        .await
-        .map_err(|err| with_shown_path(err, &shown))?;
+    let text = file.read_text(ctx).await?;
     if text.contains('\0') {
         return Err(ToolError::NotText { path: shown });
     }
 
     let lines: Vec<&str> = text.lines().collect();
     let total = lines.len();
-    let first = arguments.offset.unwrap_or(1).max(1) as usize;
+    let first = args.offset.unwrap_or(1).max(1) as usize;
     if total == 0 {
-        let mut output = ToolOutput::text(format!("({shown} is empty)"));
+        let mut output = ToolOutput::text(format!("({shown} is empty)"))
+            .with_raw_output(json!({"path": shown, "total_lines": 0}))
+            .with_locations(vec![file.at_line(1)]);
         output.content = vec![ToolContent::Text(String::new())];
-        output.raw_output = json!({"path": shown, "total_lines": 0});
-        output.locations = vec![Location::at_line(path, 1)];
         return Ok(output);
     }
     if first > total {
@@ -146,7 +97,7 @@ async fn read(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, Too
             plural(total, "line")
         )));
     }
-    let limit = arguments.limit.unwrap_or(DEFAULT_LINE_LIMIT) as usize;
+    let limit = args.limit.unwrap_or(DEFAULT_LINE_LIMIT) as usize;
 
     let mut for_model = String::new();
     let mut shown_lines = Vec::new();
@@ -181,26 +132,22 @@ async fn read(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, Too
             "end_line": last,
             "total_lines": total,
         }),
-        locations: vec![Location::at_line(
-            path,
-            u32::try_from(first).unwrap_or(u32::MAX),
-        )],
+        locations: vec![file.at_line(first)],
+        plan: None,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_support::workspace;
+    use crate::tools::Tool;
+    use crate::tools::test_support::{assert_contains, workspace};
 
     #[tokio::test]
     async fn reads_numbered_lines_for_the_model_and_plain_text_for_the_editor() {
         let ws = workspace();
         ws.write("src/a.rs", "fn main() {\n    println!(\"hi\");\n}\n");
-        let out = ws
-            .call(&ReadFileTool, json!({"path": "src/a.rs"}))
-            .await
-            .unwrap();
+        let out = ws.run(&ReadFileTool, json!({"path": "src/a.rs"})).await;
         assert_eq!(
             out.for_model,
             "     1\tfn main() {\n     2\t    println!(\"hi\");\n     3\t}\n"
@@ -221,12 +168,11 @@ mod tests {
         let text: String = (1..=10).map(|n| format!("line {n}\n")).collect();
         ws.write("a.txt", text);
         let out = ws
-            .call(
+            .run(
                 &ReadFileTool,
                 json!({"path": "a.txt", "offset": 4, "limit": 2}),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(
             out.for_model,
             "     4\tline 4\n     5\tline 5\n(Showing lines 4-5 of 10. Use offset=6 to read on.)\n"
@@ -240,9 +186,8 @@ mod tests {
         let ws = workspace();
         ws.write("a.txt", "one\n");
         let err = ws
-            .call(&ReadFileTool, json!({"path": "a.txt", "offset": 5}))
-            .await
-            .unwrap_err();
+            .fail(&ReadFileTool, json!({"path": "a.txt", "offset": 5}))
+            .await;
         assert_eq!(
             err.to_string(),
             "invalid arguments: `offset` 5 is past the end of a.txt, which has 1 line"
@@ -253,10 +198,7 @@ mod tests {
     async fn empty_files_say_so() {
         let ws = workspace();
         ws.write("empty.txt", "");
-        let out = ws
-            .call(&ReadFileTool, json!({"path": "empty.txt"}))
-            .await
-            .unwrap();
+        let out = ws.run(&ReadFileTool, json!({"path": "empty.txt"})).await;
         assert_eq!(out.for_model, "(empty.txt is empty)");
     }
 
@@ -264,51 +206,34 @@ mod tests {
     async fn refuses_binary_huge_missing_and_outside_files() {
         let mut ws = workspace();
         ws.write("image.png", b"\x89PNG\r\n\x1a\n\0\0\0");
-        let binary = ws
-            .call(&ReadFileTool, json!({"path": "image.png"}))
-            .await
-            .unwrap_err();
+        let binary = ws.fail(&ReadFileTool, json!({"path": "image.png"})).await;
         assert_eq!(
             binary.to_string(),
             "image.png is not a text file (binary or not UTF-8); it cannot be read or edited as text"
         );
 
-        let missing = ws
-            .call(&ReadFileTool, json!({"path": "nope.txt"}))
-            .await
-            .unwrap_err();
+        let missing = ws.fail(&ReadFileTool, json!({"path": "nope.txt"})).await;
         assert_eq!(
             missing.to_string(),
             "nope.txt does not exist; check the path with list_dir or glob"
         );
 
-        let outside = ws
-            .call(&ReadFileTool, json!({"path": "/etc/passwd"}))
-            .await
-            .unwrap_err();
+        let outside = ws.fail(&ReadFileTool, json!({"path": "/etc/passwd"})).await;
         assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
 
         ws.ctx.settings.max_read_bytes = 100;
         let lines: String = (1..=50).map(|n| format!("line {n}\n")).collect();
         ws.write("big.txt", &lines);
-        let big = ws
-            .call(&ReadFileTool, json!({"path": "big.txt"}))
-            .await
-            .unwrap_err();
+        let big = ws.fail(&ReadFileTool, json!({"path": "big.txt"})).await;
         assert!(matches!(big, ToolError::TooLarge { .. }), "{big}");
-        assert!(big.to_string().contains("offset and limit"), "{big}");
+        assert_contains(&big, "offset and limit");
 
         // A window of a big file is fine, cut at the byte limit.
         let window = ws
-            .call(&ReadFileTool, json!({"path": "big.txt", "offset": 1}))
-            .await
-            .unwrap();
+            .run(&ReadFileTool, json!({"path": "big.txt", "offset": 1}))
+            .await;
         assert!(window.for_model.starts_with("     1\tline 1\n"));
-        assert!(
-            window.for_model.contains("stopped at the 100-byte limit"),
-            "{}",
-            window.for_model
-        );
+        assert_contains(&window.for_model, "stopped at the 100-byte limit");
     }
 
     #[tokio::test]
@@ -318,9 +243,8 @@ mod tests {
         std::fs::write(&secret, "secret").unwrap();
         std::os::unix::fs::symlink(&secret, ws.path("innocent.txt")).unwrap();
         let err = ws
-            .call(&ReadFileTool, json!({"path": "innocent.txt"}))
-            .await
-            .unwrap_err();
+            .fail(&ReadFileTool, json!({"path": "innocent.txt"}))
+            .await;
         assert!(
             matches!(err, ToolError::PathOutsideWorkspace { .. }),
             "{err}"
@@ -331,34 +255,26 @@ mod tests {
     async fn reading_a_directory_points_to_list_dir() {
         let ws = workspace();
         ws.write("src/a.rs", "");
-        let err = ws
-            .call(&ReadFileTool, json!({"path": "src"}))
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("list_dir"), "{err}");
+        let err = ws.fail(&ReadFileTool, json!({"path": "src"})).await;
+        assert_contains(&err, "list_dir");
     }
 
     #[tokio::test]
     async fn invalid_arguments_name_the_field() {
         let ws = workspace();
-        let missing = ws.call(&ReadFileTool, json!({})).await.unwrap_err();
+        let missing = ws.fail(&ReadFileTool, json!({})).await;
         assert_eq!(
             missing.to_string(),
             "invalid arguments: missing field `path`"
         );
         let wrong = ws
-            .call(&ReadFileTool, json!({"path": "a", "offset": "ten"}))
-            .await
-            .unwrap_err();
-        assert!(wrong.to_string().contains("`offset`"), "{wrong}");
+            .fail(&ReadFileTool, json!({"path": "a", "offset": "ten"}))
+            .await;
+        assert_contains(&wrong, "`offset`");
         let zero = ws
-            .call(&ReadFileTool, json!({"path": "a", "limit": 0}))
-            .await
-            .unwrap_err();
-        assert!(
-            zero.to_string().contains("`limit` must be at least 1"),
-            "{zero}"
-        );
+            .fail(&ReadFileTool, json!({"path": "a", "limit": 0}))
+            .await;
+        assert_contains(&zero, "`limit` must be at least 1");
     }
 
     #[test]

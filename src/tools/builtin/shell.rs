@@ -2,16 +2,13 @@
 
 use std::time::Duration;
 
-use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::tools::{
-    ShellOutput, Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments, shorten,
-    str_argument,
-};
-
-use crate::events::{Location, ToolContent, ToolKind};
+use super::titled;
+use crate::events::{ToolContent, ToolKind};
+use crate::tools::{ShellOutput, ToolContext, ToolError, ToolOutput, TypedTool, shorten};
 
 /// The longest timeout the model may ask for.
 pub const MAX_TIMEOUT_SECS: u64 = 3600;
@@ -19,86 +16,46 @@ pub const MAX_TIMEOUT_SECS: u64 = 3600;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ShellTool;
 
-#[derive(Debug, Deserialize)]
-struct Arguments {
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct Args {
+    /// The command line, e.g. `cargo test --lib`
     command: String,
+    /// Seconds before the command is killed (default 120)
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_SECS))]
     timeout_secs: Option<u64>,
 }
 
-impl Tool for ShellTool {
-    fn name(&self) -> &str {
-        "shell"
-    }
-
-    fn description(&self) -> &str {
-        "Run a command line with `sh -c` in the working directory and return its exit code and output \
+impl TypedTool for ShellTool {
+    type Args = Args;
+    const NAME: &'static str = "shell";
+    const DESCRIPTION: &'static str = "Run a command line with `sh -c` in the working directory and return its exit code and output \
          (stdout and stderr together; long output keeps its start and end). There is no input: commands must not wait for the keyboard. \
          Commands stop after 120 seconds unless `timeout_secs` says otherwise. \
-         Prefer read_file, list_dir, glob and grep to cat, ls, find and grep."
-    }
+         Prefer read_file, list_dir, glob and grep to cat, ls, find and grep.";
+    const KIND: ToolKind = ToolKind::Execute;
+    const MUTATES: bool = true;
 
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "command": {
-                    "type": "string",
-                    "description": "The command line, e.g. `cargo test --lib`"
-                },
-                "timeout_secs": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": MAX_TIMEOUT_SECS,
-                    "description": "Seconds before the command is killed (default 120)"
-                }
-            },
-            "required": ["command"]
-        })
-    }
-
-    fn kind(&self) -> ToolKind {
-        ToolKind::Execute
-    }
-
-    fn title(&self, arguments: &serde_json::Value) -> String {
-        match str_argument(arguments, "command") {
-            Some(command) => {
-                let first_line = command.lines().next().unwrap_or_default();
-                let mut shown = shorten(first_line, 80);
-                if command.trim_end().contains('\n') && !shown.ends_with('…') {
-                    shown.push('…');
-                }
-                format!("Run `{shown}`")
+    fn title_for(&self, args: &Args) -> String {
+        titled("Run a command", Some(&args.command), |command| {
+            let first_line = command.lines().next().unwrap_or_default();
+            let mut shown = shorten(first_line, 80);
+            if command.trim_end().contains('\n') && !shown.ends_with('…') {
+                shown.push('…');
             }
-            None => "Run a command".into(),
-        }
-    }
-
-    fn locations(&self, _arguments: &serde_json::Value, _ctx: &ToolContext) -> Vec<Location> {
-        Vec::new()
-    }
-
-    fn mutates(&self) -> bool {
-        true
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let arguments: Arguments = deserialize_arguments(arguments)?;
-            run(arguments, ctx).await
+            format!("Run `{shown}`")
         })
+    }
+
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        run_command(args, ctx).await
     }
 }
 
-async fn run(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    if arguments.command.trim().is_empty() {
+async fn run_command(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    if args.command.trim().is_empty() {
         return Err(ToolError::InvalidArguments("`command` is empty".into()));
     }
-    let timeout = match arguments.timeout_secs {
+    let timeout = match args.timeout_secs {
         None => ctx.settings.shell_timeout,
         Some(secs @ 1..=MAX_TIMEOUT_SECS) => Duration::from_secs(secs),
         Some(secs) => {
@@ -110,7 +67,7 @@ async fn run(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, Tool
     let out = ctx
         .shell
         .run(
-            &arguments.command,
+            &args.command,
             &ctx.cwd,
             timeout,
             ctx.settings.output_cap,
@@ -125,16 +82,15 @@ async fn run(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, Tool
         });
     }
     let text = format!("{}\n{}", ending(&out), shown_output(&out.output));
-    let mut output = ToolOutput::text(text);
-    if let Some(terminal_id) = out.terminal_id.clone() {
-        // The editor keeps showing the released terminal's output.
-        output.content = vec![ToolContent::Terminal { terminal_id }];
-    }
-    output.raw_output = json!({
+    let mut output = ToolOutput::text(text).with_raw_output(json!({
         "exit_code": out.exit_code,
         "signal": out.signal,
         "omitted_bytes": out.omitted_bytes,
-    });
+    }));
+    if let Some(terminal_id) = out.terminal_id {
+        // The editor keeps showing the released terminal's output.
+        output.content = vec![ToolContent::Terminal { terminal_id }];
+    }
     Ok(output)
 }
 
@@ -157,29 +113,26 @@ fn shown_output(output: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_support::workspace;
+    use crate::tools::Tool;
+    use crate::tools::test_support::{assert_contains, workspace};
 
     #[tokio::test]
     async fn reports_the_exit_code_and_output() {
         let ws = workspace();
         ws.write("marker.txt", "");
         let out = ws
-            .call(&ShellTool, json!({"command": "ls; echo oops >&2; exit 2"}))
-            .await
-            .unwrap();
+            .run(&ShellTool, json!({"command": "ls; echo oops >&2; exit 2"}))
+            .await;
         assert!(
             out.for_model.starts_with("Exit code: 2\n"),
             "{}",
             out.for_model
         );
-        assert!(out.for_model.contains("marker.txt\n"), "{}", out.for_model);
-        assert!(out.for_model.contains("oops\n"), "{}", out.for_model);
+        assert_contains(&out.for_model, "marker.txt\n");
+        assert_contains(&out.for_model, "oops\n");
         assert_eq!(out.raw_output["exit_code"], 2);
 
-        let quiet = ws
-            .call(&ShellTool, json!({"command": "true"}))
-            .await
-            .unwrap();
+        let quiet = ws.run(&ShellTool, json!({"command": "true"})).await;
         assert_eq!(quiet.for_model, "Exit code: 0\n(no output)");
     }
 
@@ -188,12 +141,11 @@ mod tests {
         let ws = workspace();
         let started = std::time::Instant::now();
         let err = ws
-            .call(
+            .fail(
                 &ShellTool,
                 json!({"command": "echo begun; sleep 30", "timeout_secs": 1}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert!(started.elapsed() < Duration::from_secs(10));
         let message = err.to_string();
         assert!(
@@ -207,15 +159,8 @@ mod tests {
     async fn the_settings_cap_the_output() {
         let mut ws = workspace();
         ws.ctx.settings.output_cap = 200;
-        let out = ws
-            .call(&ShellTool, json!({"command": "seq 1 10000"}))
-            .await
-            .unwrap();
-        assert!(
-            out.for_model.contains("[output truncated: "),
-            "{}",
-            out.for_model
-        );
+        let out = ws.run(&ShellTool, json!({"command": "seq 1 10000"})).await;
+        assert_contains(&out.for_model, "[output truncated: ");
         assert!(out.for_model.len() < 300);
     }
 
@@ -228,10 +173,7 @@ mod tests {
             cancel.cancel();
         });
         let started = std::time::Instant::now();
-        let err = ws
-            .call(&ShellTool, json!({"command": "sleep 30"}))
-            .await
-            .unwrap_err();
+        let err = ws.fail(&ShellTool, json!({"command": "sleep 30"})).await;
         assert!(matches!(err, ToolError::Cancelled));
         assert!(started.elapsed() < Duration::from_secs(5));
     }
@@ -239,24 +181,16 @@ mod tests {
     #[tokio::test]
     async fn bad_arguments_are_errors() {
         let ws = workspace();
-        let empty = ws
-            .call(&ShellTool, json!({"command": "  "}))
-            .await
-            .unwrap_err();
+        let empty = ws.fail(&ShellTool, json!({"command": "  "})).await;
         assert!(matches!(empty, ToolError::InvalidArguments(_)));
         let zero = ws
-            .call(&ShellTool, json!({"command": "true", "timeout_secs": 0}))
-            .await
-            .unwrap_err();
-        assert!(zero.to_string().contains("between 1 and 3600"), "{zero}");
+            .fail(&ShellTool, json!({"command": "true", "timeout_secs": 0}))
+            .await;
+        assert_contains(&zero, "between 1 and 3600");
         let negative = ws
-            .call(&ShellTool, json!({"command": "true", "timeout_secs": -5}))
-            .await
-            .unwrap_err();
-        assert!(
-            negative.to_string().contains("`timeout_secs`"),
-            "{negative}"
-        );
+            .fail(&ShellTool, json!({"command": "true", "timeout_secs": -5}))
+            .await;
+        assert_contains(&negative, "`timeout_secs`");
     }
 
     #[test]

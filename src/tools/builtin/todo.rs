@@ -1,110 +1,73 @@
 //! `todo`: the model's plan for the task, kept in the session (and shown in
 //! the editor as an ACP `plan`).
 
-use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::tools::{Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments};
-
-use crate::events::{Location, TodoItem, TodoPriority, TodoStatus, ToolKind};
+use crate::events::{TodoItem, TodoPriority, TodoStatus, ToolKind};
+use crate::tools::{ToolContext, ToolError, ToolOutput, TypedTool};
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TodoTool;
 
-#[derive(Debug, Deserialize)]
-struct Arguments {
-    todos: Vec<TodoItem>,
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct Args {
+    /// The whole list, in order
+    todos: Vec<Entry>,
 }
 
-impl Tool for TodoTool {
-    fn name(&self) -> &str {
-        "todo"
-    }
+// One item as the model writes it (a doc comment would show in the schema).
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Entry {
+    /// What to do, briefly
+    content: String,
+    /// Where the item stands
+    status: TodoStatus,
+    /// How much it matters (default medium)
+    priority: Option<TodoPriority>,
+}
 
-    fn description(&self) -> &str {
-        "Keep a todo list for a task with several steps; the user sees it. Each call replaces the whole list: \
+impl TypedTool for TodoTool {
+    type Args = Args;
+    const NAME: &'static str = "todo";
+    const DESCRIPTION: &'static str = "Keep a todo list for a task with several steps; the user sees it. Each call replaces the whole list: \
          send every item with its current status. Mark an item in_progress when you start it and completed as soon as it is done; \
-         keep one item in_progress at a time."
-    }
+         keep one item in_progress at a time.";
+    const KIND: ToolKind = ToolKind::Think;
+    const MUTATES: bool = false;
 
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "todos": {
-                    "type": "array",
-                    "description": "The whole list, in order",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "content": {
-                                "type": "string",
-                                "description": "What to do, briefly"
-                            },
-                            "status": {
-                                "type": "string",
-                                "enum": ["pending", "in_progress", "completed"],
-                                "description": "Where the item stands"
-                            },
-                            "priority": {
-                                "type": "string",
-                                "enum": ["high", "medium", "low"],
-                                "description": "How much it matters (default medium)"
-                            }
-                        },
-                        "required": ["content", "status"]
-                    }
-                }
-            },
-            "required": ["todos"]
-        })
-    }
-
-    fn kind(&self) -> ToolKind {
-        ToolKind::Think
-    }
-
-    fn title(&self, _arguments: &serde_json::Value) -> String {
+    fn title_for(&self, _args: &Args) -> String {
         "Update the todo list".into()
     }
 
-    fn locations(&self, _arguments: &serde_json::Value, _ctx: &ToolContext) -> Vec<Location> {
-        Vec::new()
-    }
-
-    fn mutates(&self) -> bool {
-        false
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let arguments: Arguments = deserialize_arguments(arguments)?;
-            update(arguments.todos, ctx)
-        })
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        update(args.todos, ctx)
     }
 }
 
-fn update(mut todos: Vec<TodoItem>, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    for (index, item) in todos.iter_mut().enumerate() {
-        item.content = item.content.trim().to_string();
-        if item.content.is_empty() {
+/// Replaces the session's list; the output carries it as the new plan.
+fn update(entries: Vec<Entry>, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let mut todos = Vec::with_capacity(entries.len());
+    for (index, entry) in entries.into_iter().enumerate() {
+        let content = entry.content.trim().to_string();
+        if content.is_empty() {
             return Err(ToolError::InvalidArguments(format!(
                 "`todos[{index}].content` is empty"
             )));
         }
+        todos.push(TodoItem {
+            content,
+            status: entry.status,
+            priority: entry.priority.unwrap_or_default(),
+        });
     }
     let raw_output = serde_json::to_value(&todos)
         .map(|todos| json!({ "todos": todos }))
         .map_err(|err| ToolError::Failed(format!("could not record the todo list: {err}")))?;
-    let for_model = describe(&todos);
-    ctx.set_todos(todos);
-    let mut output = ToolOutput::text(for_model);
-    output.raw_output = raw_output;
+    ctx.set_todos(todos.clone());
+    let mut output = ToolOutput::text(describe(&todos)).with_raw_output(raw_output);
+    output.plan = Some(todos);
     Ok(output)
 }
 
@@ -138,7 +101,7 @@ fn describe(todos: &[TodoItem]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_support::workspace;
+    use crate::tools::test_support::{assert_contains, workspace};
 
     #[tokio::test]
     async fn replaces_the_sessions_list() {
@@ -149,7 +112,7 @@ mod tests {
             priority: TodoPriority::Low,
         }]);
         let out = ws
-            .call(
+            .run(
                 &TodoTool,
                 json!({"todos": [
                     {"content": "Read the code", "status": "completed"},
@@ -157,8 +120,7 @@ mod tests {
                     {"content": " Run the tests ", "status": "pending", "priority": "low"}
                 ]}),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(
             out.for_model,
             "Todo list updated: 1 completed, 1 in progress, 1 pending.\n\
@@ -172,12 +134,13 @@ mod tests {
         assert_eq!(todos[1].status, TodoStatus::InProgress);
         assert_eq!(todos[2].content, "Run the tests");
         assert_eq!(out.raw_output["todos"][1]["status"], "in_progress");
+        assert_eq!(out.plan, Some(todos));
     }
 
     #[tokio::test]
     async fn an_empty_list_clears_it() {
         let ws = workspace();
-        let out = ws.call(&TodoTool, json!({"todos": []})).await.unwrap();
+        let out = ws.run(&TodoTool, json!({"todos": []})).await;
         assert_eq!(out.for_model, "The todo list is now empty.");
         assert!(ws.ctx.todos().is_empty());
     }
@@ -186,22 +149,20 @@ mod tests {
     async fn bad_items_name_the_field_and_keep_the_old_list() {
         let ws = workspace();
         let status = ws
-            .call(
+            .fail(
                 &TodoTool,
                 json!({"todos": [{"content": "x", "status": "done"}]}),
             )
-            .await
-            .unwrap_err();
+            .await;
         let message = status.to_string();
-        assert!(message.contains("`todos[0].status`"), "{message}");
-        assert!(message.contains("in_progress"), "{message}");
+        assert_contains(&message, "`todos[0].status`");
+        assert_contains(&message, "in_progress");
         let empty = ws
-            .call(
+            .fail(
                 &TodoTool,
                 json!({"todos": [{"content": "a", "status": "pending"}, {"content": " ", "status": "pending"}]}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert_eq!(
             empty.to_string(),
             "invalid arguments: `todos[1].content` is empty"

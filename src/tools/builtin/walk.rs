@@ -4,11 +4,10 @@
 
 use std::path::Path;
 
-use tokio_util::sync::CancellationToken;
+use super::Target;
+use crate::tools::{ToolContext, ToolError};
 
-use crate::tools::ToolError;
-
-pub(super) fn walker(root: &Path, max_depth: Option<usize>) -> ignore::Walk {
+fn walker(root: &Path, max_depth: Option<usize>) -> ignore::Walk {
     let mut builder = ignore::WalkBuilder::new(root);
     builder
         .hidden(false)
@@ -20,31 +19,48 @@ pub(super) fn walker(root: &Path, max_depth: Option<usize>) -> ignore::Walk {
     builder.build()
 }
 
-/// Runs a walk on a blocking thread; `work` checks the token as it goes
-/// and answers [`ToolError::Cancelled`] once it fires.
-pub(super) async fn run_blocking<T, F>(cancel: &CancellationToken, work: F) -> Result<T, ToolError>
+/// Walks `root` down to `max_depth` on a blocking thread, handing each
+/// entry to `visit` with `state`; answers [`ToolError::Cancelled`] once the
+/// call's token fires.
+pub(super) async fn walk<S, F>(
+    ctx: &ToolContext,
+    root: &Path,
+    max_depth: Option<usize>,
+    mut state: S,
+    mut visit: F,
+) -> Result<S, ToolError>
 where
-    T: Send + 'static,
-    F: FnOnce(&CancellationToken) -> Result<T, ToolError> + Send + 'static,
+    S: Send + 'static,
+    F: FnMut(&mut S, ignore::DirEntry) + Send + 'static,
 {
-    let token = cancel.clone();
-    tokio::task::spawn_blocking(move || work(&token))
-        .await
-        .map_err(|err| {
-            ToolError::Failed(format!("the directory walk stopped unexpectedly: {err}"))
-        })?
+    let cancel = ctx.cancel.clone();
+    let root = root.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        for entry in walker(&root, max_depth).flatten() {
+            if cancel.is_cancelled() {
+                return Err(ToolError::Cancelled);
+            }
+            visit(&mut state, entry);
+        }
+        Ok(state)
+    })
+    .await
+    .map_err(|err| ToolError::Failed(format!("the directory walk stopped unexpectedly: {err}")))?
 }
 
-/// Whether `path` is a directory, told as the model should hear it.
-pub(super) async fn require_dir(path: &Path, shown: &str) -> Result<(), ToolError> {
-    match tokio::fs::metadata(path).await {
+/// Whether the entry is a file (symlinks are not followed, so not them).
+pub(super) fn is_file(entry: &ignore::DirEntry) -> bool {
+    entry.file_type().is_some_and(|kind| kind.is_file())
+}
+
+/// Whether `dir` is a directory, told as the model should hear it.
+pub(super) async fn require_dir(dir: &Target) -> Result<(), ToolError> {
+    match tokio::fs::metadata(&dir.path).await {
         Ok(meta) if meta.is_dir() => Ok(()),
         Ok(_) => Err(ToolError::Failed(format!(
-            "{shown} is a file, not a directory; use read_file to read it"
+            "{} is a file, not a directory; use read_file to read it",
+            dir.shown
         ))),
-        Err(err) => Err(super::with_shown_path(
-            crate::tools::fs::io_error(path, err),
-            shown,
-        )),
+        Err(err) => Err(dir.error(crate::tools::fs::io_error(&dir.path, err))),
     }
 }

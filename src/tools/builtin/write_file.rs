@@ -1,97 +1,60 @@
 //! `write_file`: creates a file or replaces its whole text.
 
-use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{first_changed_line, plural, with_shown_path};
+use super::{Target, first_changed_line, path_location, plural, titled};
 use crate::events::{Location, ToolContent, ToolKind};
-use crate::tools::{Tool, ToolContext, ToolError, ToolOutput, deserialize_arguments, str_argument};
+use crate::tools::{ToolContext, ToolError, ToolOutput, TypedTool};
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteFileTool;
 
-#[derive(Debug, Deserialize)]
-struct Arguments {
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct Args {
+    /// The file, relative to the working directory or absolute
     path: String,
+    /// The file's complete new text
     content: String,
 }
 
-impl Tool for WriteFileTool {
-    fn name(&self) -> &str {
-        "write_file"
-    }
+impl TypedTool for WriteFileTool {
+    type Args = Args;
+    const NAME: &'static str = "write_file";
+    const DESCRIPTION: &'static str = "Create a text file, or replace the whole text of an existing one. Missing directories are created. \
+         To change part of an existing file, prefer edit_file.";
+    const KIND: ToolKind = ToolKind::Edit;
+    const MUTATES: bool = true;
 
-    fn description(&self) -> &str {
-        "Create a text file, or replace the whole text of an existing one. Missing directories are created. \
-         To change part of an existing file, prefer edit_file."
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {
-                    "type": "string",
-                    "description": "The file, relative to the working directory or absolute"
-                },
-                "content": {
-                    "type": "string",
-                    "description": "The file's complete new text"
-                }
-            },
-            "required": ["path", "content"]
+    fn title_for(&self, args: &Args) -> String {
+        titled("Write file", Some(&args.path), |path| {
+            format!("Write {path}")
         })
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Edit
+    fn locations_for(&self, args: &Args, ctx: &ToolContext) -> Vec<Location> {
+        path_location(Some(&args.path), ctx)
     }
 
-    fn title(&self, arguments: &serde_json::Value) -> String {
-        match str_argument(arguments, "path") {
-            Some(path) => format!("Write {path}"),
-            None => "Write file".into(),
-        }
-    }
-
-    fn locations(&self, arguments: &serde_json::Value, ctx: &ToolContext) -> Vec<Location> {
-        str_argument(arguments, "path")
-            .and_then(|path| ctx.resolve(path).ok())
-            .map(Location::file)
-            .into_iter()
-            .collect()
-    }
-
-    fn mutates(&self) -> bool {
-        true
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let arguments: Arguments = deserialize_arguments(arguments)?;
-            write(arguments, ctx).await
-        })
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        write(args, ctx).await
     }
 }
 
-async fn write(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    let path = ctx.resolve(&arguments.path)?;
-    let shown = ctx.display_path(&path);
-    let old_text = match ctx.fs.read_text_file(&path, None, None).await {
+async fn write(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let file = Target::resolve(ctx, &args.path)?;
+    let old_text = match ctx.fs.read_text_file(&file.path, None, None).await {
         Ok(text) => Some(text),
         // A file that is not text is replaced like a new one: there is no
         // old text to show.
         Err(
             ToolError::NotFound { .. } | ToolError::NotText { .. } | ToolError::TooLarge { .. },
         ) => None,
-        Err(err) => return Err(with_shown_path(err, &shown)),
+        Err(err) => return Err(file.error(err)),
     };
-    let new_text = arguments.content;
+    let new_text = args.content;
+    let shown = &file.shown;
     let lines = plural(new_text.lines().count(), "line");
     let for_model = match &old_text {
         Some(old) if *old == new_text => {
@@ -101,10 +64,7 @@ async fn write(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, To
         None => format!("Created {shown} ({lines})."),
     };
     if old_text.as_deref() != Some(new_text.as_str()) {
-        ctx.fs
-            .write_text_file(&path, &new_text)
-            .await
-            .map_err(|err| with_shown_path(err, &shown))?;
+        file.write_text(ctx, &new_text).await?;
     }
     let line = first_changed_line(old_text.as_deref().unwrap_or(""), &new_text);
     Ok(ToolOutput {
@@ -114,30 +74,31 @@ async fn write(arguments: Arguments, ctx: &ToolContext) -> Result<ToolOutput, To
             "created": old_text.is_none(),
             "bytes": new_text.len(),
         }),
-        locations: vec![Location::at_line(path.clone(), line)],
+        locations: vec![file.at_line(line)],
         content: vec![ToolContent::Diff {
-            path,
+            path: file.path,
             old_text,
             new_text,
         }],
+        plan: None,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_support::workspace;
+    use crate::tools::Tool;
+    use crate::tools::test_support::{assert_contains, workspace};
 
     #[tokio::test]
     async fn creates_a_file_and_its_directories() {
         let ws = workspace();
         let out = ws
-            .call(
+            .run(
                 &WriteFileTool,
                 json!({"path": "src/new/mod.rs", "content": "pub fn f() {}\n"}),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(ws.read("src/new/mod.rs"), "pub fn f() {}\n");
         assert_eq!(out.for_model, "Created src/new/mod.rs (1 line).");
         assert_eq!(
@@ -156,12 +117,11 @@ mod tests {
         let ws = workspace();
         ws.write("a.txt", "one\ntwo\nthree\n");
         let out = ws
-            .call(
+            .run(
                 &WriteFileTool,
                 json!({"path": "a.txt", "content": "one\n2\nthree\n"}),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(ws.read("a.txt"), "one\n2\nthree\n");
         assert_eq!(out.for_model, "Wrote a.txt (3 lines).");
         assert_eq!(
@@ -180,47 +140,37 @@ mod tests {
         let ws = workspace();
         ws.write("a.txt", "same\n");
         let out = ws
-            .call(
+            .run(
                 &WriteFileTool,
                 json!({"path": "a.txt", "content": "same\n"}),
             )
-            .await
-            .unwrap();
-        assert!(
-            out.for_model.contains("nothing changed"),
-            "{}",
-            out.for_model
-        );
+            .await;
+        assert_contains(&out.for_model, "nothing changed");
     }
 
     #[tokio::test]
     async fn refuses_paths_outside_and_directories() {
         let ws = workspace();
         let outside = ws
-            .call(
+            .fail(
                 &WriteFileTool,
                 json!({"path": "../evil.txt", "content": "x"}),
             )
-            .await
-            .unwrap_err();
+            .await;
         assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
         assert!(!ws.dir.path().join("evil.txt").exists());
 
         ws.write("src/a.rs", "");
         let directory = ws
-            .call(&WriteFileTool, json!({"path": "src", "content": "x"}))
-            .await
-            .unwrap_err();
-        assert!(directory.to_string().contains("directory"), "{directory}");
+            .fail(&WriteFileTool, json!({"path": "src", "content": "x"}))
+            .await;
+        assert_contains(&directory, "directory");
     }
 
     #[tokio::test]
     async fn content_is_required() {
         let ws = workspace();
-        let err = ws
-            .call(&WriteFileTool, json!({"path": "a.txt"}))
-            .await
-            .unwrap_err();
+        let err = ws.fail(&WriteFileTool, json!({"path": "a.txt"})).await;
         assert_eq!(
             err.to_string(),
             "invalid arguments: missing field `content`"
