@@ -30,7 +30,7 @@ use crate::model::{Message, Part, Role};
 use crate::modes::{ModePolicy, ModeRegistry};
 use crate::permissions::SessionPermissions;
 use crate::providers::{ModelInfo, ProviderError, Providers};
-use crate::store::{self, Recorder, StoredEvent};
+use crate::store::{self, Recorder};
 use crate::tools::{ClientFs, ClientTerminal, LocalFs, ToolContext, ToolRegistry};
 
 #[derive(Debug, Error)]
@@ -188,7 +188,7 @@ fn build(
     if let Some(recorder) = &config.recorder {
         permissions.restore(recorder.metadata().permissions);
         let recorder = recorder.clone();
-        permissions.on_remember(move |rules| recorder.update(|m| m.permissions = rules));
+        permissions.on_remember(move |rules| recorder.permissions_remembered(rules));
     }
     let mut tool_context = ToolContext::local(config.cwd.clone());
     if config.client.read_text_file || config.client.write_text_file {
@@ -488,7 +488,7 @@ impl SessionActor {
                     }
                 }
                 if let Some(recorder) = &self.recorder {
-                    recorder.record(StoredEvent::TurnEnd { estimator: None });
+                    recorder.turn_end(None);
                 }
                 Err(SessionError::Crashed(err.to_string()))
             }
@@ -646,15 +646,7 @@ impl SessionActor {
         let (Some(recorder), Some(message)) = (self.recorder.as_ref(), last) else {
             return;
         };
-        recorder.record(StoredEvent::UserPrompt {
-            at: store::now_rfc3339(),
-            message: Message::clone(message),
-        });
-        if recorder.metadata().title.is_none()
-            && let Some(title) = store::title_from(message)
-        {
-            recorder.update(|m| m.title = Some(title.clone()));
-            let updated_at = recorder.metadata().updated_at.clone();
+        if let Some(store::Titled { title, updated_at }) = recorder.prompt(message) {
             self.sink.send(
                 &self.id,
                 Update::SessionInfo {
@@ -674,12 +666,10 @@ impl SessionActor {
         };
         if command {
             for op in &outcome.context_ops {
-                recorder.record(StoredEvent::Context { op: op.clone() });
+                recorder.context_op(op);
             }
         } else {
-            recorder.record(StoredEvent::TurnEnd {
-                estimator: Some(outcome.context.estimator),
-            });
+            recorder.turn_end(Some(outcome.context.estimator));
         }
     }
 
@@ -687,32 +677,11 @@ impl SessionActor {
         let Some(recorder) = self.recorder.as_ref() else {
             return;
         };
-        let saved = recorder.metadata();
-        if saved.agent != self.agent {
-            let agent = self.agent.clone();
-            recorder.update(|m| m.agent = agent);
-        }
-        let mode_changed = saved.mode != self.mode;
-        let model_changed = saved.provider != self.provider || saved.model != self.model;
-        if mode_changed {
-            recorder.record(StoredEvent::ModeChanged {
-                mode: self.mode.clone(),
-            });
-        }
-        if model_changed {
-            recorder.record(StoredEvent::ModelChanged {
-                provider: self.provider.clone(),
-                model: self.model.clone(),
-            });
-        }
-        if mode_changed || model_changed {
-            let (mode, provider, model) =
-                (self.mode.clone(), self.provider.clone(), self.model.clone());
-            recorder.update(|m| {
-                m.mode = mode;
-                m.provider = provider;
-                m.model = model;
-            });
-        }
+        recorder.settings(store::Settings {
+            mode: &self.mode,
+            provider: &self.provider,
+            model: &self.model,
+            agent: self.agent.as_deref(),
+        });
     }
 }

@@ -19,7 +19,6 @@ use crate::modes::ModePolicy;
 use crate::permissions::PermissionGate;
 use crate::prompt::{PromptLayers, PromptVars};
 use crate::providers::{FALLBACK_CONTEXT_WINDOW, Provider, ProviderError, Providers};
-use crate::store::StoredEvent;
 use crate::tools::ToolContext;
 use crate::tools::ToolRegistry;
 
@@ -193,15 +192,10 @@ impl SessionActor {
         let kept = Arc::clone(&journaled);
         let journal: JournalFn = Arc::new(move |entry: Journal| {
             if let Some(recorder) = &recorder {
-                recorder.record(match &entry {
-                    Journal::Round(messages) => StoredEvent::Round {
-                        messages: messages
-                            .iter()
-                            .map(|m| crate::model::Message::clone(m))
-                            .collect(),
-                    },
-                    Journal::Op(op) => StoredEvent::Context { op: op.clone() },
-                });
+                match &entry {
+                    Journal::Round(messages) => recorder.round(messages),
+                    Journal::Op(op) => recorder.context_op(op),
+                }
             }
             super::lock(&kept).push(entry);
         });
