@@ -12,11 +12,19 @@
 //! this version cannot read are skipped with a warning, never an error.
 //! Writes happen on a writer thread per open session, so an actor never
 //! waits on the disk.
+//!
+//! The files hold the store's own types (`disk`), not the agent's: the
+//! format changes only when `disk.rs` does, and `metadata.json` says which
+//! format it is (`format_version`; files without it are version 1).
 
-mod events;
+mod disk;
 mod files;
+#[cfg(test)]
+mod fixture;
 mod recorder;
+mod views;
 
-pub use events::{Restored, StoredEvent, StoredUpdate, context_from, replay_from, title_from};
-pub use files::{ListPage, Metadata, OpenSession, Store, StoreError, list_page, now_rfc3339};
-pub use recorder::Recorder;
+pub use disk::{Metadata, StoredEvent, StoredUpdate};
+pub use files::{ListPage, OpenSession, Store, StoreError, list_page};
+pub use recorder::{Recorder, Settings, Titled};
+pub use views::{Restored, context_from, replay_from};

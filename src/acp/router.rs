@@ -515,7 +515,9 @@ fn store_error(err: crate::store::StoreError) -> RpcError {
             ),
         ),
         StoreError::Locked { .. } => RpcError::new(INVALID_REQUEST, err.to_string()),
-        StoreError::Corrupt { .. } | StoreError::Io { .. } => RpcError::internal(err.to_string()),
+        StoreError::Corrupt { .. } | StoreError::NewerFormat { .. } | StoreError::Io { .. } => {
+            RpcError::internal(err.to_string())
+        }
     }
 }
 

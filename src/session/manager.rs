@@ -16,7 +16,7 @@ use crate::context::ContextManager;
 use crate::mcp::{McpOptions, McpServerSpec};
 use crate::model::Message;
 use crate::providers::Providers;
-use crate::store::{self, Metadata, Recorder, Store, StoreError, StoredEvent};
+use crate::store::{self, Metadata, Recorder, Store, StoreError};
 
 /// A load in progress: the replay (empty for a resume), or why it failed.
 pub type Loading = BoxFuture<'static, Result<Vec<Update>, StoreError>>;
@@ -193,11 +193,9 @@ impl SessionManager {
                 // The turn the crash cut short ends here, with what the user
                 // saw of it, so the next load rebuilds this same context.
                 if !seen.is_empty() {
-                    recorder.record(StoredEvent::Round {
-                        messages: vec![Message::assistant_text(seen)],
-                    });
+                    recorder.round(&[Arc::new(Message::assistant_text(seen))]);
                 }
-                recorder.record(StoredEvent::TurnEnd { estimator: None });
+                recorder.turn_end(None);
             }
             let start = SessionStart {
                 id,

@@ -63,7 +63,7 @@ impl Services {
         if let Some(recorder) = &recorder {
             permissions.restore(recorder.metadata().permissions);
             let recorder = recorder.clone();
-            permissions.on_remember(move |rules| recorder.update(|m| m.permissions = rules));
+            permissions.on_remember(move |rules| recorder.permissions_remembered(rules));
         }
         let tool_context = tool_context(&start.id, &start.cwd, start.client, &client);
         let mcp_servers = std::mem::take(&mut start.mcp_servers);

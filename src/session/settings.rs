@@ -14,7 +14,7 @@ use crate::client::{
     SelectOption, Update,
 };
 use crate::providers::ModelInfo;
-use crate::store::StoredEvent;
+use crate::store;
 
 /// The card name that means "no card".
 pub(super) const NO_AGENT: &str = "none";
@@ -386,36 +386,12 @@ impl SessionActor {
             return;
         };
         let current = &self.settings.current;
-        let saved = recorder.metadata();
-        if saved.agent != current.agent {
-            let agent = current.agent.clone();
-            recorder.update(|m| m.agent = agent);
-        }
-        let mode_changed = saved.mode != current.mode;
-        let model_changed = saved.provider != current.provider || saved.model != current.model;
-        if mode_changed {
-            recorder.record(StoredEvent::ModeChanged {
-                mode: current.mode.clone(),
-            });
-        }
-        if model_changed {
-            recorder.record(StoredEvent::ModelChanged {
-                provider: current.provider.clone(),
-                model: current.model.clone(),
-            });
-        }
-        if mode_changed || model_changed {
-            let (mode, provider, model) = (
-                current.mode.clone(),
-                current.provider.clone(),
-                current.model.clone(),
-            );
-            recorder.update(|m| {
-                m.mode = mode;
-                m.provider = provider;
-                m.model = model;
-            });
-        }
+        recorder.settings(store::Settings {
+            mode: &current.mode,
+            provider: &current.provider,
+            model: &current.model,
+            agent: current.agent.as_deref(),
+        });
     }
 }
 

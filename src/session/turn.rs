@@ -24,7 +24,7 @@ use crate::modes::ModePolicy;
 use crate::permissions::PermissionGate;
 use crate::prompt::{PromptLayers, PromptVars};
 use crate::providers::{FALLBACK_CONTEXT_WINDOW, Provider, ProviderError, Providers};
-use crate::store::{self, StoredEvent};
+use crate::store;
 use crate::tools::{ToolContext, ToolRegistry};
 
 /// What a turn journaled, kept for when its task dies without an outcome.
@@ -194,12 +194,10 @@ impl SessionActor {
         let recorder = self.services.recorder.clone();
         Arc::new(move |entry: Journal| {
             if let Some(recorder) = &recorder {
-                recorder.record(match &entry {
-                    Journal::Round(messages) => StoredEvent::Round {
-                        messages: messages.iter().map(|m| Message::clone(m)).collect(),
-                    },
-                    Journal::Op(op) => StoredEvent::Context { op: op.clone() },
-                });
+                match &entry {
+                    Journal::Round(messages) => recorder.round(messages),
+                    Journal::Op(op) => recorder.context_op(op),
+                }
             }
             lock(&kept).push(entry);
         })
@@ -270,7 +268,7 @@ impl SessionActor {
                     }
                 }
                 if let Some(recorder) = &self.services.recorder {
-                    recorder.record(StoredEvent::TurnEnd { estimator: None });
+                    recorder.turn_end(None);
                 }
                 Err(SessionError::Crashed(err.to_string()))
             }
@@ -289,15 +287,7 @@ impl SessionActor {
         let (Some(recorder), Some(message)) = (self.services.recorder.as_ref(), last) else {
             return;
         };
-        recorder.record(StoredEvent::UserPrompt {
-            at: store::now_rfc3339(),
-            message: Message::clone(message),
-        });
-        if recorder.metadata().title.is_none()
-            && let Some(title) = store::title_from(message)
-        {
-            recorder.update(|m| m.title = Some(title.clone()));
-            let updated_at = recorder.metadata().updated_at.clone();
+        if let Some(store::Titled { title, updated_at }) = recorder.prompt(message) {
             self.send(Update::SessionInfo {
                 title: Some(title),
                 updated_at,
@@ -314,12 +304,10 @@ impl SessionActor {
         };
         if command {
             for op in &outcome.context_ops {
-                recorder.record(StoredEvent::Context { op: op.clone() });
+                recorder.context_op(op);
             }
         } else {
-            recorder.record(StoredEvent::TurnEnd {
-                estimator: Some(outcome.context.estimator),
-            });
+            recorder.turn_end(Some(outcome.context.estimator));
         }
     }
 }

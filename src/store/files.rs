@@ -7,37 +7,13 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::events::StoredEvent;
+use super::disk::{FORMAT_VERSION, Metadata, MetadataIn, MetadataOut, StoredEvent};
 
 const METADATA: &str = "metadata.json";
 const HISTORY: &str = "history.jsonl";
 const LOCK: &str = "lock";
-
-/// `metadata.json`: who a session is. Never holds secrets (MCP servers, with
-/// their tokens, come from the client on every load).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Metadata {
-    pub id: String,
-    pub cwd: PathBuf,
-    #[serde(default)]
-    pub title: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
-    pub provider: String,
-    pub model: String,
-    #[serde(default)]
-    pub agent: Option<String>,
-    pub mode: String,
-    /// "Always" answers by tool name: true allows, false rejects.
-    #[serde(default)]
-    pub permissions: BTreeMap<String, bool>,
-    /// The session this one was started from (a subagent's parent).
-    #[serde(default)]
-    pub parent_id: Option<String>,
-}
 
 impl Metadata {
     pub fn new(id: &str, cwd: PathBuf, provider: &str, model: &str, mode: &str) -> Self {
@@ -67,6 +43,10 @@ pub enum StoreError {
         pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
     )]
     Locked { id: String, pid: Option<u32> },
+    #[error(
+        "session `{id}` was saved by a newer crucible-agent (session format {version}; this one reads up to {FORMAT_VERSION}); open it with that version or a later one"
+    )]
+    NewerFormat { id: String, version: u32 },
     #[error(
         "session `{id}` cannot be read: {path} {detail}. Remove it with `crucible-agent sessions delete {id}`"
     )]
@@ -307,11 +287,18 @@ fn read_metadata(id: &str, dir: &Path) -> Result<Metadata, StoreError> {
         }
         Err(err) => return Err(io_error("cannot read", &path)(err)),
     };
-    let metadata: Metadata = serde_json::from_slice(&bytes).map_err(|err| StoreError::Corrupt {
+    let file: MetadataIn = serde_json::from_slice(&bytes).map_err(|err| StoreError::Corrupt {
         id: id.to_string(),
         path: path.clone(),
         detail: format!("is not valid session metadata ({err})"),
     })?;
+    if file.format_version > FORMAT_VERSION {
+        return Err(StoreError::NewerFormat {
+            id: id.to_string(),
+            version: file.format_version,
+        });
+    }
+    let metadata = file.metadata;
     if metadata.id != id {
         return Err(StoreError::Corrupt {
             id: id.to_string(),
@@ -327,7 +314,11 @@ fn read_metadata(id: &str, dir: &Path) -> Result<Metadata, StoreError> {
 pub(super) fn write_metadata(dir: &Path, metadata: &Metadata) -> Result<(), StoreError> {
     let path = dir.join(METADATA);
     let temp = dir.join(format!(".{METADATA}.{}.tmp", std::process::id()));
-    let bytes = serde_json::to_vec_pretty(metadata).map_err(|err| StoreError::Io {
+    let file = MetadataOut {
+        format_version: FORMAT_VERSION,
+        metadata,
+    };
+    let bytes = serde_json::to_vec_pretty(&file).map_err(|err| StoreError::Io {
         action: "cannot encode",
         path: path.clone(),
         source: io::Error::other(err),
@@ -503,15 +494,39 @@ mod tests {
         );
     }
 
+    /// Metadata says which format the files are in: written with it, read
+    /// without it as version 1, refused when newer than this version reads.
+    #[test]
+    fn the_format_version_is_written_and_a_newer_one_refused() {
+        let data = tempfile::tempdir().unwrap();
+        let store = Store::new(data.path());
+        let created = meta("s", "t", "/");
+        drop(store.create(&created).unwrap());
+        let path = store.dir().join("s").join(METADATA);
+        let mut written: serde_json::Value =
+            serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        assert_eq!(written["format_version"], FORMAT_VERSION);
+
+        written.as_object_mut().unwrap().remove("format_version");
+        fs::write(&path, written.to_string()).unwrap();
+        assert_eq!(store.metadata("s").unwrap(), created);
+
+        written["format_version"] = (FORMAT_VERSION + 1).into();
+        fs::write(&path, written.to_string()).unwrap();
+        let err = store.open("s").err().unwrap();
+        assert!(
+            matches!(err, StoreError::NewerFormat { version, .. } if version == FORMAT_VERSION + 1)
+        );
+        assert!(err.to_string().contains("newer crucible-agent"), "{err}");
+        assert!(store.list().is_empty());
+    }
+
     #[test]
     fn a_torn_last_line_is_skipped_and_cut_before_the_next_append() {
         let data = tempfile::tempdir().unwrap();
         let store = Store::new(data.path());
         drop(store.create(&meta("s", "t", "/")).unwrap());
-        let event = StoredEvent::UserPrompt {
-            at: "t".into(),
-            message: Message::user_text("hi"),
-        };
+        let event = StoredEvent::prompt("t".into(), &Message::user_text("hi"));
         let mut line = serde_json::to_string(&event).unwrap();
         line.push('\n');
         line.push_str("garbage that is not json\n");

@@ -1,19 +1,25 @@
 //! An open session's writer: a thread of its own owns the files, so the
-//! session actor only ever puts events on a channel.
+//! session only ever puts lines on a channel. What the session tells it is
+//! said in the session's terms (a prompt, a round, a context operation…);
+//! the lines it writes are the store's own ([`super::disk`]).
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 
-use super::events::{StoredEvent, StoredUpdate};
-use super::files::{Metadata, OpenSession, now_rfc3339, write_metadata};
+use super::disk::{Metadata, StoredEvent};
+use super::files::{OpenSession, now_rfc3339, write_metadata};
+use super::views::title_from;
 use crate::client::PermissionChoice;
 use crate::client::{ClientFuture, ClientSink, Update};
 use crate::client::{CreateTerminal, ReadTextFile, TerminalExit, TerminalId};
 use crate::client::{TerminalOutput, WriteTextFile};
+use crate::context::{ContextOp, TokenEstimator};
 use crate::events::ToolCallInfo;
+use crate::model::Message;
 
 enum Op {
     Append(StoredEvent),
@@ -28,6 +34,22 @@ enum Op {
 pub struct Recorder {
     tx: mpsc::Sender<Op>,
     metadata: Arc<Mutex<Metadata>>,
+}
+
+/// The session's settings, as the metadata keeps them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings<'a> {
+    pub mode: &'a str,
+    pub provider: &'a str,
+    pub model: &'a str,
+    pub agent: Option<&'a str>,
+}
+
+/// The session got its title: the client is told with this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Titled {
+    pub title: String,
+    pub updated_at: String,
 }
 
 impl Recorder {
@@ -52,29 +74,81 @@ impl Recorder {
         self.lock().clone()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Metadata> {
-        crate::util::lock(&self.metadata)
+    /// The user's prompt, as the model gets it. The first one names the
+    /// session: then the title is returned, for the client.
+    pub fn prompt(&self, message: &Message) -> Option<Titled> {
+        self.append(StoredEvent::prompt(now_rfc3339(), message));
+        if self.lock().title.is_some() {
+            return None;
+        }
+        let title = title_from(message)?;
+        let updated_at = self.update(|m| m.title = Some(title.clone()));
+        Some(Titled { title, updated_at })
     }
 
-    pub fn record(&self, event: StoredEvent) {
-        let _ = self.tx.send(Op::Append(event));
+    /// The messages one model round added to the context (its answer, and
+    /// its tool calls' results).
+    pub fn round(&self, messages: &[Arc<Message>]) {
+        self.append(StoredEvent::round(messages));
     }
 
-    /// Change the metadata and write it (with a fresh `updated_at`).
-    pub fn update(&self, change: impl FnOnce(&mut Metadata)) {
-        // Sent under the lock: the writer gets the versions in the order they were made.
-        let mut metadata = self.lock();
-        change(&mut metadata);
-        metadata.updated_at = now_rfc3339();
-        let _ = self.tx.send(Op::Metadata(Box::new(metadata.clone())));
+    /// A change to the context stack, in the order it applied.
+    pub fn context_op(&self, op: &ContextOp) {
+        self.append(StoredEvent::context(op));
     }
 
-    /// A sink that records what it forwards (the replayable part).
+    /// The turn is over; `estimator`: what the provider's usage taught.
+    pub fn turn_end(&self, estimator: Option<TokenEstimator>) {
+        self.append(StoredEvent::turn_end(estimator));
+    }
+
+    /// What the client was shown, for replay (only the conversation is kept).
+    pub fn shown(&self, update: &Update) {
+        if let Update::Agent(event) = update
+            && let Some(event) = StoredEvent::shown(event)
+        {
+            self.append(event);
+        }
+    }
+
+    /// The settings now: what changed since the last call is recorded.
+    pub fn settings(&self, now: Settings<'_>) {
+        let saved = self.metadata();
+        let mode_changed = saved.mode != now.mode;
+        let model_changed = saved.provider != now.provider || saved.model != now.model;
+        if mode_changed {
+            self.append(StoredEvent::ModeChanged {
+                mode: now.mode.to_string(),
+            });
+        }
+        if model_changed {
+            self.append(StoredEvent::ModelChanged {
+                provider: now.provider.to_string(),
+                model: now.model.to_string(),
+            });
+        }
+        if mode_changed || model_changed || saved.agent.as_deref() != now.agent {
+            self.update(|m| {
+                m.mode = now.mode.to_string();
+                m.provider = now.provider.to_string();
+                m.model = now.model.to_string();
+                m.agent = now.agent.map(str::to_string);
+            });
+        }
+    }
+
+    /// The "always" answers given so far, by tool name (true allows).
+    pub fn permissions_remembered(&self, rules: BTreeMap<String, bool>) {
+        self.update(|m| m.permissions = rules);
+    }
+
+    /// A sink that forwards to `inner` and records what the client is
+    /// shown, in the order it is shown.
     pub fn wrap(&self, inner: Arc<dyn ClientSink>) -> Arc<dyn ClientSink> {
         Arc::new(RecordingSink {
             inner,
             session_id: self.lock().id.clone(),
-            tx: std::sync::Mutex::new(self.tx.clone()),
+            recorder: self.clone(),
         })
     }
 
@@ -84,6 +158,24 @@ impl Recorder {
         if self.tx.send(Op::Close(done)).is_ok() {
             let _ = closed.await;
         }
+    }
+
+    fn append(&self, event: StoredEvent) {
+        let _ = self.tx.send(Op::Append(event));
+    }
+
+    /// Change the metadata and write it, with a fresh `updated_at` (returned).
+    fn update(&self, change: impl FnOnce(&mut Metadata)) -> String {
+        // Sent under the lock: the writer gets the versions in the order they were made.
+        let mut metadata = self.lock();
+        change(&mut metadata);
+        metadata.updated_at = now_rfc3339();
+        let _ = self.tx.send(Op::Metadata(Box::new(metadata.clone())));
+        metadata.updated_at.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Metadata> {
+        crate::util::lock(&self.metadata)
     }
 }
 
@@ -108,7 +200,6 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str) {
                     boundary |= matches!(
                         event,
                         StoredEvent::UserPrompt { .. }
-                            | StoredEvent::Messages { .. }
                             | StoredEvent::Round { .. }
                             | StoredEvent::Context { .. }
                             | StoredEvent::TurnEnd { .. }
@@ -173,22 +264,17 @@ fn encode(event: &StoredEvent, out: &mut Vec<u8>) {
     }
 }
 
-/// Forwards to the client and records the replayable updates, in the order
-/// the client gets them.
+/// Forwards to the client and records what it shows of this session.
 struct RecordingSink {
     inner: Arc<dyn ClientSink>,
     session_id: String,
-    // std's Sender is Sync since 1.72, but a Mutex keeps this independent of that.
-    tx: std::sync::Mutex<mpsc::Sender<Op>>,
+    recorder: Recorder,
 }
 
 impl ClientSink for RecordingSink {
     fn send(&self, session_id: &str, update: Update) {
-        if session_id == self.session_id
-            && let Some(stored) = StoredUpdate::from_update(&update)
-        {
-            let tx = self.tx.lock().unwrap_or_else(|poison| poison.into_inner());
-            let _ = tx.send(Op::Append(StoredEvent::Update { update: stored }));
+        if session_id == self.session_id {
+            self.recorder.shown(&update);
         }
         self.inner.send(session_id, update);
     }
@@ -240,24 +326,29 @@ mod tests {
     use crate::store::Store;
     use std::path::PathBuf;
 
-    #[tokio::test]
-    async fn what_the_sink_forwards_is_what_the_store_replays() {
+    /// A new session `id` in a fresh data dir (kept alive by the TempDir).
+    fn recording(id: &str) -> (tempfile::TempDir, Store, Recorder) {
         let data = tempfile::tempdir().unwrap();
         let store = Store::new(data.path());
-        let metadata = Metadata::new("s1", PathBuf::from("/p"), "prov", "model", "act");
+        let metadata = Metadata::new(id, PathBuf::from("/p"), "prov", "model", "act");
         let open = store.create(&metadata).unwrap();
-        let recorder = Recorder::start(open, metadata);
+        (data, store, Recorder::start(open, metadata))
+    }
+
+    #[tokio::test]
+    async fn what_the_sink_forwards_is_what_the_store_replays() {
+        let (_data, store, recorder) = recording("s1");
         let sink = recorder.wrap(Arc::new(RecordingClient::default()));
-        recorder.record(StoredEvent::UserPrompt {
-            at: now_rfc3339(),
-            message: Message::user_text("hello"),
-        });
+        // The first prompt names the session.
+        let titled = recorder.prompt(&Message::user_text("hello")).unwrap();
+        assert_eq!(titled.title, "hello");
+        assert_eq!(titled.updated_at, recorder.metadata().updated_at);
         for piece in ["a", "b", "c"] {
             sink.send("s1", Update::Agent(AgentEvent::AgentText(piece.into())));
         }
         sink.send("s1", Update::Agent(AgentEvent::Usage { used: 1, size: 2 }));
         sink.send("s1", Update::CurrentMode("auto".into()));
-        recorder.update(|m| m.title = Some("hello".into()));
+        sink.send("other", Update::Agent(AgentEvent::AgentText("no".into())));
         recorder.close().await;
         let (metadata, events) = store.read("s1").unwrap();
         assert_eq!(metadata.title.as_deref(), Some("hello"));
@@ -273,5 +364,66 @@ mod tests {
         );
         // Closed: the lock is free for another process.
         assert!(store.open("s1").is_ok());
+    }
+
+    /// Each semantic call writes the line (or metadata) it stands for.
+    #[tokio::test]
+    async fn each_call_writes_its_line() {
+        let (_data, store, recorder) = recording("s2");
+        let settings = |mode, model, agent| Settings {
+            mode,
+            provider: "prov",
+            model,
+            agent,
+        };
+        recorder.prompt(&Message::user_text("first"));
+        assert_eq!(recorder.prompt(&Message::user_text("second")), None);
+        recorder.round(&[Arc::new(Message::assistant_text("answer"))]);
+        recorder.context_op(&ContextOp::Checkpoint { name: "cp".into() });
+        recorder.turn_end(Some(TokenEstimator {
+            drift: 1.25,
+            observations: 2,
+        }));
+        // Unchanged settings write nothing; a new card only the metadata.
+        recorder.settings(settings("act", "model", None));
+        recorder.settings(settings("act", "model", Some("coder")));
+        recorder.settings(settings("auto", "other", Some("coder")));
+        recorder.permissions_remembered(BTreeMap::from([("write_file".to_string(), true)]));
+        recorder.close().await;
+
+        let dir = store.dir().join("s2");
+        let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+        let lines: Vec<serde_json::Value> = history
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .map(|mut line: serde_json::Value| {
+                line.as_object_mut().unwrap().remove("at");
+                line
+            })
+            .collect();
+        let text = |role: &str, text: &str| serde_json::json!({"role": role, "parts": [{"type": "text", "text": text}]});
+        assert_eq!(
+            lines,
+            [
+                serde_json::json!({"event": "user_prompt", "message": text("user", "first")}),
+                serde_json::json!({"event": "user_prompt", "message": text("user", "second")}),
+                serde_json::json!({"event": "round", "messages": [text("assistant", "answer")]}),
+                serde_json::json!({"event": "context", "op": {"op": "checkpoint", "name": "cp"}}),
+                serde_json::json!({"event": "turn_end", "estimator": {"drift": 1.25, "observations": 2}}),
+                serde_json::json!({"event": "mode_changed", "mode": "auto"}),
+                serde_json::json!({"event": "model_changed", "provider": "prov", "model": "other"}),
+            ]
+        );
+        let metadata: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("metadata.json")).unwrap()).unwrap();
+        assert_eq!(metadata["format_version"], 1);
+        assert_eq!(metadata["title"], "first");
+        assert_eq!(metadata["mode"], "auto");
+        assert_eq!(metadata["model"], "other");
+        assert_eq!(metadata["agent"], "coder");
+        assert_eq!(
+            metadata["permissions"],
+            serde_json::json!({"write_file": true})
+        );
     }
 }

@@ -27,5 +27,6 @@ mod provider_types;
 mod providers;
 mod real_llm;
 mod sessions;
+mod store_fixture;
 mod streaming;
 mod tools;

@@ -1,163 +1,48 @@
-//! What a history line holds, and the two views rebuilt from a history: the
-//! updates to replay and the model's context.
+//! The two views rebuilt from a history: the updates to replay and the
+//! model's context.
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
+use super::disk::{self, StoredEvent, StoredUpdate};
 use crate::client::Update;
-use crate::context::{ContextManager, ContextOp, TokenEstimator};
-use crate::events::TodoItem;
-use crate::events::{AgentEvent, ToolCallInfo, ToolCallProgress};
-use crate::model::{Message, Part, Role};
-
-/// One line of `history.jsonl`. New kinds may be added; a line of a kind this
-/// version does not know reads as `Unknown` and is skipped.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum StoredEvent {
-    /// The user's prompt, as the model got it (images kept).
-    UserPrompt {
-        at: String,
-        message: Message,
-    },
-    /// Something the client was shown during a turn.
-    Update {
-        update: StoredUpdate,
-    },
-    /// The messages a finished turn added to the model's context after the
-    /// user's (assistant text, tool calls and their results). Written by
-    /// older versions; it also ends the turn.
-    Messages {
-        messages: Vec<Message>,
-    },
-    /// Messages one model round added, written as soon as the round is
-    /// done: a model answer, with its tool calls' results when it made any.
-    Round {
-        messages: Vec<Message>,
-    },
-    /// A change to the context stack (compaction, drop, checkpoint…),
-    /// replayed in order on top of the messages.
-    Context {
-        op: ContextOp,
-    },
-    /// The turn is over: everything it added is in the rounds before.
-    TurnEnd {
-        /// What the provider's usage taught the token estimate so far.
-        #[serde(default)]
-        estimator: Option<TokenEstimator>,
-    },
-    ModeChanged {
-        mode: String,
-    },
-    ModelChanged {
-        provider: String,
-        model: String,
-    },
-    /// The context was compacted: from here on it is `messages`. Never
-    /// written; read for files that may hold it.
-    Compaction {
-        #[serde(default)]
-        summary: String,
-        messages: Vec<Message>,
-    },
-    /// A named point in the context the user may return to.
-    Checkpoint {
-        name: String,
-    },
-    #[serde(other)]
-    Unknown,
-}
-
-/// The replayable subset of what a session sends its client.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum StoredUpdate {
-    AgentText { text: String },
-    Thought { text: String },
-    ToolCall { call: ToolCallInfo },
-    ToolCallUpdate { progress: ToolCallProgress },
-    Plan { entries: Vec<TodoItem> },
-}
-
-impl StoredUpdate {
-    /// What of `update` is worth replaying. Usage, options and mode are
-    /// state the load answer carries, not conversation.
-    pub fn from_update(update: &Update) -> Option<Self> {
-        match update {
-            Update::Agent(event) => match event {
-                AgentEvent::AgentText(text) => Some(Self::AgentText { text: text.clone() }),
-                AgentEvent::Thought(text) => Some(Self::Thought { text: text.clone() }),
-                AgentEvent::ToolCall(call) => Some(Self::ToolCall { call: call.clone() }),
-                AgentEvent::ToolCallUpdate(progress) => Some(Self::ToolCallUpdate {
-                    progress: progress.clone(),
-                }),
-                AgentEvent::Plan(entries) => Some(Self::Plan {
-                    entries: entries.clone(),
-                }),
-                AgentEvent::Usage { .. } => None,
-            },
-            _ => None,
-        }
-    }
-
-    pub fn into_update(self) -> Update {
-        Update::Agent(match self {
-            Self::AgentText { text } => AgentEvent::AgentText(text),
-            Self::Thought { text } => AgentEvent::Thought(text),
-            Self::ToolCall { call } => AgentEvent::ToolCall(call),
-            Self::ToolCallUpdate { progress } => AgentEvent::ToolCallUpdate(progress),
-            Self::Plan { entries } => AgentEvent::Plan(entries),
-        })
-    }
-
-    /// Append `next` to `self` when both are chunks of the same stream.
-    pub fn coalesce(&mut self, next: &StoredUpdate) -> bool {
-        match (self, next) {
-            (Self::AgentText { text }, Self::AgentText { text: more })
-            | (Self::Thought { text }, Self::Thought { text: more }) => {
-                text.push_str(more);
-                true
-            }
-            _ => false,
-        }
-    }
-}
+use crate::context::{ContextManager, ContextOp};
+use crate::model::{Message, Role};
 
 /// The updates that show the conversation again, in the order the client
 /// first saw them, with consecutive chunks joined.
 pub fn replay_from(events: &[StoredEvent]) -> Vec<Update> {
-    let mut out: Vec<StoredUpdateOrUser> = Vec::new();
+    let mut out: Vec<Shown> = Vec::new();
     for event in events {
         match event {
             StoredEvent::UserPrompt { message, .. } => {
                 for part in &message.parts {
-                    if matches!(part, Part::Text { .. } | Part::Image { .. }) {
-                        out.push(StoredUpdateOrUser::User(part.clone()));
+                    if matches!(part, disk::Part::Text { .. } | disk::Part::Image { .. }) {
+                        out.push(Shown::User(part.clone()));
                     }
                 }
             }
             StoredEvent::Update { update } => {
-                if let Some(StoredUpdateOrUser::Agent(last)) = out.last_mut()
+                if let Some(Shown::Agent(last)) = out.last_mut()
                     && last.coalesce(update)
                 {
                     continue;
                 }
-                out.push(StoredUpdateOrUser::Agent(update.clone()));
+                out.push(Shown::Agent(update.clone()));
             }
             _ => {}
         }
     }
     out.into_iter()
         .map(|item| match item {
-            StoredUpdateOrUser::User(part) => Update::UserMessage(part),
-            StoredUpdateOrUser::Agent(update) => update.into_update(),
+            Shown::User(part) => Update::UserMessage(part.into()),
+            Shown::Agent(update) => Update::Agent(update.into_event()),
         })
         .collect()
 }
 
-enum StoredUpdateOrUser {
-    User(Part),
+/// What the client was shown: the user's prompt, or the agent's updates.
+enum Shown {
+    User(disk::Part),
     Agent(StoredUpdate),
 }
 
@@ -197,7 +82,7 @@ pub fn context_from(events: &[StoredEvent]) -> Restored {
         match event {
             StoredEvent::UserPrompt { message, .. } => {
                 close_cut_short(&mut context, &mut open);
-                context.push(Arc::new(message.clone()));
+                context.push(Arc::new(message.clone().into()));
                 open = Some(String::new());
             }
             StoredEvent::Update {
@@ -209,36 +94,23 @@ pub fn context_from(events: &[StoredEvent]) -> Restored {
             }
             StoredEvent::Round { messages } => {
                 for message in messages {
-                    context.push(Arc::new(message.clone()));
+                    context.push(Arc::new(message.clone().into()));
                 }
                 if let Some(seen) = open.as_mut() {
                     seen.clear();
                 }
             }
-            StoredEvent::Messages { messages } => {
-                for message in messages {
-                    context.push(Arc::new(message.clone()));
-                }
-                open = None;
-            }
             StoredEvent::TurnEnd { estimator } => {
                 open = None;
                 if let Some(estimator) = estimator {
-                    context.estimator = *estimator;
+                    context.estimator = (*estimator).into();
                 }
             }
-            StoredEvent::Context { op } => apply(&mut context, op),
-            StoredEvent::Checkpoint { name } => {
-                apply(&mut context, &ContextOp::Checkpoint { name: name.clone() })
-            }
-            StoredEvent::Compaction { messages, .. } => {
-                open = None;
-                apply(&mut context, &ContextOp::Reset);
-                for message in messages {
-                    context.push(Arc::new(message.clone()));
-                }
-            }
-            _ => {}
+            StoredEvent::Context { op } => apply(&mut context, &op.clone().into()),
+            StoredEvent::ModeChanged { .. }
+            | StoredEvent::ModelChanged { .. }
+            | StoredEvent::Update { .. }
+            | StoredEvent::Unknown => {}
         }
     }
     let cut_short = open.clone();
@@ -266,8 +138,10 @@ pub fn title_from(message: &Message) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::ToolStatus;
-    use crate::events::{ToolContent, ToolKind};
+    use crate::context::TokenEstimator;
+    use crate::events::{AgentEvent, ToolCallInfo, ToolCallProgress};
+    use crate::events::{ToolContent, ToolKind, ToolStatus};
+    use crate::model::Part;
     use serde_json::json;
 
     fn text(t: &str) -> StoredEvent {
@@ -277,10 +151,16 @@ mod tests {
     }
 
     fn prompt(t: &str) -> StoredEvent {
-        StoredEvent::UserPrompt {
-            at: "2026-01-01T00:00:00.000Z".into(),
-            message: Message::user_text(t),
-        }
+        StoredEvent::prompt("2026-01-01T00:00:00.000Z".into(), &Message::user_text(t))
+    }
+
+    fn round(messages: Vec<Message>) -> StoredEvent {
+        let messages: Vec<Arc<Message>> = messages.into_iter().map(Arc::new).collect();
+        StoredEvent::round(&messages)
+    }
+
+    fn shown(event: AgentEvent) -> StoredEvent {
+        StoredEvent::shown(&event).unwrap()
     }
 
     fn call() -> ToolCallInfo {
@@ -299,20 +179,14 @@ mod tests {
             prompt("hi"),
             text("Hel"),
             text("lo"),
-            StoredEvent::Update {
-                update: StoredUpdate::ToolCall { call: call() },
-            },
-            StoredEvent::Update {
-                update: StoredUpdate::ToolCallUpdate {
-                    progress: ToolCallProgress {
-                        id: "t1".into(),
-                        status: ToolStatus::Completed,
-                        content: vec![ToolContent::Text("x".into())],
-                        locations: Vec::new(),
-                        raw_output: None,
-                    },
-                },
-            },
+            shown(AgentEvent::ToolCall(call())),
+            shown(AgentEvent::ToolCallUpdate(ToolCallProgress {
+                id: "t1".into(),
+                status: ToolStatus::Completed,
+                content: vec![ToolContent::Text("x".into())],
+                locations: Vec::new(),
+                raw_output: None,
+            })),
             text("done"),
             StoredEvent::ModeChanged {
                 mode: "auto".into(),
@@ -329,7 +203,7 @@ mod tests {
             replay[1],
             Update::Agent(AgentEvent::AgentText("Hello".into()))
         );
-        assert!(matches!(replay[2], Update::Agent(AgentEvent::ToolCall(_))));
+        assert_eq!(replay[2], Update::Agent(AgentEvent::ToolCall(call())));
         assert!(matches!(
             &replay[3],
             Update::Agent(AgentEvent::ToolCallUpdate(p)) if p.status == ToolStatus::Completed
@@ -345,9 +219,8 @@ mod tests {
         let events = vec![
             prompt("one"),
             text("first answer"),
-            StoredEvent::Messages {
-                messages: vec![Message::assistant_text("first answer")],
-            },
+            round(vec![Message::assistant_text("first answer")]),
+            StoredEvent::turn_end(None),
             prompt("two"),
             text("partial"),
         ];
@@ -364,38 +237,51 @@ mod tests {
                 (Role::Assistant, "partial".into()),
             ]
         );
-        // A compaction replaces everything before it.
+        // The loader ends the cut-short turn; a compaction then replaces
+        // everything before it.
         let mut compacted = events.clone();
-        compacted.push(StoredEvent::Compaction {
-            summary: "s".into(),
-            messages: vec![Message::user_text("summary")],
-        });
+        compacted.push(round(vec![Message::assistant_text("partial")]));
+        compacted.push(StoredEvent::turn_end(None));
+        compacted.push(StoredEvent::context(&ContextOp::Compact {
+            entries: 4,
+            summary: "summary".into(),
+        }));
         compacted.push(prompt("three"));
-        let context = context_from(&compacted).context.messages();
-        assert_eq!(context.len(), 2);
-        assert_eq!(context[0].text(), "summary");
+        let restored = context_from(&compacted);
+        let kinds: Vec<&str> = restored
+            .context
+            .entries()
+            .iter()
+            .map(|e| e.kind.label())
+            .collect();
+        assert_eq!(kinds, ["summary", "user"]);
+        let context = restored.context.messages();
+        assert!(context[0].text().ends_with("summary"), "{context:?}");
+        assert_eq!(context[1].text(), "three");
     }
 
-    fn call_message(id: &str) -> Message {
-        Message {
-            role: Role::Assistant,
-            parts: vec![Part::ToolCall {
-                id: id.into(),
-                name: "read_file".into(),
-                arguments: "{}".into(),
-            }],
-        }
-    }
-
-    fn result_message(id: &str) -> Message {
-        Message {
-            role: Role::User,
-            parts: vec![Part::ToolResult {
-                call_id: id.into(),
-                content: "out".into(),
-                is_error: false,
-            }],
-        }
+    /// A tool call and its result: the messages of one tool round.
+    fn tool_exchange(id: &str) -> Vec<Message> {
+        let call = Part::ToolCall {
+            id: id.into(),
+            name: "read_file".into(),
+            arguments: "{}".into(),
+        };
+        let result = Part::ToolResult {
+            call_id: id.into(),
+            content: "out".into(),
+            is_error: false,
+        };
+        vec![
+            Message {
+                role: Role::Assistant,
+                parts: vec![call],
+            },
+            Message {
+                role: Role::User,
+                parts: vec![result],
+            },
+        ]
     }
 
     fn texts(context: &ContextManager) -> Vec<String> {
@@ -406,14 +292,11 @@ mod tests {
     /// session had, checkpoints included.
     #[test]
     fn rounds_and_context_operations_replay_in_order() {
-        let round = |messages: Vec<Message>| StoredEvent::Round { messages };
-        let op = |op: ContextOp| StoredEvent::Context { op };
-        let end = StoredEvent::TurnEnd {
-            estimator: Some(TokenEstimator {
-                drift: 1.5,
-                observations: 3,
-            }),
-        };
+        let op = |op: ContextOp| StoredEvent::context(&op);
+        let end = StoredEvent::turn_end(Some(TokenEstimator {
+            drift: 1.5,
+            observations: 3,
+        }));
         let events = vec![
             prompt("one"),
             text("a1"),
@@ -421,7 +304,7 @@ mod tests {
             end.clone(),
             op(ContextOp::Checkpoint { name: "cp".into() }),
             prompt("two"),
-            round(vec![call_message("c1"), result_message("c1")]),
+            round(tool_exchange("c1")),
             // A compaction between rounds: the first turn becomes a summary.
             op(ContextOp::Compact {
                 entries: 2,
@@ -462,13 +345,9 @@ mod tests {
     #[test]
     fn context_events_round_trip_as_json() {
         let events = vec![
-            StoredEvent::Context {
-                op: ContextOp::Drop { start: 0, count: 2 },
-            },
-            StoredEvent::TurnEnd { estimator: None },
-            StoredEvent::Round {
-                messages: vec![Message::assistant_text("x")],
-            },
+            StoredEvent::context(&ContextOp::Drop { start: 0, count: 2 }),
+            StoredEvent::turn_end(None),
+            round(vec![Message::assistant_text("x")]),
         ];
         for event in events {
             let line = serde_json::to_string(&event).unwrap();
@@ -476,7 +355,7 @@ mod tests {
         }
         // A turn end written without an estimator still reads.
         let bare: StoredEvent = serde_json::from_value(json!({"event": "turn_end"})).unwrap();
-        assert_eq!(bare, StoredEvent::TurnEnd { estimator: None });
+        assert_eq!(bare, StoredEvent::turn_end(None));
     }
 
     #[test]

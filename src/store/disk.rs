@@ -1,0 +1,362 @@
+//! The session files' format, version 1: the store's own types, so that a
+//! rename inside the agent cannot change what is on disk. Every type here
+//! mirrors, field for field, the JSON that the first stored sessions hold
+//! (`tests/fixtures/sessions/` has one). Those declared with
+//! `mirrored_enum!` / `mirrored_struct!` also convert to and from the
+//! agent's type of the same shape (`disk/mirror.rs`).
+//!
+//! A change that old readers would misread bumps [`FORMAT_VERSION`]; adding
+//! an event kind does not (readers skip kinds they do not know).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::context::{self, TokenEstimator};
+use crate::{events, model};
+
+#[macro_use]
+mod mirror;
+use mirror::Across;
+
+/// The format this version writes, and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// `metadata.json`: who a session is. Never holds secrets (MCP servers, with
+/// their tokens, come from the client on every load).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    pub id: String,
+    pub cwd: PathBuf,
+    #[serde(default)]
+    pub title: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub provider: String,
+    pub model: String,
+    #[serde(default)]
+    pub agent: Option<String>,
+    pub mode: String,
+    /// "Always" answers by tool name: true allows, false rejects.
+    #[serde(default)]
+    pub permissions: BTreeMap<String, bool>,
+    /// The session this one was started from (a subagent's parent).
+    #[serde(default)]
+    pub parent_id: Option<String>,
+}
+
+/// `metadata.json` as written: the format first, then the metadata.
+#[derive(Serialize)]
+pub(super) struct MetadataOut<'a> {
+    pub format_version: u32,
+    #[serde(flatten)]
+    pub metadata: &'a Metadata,
+}
+
+/// `metadata.json` as read: files from before the version field are version 1.
+#[derive(Deserialize)]
+pub(super) struct MetadataIn {
+    #[serde(default = "first_version")]
+    pub format_version: u32,
+    #[serde(flatten)]
+    pub metadata: Metadata,
+}
+
+fn first_version() -> u32 {
+    1
+}
+
+/// One line of `history.jsonl`. New kinds may be added; a line of a kind
+/// this version does not know reads as `Unknown` and is skipped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum StoredEvent {
+    /// The user's prompt, as the model got it (images kept).
+    UserPrompt {
+        at: String,
+        message: Message,
+    },
+    /// Something the client was shown.
+    Update {
+        update: StoredUpdate,
+    },
+    /// Messages one model round added, written as soon as the round is
+    /// done: a model answer, with its tool calls' results when it made any.
+    Round {
+        messages: Vec<Message>,
+    },
+    /// A change to the context stack (compaction, drop, checkpoint…),
+    /// replayed in order on top of the messages.
+    Context {
+        op: ContextOp,
+    },
+    /// The turn is over: everything it added is in the rounds before.
+    TurnEnd {
+        /// What the provider's usage taught the token estimate so far.
+        #[serde(default)]
+        estimator: Option<Estimator>,
+    },
+    ModeChanged {
+        mode: String,
+    },
+    ModelChanged {
+        provider: String,
+        model: String,
+    },
+    /// A kind this version does not know (from a newer one): skipped.
+    #[serde(other)]
+    Unknown,
+}
+
+mirrored_struct! {
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct Message = model::Message {
+        role: Role,
+        parts: Vec<Part>,
+    }
+}
+
+/// What the client was shown (the replayable part).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StoredUpdate {
+    AgentText { text: String },
+    Thought { text: String },
+    ToolCall { call: ToolCall },
+    ToolCallUpdate { progress: ToolCallProgress },
+    Plan { entries: Vec<TodoItem> },
+}
+
+impl StoredUpdate {
+    /// Append `next` to `self` when both are chunks of the same stream.
+    pub fn coalesce(&mut self, next: &StoredUpdate) -> bool {
+        match (self, next) {
+            (Self::AgentText { text }, Self::AgentText { text: more })
+            | (Self::Thought { text }, Self::Thought { text: more }) => {
+                text.push_str(more);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+mirrored_struct! {
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct ToolCall = events::ToolCallInfo {
+        id: String,
+        title: String,
+        kind: ToolKind,
+        raw_input: Value,
+        locations: Vec<Location>,
+    }
+}
+
+mirrored_struct! {
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct ToolCallProgress = events::ToolCallProgress {
+        id: String,
+        status: ToolStatus,
+        content: Vec<ToolContent>,
+        locations: Vec<Location>,
+        raw_output: Option<Value>,
+    }
+}
+
+mirrored_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Role = model::Role {
+        User,
+        Assistant,
+    }
+}
+
+mirrored_enum! {
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    pub enum Part = model::Part {
+        Text { text: String },
+        Image { mime_type: String, data: String },
+        Thinking {
+            text: String,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            signature: Option<String>,
+        },
+        RedactedThinking { data: String },
+        ToolCall { id: String, name: String, arguments: String },
+        ToolResult {
+            call_id: String,
+            content: String,
+            #[serde(default)]
+            is_error: bool,
+        },
+    }
+}
+
+mirrored_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ToolKind = events::ToolKind {
+        Read, Edit, Delete, Move, Search, Execute, Fetch, Think, Other,
+    }
+}
+
+mirrored_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ToolStatus = events::ToolStatus {
+        InProgress,
+        Completed,
+        Failed,
+    }
+}
+
+mirrored_enum! {
+    /// Externally tagged: `{"text": "…"}`, `{"diff": {…}}`.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ToolContent = events::ToolContent {
+        Text(text: String),
+        Image { mime_type: String, data: String },
+        Diff { path: PathBuf, old_text: Option<String>, new_text: String },
+        Terminal { terminal_id: String },
+    }
+}
+
+mirrored_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum TodoStatus = events::TodoStatus {
+        Pending,
+        InProgress,
+        Completed,
+    }
+}
+
+mirrored_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum TodoPriority = events::TodoPriority {
+        High,
+        #[default]
+        Medium,
+        Low,
+    }
+}
+
+mirrored_enum! {
+    /// A change to the context stack.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(tag = "op", rename_all = "snake_case")]
+    pub enum ContextOp = context::ContextOp {
+        Compact { entries: usize, summary: String },
+        Drop { start: usize, count: usize },
+        Checkpoint { name: String },
+        Rollback { name: String },
+        Pop { count: usize },
+        Reset,
+    }
+}
+
+mirrored_struct! {
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct Location = events::Location {
+        path: PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        line: Option<u32>,
+    }
+}
+
+mirrored_struct! {
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct TodoItem = events::TodoItem {
+        content: String,
+        status: TodoStatus,
+        #[serde(default)]
+        priority: TodoPriority,
+    }
+}
+
+mirrored_struct! {
+    /// What the provider's usage reports taught the token estimate.
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+    pub struct Estimator = context::TokenEstimator {
+        drift: f64,
+        observations: u32,
+    }
+}
+
+impl StoredUpdate {
+    /// What of `event` is worth replaying: not the usage, which is state
+    /// the next turn reports again, not conversation.
+    pub fn from_event(event: &events::AgentEvent) -> Option<Self> {
+        use events::AgentEvent as Event;
+        Some(match event {
+            Event::AgentText(text) => Self::AgentText { text: text.clone() },
+            Event::Thought(text) => Self::Thought { text: text.clone() },
+            Event::ToolCall(call) => Self::ToolCall {
+                call: call.clone().into(),
+            },
+            Event::ToolCallUpdate(progress) => Self::ToolCallUpdate {
+                progress: progress.clone().into(),
+            },
+            Event::Plan(entries) => Self::Plan {
+                entries: entries.clone().across(),
+            },
+            Event::Usage { .. } => return None,
+        })
+    }
+
+    pub fn into_event(self) -> events::AgentEvent {
+        use events::AgentEvent as Event;
+        match self {
+            Self::AgentText { text } => Event::AgentText(text),
+            Self::Thought { text } => Event::Thought(text),
+            Self::ToolCall { call } => Event::ToolCall(call.into()),
+            Self::ToolCallUpdate { progress } => Event::ToolCallUpdate(progress.into()),
+            Self::Plan { entries } => Event::Plan(entries.across()),
+        }
+    }
+}
+
+// ------------------------------------------------ from the agent's values
+
+/// The lines the recorder writes, made from the agent's own values.
+impl StoredEvent {
+    pub fn prompt(at: String, message: &model::Message) -> Self {
+        Self::UserPrompt {
+            at,
+            message: message.clone().into(),
+        }
+    }
+
+    pub fn round(messages: &[Arc<model::Message>]) -> Self {
+        Self::Round {
+            messages: messages
+                .iter()
+                .map(|m| Message::from((**m).clone()))
+                .collect(),
+        }
+    }
+
+    pub fn context(op: &context::ContextOp) -> Self {
+        Self::Context {
+            op: op.clone().into(),
+        }
+    }
+
+    pub fn turn_end(estimator: Option<TokenEstimator>) -> Self {
+        Self::TurnEnd {
+            estimator: estimator.map(Estimator::from),
+        }
+    }
+
+    /// An event the client was shown, when it is worth replaying.
+    pub fn shown(event: &events::AgentEvent) -> Option<Self> {
+        StoredUpdate::from_event(event).map(|update| Self::Update { update })
+    }
+}
