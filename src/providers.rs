@@ -9,6 +9,7 @@ pub mod known_models;
 pub mod ollama;
 pub mod openai;
 pub mod retry;
+pub mod settings;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,8 +20,8 @@ use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::config::{Config, ProviderConfig, ProviderKind};
 pub use crate::model::{Message, Part, Role, ToolDefinition};
+use settings::{ProviderKind, ProviderSettings};
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum ToolChoice {
@@ -220,7 +221,7 @@ pub type EventStream = BoxStream<'static, Result<ProviderEvent, ProviderError>>;
 
 /// A streaming chat-completion client (seed: TextGenerationProvider).
 pub trait Provider: Send + Sync {
-    fn config(&self) -> &ProviderConfig;
+    fn config(&self) -> &ProviderSettings;
     fn name(&self) -> &str {
         &self.config().name
     }
@@ -255,16 +256,17 @@ pub const FALLBACK_CONTEXT_WINDOW: u64 = 8192;
 /// The configured providers, built lazily: nothing here opens a connection
 /// until a session first asks.
 pub struct Providers {
-    configs: BTreeMap<String, ProviderConfig>,
+    configs: BTreeMap<String, ProviderSettings>,
     built: std::sync::Mutex<BTreeMap<String, Arc<dyn Provider>>>,
     models: tokio::sync::Mutex<BTreeMap<String, Arc<tokio::sync::OnceCell<Vec<ModelInfo>>>>>,
     windows: std::sync::Mutex<BTreeMap<(String, String), u64>>,
 }
 
 impl Providers {
-    pub fn from_config(config: &Config) -> Self {
+    /// The providers of `settings`, by name.
+    pub fn new(settings: BTreeMap<String, ProviderSettings>) -> Self {
         Self {
-            configs: config.providers.clone(),
+            configs: settings,
             built: std::sync::Mutex::default(),
             models: tokio::sync::Mutex::default(),
             windows: std::sync::Mutex::default(),
@@ -275,7 +277,7 @@ impl Providers {
         self.configs.keys().map(String::as_str)
     }
 
-    pub fn config(&self, name: &str) -> Option<&ProviderConfig> {
+    pub fn config(&self, name: &str) -> Option<&ProviderSettings> {
         self.configs.get(name)
     }
 
@@ -361,7 +363,7 @@ impl Providers {
     }
 }
 
-fn build_provider(config: &ProviderConfig) -> Arc<dyn Provider> {
+fn build_provider(config: &ProviderSettings) -> Arc<dyn Provider> {
     match config.kind {
         ProviderKind::OpenAi => Arc::new(openai::OpenAiProvider::new(config.clone())),
         ProviderKind::Ollama => Arc::new(ollama::OllamaProvider::new(config.clone())),

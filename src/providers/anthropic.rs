@@ -8,18 +8,18 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
 use super::http::{Framing, HttpBase, WireDecoder, truncate};
+use super::settings::ProviderSettings;
 use super::{
     ChatRequest, EventStream, FinishReason, Message, ModelInfo, Part, Provider, ProviderError,
     ProviderEvent, Role, ToolChoice, Usage,
 };
-use crate::config::ProviderConfig;
 
 pub struct AnthropicProvider {
     http: HttpBase,
 }
 
 impl AnthropicProvider {
-    pub fn new(config: ProviderConfig) -> Self {
+    pub fn new(config: ProviderSettings) -> Self {
         Self {
             http: HttpBase::new(config),
         }
@@ -50,7 +50,7 @@ impl AnthropicProvider {
 }
 
 impl Provider for AnthropicProvider {
-    fn config(&self) -> &ProviderConfig {
+    fn config(&self) -> &ProviderSettings {
         &self.http.config
     }
 
@@ -830,9 +830,9 @@ mod tests {
         }
     }
 
-    fn config(endpoint: String, key: Option<&str>) -> ProviderConfig {
-        use crate::config::{ApiKey, KeySource, ProviderKind, RetryPolicy, Secret};
-        ProviderConfig {
+    fn config(endpoint: String, key: Option<&str>) -> ProviderSettings {
+        use crate::providers::settings::{ApiKey, KeySource, ProviderKind, RetryPolicy, Secret};
+        ProviderSettings {
             name: "claude".into(),
             kind: ProviderKind::Anthropic,
             endpoint,

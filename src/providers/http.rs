@@ -10,8 +10,8 @@ use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
 use serde_json::Value;
 
+use super::settings::{KeySource, ProviderKind, ProviderSettings};
 use super::{EventStream, ModelInfo, ProviderError, ProviderEvent};
-use crate::config::{KeySource, ProviderConfig, ProviderKind};
 
 /// The Messages API version this client speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -23,12 +23,12 @@ pub const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 const HOSTED: [&str; 2] = ["https://api.openai.com", "https://api.anthropic.com"];
 
 pub struct HttpBase {
-    pub config: ProviderConfig,
+    pub config: ProviderSettings,
     client: OnceLock<reqwest::Client>,
 }
 
 impl HttpBase {
-    pub fn new(config: ProviderConfig) -> Self {
+    pub fn new(config: ProviderSettings) -> Self {
         Self {
             config,
             client: OnceLock::new(),
@@ -240,7 +240,7 @@ impl HttpBase {
 
 /// The error for an HTTP status the server answered instead of a stream.
 pub fn status_error(
-    config: &ProviderConfig,
+    config: &ProviderSettings,
     status: u16,
     retry_after: Option<Duration>,
     body: &str,
@@ -302,7 +302,7 @@ pub fn error_message(body: &str) -> Option<String> {
 
 /// Where to tell the user to put a key, in words: (where the key came from,
 /// what to check).
-pub fn key_hint(config: &ProviderConfig) -> (String, String) {
+pub fn key_hint(config: &ProviderSettings) -> (String, String) {
     match &config.api_key {
         Some(key) => (
             format!(" from {}", key.source),
@@ -326,7 +326,7 @@ pub fn key_hint(config: &ProviderConfig) -> (String, String) {
 }
 
 /// Map a transport failure from reqwest into a message that names the endpoint.
-pub fn connect_error(config: &ProviderConfig, err: &reqwest::Error) -> ProviderError {
+pub fn connect_error(config: &ProviderSettings, err: &reqwest::Error) -> ProviderError {
     let detail = if err.is_connect() {
         "connection refused or host not found".to_string()
     } else if err.is_timeout() {

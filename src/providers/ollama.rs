@@ -9,11 +9,11 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
 use super::http::{Framing, HttpBase, WireDecoder, truncate};
+use super::settings::ProviderSettings;
 use super::{
     ChatRequest, EventStream, FinishReason, Message, ModelInfo, Part, Provider, ProviderError,
     ProviderEvent, Role, ToolChoice, Usage,
 };
-use crate::config::ProviderConfig;
 
 /// The most a model's trained window counts for when the server reports no
 /// `num_ctx` of its own. Ollama reserves memory for the whole `num_ctx` it is
@@ -26,7 +26,7 @@ pub struct OllamaProvider {
 }
 
 impl OllamaProvider {
-    pub fn new(config: ProviderConfig) -> Self {
+    pub fn new(config: ProviderSettings) -> Self {
         Self {
             http: HttpBase::new(config),
         }
@@ -65,7 +65,7 @@ impl OllamaProvider {
 }
 
 impl Provider for OllamaProvider {
-    fn config(&self) -> &ProviderConfig {
+    fn config(&self) -> &ProviderSettings {
         &self.http.config
     }
 

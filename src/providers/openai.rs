@@ -9,11 +9,11 @@ use serde_json::{Value, json};
 
 use super::encoded::{EncodedMessages, with_array_field};
 use super::http::{Framing, HttpBase, WireDecoder, truncate};
+use super::settings::ProviderSettings;
 use super::{
     ChatRequest, EventStream, FinishReason, Message, ModelInfo, Part, Provider, ProviderError,
     ProviderEvent, Role, ToolChoice, Usage,
 };
-use crate::config::ProviderConfig;
 
 pub struct OpenAiProvider {
     http: HttpBase,
@@ -22,7 +22,7 @@ pub struct OpenAiProvider {
 }
 
 impl OpenAiProvider {
-    pub fn new(config: ProviderConfig) -> Self {
+    pub fn new(config: ProviderSettings) -> Self {
         Self {
             http: HttpBase::new(config),
             encoded: EncodedMessages::default(),
@@ -53,7 +53,7 @@ impl OpenAiProvider {
 }
 
 impl Provider for OpenAiProvider {
-    fn config(&self) -> &ProviderConfig {
+    fn config(&self) -> &ProviderSettings {
         &self.http.config
     }
 
