@@ -363,10 +363,11 @@ impl Providers {
     }
 }
 
-fn build_provider(config: &ProviderSettings) -> Arc<dyn Provider> {
-    match config.kind {
-        ProviderKind::OpenAi => Arc::new(openai::OpenAiProvider::new(config.clone())),
-        ProviderKind::Ollama => Arc::new(ollama::OllamaProvider::new(config.clone())),
-        ProviderKind::Anthropic => Arc::new(anthropic::AnthropicProvider::new(config.clone())),
+fn build_provider(settings: &ProviderSettings) -> Arc<dyn Provider> {
+    let settings = settings.clone();
+    match settings.kind {
+        ProviderKind::OpenAi => Arc::new(openai::OpenAiProvider::new(settings)),
+        ProviderKind::Ollama => Arc::new(ollama::OllamaProvider::new(settings)),
+        ProviderKind::Anthropic => Arc::new(anthropic::AnthropicProvider::new(settings)),
     }
 }

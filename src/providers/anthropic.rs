@@ -4,65 +4,50 @@
 
 use std::collections::BTreeMap;
 
-use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
-use super::http::{Framing, HttpBase, WireDecoder, truncate};
+use super::http::{Framing, HttpProvider, WireDecoder, WireFormat, truncate};
 use super::settings::ProviderSettings;
 use super::{
-    ChatRequest, EventStream, FinishReason, Message, ModelInfo, Part, Provider, ProviderError,
-    ProviderEvent, Role, ToolChoice, Usage,
+    ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderError, ProviderEvent, Role,
+    ToolChoice, Usage,
 };
 
-pub struct AnthropicProvider {
-    http: HttpBase,
-}
+/// The Messages API version this client speaks.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
-impl AnthropicProvider {
-    pub fn new(config: ProviderSettings) -> Self {
-        Self {
-            http: HttpBase::new(config),
-        }
+pub type AnthropicProvider = HttpProvider<AnthropicFormat>;
+
+/// The Messages API over server-sent events.
+#[derive(Default)]
+pub struct AnthropicFormat;
+
+impl WireFormat for AnthropicFormat {
+    type Decoder = StreamDecoder;
+    const FRAMING: Framing = Framing::Sse;
+    const CHAT_PATH: &'static str = "/v1/messages";
+    // The list is paged (20 by default); one page of the maximum size holds them all.
+    const MODELS_PATH: &'static str = "/v1/models?limit=1000";
+
+    fn request_text(&self, request: &ChatRequest, settings: &ProviderSettings) -> String {
+        request_body(request, settings.max_output_tokens).to_string()
     }
 
-    async fn start(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        let url = format!("{}/v1/messages", self.http.config.endpoint);
-        let body = request_body(&request, self.http.config.max_output_tokens);
-        let decoder = StreamDecoder::new(self.http.name());
-        self.http
-            .start_stream(
-                &url,
-                body.to_string(),
-                &request.model,
-                Framing::Sse,
-                decoder,
-                self.models(),
-            )
-            .await
+    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String> {
+        parse_models(body)
     }
 
-    async fn models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-        // The list is paged (20 by default); one page of the maximum size holds them all.
-        let url = format!("{}/v1/models?limit=1000", self.http.config.endpoint);
-        let body = self.http.get_json(&url).await?;
-        parse_models(&body).map_err(|detail| self.http.malformed(detail))
-    }
-}
-
-impl Provider for AnthropicProvider {
-    fn config(&self) -> &ProviderSettings {
-        &self.http.config
-    }
-
-    fn stream_chat(
+    /// Anthropic's own headers; a local server without a key gets no key header.
+    fn authorize(
         &self,
-        request: ChatRequest,
-    ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
-        Box::pin(self.start(request))
-    }
-
-    fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
-        Box::pin(self.models())
+        request: reqwest::RequestBuilder,
+        key: Option<&str>,
+    ) -> reqwest::RequestBuilder {
+        let request = request.header("anthropic-version", ANTHROPIC_VERSION);
+        match key {
+            Some(key) => request.header("x-api-key", key),
+            None => request,
+        }
     }
 }
 
@@ -241,6 +226,13 @@ pub struct StreamDecoder {
 }
 
 impl WireDecoder for StreamDecoder {
+    fn new(provider: &str) -> Self {
+        Self {
+            provider: provider.to_string(),
+            ..Self::default()
+        }
+    }
+
     fn on_event(&mut self, event: &str, data: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
         let data = data.trim();
         if data.is_empty() {
@@ -353,13 +345,6 @@ impl WireDecoder for StreamDecoder {
 }
 
 impl StreamDecoder {
-    pub fn new(provider: &str) -> Self {
-        Self {
-            provider: provider.to_string(),
-            ..Self::default()
-        }
-    }
-
     fn on_block_start(&mut self, value: &Value, out: &mut Vec<ProviderEvent>) {
         let index = block_index(value);
         // A start on an index still open: the server skipped the stop.
@@ -579,6 +564,7 @@ pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, String> {
 mod tests {
     use super::*;
     use crate::model::ToolDefinition;
+    use crate::providers::Provider;
     use crate::providers::http::event_stream;
     use std::sync::Arc;
 

@@ -1,20 +1,19 @@
-//! What the three wire formats share: a lazily built HTTP client per
-//! provider, the API-key check, error statuses turned into errors that say
-//! what to do, and a response body pumped through a format's decoder under an
-//! idle timeout.
+//! The one HTTP provider: a lazily built client, the API-key check, error
+//! statuses turned into errors that say what to do, and a response body
+//! pumped through a decoder under an idle timeout. What differs between the
+//! three provider types (paths, body, headers, stream events, model lists)
+//! is their [`WireFormat`].
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::settings::{KeySource, ProviderKind, ProviderSettings};
-use super::{EventStream, ModelInfo, ProviderError, ProviderEvent};
-
-/// The Messages API version this client speaks.
-pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+use super::settings::{KeySource, ProviderSettings};
+use super::{ChatRequest, EventStream, ModelInfo, Provider, ProviderError, ProviderEvent};
 
 /// How long a model list or model lookup may take; it only fills a menu.
 pub const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
@@ -22,119 +21,178 @@ pub const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 /// Hosted APIs that cannot answer without a key.
 const HOSTED: [&str; 2] = ["https://api.openai.com", "https://api.anthropic.com"];
 
-pub struct HttpBase {
-    pub config: ProviderSettings,
-    client: OnceLock<reqwest::Client>,
-}
+/// One provider type's API: where to send what, and how to read the answer.
+pub trait WireFormat: Send + Sync + 'static {
+    type Decoder: WireDecoder;
+    /// How the streamed answer is framed.
+    const FRAMING: Framing;
+    /// The streamed chat call, after the endpoint.
+    const CHAT_PATH: &'static str;
+    /// The model list, after the endpoint.
+    const MODELS_PATH: &'static str;
 
-impl HttpBase {
-    pub fn new(config: ProviderSettings) -> Self {
-        Self {
-            config,
-            client: OnceLock::new(),
+    /// The JSON text of a streamed chat request.
+    fn request_text(&self, request: &ChatRequest, settings: &ProviderSettings) -> String;
+
+    /// The server's model list.
+    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String>;
+
+    /// The key, the way this API expects it: a bearer token unless the API
+    /// says otherwise (a hosted Ollama behind a proxy included).
+    fn authorize(
+        &self,
+        request: reqwest::RequestBuilder,
+        key: Option<&str>,
+    ) -> reqwest::RequestBuilder {
+        match key {
+            Some(key) => request.bearer_auth(key),
+            None => request,
         }
     }
 
-    pub fn name(&self) -> &str {
-        &self.config.name
+    /// Where to ask for a model's window beyond the model list, if the API
+    /// has such a call: its path and JSON body.
+    fn window_query(&self, _model: &str) -> Option<(&'static str, Value)> {
+        None
     }
 
-    pub fn client(&self) -> Result<&reqwest::Client, ProviderError> {
+    /// The window in the answer to [`WireFormat::window_query`].
+    fn parse_window(&self, _body: &Value) -> Option<u64> {
+        None
+    }
+}
+
+/// A provider that speaks `W` over HTTP.
+pub struct HttpProvider<W> {
+    settings: ProviderSettings,
+    client: OnceLock<reqwest::Client>,
+    wire: W,
+}
+
+impl<W: WireFormat + Default> HttpProvider<W> {
+    pub fn new(settings: ProviderSettings) -> Self {
+        Self {
+            settings,
+            client: OnceLock::new(),
+            wire: W::default(),
+        }
+    }
+}
+
+impl<W: WireFormat> Provider for HttpProvider<W> {
+    fn config(&self) -> &ProviderSettings {
+        &self.settings
+    }
+
+    fn stream_chat(
+        &self,
+        request: ChatRequest,
+    ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
+        Box::pin(self.start(request))
+    }
+
+    fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
+        Box::pin(self.models())
+    }
+
+    fn reported_context_window<'a>(
+        &'a self,
+        model: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>, ProviderError>> {
+        Box::pin(self.window(model))
+    }
+}
+
+impl<W: WireFormat> HttpProvider<W> {
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.settings.endpoint)
+    }
+
+    /// `POST` the chat request and stream the answer through the format's
+    /// decoder. An unknown model is reported with what the server lists.
+    async fn start(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
+        self.check_key()?;
+        let client = self.client()?;
+        let url = self.url(W::CHAT_PATH);
+        tracing::debug!(%url, model = %request.model, "chat request");
+        let body = self.wire.request_text(&request, &self.settings);
+        let sent = self
+            .send(
+                self.authorized(client.post(&url))
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body),
+                &request.model,
+            )
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(err) => return Err(self.with_listing(err).await),
+        };
+        Ok(event_stream(
+            response,
+            W::FRAMING,
+            self.settings.timeout,
+            self.settings.name.clone(),
+            W::Decoder::new(&self.settings.name),
+        ))
+    }
+
+    async fn models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+        self.check_key()?;
+        let client = self.client()?;
+        let request = self.authorized(client.get(self.url(W::MODELS_PATH)));
+        let body = self.fetch_json(request).await?;
+        self.wire
+            .parse_models(&body)
+            .map_err(|detail| ProviderError::Malformed {
+                provider: self.settings.name.clone(),
+                detail,
+            })
+    }
+
+    async fn window(&self, model: &str) -> Result<Option<u64>, ProviderError> {
+        let Some((path, query)) = self.wire.window_query(model) else {
+            return Ok(None);
+        };
+        self.check_key()?;
+        let client = self.client()?;
+        let request = self.authorized(client.post(self.url(path))).json(&query);
+        Ok(self.wire.parse_window(&self.fetch_json(request).await?))
+    }
+
+    fn client(&self) -> Result<&reqwest::Client, ProviderError> {
         if let Some(client) = self.client.get() {
             return Ok(client);
         }
         // Built on first use: TLS set-up costs milliseconds that `initialize` should not pay.
         let client = reqwest::Client::builder()
-            .connect_timeout(self.config.connect_timeout)
+            .connect_timeout(self.settings.connect_timeout)
             .build()
             .map_err(|err| ProviderError::Setup {
-                provider: self.config.name.clone(),
+                provider: self.settings.name.clone(),
                 detail: error_chain(&err),
             })?;
         Ok(self.client.get_or_init(|| client))
     }
 
-    pub fn key(&self) -> Option<&str> {
-        self.config.api_key.as_ref().map(|key| key.secret.expose())
-    }
-
-    /// The key, the way the provider type expects it: Anthropic's own
-    /// headers, a bearer token for everyone else (a hosted Ollama behind a
-    /// proxy included).
-    pub fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        match self.config.kind {
-            ProviderKind::Anthropic => {
-                let request = request.header("anthropic-version", ANTHROPIC_VERSION);
-                match self.key() {
-                    Some(key) => request.header("x-api-key", key),
-                    None => request,
-                }
-            }
-            ProviderKind::OpenAi | ProviderKind::Ollama => match self.key() {
-                Some(key) => request.bearer_auth(key),
-                None => request,
-            },
-        }
-    }
-
-    /// `POST` a chat request (`body`: JSON text) to `url` and stream the answer through
-    /// `decoder`. An unknown model is reported with what `models` lists.
-    pub async fn start_stream(
-        &self,
-        url: &str,
-        body: String,
-        model: &str,
-        framing: Framing,
-        decoder: impl WireDecoder,
-        models: impl Future<Output = Result<Vec<ModelInfo>, ProviderError>>,
-    ) -> Result<EventStream, ProviderError> {
-        self.check_key()?;
-        let client = self.client()?;
-        tracing::debug!(%url, model, "chat request");
-        let sent = self
-            .send(
-                self.authorized(client.post(url))
-                    .header(reqwest::header::CONTENT_TYPE, "application/json")
-                    .body(body),
-                model,
-            )
-            .await;
-        let response = match sent {
-            Ok(response) => response,
-            Err(err) => return Err(self.with_listing(err, models).await),
-        };
-        Ok(event_stream(
-            response,
-            framing,
-            self.config.timeout,
-            self.config.name.clone(),
-            decoder,
-        ))
-    }
-
-    /// `GET` a small JSON document (a model list), authorized.
-    pub async fn get_json(&self, url: &str) -> Result<Value, ProviderError> {
-        self.check_key()?;
-        let client = self.client()?;
-        self.fetch_json(self.authorized(client.get(url))).await
-    }
-
-    /// `POST` a small JSON request and read its JSON answer, authorized.
-    pub async fn post_json(&self, url: &str, body: &Value) -> Result<Value, ProviderError> {
-        self.check_key()?;
-        let client = self.client()?;
-        self.fetch_json(self.authorized(client.post(url)).json(body))
-            .await
+    fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let key = self
+            .settings
+            .api_key
+            .as_ref()
+            .map(|key| key.secret.expose());
+        self.wire.authorize(request, key)
     }
 
     /// A hosted API with no key can only fail; say so before sending anything.
-    pub fn check_key(&self) -> Result<(), ProviderError> {
-        if self.config.api_key.is_some() {
+    fn check_key(&self) -> Result<(), ProviderError> {
+        let settings = &self.settings;
+        if settings.api_key.is_some() {
             return Ok(());
         }
-        if let Some(var) = &self.config.missing_key_variable {
+        if let Some(var) = &settings.missing_key_variable {
             return Err(ProviderError::MissingKey {
-                provider: self.config.name.clone(),
+                provider: settings.name.clone(),
                 fix: format!(
                     "the config asks for ${{{var}}}, which is not set. Export {var} in the environment the editor starts the agent from."
                 ),
@@ -142,13 +200,13 @@ impl HttpBase {
         }
         let hosted = HOSTED
             .iter()
-            .any(|host| self.config.endpoint.starts_with(host));
-        if hosted && let Some(var) = self.config.kind.conventional_key_variable() {
+            .any(|host| settings.endpoint.starts_with(host));
+        if hosted && let Some(var) = settings.kind.conventional_key_variable() {
             return Err(ProviderError::MissingKey {
-                provider: self.config.name.clone(),
+                provider: settings.name.clone(),
                 fix: format!(
                     "{} requires one. Export {var}, or set api_key = \"${{VARIABLE}}\" in [llm.providers.{}].",
-                    self.config.endpoint, self.config.name
+                    settings.endpoint, settings.name
                 ),
             });
         }
@@ -156,7 +214,7 @@ impl HttpBase {
     }
 
     /// Send a request; a non-2xx status becomes the matching error.
-    pub async fn send(
+    async fn send(
         &self,
         request: reqwest::RequestBuilder,
         model: &str,
@@ -164,7 +222,7 @@ impl HttpBase {
         let response = request
             .send()
             .await
-            .map_err(|err| connect_error(&self.config, &err))?;
+            .map_err(|err| connect_error(&self.settings, &err))?;
         if response.status().is_success() {
             return Ok(response);
         }
@@ -172,7 +230,7 @@ impl HttpBase {
         let retry_after = retry_after(response.headers());
         let body = response.text().await.unwrap_or_default();
         Err(status_error(
-            &self.config,
+            &self.settings,
             status,
             retry_after,
             &body,
@@ -181,38 +239,31 @@ impl HttpBase {
     }
 
     /// A small JSON document (model lists, model details), under a short timeout.
-    pub async fn fetch_json(
-        &self,
-        request: reqwest::RequestBuilder,
-    ) -> Result<Value, ProviderError> {
+    async fn fetch_json(&self, request: reqwest::RequestBuilder) -> Result<Value, ProviderError> {
         let response = self.send(request.timeout(METADATA_TIMEOUT), "").await?;
         let body = response
             .text()
             .await
             .map_err(|err| ProviderError::Truncated {
-                provider: self.config.name.clone(),
+                provider: self.settings.name.clone(),
                 detail: error_chain(&err),
             })?;
         serde_json::from_str(&body).map_err(|err| ProviderError::Malformed {
-            provider: self.config.name.clone(),
+            provider: self.settings.name.clone(),
             detail: format!("expected JSON ({err}): {}", truncate(&body, 200)),
         })
     }
 
     /// Fill in what the server offers when the model was not found, so the
     /// user can pick one without leaving the editor.
-    pub async fn with_listing(
-        &self,
-        err: ProviderError,
-        models: impl Future<Output = Result<Vec<ModelInfo>, ProviderError>>,
-    ) -> ProviderError {
+    async fn with_listing(&self, err: ProviderError) -> ProviderError {
         let ProviderError::ModelNotFound {
             provider, model, ..
         } = err
         else {
             return err;
         };
-        let listing = match models.await {
+        let listing = match self.models().await {
             Ok(models) if !models.is_empty() => format!(
                 "; it offers: {}",
                 models
@@ -227,13 +278,6 @@ impl HttpBase {
             provider,
             model,
             listing,
-        }
-    }
-
-    pub fn malformed(&self, detail: impl Into<String>) -> ProviderError {
-        ProviderError::Malformed {
-            provider: self.config.name.clone(),
-            detail: detail.into(),
         }
     }
 }
@@ -380,6 +424,10 @@ pub fn truncate(text: &str, max: usize) -> String {
 /// Turns one wire format's framed payloads into [`ProviderEvent`]s. Pure, so
 /// every quirk is tested without a server.
 pub trait WireDecoder: Send + 'static {
+    /// A decoder for one stream from provider `provider`.
+    fn new(provider: &str) -> Self
+    where
+        Self: Sized;
     /// One SSE event (its `event:` name, empty when absent, and its data), or
     /// one NDJSON line (empty name).
     fn on_event(&mut self, event: &str, data: &str) -> Vec<Result<ProviderEvent, ProviderError>>;

@@ -5,14 +5,14 @@
 
 use std::collections::BTreeSet;
 
-use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
-use super::http::{Framing, HttpBase, WireDecoder, truncate};
+use super::http::{Framing, HttpProvider, WireDecoder, WireFormat, truncate};
+use super::openai::function_tools;
 use super::settings::ProviderSettings;
 use super::{
-    ChatRequest, EventStream, FinishReason, Message, ModelInfo, Part, Provider, ProviderError,
-    ProviderEvent, Role, ToolChoice, Usage,
+    ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderError, ProviderEvent, Role,
+    ToolChoice, Usage,
 };
 
 /// The most a model's trained window counts for when the server reports no
@@ -21,71 +21,33 @@ use super::{
 /// `context_window` in the provider's config to go higher.
 pub const MAX_REPORTED_CONTEXT: u64 = 32768;
 
-pub struct OllamaProvider {
-    http: HttpBase,
-}
+pub type OllamaProvider = HttpProvider<OllamaFormat>;
 
-impl OllamaProvider {
-    pub fn new(config: ProviderSettings) -> Self {
-        Self {
-            http: HttpBase::new(config),
-        }
+/// `/api/chat` over newline-delimited JSON.
+#[derive(Default)]
+pub struct OllamaFormat;
+
+impl WireFormat for OllamaFormat {
+    type Decoder = StreamDecoder;
+    const FRAMING: Framing = Framing::Ndjson;
+    const CHAT_PATH: &'static str = "/api/chat";
+    const MODELS_PATH: &'static str = "/api/tags";
+
+    fn request_text(&self, request: &ChatRequest, _settings: &ProviderSettings) -> String {
+        request_body(request).to_string()
     }
 
-    async fn start(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        let url = format!("{}/api/chat", self.http.config.endpoint);
-        let body = request_body(&request);
-        let decoder = StreamDecoder::new(self.http.name());
-        self.http
-            .start_stream(
-                &url,
-                body.to_string(),
-                &request.model,
-                Framing::Ndjson,
-                decoder,
-                self.models(),
-            )
-            .await
-    }
-
-    async fn models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-        let url = format!("{}/api/tags", self.http.config.endpoint);
-        let body = self.http.get_json(&url).await?;
-        parse_tags(&body).map_err(|detail| self.http.malformed(detail))
-    }
-
-    async fn show(&self, model: &str) -> Result<Option<u64>, ProviderError> {
-        let url = format!("{}/api/show", self.http.config.endpoint);
-        let body = self
-            .http
-            .post_json(&url, &json!({ "model": model }))
-            .await?;
-        Ok(parse_show(&body))
-    }
-}
-
-impl Provider for OllamaProvider {
-    fn config(&self) -> &ProviderSettings {
-        &self.http.config
-    }
-
-    fn stream_chat(
-        &self,
-        request: ChatRequest,
-    ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
-        Box::pin(self.start(request))
-    }
-
-    fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
-        Box::pin(self.models())
+    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String> {
+        parse_tags(body)
     }
 
     /// `/api/tags` carries no window; `/api/show` does.
-    fn reported_context_window<'a>(
-        &'a self,
-        model: &'a str,
-    ) -> BoxFuture<'a, Result<Option<u64>, ProviderError>> {
-        Box::pin(self.show(model))
+    fn window_query(&self, model: &str) -> Option<(&'static str, Value)> {
+        Some(("/api/show", json!({ "model": model })))
+    }
+
+    fn parse_window(&self, body: &Value) -> Option<u64> {
+        parse_show(body)
     }
 }
 
@@ -118,20 +80,7 @@ pub fn request_body(request: &ChatRequest) -> Value {
     // Ollama has no `tool_choice`: `None` is honoured by sending no tools;
     // `Required` and `Specific` can only offer the tools and hope.
     if !request.tools.is_empty() && request.tool_choice != ToolChoice::None {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|tool| {
-                json!({
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.parameters,
-                    }
-                })
-            })
-            .collect();
+        body["tools"] = function_tools(&request.tools);
     }
     body
 }
@@ -236,13 +185,6 @@ pub struct StreamDecoder {
 }
 
 impl StreamDecoder {
-    pub fn new(provider: &str) -> Self {
-        Self {
-            provider: provider.to_string(),
-            ..Self::default()
-        }
-    }
-
     fn malformed(&self, detail: String) -> ProviderError {
         ProviderError::Malformed {
             provider: self.provider.clone(),
@@ -293,6 +235,13 @@ impl StreamDecoder {
 }
 
 impl WireDecoder for StreamDecoder {
+    fn new(provider: &str) -> Self {
+        Self {
+            provider: provider.to_string(),
+            ..Self::default()
+        }
+    }
+
     fn on_event(&mut self, _event: &str, data: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
         let data = data.trim();
         if data.is_empty() || self.done {

@@ -4,68 +4,37 @@
 
 use std::collections::BTreeMap;
 
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::encoded::{EncodedMessages, with_array_field};
-use super::http::{Framing, HttpBase, WireDecoder, truncate};
+use super::http::{Framing, HttpProvider, WireDecoder, WireFormat, truncate};
 use super::settings::ProviderSettings;
 use super::{
-    ChatRequest, EventStream, FinishReason, Message, ModelInfo, Part, Provider, ProviderError,
-    ProviderEvent, Role, ToolChoice, Usage,
+    ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderError, ProviderEvent, Role,
+    ToolChoice, ToolDefinition, Usage,
 };
 
-pub struct OpenAiProvider {
-    http: HttpBase,
+pub type OpenAiProvider = HttpProvider<OpenAiFormat>;
+
+/// Chat completions over server-sent events.
+#[derive(Default)]
+pub struct OpenAiFormat {
     /// Past messages as already-encoded JSON (see `encoded`).
     encoded: EncodedMessages,
 }
 
-impl OpenAiProvider {
-    pub fn new(config: ProviderSettings) -> Self {
-        Self {
-            http: HttpBase::new(config),
-            encoded: EncodedMessages::default(),
-        }
+impl WireFormat for OpenAiFormat {
+    type Decoder = StreamDecoder;
+    const FRAMING: Framing = Framing::Sse;
+    const CHAT_PATH: &'static str = "/chat/completions";
+    const MODELS_PATH: &'static str = "/models";
+
+    fn request_text(&self, request: &ChatRequest, _settings: &ProviderSettings) -> String {
+        request_text(request, &self.encoded)
     }
 
-    async fn start(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        let url = format!("{}/chat/completions", self.http.config.endpoint);
-        let body = request_text(&request, &self.encoded);
-        let decoder = StreamDecoder::new(self.http.name());
-        self.http
-            .start_stream(
-                &url,
-                body,
-                &request.model,
-                Framing::Sse,
-                decoder,
-                self.models(),
-            )
-            .await
-    }
-
-    async fn models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-        let url = format!("{}/models", self.http.config.endpoint);
-        let body = self.http.get_json(&url).await?;
-        parse_models(&body).map_err(|detail| self.http.malformed(detail))
-    }
-}
-
-impl Provider for OpenAiProvider {
-    fn config(&self) -> &ProviderSettings {
-        &self.http.config
-    }
-
-    fn stream_chat(
-        &self,
-        request: ChatRequest,
-    ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
-        Box::pin(self.start(request))
-    }
-
-    fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
-        Box::pin(self.models())
+    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String> {
+        parse_models(body)
     }
 }
 
@@ -110,20 +79,7 @@ fn envelope(request: &ChatRequest) -> Value {
         body["max_tokens"] = json!(max);
     }
     if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|tool| {
-                json!({
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.parameters,
-                    }
-                })
-            })
-            .collect();
+        body["tools"] = function_tools(&request.tools);
         body["tool_choice"] = match &request.tool_choice {
             ToolChoice::Auto => json!("auto"),
             ToolChoice::Required => json!("required"),
@@ -134,6 +90,23 @@ fn envelope(request: &ChatRequest) -> Value {
         };
     }
     body
+}
+
+/// Tools as `function` entries, the form Ollama takes too.
+pub(super) fn function_tools(tools: &[ToolDefinition]) -> Value {
+    tools
+        .iter()
+        .map(|tool| {
+            json!({
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                }
+            })
+        })
+        .collect()
 }
 
 fn encode_message(message: &Message, out: &mut Vec<Value>) {
@@ -173,30 +146,7 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
         }
         Role::Assistant => {
             let text = message.text();
-            let calls: Vec<Value> = message
-                .parts
-                .iter()
-                .filter_map(|part| match part {
-                    Part::ToolCall {
-                        id,
-                        name,
-                        arguments,
-                    } => {
-                        // Arguments the model cut short were already answered
-                        // with an error; servers that parse the history
-                        // (llama-server) reject them, so send an empty object.
-                        let valid = serde_json::from_str::<Value>(arguments)
-                            .is_ok_and(|value| value.is_object());
-                        let arguments = if valid { arguments.as_str() } else { "{}" };
-                        Some(json!({
-                            "id": id,
-                            "type": "function",
-                            "function": { "name": name, "arguments": arguments },
-                        }))
-                    }
-                    _ => None,
-                })
-                .collect();
+            let calls: Vec<Value> = message.parts.iter().filter_map(tool_call).collect();
             let mut entry = json!({ "role": "assistant", "content": text });
             if !calls.is_empty() {
                 entry["tool_calls"] = Value::Array(calls);
@@ -204,6 +154,28 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
             out.push(entry);
         }
     }
+}
+
+/// A `tool_calls` entry for a call part.
+fn tool_call(part: &Part) -> Option<Value> {
+    let Part::ToolCall {
+        id,
+        name,
+        arguments,
+    } = part
+    else {
+        return None;
+    };
+    // Arguments the model cut short were already answered with an error;
+    // servers that parse the history (llama-server) reject them, so send an
+    // empty object.
+    let valid = serde_json::from_str::<Value>(arguments).is_ok_and(|value| value.is_object());
+    let arguments = if valid { arguments.as_str() } else { "{}" };
+    Some(json!({
+        "id": id,
+        "type": "function",
+        "function": { "name": name, "arguments": arguments },
+    }))
 }
 
 /// Turns the `data:` payloads of a chat-completions stream into events.
@@ -221,6 +193,13 @@ pub struct StreamDecoder {
 }
 
 impl WireDecoder for StreamDecoder {
+    fn new(provider: &str) -> Self {
+        Self {
+            provider: provider.to_string(),
+            ..Self::default()
+        }
+    }
+
     fn on_event(&mut self, _event: &str, data: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
         let provider = self.provider.as_str();
         let data = data.trim();
@@ -322,13 +301,6 @@ impl WireDecoder for StreamDecoder {
 }
 
 impl StreamDecoder {
-    pub fn new(provider: &str) -> Self {
-        Self {
-            provider: provider.to_string(),
-            ..Self::default()
-        }
-    }
-
     fn on_delta(&mut self, delta: &Value, out: &mut Vec<ProviderEvent>) {
         // llama.cpp and vLLM send `reasoning_content`; OpenRouter sends `reasoning`.
         for key in ["reasoning_content", "reasoning"] {
