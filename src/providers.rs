@@ -10,6 +10,7 @@ pub mod ollama;
 pub mod openai;
 pub mod retry;
 pub mod settings;
+pub mod stream;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,6 +22,10 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 pub use crate::model::{Message, Part, Role, ToolDefinition};
+use anthropic::AnthropicFormat;
+use http::HttpProvider;
+use ollama::OllamaFormat;
+use openai::OpenAiFormat;
 use settings::{ProviderKind, ProviderSettings};
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -366,8 +371,8 @@ impl Providers {
 fn build_provider(settings: &ProviderSettings) -> Arc<dyn Provider> {
     let settings = settings.clone();
     match settings.kind {
-        ProviderKind::OpenAi => Arc::new(openai::OpenAiProvider::new(settings)),
-        ProviderKind::Ollama => Arc::new(ollama::OllamaProvider::new(settings)),
-        ProviderKind::Anthropic => Arc::new(anthropic::AnthropicProvider::new(settings)),
+        ProviderKind::OpenAi => Arc::new(HttpProvider::<OpenAiFormat>::new(settings)),
+        ProviderKind::Ollama => Arc::new(HttpProvider::<OllamaFormat>::new(settings)),
+        ProviderKind::Anthropic => Arc::new(HttpProvider::<AnthropicFormat>::new(settings)),
     }
 }

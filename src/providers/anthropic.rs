@@ -6,17 +6,15 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::http::{Framing, HttpProvider, WireDecoder, WireFormat, truncate};
+use super::http::{WireFormat, truncate};
 use super::settings::ProviderSettings;
+use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder};
 use super::{
-    ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderError, ProviderEvent, Role,
-    ToolChoice, Usage,
+    ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice, Usage,
 };
 
 /// The Messages API version this client speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
-
-pub type AnthropicProvider = HttpProvider<AnthropicFormat>;
 
 /// The Messages API over server-sent events.
 #[derive(Default)]
@@ -24,7 +22,6 @@ pub struct AnthropicFormat;
 
 impl WireFormat for AnthropicFormat {
     type Decoder = StreamDecoder;
-    const FRAMING: Framing = Framing::Sse;
     const CHAT_PATH: &'static str = "/v1/messages";
     // The list is paged (20 by default); one page of the maximum size holds them all.
     const MODELS_PATH: &'static str = "/v1/models?limit=1000";
@@ -211,12 +208,8 @@ enum Block {
 /// `type` in their data: llama-server and proxies differ in `event:` names.
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
-    provider: String,
-    /// `message_stop` arrived.
-    done: bool,
-    saw_anything: bool,
-    /// A `message_delta` carried a stop reason.
-    stopped: bool,
+    /// The end marker is `message_stop`; the finish, a stop reason in `message_delta`.
+    progress: Progress,
     usage_seen: bool,
     usage_sent: bool,
     prompt_tokens: u64,
@@ -226,29 +219,17 @@ pub struct StreamDecoder {
 }
 
 impl WireDecoder for StreamDecoder {
-    fn new(provider: &str) -> Self {
-        Self {
-            provider: provider.to_string(),
-            ..Self::default()
-        }
-    }
+    const FRAMING: Framing = Framing::Sse;
+    const CUT_OFF: &'static str = "the connection closed before message_stop";
 
-    fn on_event(&mut self, event: &str, data: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
+    fn on_event(&mut self, event: &str, data: &str) -> Vec<Decoded> {
         let data = data.trim();
         if data.is_empty() {
             return Vec::new();
         }
         let value: Value = match serde_json::from_str(data) {
             Ok(value) => value,
-            Err(err) => {
-                return vec![Err(ProviderError::Malformed {
-                    provider: self.provider.clone(),
-                    detail: format!(
-                        "a stream event is not JSON ({err}): {}",
-                        truncate(data, 200)
-                    ),
-                })];
-            }
+            Err(err) => return vec![Err(StreamError::not_json("event", &err, data))],
         };
         let kind = value
             .get("type")
@@ -258,93 +239,71 @@ impl WireDecoder for StreamDecoder {
         let mut out = Vec::new();
         match kind.as_str() {
             "message_start" => {
-                self.saw_anything = true;
                 if let Some(usage) = value.pointer("/message/usage") {
                     self.usage_seen = true;
                     self.prompt_tokens = prompt_tokens(usage);
                     self.completion_tokens = count(usage, "output_tokens");
                 }
             }
-            "content_block_start" => {
-                self.saw_anything = true;
-                self.on_block_start(&value, &mut out);
-            }
-            "content_block_delta" => {
-                self.saw_anything = true;
-                self.on_block_delta(&value, &mut out);
-            }
+            "content_block_start" => self.on_block_start(&value, &mut out),
+            "content_block_delta" => self.on_block_delta(&value, &mut out),
             "content_block_stop" => {
-                self.saw_anything = true;
                 let index = block_index(&value);
                 if let Some(block) = self.blocks.remove(&index) {
                     close_block(index, block, &mut out);
                 }
             }
-            "message_delta" => {
-                self.saw_anything = true;
-                if let Some(usage) = value.get("usage") {
-                    self.usage_seen = true;
-                    if let Some(output) = usage.get("output_tokens").and_then(Value::as_u64) {
-                        self.completion_tokens = output;
-                    }
-                    if count(usage, "input_tokens") > 0 {
-                        self.prompt_tokens = prompt_tokens(usage);
-                    }
-                }
-                if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    self.close_blocks(&mut out);
-                    self.stopped = true;
-                    out.push(ProviderEvent::Finish(match reason {
-                        "end_turn" | "stop_sequence" => FinishReason::Stop,
-                        "max_tokens" => FinishReason::Length,
-                        "tool_use" => FinishReason::ToolCalls,
-                        "refusal" => FinishReason::Refusal,
-                        other => FinishReason::Other(other.to_string()),
-                    }));
-                }
-            }
+            "message_delta" => self.on_message_delta(&value, &mut out),
             "message_stop" => {
-                self.saw_anything = true;
-                self.done = true;
+                self.progress.done = true;
                 self.close_blocks(&mut out);
                 self.push_usage(&mut out);
             }
-            "error" => return vec![Err(self.remote_error(&value))],
+            "error" => return vec![Err(remote_error(&value))],
             // `ping` and event types added later carry nothing for us.
-            _ => {}
+            _ => return Vec::new(),
         }
+        self.progress.saw_anything = true;
         out.into_iter().map(Ok).collect()
     }
 
-    /// The byte stream ended. Without `message_stop` the answer may be cut off.
-    fn finish(&mut self) -> Vec<Result<ProviderEvent, ProviderError>> {
-        if self.done {
-            return Vec::new();
-        }
-        if !self.saw_anything {
-            return vec![Err(ProviderError::EmptyStream {
-                provider: self.provider.clone(),
-            })];
-        }
-        if self.stopped {
-            // The stop reason arrived, only the end marker is missing: nothing is lost.
-            let mut out = Vec::new();
-            self.close_blocks(&mut out);
-            self.push_usage(&mut out);
-            return out.into_iter().map(Ok).collect();
-        }
-        vec![Err(ProviderError::Truncated {
-            provider: self.provider.clone(),
-            detail: "the connection closed before message_stop".into(),
-        })]
+    fn progress(&self) -> Progress {
+        self.progress
     }
 
-    fn done(&self) -> bool {
-        self.done
+    /// The stop reason arrived, only the end marker is missing: nothing is lost.
+    fn close(&mut self) -> Vec<ProviderEvent> {
+        let mut out = Vec::new();
+        self.close_blocks(&mut out);
+        self.push_usage(&mut out);
+        out
     }
 }
 
 impl StreamDecoder {
+    fn on_message_delta(&mut self, value: &Value, out: &mut Vec<ProviderEvent>) {
+        if let Some(usage) = value.get("usage") {
+            self.usage_seen = true;
+            if let Some(output) = usage.get("output_tokens").and_then(Value::as_u64) {
+                self.completion_tokens = output;
+            }
+            if count(usage, "input_tokens") > 0 {
+                self.prompt_tokens = prompt_tokens(usage);
+            }
+        }
+        if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
+            self.close_blocks(out);
+            self.progress.finished = true;
+            out.push(ProviderEvent::Finish(match reason {
+                "end_turn" | "stop_sequence" => FinishReason::Stop,
+                "max_tokens" => FinishReason::Length,
+                "tool_use" => FinishReason::ToolCalls,
+                "refusal" => FinishReason::Refusal,
+                other => FinishReason::Other(other.to_string()),
+            }));
+        }
+    }
+
     fn on_block_start(&mut self, value: &Value, out: &mut Vec<ProviderEvent>) {
         let index = block_index(value);
         // A start on an index still open: the server skipped the stop.
@@ -359,15 +318,9 @@ impl StreamDecoder {
             .and_then(Value::as_str)
             .unwrap_or_default()
         {
-            "text" => {
-                if let Some(text) = non_empty(block, "text") {
-                    out.push(ProviderEvent::TextDelta(text.to_string()));
-                }
-            }
+            "text" => push_text(out, block, "text", ProviderEvent::TextDelta),
             "thinking" => {
-                if let Some(text) = non_empty(block, "thinking") {
-                    out.push(ProviderEvent::ThinkingDelta(text.to_string()));
-                }
+                push_text(out, block, "thinking", ProviderEvent::ThinkingDelta);
                 self.blocks.insert(
                     index,
                     Block::Thinking {
@@ -377,9 +330,7 @@ impl StreamDecoder {
                 );
             }
             "redacted_thinking" => {
-                if let Some(data) = non_empty(block, "data") {
-                    out.push(ProviderEvent::RedactedThinking(data.to_string()));
-                }
+                push_text(out, block, "data", ProviderEvent::RedactedThinking);
             }
             "tool_use" => {
                 let id = non_empty(block, "id")
@@ -421,16 +372,8 @@ impl StreamDecoder {
             .and_then(Value::as_str)
             .unwrap_or_default()
         {
-            "text_delta" => {
-                if let Some(text) = non_empty(delta, "text") {
-                    out.push(ProviderEvent::TextDelta(text.to_string()));
-                }
-            }
-            "thinking_delta" => {
-                if let Some(text) = non_empty(delta, "thinking") {
-                    out.push(ProviderEvent::ThinkingDelta(text.to_string()));
-                }
-            }
+            "text_delta" => push_text(out, delta, "text", ProviderEvent::TextDelta),
+            "thinking_delta" => push_text(out, delta, "thinking", ProviderEvent::ThinkingDelta),
             "signature_delta" => {
                 if let Some(signature) = non_empty(delta, "signature") {
                     if let Some(Block::Thinking { signed, .. }) = self.blocks.get_mut(&index) {
@@ -472,25 +415,21 @@ impl StreamDecoder {
             }));
         }
     }
+}
 
-    /// `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
-    fn remote_error(&self, value: &Value) -> ProviderError {
-        let error = value.get("error").unwrap_or(value);
-        let detail = error
-            .get("message")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| truncate(&error.to_string(), 300));
-        let transient = matches!(
-            error.get("type").and_then(Value::as_str),
-            Some("overloaded_error" | "api_error" | "rate_limit_error")
-        );
-        ProviderError::Remote {
-            provider: self.provider.clone(),
-            detail,
-            transient,
-        }
-    }
+/// `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
+fn remote_error(value: &Value) -> StreamError {
+    let error = value.get("error").unwrap_or(value);
+    let detail = error
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| truncate(&error.to_string(), 300));
+    let transient = matches!(
+        error.get("type").and_then(Value::as_str),
+        Some("overloaded_error" | "api_error" | "rate_limit_error")
+    );
+    StreamError::Remote { detail, transient }
 }
 
 fn close_block(index: usize, block: Block, out: &mut Vec<ProviderEvent>) {
@@ -521,6 +460,18 @@ fn block_index(value: &Value) -> usize {
         .and_then(Value::as_u64)
         .map(|i| i as usize)
         .unwrap_or(0)
+}
+
+/// The text at `key`, as `event`, unless it is empty.
+fn push_text(
+    out: &mut Vec<ProviderEvent>,
+    value: &Value,
+    key: &str,
+    event: fn(String) -> ProviderEvent,
+) {
+    if let Some(text) = non_empty(value, key) {
+        out.push(event(text.to_string()));
+    }
 }
 
 fn non_empty<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
@@ -565,24 +516,15 @@ mod tests {
     use super::*;
     use crate::model::ToolDefinition;
     use crate::providers::Provider;
-    use crate::providers::http::event_stream;
+    use crate::providers::ProviderError;
+    use crate::providers::http::HttpProvider;
+    use crate::providers::stream::{decode_all, event_stream};
     use std::sync::Arc;
 
-    /// Feeds events as `event_stream` does: stop at the first error or at
-    /// the end marker, call `finish` only when the input runs out.
+    type AnthropicProvider = HttpProvider<AnthropicFormat>;
+
     fn decode(events: &[(&str, &str)]) -> Vec<Result<ProviderEvent, String>> {
-        let mut decoder = StreamDecoder::new("p");
-        let mut out = Vec::new();
-        for (event, data) in events {
-            let items = decoder.on_event(event, data);
-            let failed = items.iter().any(Result::is_err);
-            out.extend(items);
-            if failed || decoder.done() {
-                return stringify(out);
-            }
-        }
-        out.extend(decoder.finish());
-        stringify(out)
+        stringify(decode_all::<StreamDecoder>(events))
     }
 
     fn stringify(
@@ -806,10 +748,9 @@ mod tests {
             let response = reqwest::Response::from(axum::http::Response::new(body));
             let stream = event_stream(
                 response,
-                Framing::Sse,
                 std::time::Duration::from_secs(5),
                 "p".into(),
-                StreamDecoder::new("p"),
+                StreamDecoder::default(),
             );
             let events: Vec<_> = stream.collect().await;
             assert_eq!(outcome(stringify(events)), fixture(name), "{name}");
@@ -936,19 +877,18 @@ mod tests {
 
     #[test]
     fn overloaded_mid_stream_is_transient() {
-        let mut decoder = StreamDecoder::new("p");
-        let items = decoder.on_event(
+        let items = decode_all::<StreamDecoder>(&[(
             "error",
             r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
-        );
+        )]);
         assert!(matches!(
             items.as_slice(),
             [Err(ProviderError::Remote { transient: true, detail, .. })] if detail == "Overloaded"
         ));
-        let items = decoder.on_event(
+        let items = decode_all::<StreamDecoder>(&[(
             "error",
             r#"{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}"#,
-        );
+        )]);
         assert!(matches!(
             items.as_slice(),
             [Err(ProviderError::Remote {

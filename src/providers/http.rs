@@ -7,13 +7,12 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use eventsource_stream::{EventStreamError, Eventsource};
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::settings::{KeySource, ProviderSettings};
-use super::{ChatRequest, EventStream, ModelInfo, Provider, ProviderError, ProviderEvent};
+use super::stream::{WireDecoder, event_stream};
+use super::{ChatRequest, EventStream, ModelInfo, Provider, ProviderError};
 
 /// How long a model list or model lookup may take; it only fills a menu.
 pub const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
@@ -24,8 +23,6 @@ const HOSTED: [&str; 2] = ["https://api.openai.com", "https://api.anthropic.com"
 /// One provider type's API: where to send what, and how to read the answer.
 pub trait WireFormat: Send + Sync + 'static {
     type Decoder: WireDecoder;
-    /// How the streamed answer is framed.
-    const FRAMING: Framing;
     /// The streamed chat call, after the endpoint.
     const CHAT_PATH: &'static str;
     /// The model list, after the endpoint.
@@ -130,10 +127,9 @@ impl<W: WireFormat> HttpProvider<W> {
         };
         Ok(event_stream(
             response,
-            W::FRAMING,
             self.settings.timeout,
             self.settings.name.clone(),
-            W::Decoder::new(&self.settings.name),
+            W::Decoder::default(),
         ))
     }
 
@@ -419,149 +415,6 @@ pub fn truncate(text: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
-}
-
-/// Turns one wire format's framed payloads into [`ProviderEvent`]s. Pure, so
-/// every quirk is tested without a server.
-pub trait WireDecoder: Send + 'static {
-    /// A decoder for one stream from provider `provider`.
-    fn new(provider: &str) -> Self
-    where
-        Self: Sized;
-    /// One SSE event (its `event:` name, empty when absent, and its data), or
-    /// one NDJSON line (empty name).
-    fn on_event(&mut self, event: &str, data: &str) -> Vec<Result<ProviderEvent, ProviderError>>;
-    /// The body ended. Anything incomplete is an error here.
-    fn finish(&mut self) -> Vec<Result<ProviderEvent, ProviderError>>;
-    /// The format's own end marker arrived; stop reading.
-    fn done(&self) -> bool;
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framing {
-    /// `text/event-stream` (OpenAI, Anthropic).
-    Sse,
-    /// One JSON document per line (Ollama).
-    Ndjson,
-}
-
-/// Feed a streaming response through `decoder`. No bytes for `idle` ends
-/// the stream with [`ProviderError::IdleTimeout`]; a slow but steady stream
-/// is never cut. Dropping the stream closes the connection.
-pub fn event_stream(
-    response: reqwest::Response,
-    framing: Framing,
-    idle: Duration,
-    provider: String,
-    mut decoder: impl WireDecoder,
-) -> EventStream {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let task = tokio::spawn(async move {
-        let send_all = |items: Vec<Result<ProviderEvent, ProviderError>>| {
-            for item in items {
-                let failed = item.is_err();
-                if tx.send(item).is_err() || failed {
-                    return false;
-                }
-            }
-            true
-        };
-        let idle_error = || ProviderError::IdleTimeout {
-            provider: provider.clone(),
-            seconds: idle.as_secs(),
-        };
-        let truncated = |detail: String| ProviderError::Truncated {
-            provider: provider.clone(),
-            detail,
-        };
-        match framing {
-            Framing::Sse => {
-                let mut events = response.bytes_stream().eventsource();
-                loop {
-                    let Ok(next) = tokio::time::timeout(idle, events.next()).await else {
-                        send_all(vec![Err(idle_error())]);
-                        return;
-                    };
-                    let items = match next {
-                        Some(Ok(event)) => decoder.on_event(&event.event, &event.data),
-                        Some(Err(EventStreamError::Transport(err))) => {
-                            vec![Err(truncated(error_chain(&err)))]
-                        }
-                        Some(Err(err)) => vec![Err(ProviderError::Malformed {
-                            provider: provider.clone(),
-                            detail: format!("the event stream cannot be read: {err}"),
-                        })],
-                        None => {
-                            send_all(decoder.finish());
-                            return;
-                        }
-                    };
-                    if !send_all(items) || decoder.done() {
-                        return;
-                    }
-                }
-            }
-            Framing::Ndjson => {
-                let mut bytes = response.bytes_stream();
-                let mut buffer: Vec<u8> = Vec::new();
-                loop {
-                    let Ok(next) = tokio::time::timeout(idle, bytes.next()).await else {
-                        send_all(vec![Err(idle_error())]);
-                        return;
-                    };
-                    let ended = match next {
-                        Some(Ok(chunk)) => {
-                            buffer.extend_from_slice(&chunk);
-                            false
-                        }
-                        Some(Err(err)) => {
-                            send_all(vec![Err(truncated(error_chain(&err)))]);
-                            return;
-                        }
-                        None => true,
-                    };
-                    // Whole lines only: a chunk may end inside a line or a character.
-                    let mut lines: Vec<Vec<u8>> = Vec::new();
-                    while let Some(end) = buffer.iter().position(|&b| b == b'\n') {
-                        lines.push(buffer.drain(..=end).collect());
-                    }
-                    if ended && !buffer.is_empty() {
-                        lines.push(std::mem::take(&mut buffer));
-                    }
-                    for line in lines {
-                        let items = match std::str::from_utf8(&line) {
-                            Ok(text) if text.trim().is_empty() => continue,
-                            Ok(text) => decoder.on_event("", text.trim()),
-                            Err(err) => vec![Err(ProviderError::Malformed {
-                                provider: provider.clone(),
-                                detail: format!("a stream line is not UTF-8: {err}"),
-                            })],
-                        };
-                        if !send_all(items) || decoder.done() {
-                            return;
-                        }
-                    }
-                    if ended {
-                        send_all(decoder.finish());
-                        return;
-                    }
-                }
-            }
-        }
-    });
-    let abort = AbortOnDrop(task);
-    futures::stream::unfold((rx, abort), |(mut rx, abort)| async move {
-        rx.recv().await.map(|item| (item, (rx, abort)))
-    })
-    .boxed()
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 #[cfg(test)]

@@ -7,12 +7,12 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use super::http::{Framing, HttpProvider, WireDecoder, WireFormat, truncate};
+use super::http::{WireFormat, truncate};
 use super::openai::function_tools;
 use super::settings::ProviderSettings;
+use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder};
 use super::{
-    ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderError, ProviderEvent, Role,
-    ToolChoice, Usage,
+    ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice, Usage,
 };
 
 /// The most a model's trained window counts for when the server reports no
@@ -21,15 +21,12 @@ use super::{
 /// `context_window` in the provider's config to go higher.
 pub const MAX_REPORTED_CONTEXT: u64 = 32768;
 
-pub type OllamaProvider = HttpProvider<OllamaFormat>;
-
 /// `/api/chat` over newline-delimited JSON.
 #[derive(Default)]
 pub struct OllamaFormat;
 
 impl WireFormat for OllamaFormat {
     type Decoder = StreamDecoder;
-    const FRAMING: Framing = Framing::Ndjson;
     const CHAT_PATH: &'static str = "/api/chat";
     const MODELS_PATH: &'static str = "/api/tags";
 
@@ -174,22 +171,93 @@ fn arguments_object(arguments: &str) -> Value {
 /// quirk is tested without a server.
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
-    provider: String,
-    /// The final `done: true` line arrived.
-    done: bool,
-    /// Any JSON line arrived.
-    saw_anything: bool,
+    /// The end marker is the `done: true` line, which also carries the
+    /// finish; anything is any JSON line.
+    progress: Progress,
     /// Calls announced so far; the next call's index.
     calls: usize,
     ids: BTreeSet<String>,
 }
 
-impl StreamDecoder {
-    fn malformed(&self, detail: String) -> ProviderError {
-        ProviderError::Malformed {
-            provider: self.provider.clone(),
-            detail,
+impl WireDecoder for StreamDecoder {
+    const FRAMING: Framing = Framing::Ndjson;
+    const CUT_OFF: &'static str = "the connection closed before the final `done` line";
+
+    fn on_event(&mut self, _event: &str, data: &str) -> Vec<Decoded> {
+        let data = data.trim();
+        if data.is_empty() || self.progress.done {
+            return Vec::new();
         }
+        let line = match serde_json::from_str::<Value>(data) {
+            Ok(line @ Value::Object(_)) => line,
+            Ok(_) => {
+                return vec![Err(StreamError::Malformed(format!(
+                    "a stream line is not a JSON object: {}",
+                    truncate(data, 200)
+                )))];
+            }
+            Err(err) => return vec![Err(StreamError::not_json("line", &err, data))],
+        };
+        self.progress.saw_anything = true;
+        if let Some(error) = line.get("error").filter(|e| !e.is_null()) {
+            return vec![Err(remote_error(error))];
+        }
+        let mut out = Vec::new();
+        if let Some(message) = line.get("message") {
+            self.on_message(message, &mut out);
+        }
+        if line.get("done").and_then(Value::as_bool) == Some(true) {
+            self.on_done(&line, &mut out);
+        }
+        out.into_iter().map(Ok).collect()
+    }
+
+    fn progress(&self) -> Progress {
+        self.progress
+    }
+}
+
+impl StreamDecoder {
+    fn on_message(&mut self, message: &Value, out: &mut Vec<ProviderEvent>) {
+        let text = |key: &str| {
+            message
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .map(str::to_string)
+        };
+        if let Some(thinking) = text("thinking") {
+            out.push(ProviderEvent::ThinkingDelta(thinking));
+        }
+        if let Some(content) = text("content") {
+            out.push(ProviderEvent::TextDelta(content));
+        }
+        if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
+            for call in calls {
+                self.on_tool_call(call, out);
+            }
+        }
+    }
+
+    /// The final line: why the model stopped, and the token counts.
+    fn on_done(&mut self, line: &Value, out: &mut Vec<ProviderEvent>) {
+        self.progress.done = true;
+        // Ollama says `stop` even when the model called tools.
+        let reason = if self.calls > 0 {
+            FinishReason::ToolCalls
+        } else {
+            match line.get("done_reason").and_then(Value::as_str) {
+                Some("length") => FinishReason::Length,
+                // `stop`, `load`, none at all: the model had nothing more to say.
+                _ => FinishReason::Stop,
+            }
+        };
+        let count = |key: &str| line.get(key).and_then(Value::as_u64).unwrap_or(0);
+        out.push(ProviderEvent::Finish(reason));
+        out.push(ProviderEvent::Usage(Usage {
+            prompt_tokens: count("prompt_eval_count"),
+            completion_tokens: count("eval_count"),
+        }));
     }
 
     /// Ollama sends each call whole, so start, arguments and end go out at once.
@@ -234,113 +302,18 @@ impl StreamDecoder {
     }
 }
 
-impl WireDecoder for StreamDecoder {
-    fn new(provider: &str) -> Self {
-        Self {
-            provider: provider.to_string(),
-            ..Self::default()
-        }
-    }
-
-    fn on_event(&mut self, _event: &str, data: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
-        let data = data.trim();
-        if data.is_empty() || self.done {
-            return Vec::new();
-        }
-        let line = match serde_json::from_str::<Value>(data) {
-            Ok(line @ Value::Object(_)) => line,
-            Ok(_) => {
-                return vec![Err(self.malformed(format!(
-                    "a stream line is not a JSON object: {}",
-                    truncate(data, 200)
-                )))];
-            }
-            Err(err) => {
-                return vec![Err(self.malformed(format!(
-                    "a stream line is not JSON ({err}): {}",
-                    truncate(data, 200)
-                )))];
-            }
-        };
-        self.saw_anything = true;
-        if let Some(error) = line.get("error").filter(|e| !e.is_null()) {
-            let detail = match error {
-                Value::String(text) => text.clone(),
-                other => other
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-                    .unwrap_or_else(|| other.to_string()),
-            };
-            let transient = is_transient(&detail);
-            return vec![Err(ProviderError::Remote {
-                provider: self.provider.clone(),
-                detail,
-                transient,
-            })];
-        }
-        let mut out = Vec::new();
-        if let Some(message) = line.get("message") {
-            let text = |key: &str| {
-                message
-                    .get(key)
-                    .and_then(Value::as_str)
-                    .filter(|t| !t.is_empty())
-                    .map(str::to_string)
-            };
-            if let Some(thinking) = text("thinking") {
-                out.push(ProviderEvent::ThinkingDelta(thinking));
-            }
-            if let Some(content) = text("content") {
-                out.push(ProviderEvent::TextDelta(content));
-            }
-            if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
-                for call in calls {
-                    self.on_tool_call(call, &mut out);
-                }
-            }
-        }
-        if line.get("done").and_then(Value::as_bool) == Some(true) {
-            self.done = true;
-            // Ollama says `stop` even when the model called tools.
-            let reason = if self.calls > 0 {
-                FinishReason::ToolCalls
-            } else {
-                match line.get("done_reason").and_then(Value::as_str) {
-                    Some("length") => FinishReason::Length,
-                    // `stop`, `load`, none at all: the model had nothing more to say.
-                    _ => FinishReason::Stop,
-                }
-            };
-            let count = |key: &str| line.get(key).and_then(Value::as_u64).unwrap_or(0);
-            out.push(ProviderEvent::Finish(reason));
-            out.push(ProviderEvent::Usage(Usage {
-                prompt_tokens: count("prompt_eval_count"),
-                completion_tokens: count("eval_count"),
-            }));
-        }
-        out.into_iter().map(Ok).collect()
-    }
-
-    /// The body ended. Without the `done` line the answer may be cut off.
-    fn finish(&mut self) -> Vec<Result<ProviderEvent, ProviderError>> {
-        if self.done {
-            return Vec::new();
-        }
-        if !self.saw_anything {
-            return vec![Err(ProviderError::EmptyStream {
-                provider: self.provider.clone(),
-            })];
-        }
-        vec![Err(ProviderError::Truncated {
-            provider: self.provider.clone(),
-            detail: "the connection closed before the final `done` line".into(),
-        })]
-    }
-
-    fn done(&self) -> bool {
-        self.done
-    }
+/// `{"error": "…"}` or `{"error": {"message": "…"}}`.
+fn remote_error(error: &Value) -> StreamError {
+    let detail = match error {
+        Value::String(text) => text.clone(),
+        other => other
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| other.to_string()),
+    };
+    let transient = is_transient(&detail);
+    StreamError::Remote { detail, transient }
 }
 
 /// Whether an error line reads like a passing failure (overload, a runner
@@ -416,16 +389,13 @@ pub fn parse_show(value: &Value) -> Option<u64> {
 mod tests {
     use super::*;
     use crate::model::ToolDefinition;
+    use crate::providers::ProviderError;
+    use crate::providers::stream::decode_all;
     use std::sync::Arc;
 
     fn decode(lines: &[&str]) -> Vec<Result<ProviderEvent, ProviderError>> {
-        let mut decoder = StreamDecoder::new("p");
-        let mut out = Vec::new();
-        for line in lines {
-            out.extend(decoder.on_event("", line));
-        }
-        out.extend(decoder.finish());
-        out
+        let lines: Vec<(&str, &str)> = lines.iter().map(|line| ("", *line)).collect();
+        decode_all::<StreamDecoder>(&lines)
     }
 
     fn fixture(name: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
@@ -435,19 +405,8 @@ mod tests {
         );
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.ends_with('\n'), "{path} must end with a newline");
-        let mut decoder = StreamDecoder::new("p");
-        let mut out = Vec::new();
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let items = decoder.on_event("", line);
-            let failed = items.iter().any(Result::is_err);
-            out.extend(items);
-            // `event_stream` stops at the first error or at `done`.
-            if failed || decoder.done() {
-                return out;
-            }
-        }
-        out.extend(decoder.finish());
-        out
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        decode(&lines)
     }
 
     /// The same summary for every scenario: text, thought, calls (name and
@@ -674,7 +633,7 @@ mod tests {
 
     #[test]
     fn decoder_is_done_after_the_done_line() {
-        let mut decoder = StreamDecoder::new("p");
+        let mut decoder = StreamDecoder::default();
         assert!(!decoder.done());
         decoder.on_event("", r#"{"message":{"content":"a"},"done":false}"#);
         assert!(!decoder.done());

@@ -7,14 +7,13 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::encoded::{EncodedMessages, with_array_field};
-use super::http::{Framing, HttpProvider, WireDecoder, WireFormat, truncate};
+use super::http::WireFormat;
 use super::settings::ProviderSettings;
+use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder};
 use super::{
-    ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderError, ProviderEvent, Role,
-    ToolChoice, ToolDefinition, Usage,
+    ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice,
+    ToolDefinition, Usage,
 };
-
-pub type OpenAiProvider = HttpProvider<OpenAiFormat>;
 
 /// Chat completions over server-sent events.
 #[derive(Default)]
@@ -25,7 +24,6 @@ pub struct OpenAiFormat {
 
 impl WireFormat for OpenAiFormat {
     type Decoder = StreamDecoder;
-    const FRAMING: Framing = Framing::Sse;
     const CHAT_PATH: &'static str = "/chat/completions";
     const MODELS_PATH: &'static str = "/models";
 
@@ -182,86 +180,39 @@ fn tool_call(part: &Part) -> Option<Value> {
 /// Pure, so every quirk is tested without a server.
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
-    provider: String,
-    /// `[DONE]` arrived.
-    done: bool,
-    saw_anything: bool,
-    finished: bool,
+    progress: Progress,
     /// Tool calls by the server's `index`: whether each has been announced.
     open_calls: BTreeMap<usize, bool>,
     pending_args: BTreeMap<usize, String>,
 }
 
 impl WireDecoder for StreamDecoder {
-    fn new(provider: &str) -> Self {
-        Self {
-            provider: provider.to_string(),
-            ..Self::default()
-        }
-    }
+    const FRAMING: Framing = Framing::Sse;
+    const CUT_OFF: &'static str = "the connection closed without a finish reason or [DONE]";
 
-    fn on_event(&mut self, _event: &str, data: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
-        let provider = self.provider.as_str();
+    fn on_event(&mut self, _event: &str, data: &str) -> Vec<Decoded> {
         let data = data.trim();
         if data.is_empty() {
             return Vec::new();
         }
         if data == "[DONE]" {
-            self.done = true;
+            self.progress.done = true;
             let mut out: Vec<_> = self.close_calls().into_iter().map(Ok).collect();
-            if !self.saw_anything {
-                out.push(Err(ProviderError::EmptyStream {
-                    provider: self.provider.clone(),
-                }));
+            if !self.progress.saw_anything {
+                out.push(Err(StreamError::Empty));
             }
             return out;
         }
         let chunk: Value = match serde_json::from_str(data) {
             Ok(chunk) => chunk,
-            Err(err) => {
-                return vec![Err(ProviderError::Malformed {
-                    provider: provider.to_string(),
-                    detail: format!(
-                        "a stream event is not JSON ({err}): {}",
-                        truncate(data, 200)
-                    ),
-                })];
-            }
+            Err(err) => return vec![Err(StreamError::not_json("event", &err, data))],
         };
         if let Some(error) = chunk.get("error") {
-            let detail = error
-                .get("message")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| error.to_string());
-            // OpenRouter and vLLM report upstream overloads this way.
-            let transient = error
-                .get("code")
-                .and_then(Value::as_u64)
-                .is_some_and(|code| code == 429 || code >= 500);
-            return vec![Err(ProviderError::Remote {
-                provider: provider.to_string(),
-                detail,
-                transient,
-            })];
+            return vec![Err(remote_error(error))];
         }
         let mut out = Vec::new();
         if let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)) {
-            if let Some(delta) = choice.get("delta") {
-                self.on_delta(delta, &mut out);
-            }
-            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                out.extend(self.close_calls());
-                self.saw_anything = true;
-                self.finished = true;
-                out.push(ProviderEvent::Finish(match reason {
-                    "stop" => FinishReason::Stop,
-                    "length" => FinishReason::Length,
-                    "tool_calls" | "function_call" => FinishReason::ToolCalls,
-                    "content_filter" => FinishReason::Refusal,
-                    other => FinishReason::Other(other.to_string()),
-                }));
-            }
+            self.on_choice(choice, &mut out);
         }
         if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
             let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
@@ -273,34 +224,50 @@ impl WireDecoder for StreamDecoder {
         out.into_iter().map(Ok).collect()
     }
 
-    /// The byte stream ended. Without `[DONE]` the answer may be cut off.
-    fn finish(&mut self) -> Vec<Result<ProviderEvent, ProviderError>> {
-        let provider = self.provider.as_str();
-        if self.done {
-            return Vec::new();
-        }
-        if !self.saw_anything {
-            return vec![Err(ProviderError::EmptyStream {
-                provider: provider.to_string(),
-            })];
-        }
-        if self.finished {
-            // Some servers end after the finish chunk without `[DONE]`; nothing is lost.
-            let out = self.close_calls();
-            return out.into_iter().map(Ok).collect();
-        }
-        vec![Err(ProviderError::Truncated {
-            provider: provider.to_string(),
-            detail: "the connection closed without a finish reason or [DONE]".into(),
-        })]
+    fn progress(&self) -> Progress {
+        self.progress
     }
 
-    fn done(&self) -> bool {
-        self.done
+    /// Some servers end after the finish chunk without `[DONE]`; nothing is lost.
+    fn close(&mut self) -> Vec<ProviderEvent> {
+        self.close_calls()
     }
 }
 
+/// An `error` chunk: the message, and whether the code says to retry.
+fn remote_error(error: &Value) -> StreamError {
+    let detail = error
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| error.to_string());
+    // OpenRouter and vLLM report upstream overloads this way.
+    let transient = error
+        .get("code")
+        .and_then(Value::as_u64)
+        .is_some_and(|code| code == 429 || code >= 500);
+    StreamError::Remote { detail, transient }
+}
+
 impl StreamDecoder {
+    fn on_choice(&mut self, choice: &Value, out: &mut Vec<ProviderEvent>) {
+        if let Some(delta) = choice.get("delta") {
+            self.on_delta(delta, out);
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            out.extend(self.close_calls());
+            self.progress.saw_anything = true;
+            self.progress.finished = true;
+            out.push(ProviderEvent::Finish(match reason {
+                "stop" => FinishReason::Stop,
+                "length" => FinishReason::Length,
+                "tool_calls" | "function_call" => FinishReason::ToolCalls,
+                "content_filter" => FinishReason::Refusal,
+                other => FinishReason::Other(other.to_string()),
+            }));
+        }
+    }
+
     fn on_delta(&mut self, delta: &Value, out: &mut Vec<ProviderEvent>) {
         // llama.cpp and vLLM send `reasoning_content`; OpenRouter sends `reasoning`.
         for key in ["reasoning_content", "reasoning"] {
@@ -309,7 +276,7 @@ impl StreamDecoder {
                 .and_then(Value::as_str)
                 .filter(|t| !t.is_empty())
             {
-                self.saw_anything = true;
+                self.progress.saw_anything = true;
                 out.push(ProviderEvent::ThinkingDelta(text.to_string()));
             }
         }
@@ -318,14 +285,14 @@ impl StreamDecoder {
             .and_then(Value::as_str)
             .filter(|t| !t.is_empty())
         {
-            self.saw_anything = true;
+            self.progress.saw_anything = true;
             out.push(ProviderEvent::TextDelta(text.to_string()));
         }
         let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) else {
             return;
         };
         for (position, call) in calls.iter().enumerate() {
-            self.saw_anything = true;
+            self.progress.saw_anything = true;
             let index = call
                 .get("index")
                 .and_then(Value::as_u64)
@@ -419,16 +386,13 @@ pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::stream::decode_all;
     use std::sync::Arc;
 
     fn decode(events: &[&str]) -> Vec<Result<ProviderEvent, String>> {
-        let mut decoder = StreamDecoder::new("p");
-        let mut out = Vec::new();
-        for data in events {
-            out.extend(decoder.on_event("", data));
-        }
-        out.extend(decoder.finish());
-        out.into_iter()
+        let events: Vec<(&str, &str)> = events.iter().map(|data| ("", *data)).collect();
+        decode_all::<StreamDecoder>(&events)
+            .into_iter()
             .map(|r| r.map_err(|e| e.to_string()))
             .collect()
     }
