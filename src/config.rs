@@ -141,17 +141,14 @@ fn compose(
     let context = context::validate_context(raw.context.unwrap_or_default(), path)?;
     let agent = raw.agent.unwrap_or_default();
     let default_mode = default_mode(agent.default_mode, &modes, path)?;
-    let max_turn_requests = match agent.max_turn_requests {
-        Some(0) => {
-            return Err(invalid(
-                path,
-                "agent.max_turn_requests",
-                "is 0",
-                "Allow at least one model call per turn (default 25), or leave it out.",
-            ));
-        }
-        limit => limit.unwrap_or(DEFAULT_MAX_TURN_REQUESTS),
-    };
+    let max_turn_requests = non_zero(
+        agent.max_turn_requests,
+        path,
+        "agent.max_turn_requests",
+        "is 0",
+        "Allow at least one model call per turn (default 25), or leave it out.",
+    )?
+    .unwrap_or(DEFAULT_MAX_TURN_REQUESTS);
     let mut warnings = ignored_keys(&chat, &llm, path);
     let mut providers =
         validate_providers(llm.providers.unwrap_or_default(), path, env, &mut warnings)?;
@@ -183,6 +180,20 @@ fn compose(
         mcp_options,
         warnings,
     })
+}
+
+/// `value`, unless it is 0: a count or a duration that must allow something.
+fn non_zero<T: PartialEq + Default>(
+    value: Option<T>,
+    path: &Path,
+    key: impl Into<String>,
+    problem: &str,
+    fix: &str,
+) -> Result<Option<T>, ConfigError> {
+    match value {
+        Some(zero) if zero == T::default() => Err(invalid(path, key, problem, fix)),
+        value => Ok(value),
+    }
 }
 
 /// `[agent] default_mode`: one of the built-in or configured modes.

@@ -11,6 +11,8 @@ pub mod openai;
 pub mod retry;
 pub mod settings;
 pub mod stream;
+#[cfg(test)]
+mod testing;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use super::error::{ConfigError, invalid};
+use super::non_zero;
 use super::raw::RawContext;
 use crate::context::ContextSettings;
 
@@ -11,43 +12,36 @@ pub(super) fn validate_context(
     path: &Path,
 ) -> Result<ContextSettings, ConfigError> {
     let defaults = ContextSettings::default();
-    let reject = |field: &str, problem: String, fix: &str| {
-        Err(invalid(path, format!("context.{field}"), problem, fix))
-    };
+    let key = |field: &str| format!("context.{field}");
     let compaction_threshold = match raw.compaction_threshold {
         Some(threshold) if !(threshold > 0.0 && threshold <= 1.0) => {
-            return reject(
-                "compaction_threshold",
+            return Err(invalid(
+                path,
+                key("compaction_threshold"),
                 format!("is {threshold}, outside (0, 1]"),
                 "Give the share of the window at which to compact, e.g. 0.8 for 80 % (the default).",
-            );
+            ));
         }
         threshold => threshold.unwrap_or(defaults.compaction_threshold),
     };
-    let reserve_tokens = match raw.reserve_tokens {
-        Some(0) => {
-            return reject(
-                "reserve_tokens",
-                "is 0, which leaves no room for the answer".into(),
-                "Reserve some tokens for the answer (default 4096), or leave it out.",
-            );
-        }
-        reserve => reserve.unwrap_or(defaults.reserve_tokens),
-    };
-    let keep_recent_turns = match raw.keep_recent_turns {
-        Some(0) => {
-            return reject(
-                "keep_recent_turns",
-                "is 0".into(),
-                "Keep at least the latest turn verbatim (default 2), or leave it out.",
-            );
-        }
-        keep => keep.unwrap_or(defaults.keep_recent_turns),
-    };
+    let reserve_tokens = non_zero(
+        raw.reserve_tokens,
+        path,
+        key("reserve_tokens"),
+        "is 0, which leaves no room for the answer",
+        "Reserve some tokens for the answer (default 4096), or leave it out.",
+    )?;
+    let keep_recent_turns = non_zero(
+        raw.keep_recent_turns,
+        path,
+        key("keep_recent_turns"),
+        "is 0",
+        "Keep at least the latest turn verbatim (default 2), or leave it out.",
+    )?;
     Ok(ContextSettings {
-        reserve_tokens,
+        reserve_tokens: reserve_tokens.unwrap_or(defaults.reserve_tokens),
         compaction_threshold,
-        keep_recent_turns,
+        keep_recent_turns: keep_recent_turns.unwrap_or(defaults.keep_recent_turns),
     })
 }
 

@@ -6,21 +6,17 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::error::{ConfigError, invalid};
+use super::non_zero;
 use super::raw::{RawMcp, RawMcpServer};
 use crate::mcp::{McpOptions, McpServerSpec};
 use crate::providers::settings::expand_env;
 
 pub(super) fn validate_options(raw: RawMcp, path: &Path) -> Result<McpOptions, ConfigError> {
     let defaults = McpOptions::default();
-    let seconds = |value: Option<u64>, default: Duration, key: &str| match value {
-        Some(0) => Err(invalid(
-            path,
-            key,
-            "is 0",
-            "Use a number of seconds above 0, or leave it out.",
-        )),
-        Some(secs) => Ok(Duration::from_secs(secs)),
-        None => Ok(default),
+    let seconds = |value: Option<u64>, default: Duration, key: &str| {
+        let fix = "Use a number of seconds above 0, or leave it out.";
+        let secs = non_zero(value, path, key, "is 0", fix)?;
+        Ok::<_, ConfigError>(secs.map(Duration::from_secs).unwrap_or(default))
     };
     Ok(McpOptions {
         start_timeout: seconds(
@@ -79,6 +75,9 @@ fn validate_server(
             )
         })
     };
+    let required = |value: Option<String>, field: &str, fix: &str| {
+        value.ok_or_else(|| invalid(path, key(field), "is missing", fix))
+    };
     let kind = server.kind.as_deref().unwrap_or(if server.url.is_some() {
         "http"
     } else {
@@ -86,14 +85,11 @@ fn validate_server(
     });
     let spec = match kind {
         "stdio" => {
-            let Some(command) = server.command else {
-                return Err(invalid(
-                    path,
-                    key("command"),
-                    "is missing",
-                    "Name the program that runs the server, e.g. command = \"npx\", or set url for an HTTP server.",
-                ));
-            };
+            let command = required(
+                server.command,
+                "command",
+                "Name the program that runs the server, e.g. command = \"npx\", or set url for an HTTP server.",
+            )?;
             let mut spec =
                 McpServerSpec::stdio(name, command).with_args(server.args.unwrap_or_default());
             for (variable, value) in server.env.unwrap_or_default() {
@@ -106,14 +102,11 @@ fn validate_server(
             spec
         }
         "http" | "sse" => {
-            let Some(url) = server.url else {
-                return Err(invalid(
-                    path,
-                    key("url"),
-                    "is missing",
-                    "Give the server's URL, e.g. url = \"http://127.0.0.1:3001/mcp\".",
-                ));
-            };
+            let url = required(
+                server.url,
+                "url",
+                "Give the server's URL, e.g. url = \"http://127.0.0.1:3001/mcp\".",
+            )?;
             let mut spec = if kind == "http" {
                 McpServerSpec::http(name, url)
             } else {

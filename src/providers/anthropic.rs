@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::http::{WireFormat, truncate};
+use super::http::{WireFormat, model_list, truncate};
 use super::settings::ProviderSettings;
 use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder};
 use super::{
@@ -495,20 +495,9 @@ fn prompt_tokens(usage: &Value) -> u64 {
 /// `GET /v1/models`: `{"data":[{"id":…,"display_name":…}]}`. llama-server
 /// adds `meta.n_ctx`, the window one request gets.
 pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, String> {
-    let list = value
-        .get("data")
-        .and_then(Value::as_array)
-        .ok_or_else(|| "the model list has no `data` array".to_string())?;
-    Ok(list
-        .iter()
-        .filter_map(|entry| {
-            let id = entry.get("id").and_then(Value::as_str)?;
-            Some(ModelInfo {
-                id: id.to_string(),
-                context_window: entry.pointer("/meta/n_ctx").and_then(Value::as_u64),
-            })
-        })
-        .collect())
+    model_list(value, &["data"], &["id"], |entry| {
+        entry.pointer("/meta/n_ctx").and_then(Value::as_u64)
+    })
 }
 
 #[cfg(test)]
@@ -518,7 +507,8 @@ mod tests {
     use crate::providers::Provider;
     use crate::providers::ProviderError;
     use crate::providers::http::HttpProvider;
-    use crate::providers::stream::{decode_all, event_stream};
+    use crate::providers::stream::event_stream;
+    use crate::providers::testing::*;
     use std::sync::Arc;
 
     type AnthropicProvider = HttpProvider<AnthropicFormat>;
@@ -930,31 +920,14 @@ mod tests {
         assert_eq!(
             events,
             vec![
-                Ok(ProviderEvent::ToolCallStart {
-                    index: 0,
-                    id: "a".into(),
-                    name: "read_file".into()
-                }),
-                Ok(ProviderEvent::ToolCallStart {
-                    index: 1,
-                    id: "b".into(),
-                    name: "grep".into()
-                }),
-                Ok(ProviderEvent::ToolCallArgumentsDelta {
-                    index: 0,
-                    delta: r#"{"path":"a"}"#.into()
-                }),
+                Ok(call_start(0, "a", "read_file")),
+                Ok(call_start(1, "b", "grep")),
+                Ok(call_args(0, r#"{"path":"a"}"#)),
                 Ok(ProviderEvent::ToolCallEnd { index: 0 }),
-                Ok(ProviderEvent::ToolCallArgumentsDelta {
-                    index: 1,
-                    delta: r#"{"pattern":"x"}"#.into()
-                }),
+                Ok(call_args(1, r#"{"pattern":"x"}"#)),
                 Ok(ProviderEvent::ToolCallEnd { index: 1 }),
                 Ok(ProviderEvent::Finish(FinishReason::ToolCalls)),
-                Ok(ProviderEvent::Usage(Usage {
-                    prompt_tokens: 9,
-                    completion_tokens: 3
-                })),
+                Ok(usage_event(9, 3)),
             ]
         );
     }
@@ -978,17 +951,10 @@ mod tests {
         assert_eq!(
             events,
             vec![
-                Ok(ProviderEvent::ToolCallStart {
-                    index: 0,
-                    id: "a".into(),
-                    name: "ls".into()
-                }),
+                Ok(call_start(0, "a", "ls")),
                 Ok(ProviderEvent::ToolCallEnd { index: 0 }),
                 Ok(ProviderEvent::Finish(FinishReason::Length)),
-                Ok(ProviderEvent::Usage(Usage {
-                    prompt_tokens: 105,
-                    completion_tokens: 2
-                })),
+                Ok(usage_event(105, 2)),
             ]
         );
     }
@@ -1064,25 +1030,11 @@ mod tests {
                         signature: Some("sig-abc123".into()),
                     },
                     Part::RedactedThinking { data: "ENC".into() },
-                    Part::Text {
-                        text: String::new(),
-                    },
-                    Part::Text { text: "4".into() },
-                    Part::ToolCall {
-                        id: "toolu_1".into(),
-                        name: "calc".into(),
-                        arguments: r#"{"expr":"2+2"}"#.into(),
-                    },
-                    Part::ToolCall {
-                        id: "toolu_2".into(),
-                        name: "ls".into(),
-                        arguments: String::new(),
-                    },
-                    Part::ToolCall {
-                        id: "toolu_3".into(),
-                        name: "ls".into(),
-                        arguments: "{broken".into(),
-                    },
+                    text(""),
+                    text("4"),
+                    tool_call("toolu_1", "calc", r#"{"expr":"2+2"}"#),
+                    tool_call("toolu_2", "ls", ""),
+                    tool_call("toolu_3", "ls", "{broken"),
                 ],
             },
         ]);
@@ -1116,18 +1068,9 @@ mod tests {
             Message {
                 role: Role::User,
                 parts: vec![
-                    Part::Text {
-                        text: "note".into(),
-                    },
-                    Part::Image {
-                        mime_type: "image/png".into(),
-                        data: "AAAA".into(),
-                    },
-                    Part::ToolResult {
-                        call_id: "toolu_1".into(),
-                        content: "done".into(),
-                        is_error: true,
-                    },
+                    text("note"),
+                    png("AAAA"),
+                    tool_result("toolu_1", "done", true),
                 ],
             },
         ]);

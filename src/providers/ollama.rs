@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use super::http::{WireFormat, truncate};
+use super::http::{WireFormat, model_list, truncate};
 use super::openai::function_tools;
 use super::settings::ProviderSettings;
 use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder};
@@ -333,23 +333,7 @@ fn is_transient(detail: &str) -> bool {
 /// `GET /api/tags`: `{"models":[{"name":"llama3.2:latest",…}]}`. It says
 /// nothing about windows; [`parse_show`] does.
 pub fn parse_tags(value: &Value) -> Result<Vec<ModelInfo>, String> {
-    let list = value
-        .get("models")
-        .and_then(Value::as_array)
-        .ok_or_else(|| "the model list has no `models` array".to_string())?;
-    Ok(list
-        .iter()
-        .filter_map(|entry| {
-            let id = entry
-                .get("name")
-                .or_else(|| entry.get("model"))
-                .and_then(Value::as_str)?;
-            Some(ModelInfo {
-                id: id.to_string(),
-                context_window: None,
-            })
-        })
-        .collect())
+    model_list(value, &["models"], &["name", "model"], |_| None)
 }
 
 /// `POST /api/show`: the window a request gets. A `num_ctx` the model was
@@ -390,7 +374,7 @@ mod tests {
     use super::*;
     use crate::model::ToolDefinition;
     use crate::providers::ProviderError;
-    use crate::providers::stream::decode_all;
+    use crate::providers::testing::*;
     use std::sync::Arc;
 
     fn decode(lines: &[&str]) -> Vec<Result<ProviderEvent, ProviderError>> {
@@ -723,16 +707,9 @@ mod tests {
         let body = request_body(&request(vec![Message {
             role: Role::User,
             parts: vec![
-                Part::Text {
-                    text: "look".into(),
-                },
-                Part::Image {
-                    mime_type: "image/png".into(),
-                    data: "AAAA".into(),
-                },
-                Part::Text {
-                    text: "<context uri=\"file:///a.rs\">\nfn main() {}\n</context>".into(),
-                },
+                text("look"),
+                png("AAAA"),
+                text("<context uri=\"file:///a.rs\">\nfn main() {}\n</context>"),
             ],
         }]));
         assert_eq!(
@@ -763,37 +740,17 @@ mod tests {
                         text: "read.".into(),
                         signature: Some("sig".into()),
                     },
-                    Part::Text {
-                        text: "Reading.".into(),
-                    },
-                    Part::ToolCall {
-                        id: "call_0".into(),
-                        name: "read_file".into(),
-                        arguments: r#"{"path":"a.rs"}"#.into(),
-                    },
-                    Part::ToolCall {
-                        id: "call_1".into(),
-                        name: "grep".into(),
-                        arguments: r#"{"pattern":"#.into(),
-                    },
+                    text("Reading."),
+                    tool_call("call_0", "read_file", r#"{"path":"a.rs"}"#),
+                    tool_call("call_1", "grep", r#"{"pattern":"#),
                 ],
             },
             Message {
                 role: Role::User,
                 parts: vec![
-                    Part::Text {
-                        text: "and then?".into(),
-                    },
-                    Part::ToolResult {
-                        call_id: "call_0".into(),
-                        content: "fn main() {}".into(),
-                        is_error: false,
-                    },
-                    Part::ToolResult {
-                        call_id: "call_unknown".into(),
-                        content: "no such call".into(),
-                        is_error: true,
-                    },
+                    text("and then?"),
+                    tool_result("call_0", "fn main() {}", false),
+                    tool_result("call_unknown", "no such call", true),
                 ],
             },
         ]));
@@ -830,11 +787,7 @@ mod tests {
         };
         let result = Message {
             role: Role::User,
-            parts: vec![Part::ToolResult {
-                call_id: "call_0".into(),
-                content: "ok".into(),
-                is_error: false,
-            }],
+            parts: vec![tool_result("call_0", "ok", false)],
         };
         let body = request_body(&request(vec![
             turn("first"),

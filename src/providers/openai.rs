@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::encoded::{EncodedMessages, with_array_field};
-use super::http::WireFormat;
+use super::http::{WireFormat, model_list};
 use super::settings::ProviderSettings;
 use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder};
 use super::{
@@ -144,7 +144,7 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
         }
         Role::Assistant => {
             let text = message.text();
-            let calls: Vec<Value> = message.parts.iter().filter_map(tool_call).collect();
+            let calls: Vec<Value> = message.parts.iter().filter_map(tool_call_entry).collect();
             let mut entry = json!({ "role": "assistant", "content": text });
             if !calls.is_empty() {
                 entry["tool_calls"] = Value::Array(calls);
@@ -155,7 +155,7 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
 }
 
 /// A `tool_calls` entry for a call part.
-fn tool_call(part: &Part) -> Option<Value> {
+fn tool_call_entry(part: &Part) -> Option<Value> {
     let Part::ToolCall {
         id,
         name,
@@ -357,36 +357,20 @@ impl StreamDecoder {
 /// window one request gets) and `meta.n_ctx_train`; LM Studio adds
 /// `max_context_length`.
 pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, String> {
-    let list = value
-        .get("data")
-        .or_else(|| value.get("models"))
-        .and_then(Value::as_array)
-        .ok_or_else(|| "the model list has no `data` array".to_string())?;
-    Ok(list
-        .iter()
-        .filter_map(|entry| {
-            let id = entry
-                .get("id")
-                .or_else(|| entry.get("name"))
-                .and_then(Value::as_str)?;
-            let context_window = entry
-                .pointer("/meta/n_ctx")
-                .or_else(|| entry.get("max_context_length"))
-                .or_else(|| entry.get("context_length"))
-                .or_else(|| entry.pointer("/meta/n_ctx_train"))
-                .and_then(Value::as_u64);
-            Some(ModelInfo {
-                id: id.to_string(),
-                context_window,
-            })
-        })
-        .collect())
+    model_list(value, &["data", "models"], &["id", "name"], |entry| {
+        entry
+            .pointer("/meta/n_ctx")
+            .or_else(|| entry.get("max_context_length"))
+            .or_else(|| entry.get("context_length"))
+            .or_else(|| entry.pointer("/meta/n_ctx_train"))
+            .and_then(Value::as_u64)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::stream::decode_all;
+    use crate::providers::testing::*;
     use std::sync::Arc;
 
     fn decode(events: &[&str]) -> Vec<Result<ProviderEvent, String>> {
@@ -415,10 +399,7 @@ mod tests {
                 Ok(ProviderEvent::TextDelta("Hel".into())),
                 Ok(ProviderEvent::TextDelta("lo".into())),
                 Ok(ProviderEvent::Finish(FinishReason::Length)),
-                Ok(ProviderEvent::Usage(Usage {
-                    prompt_tokens: 12,
-                    completion_tokens: 3
-                })),
+                Ok(usage_event(12, 3)),
             ]
         );
     }
@@ -494,15 +475,7 @@ mod tests {
                 Arc::new(Message::assistant_text("hello")),
                 Arc::new(Message {
                     role: Role::User,
-                    parts: vec![
-                        Part::Text {
-                            text: "look".into(),
-                        },
-                        Part::Image {
-                            mime_type: "image/png".into(),
-                            data: "AAAA".into(),
-                        },
-                    ],
+                    parts: vec![text("look"), png("AAAA")],
                 }),
             ],
             tools: vec![],
@@ -537,16 +510,8 @@ mod tests {
             messages: vec![Arc::new(Message {
                 role: Role::Assistant,
                 parts: vec![
-                    Part::ToolCall {
-                        id: "a".into(),
-                        name: "read_file".into(),
-                        arguments: r#"{"path":"x"}"#.into(),
-                    },
-                    Part::ToolCall {
-                        id: "b".into(),
-                        name: "read_file".into(),
-                        arguments: r#"{"path":"#.into(),
-                    },
+                    tool_call("a", "read_file", r#"{"path":"x"}"#),
+                    tool_call("b", "read_file", r#"{"path":"#),
                 ],
             })],
             tools: vec![],
@@ -568,25 +533,11 @@ mod tests {
             Arc::new(Message::user_text("look at \"this\"")),
             Arc::new(Message {
                 role: Role::Assistant,
-                parts: vec![Part::ToolCall {
-                    id: "a".into(),
-                    name: "read_file".into(),
-                    arguments: r#"{"path":"#.into(),
-                }],
+                parts: vec![tool_call("a", "read_file", r#"{"path":"#)],
             }),
             Arc::new(Message {
                 role: Role::User,
-                parts: vec![
-                    Part::ToolResult {
-                        call_id: "a".into(),
-                        content: "x".into(),
-                        is_error: false,
-                    },
-                    Part::Image {
-                        mime_type: "image/png".into(),
-                        data: "AAAA".into(),
-                    },
-                ],
+                parts: vec![tool_result("a", "x", false), png("AAAA")],
             }),
         ];
         for turn in 0..3 {

@@ -245,31 +245,3 @@ impl Drop for AbortOnDrop {
         self.0.abort();
     }
 }
-
-/// Feeds payloads to a fresh decoder as [`event_stream`] does: stop at the
-/// first error or at the end marker, `finish` only when the input runs out.
-#[cfg(test)]
-pub fn decode_all<D: WireDecoder>(
-    events: &[(&str, &str)],
-) -> Vec<Result<ProviderEvent, ProviderError>> {
-    let mut decoder = D::default();
-    let mut out = Vec::new();
-    for (event, data) in events {
-        let items = decoder.on_event(event, data);
-        let failed = items.iter().any(Result::is_err);
-        out.extend(items);
-        if failed || decoder.done() {
-            return named(out);
-        }
-    }
-    out.extend(decoder.finish());
-    named(out)
-}
-
-#[cfg(test)]
-fn named(items: Vec<Decoded>) -> Vec<Result<ProviderEvent, ProviderError>> {
-    items
-        .into_iter()
-        .map(|item| item.map_err(|err| err.for_provider("p")))
-        .collect()
-}
