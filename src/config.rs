@@ -313,6 +313,11 @@ mod tests {
         )
     }
 
+    /// Why `text` is refused, as the user reads it.
+    pub(super) fn refusal(text: &str) -> String {
+        load(text, &[]).unwrap_err().to_string()
+    }
+
     pub(super) const SEED_EXAMPLE: &str = r#"
 [chat]
 default_backend = "internal"    # "internal" or "acp"
@@ -414,7 +419,7 @@ context_window = 8192
             ),
         ];
         for (text, key) in cases {
-            let err = load(text, &[]).unwrap_err().to_string();
+            let err = refusal(text);
             assert!(err.contains("/cfg/config.toml"), "{err}");
             assert!(err.contains(key), "expected {key} in: {err}");
         }
@@ -422,13 +427,11 @@ context_window = 8192
 
     #[test]
     fn wrong_types_are_reported_with_the_key() {
-        let err = load("[llm.providers.x]\ntimeout_secs = \"soon\"", &[])
-            .unwrap_err()
-            .to_string();
+        let err = refusal("[llm.providers.x]\ntimeout_secs = \"soon\"");
         assert!(err.contains("/cfg/config.toml"), "{err}");
         assert!(err.contains("timeout_secs"), "{err}");
         let text = "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"m\"\nmax_retries = -1";
-        let err = load(text, &[]).unwrap_err().to_string();
+        let err = refusal(text);
         assert!(err.contains("max_retries"), "{err}");
     }
 

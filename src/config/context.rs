@@ -47,7 +47,7 @@ pub(super) fn validate_context(
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::load;
+    use super::super::tests::{load, refusal};
 
     #[test]
     fn context_settings_are_read_and_checked() {
@@ -78,7 +78,7 @@ mod tests {
             ),
             ("[context]\nthreshold = 0.5", "threshold"),
         ] {
-            let err = load(text, &[]).unwrap_err().to_string();
+            let err = refusal(text);
             assert!(err.contains(key), "{text}: {err}");
         }
     }

@@ -132,7 +132,7 @@ fn validate_server(
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::load;
+    use super::super::tests::{load, refusal};
     use std::time::Duration;
 
     #[test]
@@ -159,15 +159,11 @@ mod tests {
         let debug = format!("{:?}", config.mcp_servers);
         assert!(!debug.contains("t0k"), "{debug}");
         assert!(debug.contains("Authorization=***"), "{debug}");
-        let err = load(text, &[]).unwrap_err().to_string();
+        let err = refusal(text);
         assert!(err.contains("MY_TOKEN"), "{err}");
-        let err = load("[mcp_servers.x]\ntype = \"http\"", &[])
-            .unwrap_err()
-            .to_string();
+        let err = refusal("[mcp_servers.x]\ntype = \"http\"");
         assert!(err.contains("mcp_servers.x.url"), "{err}");
-        let err = load("[mcp_servers.x]\nargs = []", &[])
-            .unwrap_err()
-            .to_string();
+        let err = refusal("[mcp_servers.x]\nargs = []");
         assert!(err.contains("mcp_servers.x.command"), "{err}");
     }
 }

@@ -65,7 +65,7 @@ pub(super) fn validate_modes(
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::load;
+    use super::super::tests::{load, refusal};
 
     #[test]
     fn config_modes_join_the_builtins_and_can_be_the_default() {
@@ -84,14 +84,12 @@ mod tests {
             ("[modes.\"Big Mode\"]\npolicy = \"auto\"", "modes.Big Mode"),
             ("[agent]\ndefault_mode = \"review\"", "agent.default_mode"),
         ] {
-            let err = load(text, &[]).unwrap_err().to_string();
+            let err = refusal(text);
             assert!(err.contains(&format!("key `{key}`")), "{err}");
             assert!(err.contains("/cfg/config.toml"), "{err}");
         }
         // Unknown keys are named by the parser.
-        let err = load("[modes.r]\npolicy = \"ask\"\ncolour = \"red\"", &[])
-            .unwrap_err()
-            .to_string();
+        let err = refusal("[modes.r]\npolicy = \"ask\"\ncolour = \"red\"");
         assert!(err.contains("colour"), "{err}");
     }
 }

@@ -141,7 +141,16 @@ impl RulePlace<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::load;
+    use super::super::tests::{load, refusal};
+
+    /// A file with the one rule `rule` is refused, naming its `field`.
+    fn assert_rule_refused(rule: &str, field: &str) {
+        let err = refusal(&format!("[[permissions.rules]]\n{rule}"));
+        assert!(
+            err.contains(&format!("permissions.rules[0].{field}")),
+            "{err}"
+        );
+    }
 
     #[test]
     fn permission_rules_are_read_in_order_and_checked() {
@@ -160,13 +169,7 @@ mod tests {
             ("kind = \"writes\"\ndecision = \"deny\"", "kind"),
             ("pattern = \"(\"\ndecision = \"deny\"", "pattern"),
         ] {
-            let err = load(&format!("[[permissions.rules]]\n{rule}"), &[])
-                .unwrap_err()
-                .to_string();
-            assert!(
-                err.contains(&format!("permissions.rules[0].{key}")),
-                "{err}"
-            );
+            assert_rule_refused(rule, key);
         }
     }
 
@@ -194,20 +197,9 @@ mod tests {
                 "command_prefix",
             ),
         ] {
-            let err = load(&format!("[[permissions.rules]]\n{rule}"), &[])
-                .unwrap_err()
-                .to_string();
-            assert!(
-                err.contains(&format!("permissions.rules[0].{key}")),
-                "{err}"
-            );
+            assert_rule_refused(rule, key);
         }
-        let err = load(
-            "[[permissions.rules]]\npriority = \"high\"\ndecision = \"ask\"",
-            &[],
-        )
-        .unwrap_err()
-        .to_string();
+        let err = refusal("[[permissions.rules]]\npriority = \"high\"\ndecision = \"ask\"");
         assert!(err.contains("priority"), "{err}");
     }
 }

@@ -223,10 +223,6 @@ impl WireDecoder for StreamDecoder {
     const CUT_OFF: &'static str = "the connection closed before message_stop";
 
     fn on_event(&mut self, event: &str, data: &str) -> Vec<Decoded> {
-        let data = data.trim();
-        if data.is_empty() {
-            return Vec::new();
-        }
         let value: Value = match serde_json::from_str(data) {
             Ok(value) => value,
             Err(err) => return vec![Err(StreamError::not_json("event", &err, data))],
@@ -310,14 +306,10 @@ impl StreamDecoder {
         if let Some(previous) = self.blocks.remove(&index) {
             close_block(index, previous, out);
         }
-        let Some(block) = value.get("content_block") else {
+        let Some((block, kind)) = typed(value, "content_block") else {
             return;
         };
-        match block
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-        {
+        match kind {
             "text" => push_text(out, block, "text", ProviderEvent::TextDelta),
             "thinking" => {
                 push_text(out, block, "thinking", ProviderEvent::ThinkingDelta);
@@ -364,14 +356,10 @@ impl StreamDecoder {
 
     fn on_block_delta(&mut self, value: &Value, out: &mut Vec<ProviderEvent>) {
         let index = block_index(value);
-        let Some(delta) = value.get("delta") else {
+        let Some((delta, kind)) = typed(value, "delta") else {
             return;
         };
-        match delta
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-        {
+        match kind {
             "text_delta" => push_text(out, delta, "text", ProviderEvent::TextDelta),
             "thinking_delta" => push_text(out, delta, "thinking", ProviderEvent::ThinkingDelta),
             "signature_delta" => {
@@ -460,6 +448,16 @@ fn block_index(value: &Value) -> usize {
         .and_then(Value::as_u64)
         .map(|i| i as usize)
         .unwrap_or(0)
+}
+
+/// The object at `key` and its `type`.
+fn typed<'a>(value: &'a Value, key: &str) -> Option<(&'a Value, &'a str)> {
+    let inner = value.get(key)?;
+    let kind = inner
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    Some((inner, kind))
 }
 
 /// The text at `key`, as `event`, unless it is empty.
@@ -691,26 +689,17 @@ mod tests {
         assert_eq!(utf8.finish, Some(FinishReason::ToolCalls));
         assert_eq!(utf8.error, None);
 
-        let error = fixture("error_mid_stream");
-        assert_eq!(error.text, "Partial");
-        assert!(
-            error
-                .error
-                .as_deref()
-                .is_some_and(|e| e.contains("Overloaded")),
-            "{error:?}"
-        );
-
-        let dropped = fixture("dropped");
-        assert_eq!(dropped.text, "Partial");
-        assert_eq!((dropped.usage, dropped.finish.as_ref()), (None, None));
-        assert!(
-            dropped
-                .error
-                .as_deref()
-                .is_some_and(|e| e.contains("ended before it was complete")),
-            "{dropped:?}"
-        );
+        // Cut short: the text so far, no finish or usage, and why.
+        for (name, says) in [
+            ("error_mid_stream", "Overloaded"),
+            ("dropped", "ended before it was complete"),
+        ] {
+            let cut = fixture(name);
+            assert_eq!(cut.text, "Partial", "{name}");
+            assert_eq!((cut.usage, cut.finish.as_ref()), (None, None), "{name}");
+            let error = cut.error.unwrap_or_default();
+            assert!(error.contains(says), "{name}: {error}");
+        }
     }
 
     /// The same files through the real SSE framing, cut every 3 bytes (inside

@@ -184,8 +184,7 @@ impl WireDecoder for StreamDecoder {
     const CUT_OFF: &'static str = "the connection closed before the final `done` line";
 
     fn on_event(&mut self, _event: &str, data: &str) -> Vec<Decoded> {
-        let data = data.trim();
-        if data.is_empty() || self.progress.done {
+        if self.progress.done {
             return Vec::new();
         }
         let line = match serde_json::from_str::<Value>(data) {
@@ -446,81 +445,82 @@ mod tests {
         (id.into(), name.into(), arguments)
     }
 
+    /// A stream that finished for `finish` after so many tokens.
+    fn finished(finish: FinishReason, prompt_tokens: u64, completion_tokens: u64) -> Outcome {
+        Outcome {
+            usage: usage(prompt_tokens, completion_tokens),
+            finish: Some(finish),
+            ..Outcome::default()
+        }
+    }
+
+    impl Outcome {
+        fn said(mut self, text: &str) -> Self {
+            self.text = text.into();
+            self
+        }
+
+        fn thinking(mut self, thought: &str) -> Self {
+            self.thought = thought.into();
+            self
+        }
+
+        fn called(mut self, call: (String, String, Value)) -> Self {
+            self.calls.push(call);
+            self
+        }
+    }
+
     #[test]
     fn fixtures_decode_as_the_readme_says() {
-        assert_eq!(
-            outcome(fixture("text")),
-            Outcome {
-                text: "Hello, world!".into(),
-                usage: usage(12, 4),
-                finish: Some(FinishReason::Stop),
-                ..Outcome::default()
-            }
-        );
-        assert_eq!(
-            outcome(fixture("thinking")),
-            Outcome {
-                text: "The answer is 4.".into(),
-                thought: "Let me think. 2+2=4.".into(),
-                usage: usage(20, 10),
-                finish: Some(FinishReason::Stop),
-                ..Outcome::default()
-            }
-        );
-        assert_eq!(
-            outcome(fixture("tool_call")),
-            Outcome {
-                text: "Reading the file.".into(),
-                calls: vec![call("call_0", "read_file", json!({"path": "src/main.rs"}))],
-                usage: usage(30, 15),
-                finish: Some(FinishReason::ToolCalls),
-                ..Outcome::default()
-            }
-        );
-        assert_eq!(
-            outcome(fixture("parallel_tool_calls")),
-            Outcome {
-                calls: vec![
-                    call("call_0", "read_file", json!({"path": "a.rs"})),
-                    call("call_1", "grep", json!({"pattern": "fn main", "path": "."})),
-                ],
-                usage: usage(40, 20),
-                finish: Some(FinishReason::ToolCalls),
-                ..Outcome::default()
-            }
-        );
-        assert_eq!(
-            outcome(fixture("utf8_arguments")),
-            Outcome {
-                calls: vec![call(
+        use FinishReason::{Stop, ToolCalls};
+        let cases = [
+            ("text", finished(Stop, 12, 4).said("Hello, world!")),
+            (
+                "thinking",
+                finished(Stop, 20, 10)
+                    .said("The answer is 4.")
+                    .thinking("Let me think. 2+2=4."),
+            ),
+            (
+                "tool_call",
+                finished(ToolCalls, 30, 15)
+                    .said("Reading the file.")
+                    .called(call("call_0", "read_file", json!({"path": "src/main.rs"}))),
+            ),
+            (
+                "parallel_tool_calls",
+                finished(ToolCalls, 40, 20)
+                    .called(call("call_0", "read_file", json!({"path": "a.rs"})))
+                    .called(call(
+                        "call_1",
+                        "grep",
+                        json!({"pattern": "fn main", "path": "."}),
+                    )),
+            ),
+            (
+                "utf8_arguments",
+                finished(ToolCalls, 25, 18).called(call(
                     "call_0",
                     "write_file",
-                    json!({"path": "é.txt", "content": "héllo wörld ✓ 🎉"})
-                )],
-                usage: usage(25, 18),
-                finish: Some(FinishReason::ToolCalls),
-                ..Outcome::default()
-            }
-        );
-        let error = outcome(fixture("error_mid_stream"));
-        assert_eq!(error.text, "Partial");
-        assert!(error.finish.is_none() && error.usage.is_none());
-        assert!(
-            error
-                .error
-                .as_deref()
-                .is_some_and(|e| e.contains("Overloaded"))
-        );
-        let dropped = outcome(fixture("dropped"));
-        assert_eq!(dropped.text, "Partial");
-        assert!(dropped.finish.is_none() && dropped.usage.is_none());
-        assert!(
-            dropped
-                .error
-                .as_deref()
-                .is_some_and(|e| e.contains("ended before") && e.contains("`done`")),
-            "{dropped:?}"
-        );
+                    json!({"path": "é.txt", "content": "héllo wörld ✓ 🎉"}),
+                )),
+            ),
+        ];
+        for (name, expected) in cases {
+            assert_eq!(outcome(fixture(name)), expected, "{name}");
+        }
+        // Cut short: the text so far, no finish or usage, and why.
+        for (name, says) in [
+            ("error_mid_stream", &["Overloaded"][..]),
+            ("dropped", &["ended before", "`done`"]),
+        ] {
+            let cut = outcome(fixture(name));
+            assert_eq!(cut.text, "Partial", "{name}");
+            assert!(cut.finish.is_none() && cut.usage.is_none(), "{name}");
+            let error = cut.error.unwrap_or_default();
+            assert!(says.iter().all(|s| error.contains(s)), "{name}: {error}");
+        }
     }
 
     #[test]

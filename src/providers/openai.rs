@@ -191,10 +191,6 @@ impl WireDecoder for StreamDecoder {
     const CUT_OFF: &'static str = "the connection closed without a finish reason or [DONE]";
 
     fn on_event(&mut self, _event: &str, data: &str) -> Vec<Decoded> {
-        let data = data.trim();
-        if data.is_empty() {
-            return Vec::new();
-        }
         if data == "[DONE]" {
             self.progress.done = true;
             let mut out: Vec<_> = self.close_calls().into_iter().map(Ok).collect();

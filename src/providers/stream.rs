@@ -21,7 +21,7 @@ pub trait WireDecoder: Default + Send + 'static {
     const CUT_OFF: &'static str;
 
     /// One SSE event (its `event:` name, empty when absent, and its data), or
-    /// one NDJSON line (empty name).
+    /// one NDJSON line (empty name). The data is trimmed and never blank.
     fn on_event(&mut self, event: &str, data: &str) -> Vec<Decoded>;
 
     fn progress(&self) -> Progress;
@@ -177,7 +177,9 @@ async fn pump_events(response: reqwest::Response, mut decoder: impl WireDecoder,
             return outlet.fail(StreamError::Idle(outlet.idle));
         };
         let items = match next {
-            Some(Ok(event)) => decoder.on_event(&event.event, &event.data),
+            // Blank payloads (keep-alives) carry nothing.
+            Some(Ok(event)) if event.data.trim().is_empty() => continue,
+            Some(Ok(event)) => decoder.on_event(&event.event, event.data.trim()),
             Some(Err(EventStreamError::Transport(err))) => {
                 vec![Err(StreamError::Truncated(error_chain(&err)))]
             }

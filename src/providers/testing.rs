@@ -6,14 +6,15 @@ use super::{Part, ProviderError, ProviderEvent, Usage};
 
 /// Feeds payloads (`event:` name, data) to a fresh decoder as
 /// [`super::stream::event_stream`] does: stop at the first error or at the
-/// end marker, `finish` only when the input runs out. Errors name provider `p`.
+/// end marker, `finish` only when the input runs out; blank payloads are
+/// skipped and the rest trimmed. Errors name provider `p`.
 pub fn decode_all<D: WireDecoder>(
     events: &[(&str, &str)],
 ) -> Vec<Result<ProviderEvent, ProviderError>> {
     let mut decoder = D::default();
     let mut out: Vec<Decoded> = Vec::new();
-    for (event, data) in events {
-        let items = decoder.on_event(event, data);
+    for (event, data) in events.iter().filter(|(_, data)| !data.trim().is_empty()) {
+        let items = decoder.on_event(event, data.trim());
         let failed = items.iter().any(Result::is_err);
         out.extend(items);
         if failed || decoder.done() {
