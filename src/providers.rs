@@ -1,6 +1,8 @@
 //! LLM providers behind one streaming interface. The agent loop and the ACP
-//! translation see only [`ProviderEvent`]s; each wire format lives in its own
-//! module.
+//! translation see only [`ProviderEvent`]s. One HTTP provider (`http`)
+//! serves every provider type; each wire format (`openai`, `anthropic`,
+//! `ollama`) lives in its own module, and `settings` says what a
+//! `[llm.providers.NAME]` table means.
 
 pub mod anthropic;
 pub mod encoded;

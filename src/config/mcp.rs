@@ -59,75 +59,109 @@ pub(super) fn validate_servers(
 
 fn validate_server(
     name: &str,
-    server: RawMcpServer,
+    mut server: RawMcpServer,
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<McpServerSpec, ConfigError> {
-    let key = |field: &str| format!("mcp_servers.{name}.{field}");
-    // Secrets (tokens in headers or env) stay out of the file: ${VAR}.
-    let expand = |field: String, value: &str| {
-        expand_env(value, env).map_err(|var| {
-            invalid(
-                path,
-                key(&field),
-                format!("refers to ${{{var}}}, which is not set"),
-                format!("Export {var} in the environment the editor starts the agent from."),
-            )
-        })
+    let table = ServerTable { name, path, env };
+    let trust_read_only_hints = server.trust_read_only_hints.unwrap_or(true);
+    let kind = match server.kind.take() {
+        Some(kind) => kind,
+        None if server.url.is_some() => "http".into(),
+        None => "stdio".into(),
     };
-    let required = |value: Option<String>, field: &str, fix: &str| {
-        value.ok_or_else(|| invalid(path, key(field), "is missing", fix))
-    };
-    let kind = server.kind.as_deref().unwrap_or(if server.url.is_some() {
-        "http"
-    } else {
-        "stdio"
-    });
-    let spec = match kind {
-        "stdio" => {
-            let command = required(
-                server.command,
-                "command",
-                "Name the program that runs the server, e.g. command = \"npx\", or set url for an HTTP server.",
-            )?;
-            let mut spec =
-                McpServerSpec::stdio(name, command).with_args(server.args.unwrap_or_default());
-            for (variable, value) in server.env.unwrap_or_default() {
-                let value = expand(format!("env.{variable}"), &value)?;
-                spec = spec.with_env(variable, value);
-            }
-            if let Some(cwd) = server.cwd {
-                spec = spec.with_cwd(cwd);
-            }
-            spec
-        }
-        "http" | "sse" => {
-            let url = required(
-                server.url,
-                "url",
-                "Give the server's URL, e.g. url = \"http://127.0.0.1:3001/mcp\".",
-            )?;
-            let mut spec = if kind == "http" {
-                McpServerSpec::http(name, url)
-            } else {
-                McpServerSpec::sse(name, url)
-            };
-            for (header, value) in server.headers.unwrap_or_default() {
-                let value = expand(format!("headers.{header}"), &value)?;
-                spec = spec.with_header(header, value);
-            }
-            spec
-        }
+    let spec = match kind.as_str() {
+        "stdio" => table.stdio(server)?,
+        "http" | "sse" => table.remote(kind == "http", server)?,
         other => {
-            return Err(invalid(
-                path,
-                key("type"),
+            return Err(table.invalid(
+                "type",
                 format!("`{other}` is not an MCP transport"),
                 "Use \"stdio\" (with command), \"http\" or \"sse\" (with url).",
             ));
         }
     };
-    Ok(spec.with_trust_read_only_hints(server.trust_read_only_hints.unwrap_or(true)))
+    Ok(spec.with_trust_read_only_hints(trust_read_only_hints))
+}
+
+/// `[mcp_servers.NAME]` of the file at `path`.
+struct ServerTable<'a> {
+    name: &'a str,
+    path: &'a Path,
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl ServerTable<'_> {
+    fn invalid(
+        &self,
+        field: &str,
+        problem: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> ConfigError {
+        invalid(
+            self.path,
+            format!("mcp_servers.{}.{field}", self.name),
+            problem,
+            fix,
+        )
+    }
+
+    fn required(
+        &self,
+        value: Option<String>,
+        field: &str,
+        fix: &str,
+    ) -> Result<String, ConfigError> {
+        value.ok_or_else(|| self.invalid(field, "is missing", fix))
+    }
+
+    /// Secrets (tokens in headers or env) stay out of the file: ${VAR}.
+    fn expand(&self, field: String, value: &str) -> Result<String, ConfigError> {
+        expand_env(value, self.env).map_err(|var| {
+            self.invalid(
+                &field,
+                format!("refers to ${{{var}}}, which is not set"),
+                format!("Export {var} in the environment the editor starts the agent from."),
+            )
+        })
+    }
+
+    fn stdio(&self, server: RawMcpServer) -> Result<McpServerSpec, ConfigError> {
+        let command = self.required(
+            server.command,
+            "command",
+            "Name the program that runs the server, e.g. command = \"npx\", or set url for an HTTP server.",
+        )?;
+        let mut spec =
+            McpServerSpec::stdio(self.name, command).with_args(server.args.unwrap_or_default());
+        for (variable, value) in server.env.unwrap_or_default() {
+            let value = self.expand(format!("env.{variable}"), &value)?;
+            spec = spec.with_env(variable, value);
+        }
+        if let Some(cwd) = server.cwd {
+            spec = spec.with_cwd(cwd);
+        }
+        Ok(spec)
+    }
+
+    /// Streamable HTTP, or the older SSE transport.
+    fn remote(&self, http: bool, server: RawMcpServer) -> Result<McpServerSpec, ConfigError> {
+        let url = self.required(
+            server.url,
+            "url",
+            "Give the server's URL, e.g. url = \"http://127.0.0.1:3001/mcp\".",
+        )?;
+        let mut spec = if http {
+            McpServerSpec::http(self.name, url)
+        } else {
+            McpServerSpec::sse(self.name, url)
+        };
+        for (header, value) in server.headers.unwrap_or_default() {
+            let value = self.expand(format!("headers.{header}"), &value)?;
+            spec = spec.with_header(header, value);
+        }
+        Ok(spec)
+    }
 }
 
 #[cfg(test)]

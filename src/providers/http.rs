@@ -1,8 +1,7 @@
-//! The one HTTP provider: a lazily built client, the API-key check, error
-//! statuses turned into errors that say what to do, and a response body
-//! pumped through a decoder under an idle timeout. What differs between the
-//! three provider types (paths, body, headers, stream events, model lists)
-//! is their [`WireFormat`].
+//! The one HTTP provider: a lazily built client, the API-key check, and
+//! error statuses turned into errors that say what to do; the answer is read
+//! by `stream`. What differs between the three provider types (paths, body,
+//! headers, stream events, model lists) is their [`WireFormat`].
 
 use std::sync::OnceLock;
 use std::time::Duration;

@@ -265,76 +265,74 @@ impl StreamDecoder {
     }
 
     fn on_delta(&mut self, delta: &Value, out: &mut Vec<ProviderEvent>) {
-        // llama.cpp and vLLM send `reasoning_content`; OpenRouter sends `reasoning`.
-        for key in ["reasoning_content", "reasoning"] {
-            if let Some(text) = delta
+        let text = |key: &str| {
+            delta
                 .get(key)
                 .and_then(Value::as_str)
                 .filter(|t| !t.is_empty())
-            {
-                self.progress.saw_anything = true;
-                out.push(ProviderEvent::ThinkingDelta(text.to_string()));
-            }
-        }
-        if let Some(text) = delta
-            .get("content")
-            .and_then(Value::as_str)
-            .filter(|t| !t.is_empty())
-        {
-            self.progress.saw_anything = true;
-            out.push(ProviderEvent::TextDelta(text.to_string()));
-        }
-        let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) else {
-            return;
+                .map(str::to_string)
         };
-        for (position, call) in calls.iter().enumerate() {
-            self.progress.saw_anything = true;
-            let index = call
-                .get("index")
-                .and_then(Value::as_u64)
-                .map(|i| i as usize)
-                .unwrap_or(position);
-            let function = call.get("function");
-            let arguments = function
-                .and_then(|f| f.get("arguments"))
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let announced = self.open_calls.get(&index).copied().unwrap_or(false);
-            if !announced {
-                let id = call.get("id").and_then(Value::as_str);
-                let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
-                match (id, name) {
-                    (Some(id), Some(name)) if !name.is_empty() => {
-                        self.open_calls.insert(index, true);
-                        out.push(ProviderEvent::ToolCallStart {
-                            index,
-                            id: id.to_string(),
-                            name: name.to_string(),
-                        });
-                        if let Some(early) = self.pending_args.remove(&index) {
-                            out.push(ProviderEvent::ToolCallArgumentsDelta {
-                                index,
-                                delta: early,
-                            });
-                        }
-                    }
-                    _ => {
-                        // Arguments before the name arrived: hold them until it does.
-                        self.open_calls.entry(index).or_insert(false);
-                        self.pending_args
-                            .entry(index)
-                            .or_default()
-                            .push_str(arguments);
-                        continue;
-                    }
-                }
-            }
-            if !arguments.is_empty() {
+        // llama.cpp and vLLM send `reasoning_content`; OpenRouter sends `reasoning`.
+        let thoughts = ["reasoning_content", "reasoning"].map(text);
+        let said = thoughts
+            .into_iter()
+            .flatten()
+            .map(ProviderEvent::ThinkingDelta);
+        let said: Vec<_> = said
+            .chain(text("content").map(ProviderEvent::TextDelta))
+            .collect();
+        self.progress.saw_anything |= !said.is_empty();
+        out.extend(said);
+        let calls = delta.get("tool_calls").and_then(Value::as_array);
+        for (position, call) in calls.into_iter().flatten().enumerate() {
+            self.on_call_fragment(position, call, out);
+        }
+    }
+
+    /// A piece of a tool call: its start (id and name), arguments, or both.
+    fn on_call_fragment(&mut self, position: usize, call: &Value, out: &mut Vec<ProviderEvent>) {
+        self.progress.saw_anything = true;
+        let index = call
+            .get("index")
+            .and_then(Value::as_u64)
+            .map(|i| i as usize)
+            .unwrap_or(position);
+        let function = call.get("function");
+        let arguments = function
+            .and_then(|f| f.get("arguments"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let announced = self.open_calls.get(&index).copied().unwrap_or(false);
+        if !announced {
+            let id = call.get("id").and_then(Value::as_str);
+            let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
+            let (Some(id), Some(name)) = (id, name.filter(|name| !name.is_empty())) else {
+                // Arguments before the name arrived: hold them until it does.
+                self.open_calls.entry(index).or_insert(false);
+                self.pending_args
+                    .entry(index)
+                    .or_default()
+                    .push_str(arguments);
+                return;
+            };
+            self.open_calls.insert(index, true);
+            out.push(ProviderEvent::ToolCallStart {
+                index,
+                id: id.to_string(),
+                name: name.to_string(),
+            });
+            if let Some(early) = self.pending_args.remove(&index) {
                 out.push(ProviderEvent::ToolCallArgumentsDelta {
                     index,
-                    delta: arguments.to_string(),
+                    delta: early,
                 });
             }
+        }
+        if !arguments.is_empty() {
+            out.push(ProviderEvent::ToolCallArgumentsDelta {
+                index,
+                delta: arguments.to_string(),
+            });
         }
     }
 
