@@ -265,7 +265,7 @@ pub const FALLBACK_CONTEXT_WINDOW: u64 = 8192;
 /// The configured providers, built lazily: nothing here opens a connection
 /// until a session first asks.
 pub struct Providers {
-    configs: BTreeMap<String, ProviderSettings>,
+    settings: BTreeMap<String, ProviderSettings>,
     built: std::sync::Mutex<BTreeMap<String, Arc<dyn Provider>>>,
     models: tokio::sync::Mutex<BTreeMap<String, Arc<tokio::sync::OnceCell<Vec<ModelInfo>>>>>,
     windows: std::sync::Mutex<BTreeMap<(String, String), u64>>,
@@ -275,7 +275,7 @@ impl Providers {
     /// The providers of `settings`, by name.
     pub fn new(settings: BTreeMap<String, ProviderSettings>) -> Self {
         Self {
-            configs: settings,
+            settings,
             built: std::sync::Mutex::default(),
             models: tokio::sync::Mutex::default(),
             windows: std::sync::Mutex::default(),
@@ -283,15 +283,15 @@ impl Providers {
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.configs.keys().map(String::as_str)
+        self.settings.keys().map(String::as_str)
     }
 
     pub fn config(&self, name: &str) -> Option<&ProviderSettings> {
-        self.configs.get(name)
+        self.settings.get(name)
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn Provider>> {
-        let config = self.configs.get(name)?;
+        let config = self.settings.get(name)?;
         let mut built = self
             .built
             .lock()
