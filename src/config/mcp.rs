@@ -74,8 +74,9 @@ fn validate_server(
         "stdio" => table.stdio(server)?,
         "http" | "sse" => table.remote(kind == "http", server)?,
         other => {
-            return Err(table.invalid(
-                "type",
+            return Err(invalid(
+                path,
+                table.key("type"),
                 format!("`{other}` is not an MCP transport"),
                 "Use \"stdio\" (with command), \"http\" or \"sse\" (with url).",
             ));
@@ -92,18 +93,8 @@ struct ServerTable<'a> {
 }
 
 impl ServerTable<'_> {
-    fn invalid(
-        &self,
-        field: &str,
-        problem: impl Into<String>,
-        fix: impl Into<String>,
-    ) -> ConfigError {
-        invalid(
-            self.path,
-            format!("mcp_servers.{}.{field}", self.name),
-            problem,
-            fix,
-        )
+    fn key(&self, field: &str) -> String {
+        format!("mcp_servers.{}.{field}", self.name)
     }
 
     fn required(
@@ -112,14 +103,15 @@ impl ServerTable<'_> {
         field: &str,
         fix: &str,
     ) -> Result<String, ConfigError> {
-        value.ok_or_else(|| self.invalid(field, "is missing", fix))
+        value.ok_or_else(|| invalid(self.path, self.key(field), "is missing", fix))
     }
 
     /// Secrets (tokens in headers or env) stay out of the file: ${VAR}.
     fn expand(&self, field: String, value: &str) -> Result<String, ConfigError> {
         expand_env(value, self.env).map_err(|var| {
-            self.invalid(
-                &field,
+            invalid(
+                self.path,
+                self.key(&field),
                 format!("refers to ${{{var}}}, which is not set"),
                 format!("Export {var} in the environment the editor starts the agent from."),
             )

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::http::{WireFormat, model_list, truncate};
 use super::settings::ProviderSettings;
-use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder};
+use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder, text_at};
 use super::{
     ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice, Usage,
 };
@@ -316,7 +316,7 @@ impl StreamDecoder {
                 self.blocks.insert(
                     index,
                     Block::Thinking {
-                        start_signature: non_empty(block, "signature").map(str::to_string),
+                        start_signature: text_at(block, "signature").map(str::to_string),
                         signed: false,
                     },
                 );
@@ -325,7 +325,7 @@ impl StreamDecoder {
                 push_text(out, block, "data", ProviderEvent::RedactedThinking);
             }
             "tool_use" => {
-                let id = non_empty(block, "id")
+                let id = text_at(block, "id")
                     .map(str::to_string)
                     .unwrap_or_else(|| format!("toolu_{index}"));
                 let name = block
@@ -363,7 +363,7 @@ impl StreamDecoder {
             "text_delta" => push_text(out, delta, "text", ProviderEvent::TextDelta),
             "thinking_delta" => push_text(out, delta, "thinking", ProviderEvent::ThinkingDelta),
             "signature_delta" => {
-                if let Some(signature) = non_empty(delta, "signature") {
+                if let Some(signature) = text_at(delta, "signature") {
                     if let Some(Block::Thinking { signed, .. }) = self.blocks.get_mut(&index) {
                         *signed = true;
                     }
@@ -371,7 +371,7 @@ impl StreamDecoder {
                 }
             }
             "input_json_delta" => {
-                let Some(partial) = non_empty(delta, "partial_json") else {
+                let Some(partial) = text_at(delta, "partial_json") else {
                     return;
                 };
                 // Arguments for a call that never started have nowhere to go.
@@ -467,16 +467,9 @@ fn push_text(
     key: &str,
     event: fn(String) -> ProviderEvent,
 ) {
-    if let Some(text) = non_empty(value, key) {
+    if let Some(text) = text_at(value, key) {
         out.push(event(text.to_string()));
     }
-}
-
-fn non_empty<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
-    value
-        .get(key)
-        .and_then(Value::as_str)
-        .filter(|text| !text.is_empty())
 }
 
 fn count(usage: &Value, key: &str) -> u64 {

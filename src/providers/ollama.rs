@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use super::http::{WireFormat, model_list, truncate};
 use super::openai::function_tools;
 use super::settings::ProviderSettings;
-use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder};
+use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder, text_at};
 use super::{
     ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice, Usage,
 };
@@ -218,13 +218,7 @@ impl WireDecoder for StreamDecoder {
 
 impl StreamDecoder {
     fn on_message(&mut self, message: &Value, out: &mut Vec<ProviderEvent>) {
-        let text = |key: &str| {
-            message
-                .get(key)
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-                .map(str::to_string)
-        };
+        let text = |key: &str| text_at(message, key).map(str::to_string);
         if let Some(thinking) = text("thinking") {
             out.push(ProviderEvent::ThinkingDelta(thinking));
         }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::encoded::{EncodedMessages, with_array_field};
 use super::http::{WireFormat, model_list};
 use super::settings::ProviderSettings;
-use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder};
+use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder, text_at};
 use super::{
     ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice,
     ToolDefinition, Usage,
@@ -265,13 +265,7 @@ impl StreamDecoder {
     }
 
     fn on_delta(&mut self, delta: &Value, out: &mut Vec<ProviderEvent>) {
-        let text = |key: &str| {
-            delta
-                .get(key)
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-                .map(str::to_string)
-        };
+        let text = |key: &str| text_at(delta, key).map(str::to_string);
         // llama.cpp and vLLM send `reasoning_content`; OpenRouter sends `reasoning`.
         let thoughts = ["reasoning_content", "reasoning"].map(text);
         let said = thoughts
