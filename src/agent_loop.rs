@@ -634,8 +634,9 @@ impl AssistantBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Config, DEFAULT_MAX_TURN_REQUESTS, ProviderConfig};
+    use crate::config::DEFAULT_MAX_TURN_REQUESTS;
     use crate::permissions::AllowAll;
+    use crate::providers::settings::ProviderSettings;
     use crate::providers::{EventStream, ModelInfo};
     use futures::future::BoxFuture;
     use std::sync::Mutex;
@@ -647,11 +648,11 @@ mod tests {
         later: Option<Vec<Result<ProviderEvent, ProviderError>>>,
         hang_after: bool,
         seen: Mutex<Vec<ChatRequest>>,
-        config: ProviderConfig,
+        config: ProviderSettings,
     }
 
     impl Provider for Scripted {
-        fn config(&self) -> &ProviderConfig {
+        fn config(&self) -> &ProviderSettings {
             &self.config
         }
         fn stream_chat(
@@ -720,10 +721,7 @@ mod tests {
             later: None,
             hang_after,
             seen: Mutex::default(),
-            config: Config::builtin_default()
-                .default_provider()
-                .cloned()
-                .unwrap(),
+            config: ProviderSettings::local_ollama(),
         })
     }
 

@@ -142,7 +142,7 @@ async fn serve(config: Config, data_dir: std::path::PathBuf) -> anyhow::Result<(
         agent: config.default_agent.clone(),
         system_prompt: config.system_prompt.clone(),
     };
-    let providers = Arc::new(Providers::from_config(&config));
+    let providers = Arc::new(Providers::new(config.providers.clone()));
     let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());
     let store = Arc::new(Store::new(&data_dir));
     let sessions = SessionManager::new(providers, sink, defaults)

@@ -1,6 +1,8 @@
 //! LLM providers behind one streaming interface. The agent loop and the ACP
-//! translation see only [`ProviderEvent`]s; each wire format lives in its own
-//! module.
+//! translation see only [`ProviderEvent`]s. One HTTP provider (`http`)
+//! serves every provider type; each wire format (`openai`, `anthropic`,
+//! `ollama`) lives in its own module, and `settings` says what a
+//! `[llm.providers.NAME]` table means.
 
 pub mod anthropic;
 pub mod encoded;
@@ -9,6 +11,10 @@ pub mod known_models;
 pub mod ollama;
 pub mod openai;
 pub mod retry;
+pub mod settings;
+pub mod stream;
+#[cfg(test)]
+mod testing;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,8 +25,12 @@ use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::config::{Config, ProviderConfig, ProviderKind};
 pub use crate::model::{Message, Part, Role, ToolDefinition};
+use anthropic::AnthropicFormat;
+use http::HttpProvider;
+use ollama::OllamaFormat;
+use openai::OpenAiFormat;
+use settings::{ProviderKind, ProviderSettings};
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum ToolChoice {
@@ -220,7 +230,7 @@ pub type EventStream = BoxStream<'static, Result<ProviderEvent, ProviderError>>;
 
 /// A streaming chat-completion client (seed: TextGenerationProvider).
 pub trait Provider: Send + Sync {
-    fn config(&self) -> &ProviderConfig;
+    fn config(&self) -> &ProviderSettings;
     fn name(&self) -> &str {
         &self.config().name
     }
@@ -255,16 +265,17 @@ pub const FALLBACK_CONTEXT_WINDOW: u64 = 8192;
 /// The configured providers, built lazily: nothing here opens a connection
 /// until a session first asks.
 pub struct Providers {
-    configs: BTreeMap<String, ProviderConfig>,
+    settings: BTreeMap<String, ProviderSettings>,
     built: std::sync::Mutex<BTreeMap<String, Arc<dyn Provider>>>,
     models: tokio::sync::Mutex<BTreeMap<String, Arc<tokio::sync::OnceCell<Vec<ModelInfo>>>>>,
     windows: std::sync::Mutex<BTreeMap<(String, String), u64>>,
 }
 
 impl Providers {
-    pub fn from_config(config: &Config) -> Self {
+    /// The providers of `settings`, by name.
+    pub fn new(settings: BTreeMap<String, ProviderSettings>) -> Self {
         Self {
-            configs: config.providers.clone(),
+            settings,
             built: std::sync::Mutex::default(),
             models: tokio::sync::Mutex::default(),
             windows: std::sync::Mutex::default(),
@@ -272,15 +283,15 @@ impl Providers {
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.configs.keys().map(String::as_str)
+        self.settings.keys().map(String::as_str)
     }
 
-    pub fn config(&self, name: &str) -> Option<&ProviderConfig> {
-        self.configs.get(name)
+    pub fn config(&self, name: &str) -> Option<&ProviderSettings> {
+        self.settings.get(name)
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn Provider>> {
-        let config = self.configs.get(name)?;
+        let config = self.settings.get(name)?;
         let mut built = self
             .built
             .lock()
@@ -359,10 +370,11 @@ impl Providers {
     }
 }
 
-fn build_provider(config: &ProviderConfig) -> Arc<dyn Provider> {
-    match config.kind {
-        ProviderKind::OpenAi => Arc::new(openai::OpenAiProvider::new(config.clone())),
-        ProviderKind::Ollama => Arc::new(ollama::OllamaProvider::new(config.clone())),
-        ProviderKind::Anthropic => Arc::new(anthropic::AnthropicProvider::new(config.clone())),
+fn build_provider(settings: &ProviderSettings) -> Arc<dyn Provider> {
+    let settings = settings.clone();
+    match settings.kind {
+        ProviderKind::OpenAi => Arc::new(HttpProvider::<OpenAiFormat>::new(settings)),
+        ProviderKind::Ollama => Arc::new(HttpProvider::<OllamaFormat>::new(settings)),
+        ProviderKind::Anthropic => Arc::new(HttpProvider::<AnthropicFormat>::new(settings)),
     }
 }

@@ -616,7 +616,7 @@ mod tests {
         let config = Config::builtin_default();
         let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());
         let manager = SessionManager::new(
-            Arc::new(Providers::from_config(&config)),
+            Arc::new(Providers::new(config.providers.clone())),
             sink,
             Defaults {
                 provider: "ollama".into(),

@@ -6,9 +6,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::CliError;
-use crate::config::{Config, Overrides, ProviderKind};
+use crate::config::{Config, Overrides};
 use crate::mcp::McpTransport;
 use crate::providers::Providers;
+use crate::providers::settings::ProviderKind;
 
 /// How long an endpoint may take to list its models.
 const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -103,7 +104,7 @@ async fn check_providers(config: &Config, checks: &mut Vec<Check>) {
         provider.retry.max_retries = 0;
         provider.connect_timeout = provider.connect_timeout.min(Duration::from_secs(3));
     }
-    let providers = Providers::from_config(&quick);
+    let providers = Providers::new(quick.providers.clone());
     for (name, provider) in &quick.providers {
         let what = format!("provider {name}");
         let needs_key = provider.kind == ProviderKind::Anthropic

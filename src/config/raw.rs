@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use crate::providers::settings::RawProvider;
+
 #[derive(Debug, Default, Deserialize)]
 pub struct RawConfig {
     pub chat: Option<RawChat>,
@@ -35,26 +37,8 @@ pub struct RawChat {
 #[derive(Debug, Default, Deserialize)]
 pub struct RawLlm {
     pub default: Option<String>,
+    /// Validated by `providers::settings`, which owns their meaning.
     pub providers: Option<BTreeMap<String, RawProvider>>,
-    #[serde(flatten)]
-    pub unknown: BTreeMap<String, toml::Value>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-pub struct RawProvider {
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
-    pub endpoint: Option<String>,
-    pub default_model: Option<String>,
-    pub api_key: Option<String>,
-    pub api_key_file: Option<String>,
-    pub context_window: Option<u64>,
-    pub timeout_secs: Option<u64>,
-    pub connect_timeout_secs: Option<u64>,
-    pub max_output_tokens: Option<u32>,
-    pub max_retries: Option<u32>,
-    pub retry_base_delay_ms: Option<u64>,
-    pub retry_max_delay_secs: Option<u64>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
 }

@@ -4,65 +4,47 @@
 
 use std::collections::BTreeMap;
 
-use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
-use super::http::{Framing, HttpBase, WireDecoder, truncate};
+use super::http::{WireFormat, model_list, truncate};
+use super::settings::ProviderSettings;
+use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder, text_at};
 use super::{
-    ChatRequest, EventStream, FinishReason, Message, ModelInfo, Part, Provider, ProviderError,
-    ProviderEvent, Role, ToolChoice, Usage,
+    ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice, Usage,
 };
-use crate::config::ProviderConfig;
 
-pub struct AnthropicProvider {
-    http: HttpBase,
-}
+/// The Messages API version this client speaks.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
-impl AnthropicProvider {
-    pub fn new(config: ProviderConfig) -> Self {
-        Self {
-            http: HttpBase::new(config),
-        }
+/// The Messages API over server-sent events.
+#[derive(Default)]
+pub struct AnthropicFormat;
+
+impl WireFormat for AnthropicFormat {
+    type Decoder = StreamDecoder;
+    const CHAT_PATH: &'static str = "/v1/messages";
+    // The list is paged (20 by default); one page of the maximum size holds them all.
+    const MODELS_PATH: &'static str = "/v1/models?limit=1000";
+
+    fn request_text(&self, request: &ChatRequest, settings: &ProviderSettings) -> String {
+        request_body(request, settings.max_output_tokens).to_string()
     }
 
-    async fn start(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        let url = format!("{}/v1/messages", self.http.config.endpoint);
-        let body = request_body(&request, self.http.config.max_output_tokens);
-        let decoder = StreamDecoder::new(self.http.name());
-        self.http
-            .start_stream(
-                &url,
-                body.to_string(),
-                &request.model,
-                Framing::Sse,
-                decoder,
-                self.models(),
-            )
-            .await
+    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String> {
+        parse_models(body)
     }
 
-    async fn models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-        // The list is paged (20 by default); one page of the maximum size holds them all.
-        let url = format!("{}/v1/models?limit=1000", self.http.config.endpoint);
-        let body = self.http.get_json(&url).await?;
-        parse_models(&body).map_err(|detail| self.http.malformed(detail))
-    }
-}
-
-impl Provider for AnthropicProvider {
-    fn config(&self) -> &ProviderConfig {
-        &self.http.config
-    }
-
-    fn stream_chat(
+    /// Anthropic's own headers; a local server without a key gets no key header.
+    fn authorize(
         &self,
-        request: ChatRequest,
-    ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
-        Box::pin(self.start(request))
-    }
-
-    fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
-        Box::pin(self.models())
+        request: reqwest::RequestBuilder,
+        key: Option<&str>,
+    ) -> reqwest::RequestBuilder {
+        let request = request.header("anthropic-version", ANTHROPIC_VERSION);
+        match key {
+            Some(key) => request.header("x-api-key", key),
+            None => request,
+        }
     }
 }
 
@@ -226,12 +208,8 @@ enum Block {
 /// `type` in their data: llama-server and proxies differ in `event:` names.
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
-    provider: String,
-    /// `message_stop` arrived.
-    done: bool,
-    saw_anything: bool,
-    /// A `message_delta` carried a stop reason.
-    stopped: bool,
+    /// The end marker is `message_stop`; the finish, a stop reason in `message_delta`.
+    progress: Progress,
     usage_seen: bool,
     usage_sent: bool,
     prompt_tokens: u64,
@@ -241,22 +219,13 @@ pub struct StreamDecoder {
 }
 
 impl WireDecoder for StreamDecoder {
-    fn on_event(&mut self, event: &str, data: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
-        let data = data.trim();
-        if data.is_empty() {
-            return Vec::new();
-        }
+    const FRAMING: Framing = Framing::Sse;
+    const CUT_OFF: &'static str = "the connection closed before message_stop";
+
+    fn on_event(&mut self, event: &str, data: &str) -> Vec<Decoded> {
         let value: Value = match serde_json::from_str(data) {
             Ok(value) => value,
-            Err(err) => {
-                return vec![Err(ProviderError::Malformed {
-                    provider: self.provider.clone(),
-                    detail: format!(
-                        "a stream event is not JSON ({err}): {}",
-                        truncate(data, 200)
-                    ),
-                })];
-            }
+            Err(err) => return vec![Err(StreamError::not_json("event", &err, data))],
         };
         let kind = value
             .get("type")
@@ -266,97 +235,68 @@ impl WireDecoder for StreamDecoder {
         let mut out = Vec::new();
         match kind.as_str() {
             "message_start" => {
-                self.saw_anything = true;
                 if let Some(usage) = value.pointer("/message/usage") {
                     self.usage_seen = true;
                     self.prompt_tokens = prompt_tokens(usage);
                     self.completion_tokens = count(usage, "output_tokens");
                 }
             }
-            "content_block_start" => {
-                self.saw_anything = true;
-                self.on_block_start(&value, &mut out);
-            }
-            "content_block_delta" => {
-                self.saw_anything = true;
-                self.on_block_delta(&value, &mut out);
-            }
+            "content_block_start" => self.on_block_start(&value, &mut out),
+            "content_block_delta" => self.on_block_delta(&value, &mut out),
             "content_block_stop" => {
-                self.saw_anything = true;
                 let index = block_index(&value);
                 if let Some(block) = self.blocks.remove(&index) {
                     close_block(index, block, &mut out);
                 }
             }
-            "message_delta" => {
-                self.saw_anything = true;
-                if let Some(usage) = value.get("usage") {
-                    self.usage_seen = true;
-                    if let Some(output) = usage.get("output_tokens").and_then(Value::as_u64) {
-                        self.completion_tokens = output;
-                    }
-                    if count(usage, "input_tokens") > 0 {
-                        self.prompt_tokens = prompt_tokens(usage);
-                    }
-                }
-                if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    self.close_blocks(&mut out);
-                    self.stopped = true;
-                    out.push(ProviderEvent::Finish(match reason {
-                        "end_turn" | "stop_sequence" => FinishReason::Stop,
-                        "max_tokens" => FinishReason::Length,
-                        "tool_use" => FinishReason::ToolCalls,
-                        "refusal" => FinishReason::Refusal,
-                        other => FinishReason::Other(other.to_string()),
-                    }));
-                }
-            }
+            "message_delta" => self.on_message_delta(&value, &mut out),
             "message_stop" => {
-                self.saw_anything = true;
-                self.done = true;
+                self.progress.done = true;
                 self.close_blocks(&mut out);
                 self.push_usage(&mut out);
             }
-            "error" => return vec![Err(self.remote_error(&value))],
+            "error" => return vec![Err(remote_error(&value))],
             // `ping` and event types added later carry nothing for us.
-            _ => {}
+            _ => return Vec::new(),
         }
+        self.progress.saw_anything = true;
         out.into_iter().map(Ok).collect()
     }
 
-    /// The byte stream ended. Without `message_stop` the answer may be cut off.
-    fn finish(&mut self) -> Vec<Result<ProviderEvent, ProviderError>> {
-        if self.done {
-            return Vec::new();
-        }
-        if !self.saw_anything {
-            return vec![Err(ProviderError::EmptyStream {
-                provider: self.provider.clone(),
-            })];
-        }
-        if self.stopped {
-            // The stop reason arrived, only the end marker is missing: nothing is lost.
-            let mut out = Vec::new();
-            self.close_blocks(&mut out);
-            self.push_usage(&mut out);
-            return out.into_iter().map(Ok).collect();
-        }
-        vec![Err(ProviderError::Truncated {
-            provider: self.provider.clone(),
-            detail: "the connection closed before message_stop".into(),
-        })]
+    fn progress(&self) -> Progress {
+        self.progress
     }
 
-    fn done(&self) -> bool {
-        self.done
+    /// The stop reason arrived, only the end marker is missing: nothing is lost.
+    fn close(&mut self) -> Vec<ProviderEvent> {
+        let mut out = Vec::new();
+        self.close_blocks(&mut out);
+        self.push_usage(&mut out);
+        out
     }
 }
 
 impl StreamDecoder {
-    pub fn new(provider: &str) -> Self {
-        Self {
-            provider: provider.to_string(),
-            ..Self::default()
+    fn on_message_delta(&mut self, value: &Value, out: &mut Vec<ProviderEvent>) {
+        if let Some(usage) = value.get("usage") {
+            self.usage_seen = true;
+            if let Some(output) = usage.get("output_tokens").and_then(Value::as_u64) {
+                self.completion_tokens = output;
+            }
+            if count(usage, "input_tokens") > 0 {
+                self.prompt_tokens = prompt_tokens(usage);
+            }
+        }
+        if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
+            self.close_blocks(out);
+            self.progress.finished = true;
+            out.push(ProviderEvent::Finish(match reason {
+                "end_turn" | "stop_sequence" => FinishReason::Stop,
+                "max_tokens" => FinishReason::Length,
+                "tool_use" => FinishReason::ToolCalls,
+                "refusal" => FinishReason::Refusal,
+                other => FinishReason::Other(other.to_string()),
+            }));
         }
     }
 
@@ -366,38 +306,26 @@ impl StreamDecoder {
         if let Some(previous) = self.blocks.remove(&index) {
             close_block(index, previous, out);
         }
-        let Some(block) = value.get("content_block") else {
+        let Some((block, kind)) = typed(value, "content_block") else {
             return;
         };
-        match block
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-        {
-            "text" => {
-                if let Some(text) = non_empty(block, "text") {
-                    out.push(ProviderEvent::TextDelta(text.to_string()));
-                }
-            }
+        match kind {
+            "text" => push_text(out, block, "text", ProviderEvent::TextDelta),
             "thinking" => {
-                if let Some(text) = non_empty(block, "thinking") {
-                    out.push(ProviderEvent::ThinkingDelta(text.to_string()));
-                }
+                push_text(out, block, "thinking", ProviderEvent::ThinkingDelta);
                 self.blocks.insert(
                     index,
                     Block::Thinking {
-                        start_signature: non_empty(block, "signature").map(str::to_string),
+                        start_signature: text_at(block, "signature").map(str::to_string),
                         signed: false,
                     },
                 );
             }
             "redacted_thinking" => {
-                if let Some(data) = non_empty(block, "data") {
-                    out.push(ProviderEvent::RedactedThinking(data.to_string()));
-                }
+                push_text(out, block, "data", ProviderEvent::RedactedThinking);
             }
             "tool_use" => {
-                let id = non_empty(block, "id")
+                let id = text_at(block, "id")
                     .map(str::to_string)
                     .unwrap_or_else(|| format!("toolu_{index}"));
                 let name = block
@@ -428,26 +356,14 @@ impl StreamDecoder {
 
     fn on_block_delta(&mut self, value: &Value, out: &mut Vec<ProviderEvent>) {
         let index = block_index(value);
-        let Some(delta) = value.get("delta") else {
+        let Some((delta, kind)) = typed(value, "delta") else {
             return;
         };
-        match delta
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-        {
-            "text_delta" => {
-                if let Some(text) = non_empty(delta, "text") {
-                    out.push(ProviderEvent::TextDelta(text.to_string()));
-                }
-            }
-            "thinking_delta" => {
-                if let Some(text) = non_empty(delta, "thinking") {
-                    out.push(ProviderEvent::ThinkingDelta(text.to_string()));
-                }
-            }
+        match kind {
+            "text_delta" => push_text(out, delta, "text", ProviderEvent::TextDelta),
+            "thinking_delta" => push_text(out, delta, "thinking", ProviderEvent::ThinkingDelta),
             "signature_delta" => {
-                if let Some(signature) = non_empty(delta, "signature") {
+                if let Some(signature) = text_at(delta, "signature") {
                     if let Some(Block::Thinking { signed, .. }) = self.blocks.get_mut(&index) {
                         *signed = true;
                     }
@@ -455,7 +371,7 @@ impl StreamDecoder {
                 }
             }
             "input_json_delta" => {
-                let Some(partial) = non_empty(delta, "partial_json") else {
+                let Some(partial) = text_at(delta, "partial_json") else {
                     return;
                 };
                 // Arguments for a call that never started have nowhere to go.
@@ -487,25 +403,21 @@ impl StreamDecoder {
             }));
         }
     }
+}
 
-    /// `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
-    fn remote_error(&self, value: &Value) -> ProviderError {
-        let error = value.get("error").unwrap_or(value);
-        let detail = error
-            .get("message")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| truncate(&error.to_string(), 300));
-        let transient = matches!(
-            error.get("type").and_then(Value::as_str),
-            Some("overloaded_error" | "api_error" | "rate_limit_error")
-        );
-        ProviderError::Remote {
-            provider: self.provider.clone(),
-            detail,
-            transient,
-        }
-    }
+/// `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
+fn remote_error(value: &Value) -> StreamError {
+    let error = value.get("error").unwrap_or(value);
+    let detail = error
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| truncate(&error.to_string(), 300));
+    let transient = matches!(
+        error.get("type").and_then(Value::as_str),
+        Some("overloaded_error" | "api_error" | "rate_limit_error")
+    );
+    StreamError::Remote { detail, transient }
 }
 
 fn close_block(index: usize, block: Block, out: &mut Vec<ProviderEvent>) {
@@ -538,11 +450,26 @@ fn block_index(value: &Value) -> usize {
         .unwrap_or(0)
 }
 
-fn non_empty<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
-    value
-        .get(key)
+/// The object at `key` and its `type`.
+fn typed<'a>(value: &'a Value, key: &str) -> Option<(&'a Value, &'a str)> {
+    let inner = value.get(key)?;
+    let kind = inner
+        .get("type")
         .and_then(Value::as_str)
-        .filter(|text| !text.is_empty())
+        .unwrap_or_default();
+    Some((inner, kind))
+}
+
+/// The text at `key`, as `event`, unless it is empty.
+fn push_text(
+    out: &mut Vec<ProviderEvent>,
+    value: &Value,
+    key: &str,
+    event: fn(String) -> ProviderEvent,
+) {
+    if let Some(text) = text_at(value, key) {
+        out.push(event(text.to_string()));
+    }
 }
 
 fn count(usage: &Value, key: &str) -> u64 {
@@ -559,44 +486,26 @@ fn prompt_tokens(usage: &Value) -> u64 {
 /// `GET /v1/models`: `{"data":[{"id":…,"display_name":…}]}`. llama-server
 /// adds `meta.n_ctx`, the window one request gets.
 pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, String> {
-    let list = value
-        .get("data")
-        .and_then(Value::as_array)
-        .ok_or_else(|| "the model list has no `data` array".to_string())?;
-    Ok(list
-        .iter()
-        .filter_map(|entry| {
-            let id = entry.get("id").and_then(Value::as_str)?;
-            Some(ModelInfo {
-                id: id.to_string(),
-                context_window: entry.pointer("/meta/n_ctx").and_then(Value::as_u64),
-            })
-        })
-        .collect())
+    model_list(value, &["data"], &["id"], |entry| {
+        entry.pointer("/meta/n_ctx").and_then(Value::as_u64)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::ToolDefinition;
-    use crate::providers::http::event_stream;
+    use crate::providers::Provider;
+    use crate::providers::ProviderError;
+    use crate::providers::http::HttpProvider;
+    use crate::providers::stream::event_stream;
+    use crate::providers::testing::*;
     use std::sync::Arc;
 
-    /// Feeds events as `event_stream` does: stop at the first error or at
-    /// the end marker, call `finish` only when the input runs out.
+    type AnthropicProvider = HttpProvider<AnthropicFormat>;
+
     fn decode(events: &[(&str, &str)]) -> Vec<Result<ProviderEvent, String>> {
-        let mut decoder = StreamDecoder::new("p");
-        let mut out = Vec::new();
-        for (event, data) in events {
-            let items = decoder.on_event(event, data);
-            let failed = items.iter().any(Result::is_err);
-            out.extend(items);
-            if failed || decoder.done() {
-                return stringify(out);
-            }
-        }
-        out.extend(decoder.finish());
-        stringify(out)
+        stringify(decode_all::<StreamDecoder>(events))
     }
 
     fn stringify(
@@ -773,26 +682,17 @@ mod tests {
         assert_eq!(utf8.finish, Some(FinishReason::ToolCalls));
         assert_eq!(utf8.error, None);
 
-        let error = fixture("error_mid_stream");
-        assert_eq!(error.text, "Partial");
-        assert!(
-            error
-                .error
-                .as_deref()
-                .is_some_and(|e| e.contains("Overloaded")),
-            "{error:?}"
-        );
-
-        let dropped = fixture("dropped");
-        assert_eq!(dropped.text, "Partial");
-        assert_eq!((dropped.usage, dropped.finish.as_ref()), (None, None));
-        assert!(
-            dropped
-                .error
-                .as_deref()
-                .is_some_and(|e| e.contains("ended before it was complete")),
-            "{dropped:?}"
-        );
+        // Cut short: the text so far, no finish or usage, and why.
+        for (name, says) in [
+            ("error_mid_stream", "Overloaded"),
+            ("dropped", "ended before it was complete"),
+        ] {
+            let cut = fixture(name);
+            assert_eq!(cut.text, "Partial", "{name}");
+            assert_eq!((cut.usage, cut.finish.as_ref()), (None, None), "{name}");
+            let error = cut.error.unwrap_or_default();
+            assert!(error.contains(says), "{name}: {error}");
+        }
     }
 
     /// The same files through the real SSE framing, cut every 3 bytes (inside
@@ -820,19 +720,18 @@ mod tests {
             let response = reqwest::Response::from(axum::http::Response::new(body));
             let stream = event_stream(
                 response,
-                Framing::Sse,
                 std::time::Duration::from_secs(5),
                 "p".into(),
-                StreamDecoder::new("p"),
+                StreamDecoder::default(),
             );
             let events: Vec<_> = stream.collect().await;
             assert_eq!(outcome(stringify(events)), fixture(name), "{name}");
         }
     }
 
-    fn config(endpoint: String, key: Option<&str>) -> ProviderConfig {
-        use crate::config::{ApiKey, KeySource, ProviderKind, RetryPolicy, Secret};
-        ProviderConfig {
+    fn config(endpoint: String, key: Option<&str>) -> ProviderSettings {
+        use crate::providers::settings::{ApiKey, KeySource, ProviderKind, RetryPolicy, Secret};
+        ProviderSettings {
             name: "claude".into(),
             kind: ProviderKind::Anthropic,
             endpoint,
@@ -950,19 +849,18 @@ mod tests {
 
     #[test]
     fn overloaded_mid_stream_is_transient() {
-        let mut decoder = StreamDecoder::new("p");
-        let items = decoder.on_event(
+        let items = decode_all::<StreamDecoder>(&[(
             "error",
             r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
-        );
+        )]);
         assert!(matches!(
             items.as_slice(),
             [Err(ProviderError::Remote { transient: true, detail, .. })] if detail == "Overloaded"
         ));
-        let items = decoder.on_event(
+        let items = decode_all::<StreamDecoder>(&[(
             "error",
             r#"{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}"#,
-        );
+        )]);
         assert!(matches!(
             items.as_slice(),
             [Err(ProviderError::Remote {
@@ -1004,31 +902,14 @@ mod tests {
         assert_eq!(
             events,
             vec![
-                Ok(ProviderEvent::ToolCallStart {
-                    index: 0,
-                    id: "a".into(),
-                    name: "read_file".into()
-                }),
-                Ok(ProviderEvent::ToolCallStart {
-                    index: 1,
-                    id: "b".into(),
-                    name: "grep".into()
-                }),
-                Ok(ProviderEvent::ToolCallArgumentsDelta {
-                    index: 0,
-                    delta: r#"{"path":"a"}"#.into()
-                }),
+                Ok(call_start(0, "a", "read_file")),
+                Ok(call_start(1, "b", "grep")),
+                Ok(call_args(0, r#"{"path":"a"}"#)),
                 Ok(ProviderEvent::ToolCallEnd { index: 0 }),
-                Ok(ProviderEvent::ToolCallArgumentsDelta {
-                    index: 1,
-                    delta: r#"{"pattern":"x"}"#.into()
-                }),
+                Ok(call_args(1, r#"{"pattern":"x"}"#)),
                 Ok(ProviderEvent::ToolCallEnd { index: 1 }),
                 Ok(ProviderEvent::Finish(FinishReason::ToolCalls)),
-                Ok(ProviderEvent::Usage(Usage {
-                    prompt_tokens: 9,
-                    completion_tokens: 3
-                })),
+                Ok(usage_event(9, 3)),
             ]
         );
     }
@@ -1052,17 +933,10 @@ mod tests {
         assert_eq!(
             events,
             vec![
-                Ok(ProviderEvent::ToolCallStart {
-                    index: 0,
-                    id: "a".into(),
-                    name: "ls".into()
-                }),
+                Ok(call_start(0, "a", "ls")),
                 Ok(ProviderEvent::ToolCallEnd { index: 0 }),
                 Ok(ProviderEvent::Finish(FinishReason::Length)),
-                Ok(ProviderEvent::Usage(Usage {
-                    prompt_tokens: 105,
-                    completion_tokens: 2
-                })),
+                Ok(usage_event(105, 2)),
             ]
         );
     }
@@ -1138,25 +1012,11 @@ mod tests {
                         signature: Some("sig-abc123".into()),
                     },
                     Part::RedactedThinking { data: "ENC".into() },
-                    Part::Text {
-                        text: String::new(),
-                    },
-                    Part::Text { text: "4".into() },
-                    Part::ToolCall {
-                        id: "toolu_1".into(),
-                        name: "calc".into(),
-                        arguments: r#"{"expr":"2+2"}"#.into(),
-                    },
-                    Part::ToolCall {
-                        id: "toolu_2".into(),
-                        name: "ls".into(),
-                        arguments: String::new(),
-                    },
-                    Part::ToolCall {
-                        id: "toolu_3".into(),
-                        name: "ls".into(),
-                        arguments: "{broken".into(),
-                    },
+                    text(""),
+                    text("4"),
+                    tool_call("toolu_1", "calc", r#"{"expr":"2+2"}"#),
+                    tool_call("toolu_2", "ls", ""),
+                    tool_call("toolu_3", "ls", "{broken"),
                 ],
             },
         ]);
@@ -1190,18 +1050,9 @@ mod tests {
             Message {
                 role: Role::User,
                 parts: vec![
-                    Part::Text {
-                        text: "note".into(),
-                    },
-                    Part::Image {
-                        mime_type: "image/png".into(),
-                        data: "AAAA".into(),
-                    },
-                    Part::ToolResult {
-                        call_id: "toolu_1".into(),
-                        content: "done".into(),
-                        is_error: true,
-                    },
+                    text("note"),
+                    png("AAAA"),
+                    tool_result("toolu_1", "done", true),
                 ],
             },
         ]);

@@ -1,21 +1,18 @@
-//! What the three wire formats share: a lazily built HTTP client per
-//! provider, the API-key check, error statuses turned into errors that say
-//! what to do, and a response body pumped through a format's decoder under an
-//! idle timeout.
+//! The one HTTP provider: a lazily built client, the API-key check, and
+//! error statuses turned into errors that say what to do; the answer is read
+//! by `stream`. What differs between the three provider types (paths, body,
+//! headers, stream events, model lists) is their [`WireFormat`].
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use eventsource_stream::{EventStreamError, Eventsource};
-use futures::StreamExt;
+use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::{EventStream, ModelInfo, ProviderError, ProviderEvent};
-use crate::config::{KeySource, ProviderConfig, ProviderKind};
+use super::settings::{KeySource, ProviderSettings};
+use super::stream::{WireDecoder, event_stream};
+use super::{ChatRequest, EventStream, ModelInfo, Provider, ProviderError};
 use crate::util::error_chain;
-
-/// The Messages API version this client speaks.
-pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// How long a model list or model lookup may take; it only fills a menu.
 pub const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
@@ -23,119 +20,175 @@ pub const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 /// Hosted APIs that cannot answer without a key.
 const HOSTED: [&str; 2] = ["https://api.openai.com", "https://api.anthropic.com"];
 
-pub struct HttpBase {
-    pub config: ProviderConfig,
-    client: OnceLock<reqwest::Client>,
-}
+/// One provider type's API: where to send what, and how to read the answer.
+pub trait WireFormat: Send + Sync + 'static {
+    type Decoder: WireDecoder;
+    /// The streamed chat call, after the endpoint.
+    const CHAT_PATH: &'static str;
+    /// The model list, after the endpoint.
+    const MODELS_PATH: &'static str;
 
-impl HttpBase {
-    pub fn new(config: ProviderConfig) -> Self {
-        Self {
-            config,
-            client: OnceLock::new(),
+    /// The JSON text of a streamed chat request.
+    fn request_text(&self, request: &ChatRequest, settings: &ProviderSettings) -> String;
+
+    /// The server's model list.
+    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String>;
+
+    /// The key, the way this API expects it: a bearer token unless the API
+    /// says otherwise (a hosted Ollama behind a proxy included).
+    fn authorize(
+        &self,
+        request: reqwest::RequestBuilder,
+        key: Option<&str>,
+    ) -> reqwest::RequestBuilder {
+        match key {
+            Some(key) => request.bearer_auth(key),
+            None => request,
         }
     }
 
-    pub fn name(&self) -> &str {
-        &self.config.name
+    /// Where to ask for a model's window beyond the model list, if the API
+    /// has such a call: its path and JSON body.
+    fn window_query(&self, _model: &str) -> Option<(&'static str, Value)> {
+        None
     }
 
-    pub fn client(&self) -> Result<&reqwest::Client, ProviderError> {
+    /// The window in the answer to [`WireFormat::window_query`].
+    fn parse_window(&self, _body: &Value) -> Option<u64> {
+        None
+    }
+}
+
+/// A provider that speaks `W` over HTTP.
+pub struct HttpProvider<W> {
+    settings: ProviderSettings,
+    client: OnceLock<reqwest::Client>,
+    wire: W,
+}
+
+impl<W: WireFormat + Default> HttpProvider<W> {
+    pub fn new(settings: ProviderSettings) -> Self {
+        Self {
+            settings,
+            client: OnceLock::new(),
+            wire: W::default(),
+        }
+    }
+}
+
+impl<W: WireFormat> Provider for HttpProvider<W> {
+    fn config(&self) -> &ProviderSettings {
+        &self.settings
+    }
+
+    fn stream_chat(
+        &self,
+        request: ChatRequest,
+    ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
+        Box::pin(self.start(request))
+    }
+
+    fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
+        Box::pin(self.models())
+    }
+
+    fn reported_context_window<'a>(
+        &'a self,
+        model: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>, ProviderError>> {
+        Box::pin(self.window(model))
+    }
+}
+
+impl<W: WireFormat> HttpProvider<W> {
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.settings.endpoint)
+    }
+
+    /// `POST` the chat request and stream the answer through the format's
+    /// decoder. An unknown model is reported with what the server lists.
+    async fn start(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
+        self.check_key()?;
+        let client = self.client()?;
+        let url = self.url(W::CHAT_PATH);
+        tracing::debug!(%url, model = %request.model, "chat request");
+        let body = self.wire.request_text(&request, &self.settings);
+        let sent = self
+            .send(
+                self.authorized(client.post(&url))
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body),
+                &request.model,
+            )
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(err) => return Err(self.with_listing(err).await),
+        };
+        Ok(event_stream(
+            response,
+            self.settings.timeout,
+            self.settings.name.clone(),
+            W::Decoder::default(),
+        ))
+    }
+
+    async fn models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+        self.check_key()?;
+        let client = self.client()?;
+        let request = self.authorized(client.get(self.url(W::MODELS_PATH)));
+        let body = self.fetch_json(request).await?;
+        self.wire
+            .parse_models(&body)
+            .map_err(|detail| ProviderError::Malformed {
+                provider: self.settings.name.clone(),
+                detail,
+            })
+    }
+
+    async fn window(&self, model: &str) -> Result<Option<u64>, ProviderError> {
+        let Some((path, query)) = self.wire.window_query(model) else {
+            return Ok(None);
+        };
+        self.check_key()?;
+        let client = self.client()?;
+        let request = self.authorized(client.post(self.url(path))).json(&query);
+        Ok(self.wire.parse_window(&self.fetch_json(request).await?))
+    }
+
+    fn client(&self) -> Result<&reqwest::Client, ProviderError> {
         if let Some(client) = self.client.get() {
             return Ok(client);
         }
         // Built on first use: TLS set-up costs milliseconds that `initialize` should not pay.
         let client = reqwest::Client::builder()
-            .connect_timeout(self.config.connect_timeout)
+            .connect_timeout(self.settings.connect_timeout)
             .build()
             .map_err(|err| ProviderError::Setup {
-                provider: self.config.name.clone(),
+                provider: self.settings.name.clone(),
                 detail: error_chain(&err),
             })?;
         Ok(self.client.get_or_init(|| client))
     }
 
-    pub fn key(&self) -> Option<&str> {
-        self.config.api_key.as_ref().map(|key| key.secret.expose())
-    }
-
-    /// The key, the way the provider type expects it: Anthropic's own
-    /// headers, a bearer token for everyone else (a hosted Ollama behind a
-    /// proxy included).
-    pub fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        match self.config.kind {
-            ProviderKind::Anthropic => {
-                let request = request.header("anthropic-version", ANTHROPIC_VERSION);
-                match self.key() {
-                    Some(key) => request.header("x-api-key", key),
-                    None => request,
-                }
-            }
-            ProviderKind::OpenAi | ProviderKind::Ollama => match self.key() {
-                Some(key) => request.bearer_auth(key),
-                None => request,
-            },
-        }
-    }
-
-    /// `POST` a chat request (`body`: JSON text) to `url` and stream the answer through
-    /// `decoder`. An unknown model is reported with what `models` lists.
-    pub async fn start_stream(
-        &self,
-        url: &str,
-        body: String,
-        model: &str,
-        framing: Framing,
-        decoder: impl WireDecoder,
-        models: impl Future<Output = Result<Vec<ModelInfo>, ProviderError>>,
-    ) -> Result<EventStream, ProviderError> {
-        self.check_key()?;
-        let client = self.client()?;
-        tracing::debug!(%url, model, "chat request");
-        let sent = self
-            .send(
-                self.authorized(client.post(url))
-                    .header(reqwest::header::CONTENT_TYPE, "application/json")
-                    .body(body),
-                model,
-            )
-            .await;
-        let response = match sent {
-            Ok(response) => response,
-            Err(err) => return Err(self.with_listing(err, models).await),
-        };
-        Ok(event_stream(
-            response,
-            framing,
-            self.config.timeout,
-            self.config.name.clone(),
-            decoder,
-        ))
-    }
-
-    /// `GET` a small JSON document (a model list), authorized.
-    pub async fn get_json(&self, url: &str) -> Result<Value, ProviderError> {
-        self.check_key()?;
-        let client = self.client()?;
-        self.fetch_json(self.authorized(client.get(url))).await
-    }
-
-    /// `POST` a small JSON request and read its JSON answer, authorized.
-    pub async fn post_json(&self, url: &str, body: &Value) -> Result<Value, ProviderError> {
-        self.check_key()?;
-        let client = self.client()?;
-        self.fetch_json(self.authorized(client.post(url)).json(body))
-            .await
+    fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let key = self
+            .settings
+            .api_key
+            .as_ref()
+            .map(|key| key.secret.expose());
+        self.wire.authorize(request, key)
     }
 
     /// A hosted API with no key can only fail; say so before sending anything.
-    pub fn check_key(&self) -> Result<(), ProviderError> {
-        if self.config.api_key.is_some() {
+    fn check_key(&self) -> Result<(), ProviderError> {
+        let settings = &self.settings;
+        if settings.api_key.is_some() {
             return Ok(());
         }
-        if let Some(var) = &self.config.missing_key_variable {
+        if let Some(var) = &settings.missing_key_variable {
             return Err(ProviderError::MissingKey {
-                provider: self.config.name.clone(),
+                provider: settings.name.clone(),
                 fix: format!(
                     "the config asks for ${{{var}}}, which is not set. Export {var} in the environment the editor starts the agent from."
                 ),
@@ -143,13 +196,13 @@ impl HttpBase {
         }
         let hosted = HOSTED
             .iter()
-            .any(|host| self.config.endpoint.starts_with(host));
-        if hosted && let Some(var) = self.config.kind.conventional_key_variable() {
+            .any(|host| settings.endpoint.starts_with(host));
+        if hosted && let Some(var) = settings.kind.conventional_key_variable() {
             return Err(ProviderError::MissingKey {
-                provider: self.config.name.clone(),
+                provider: settings.name.clone(),
                 fix: format!(
                     "{} requires one. Export {var}, or set api_key = \"${{VARIABLE}}\" in [llm.providers.{}].",
-                    self.config.endpoint, self.config.name
+                    settings.endpoint, settings.name
                 ),
             });
         }
@@ -157,7 +210,7 @@ impl HttpBase {
     }
 
     /// Send a request; a non-2xx status becomes the matching error.
-    pub async fn send(
+    async fn send(
         &self,
         request: reqwest::RequestBuilder,
         model: &str,
@@ -165,7 +218,7 @@ impl HttpBase {
         let response = request
             .send()
             .await
-            .map_err(|err| connect_error(&self.config, &err))?;
+            .map_err(|err| connect_error(&self.settings, &err))?;
         if response.status().is_success() {
             return Ok(response);
         }
@@ -173,7 +226,7 @@ impl HttpBase {
         let retry_after = retry_after(response.headers());
         let body = response.text().await.unwrap_or_default();
         Err(status_error(
-            &self.config,
+            &self.settings,
             status,
             retry_after,
             &body,
@@ -182,38 +235,31 @@ impl HttpBase {
     }
 
     /// A small JSON document (model lists, model details), under a short timeout.
-    pub async fn fetch_json(
-        &self,
-        request: reqwest::RequestBuilder,
-    ) -> Result<Value, ProviderError> {
+    async fn fetch_json(&self, request: reqwest::RequestBuilder) -> Result<Value, ProviderError> {
         let response = self.send(request.timeout(METADATA_TIMEOUT), "").await?;
         let body = response
             .text()
             .await
             .map_err(|err| ProviderError::Truncated {
-                provider: self.config.name.clone(),
+                provider: self.settings.name.clone(),
                 detail: error_chain(&err),
             })?;
         serde_json::from_str(&body).map_err(|err| ProviderError::Malformed {
-            provider: self.config.name.clone(),
+            provider: self.settings.name.clone(),
             detail: format!("expected JSON ({err}): {}", truncate(&body, 200)),
         })
     }
 
     /// Fill in what the server offers when the model was not found, so the
     /// user can pick one without leaving the editor.
-    pub async fn with_listing(
-        &self,
-        err: ProviderError,
-        models: impl Future<Output = Result<Vec<ModelInfo>, ProviderError>>,
-    ) -> ProviderError {
+    async fn with_listing(&self, err: ProviderError) -> ProviderError {
         let ProviderError::ModelNotFound {
             provider, model, ..
         } = err
         else {
             return err;
         };
-        let listing = match models.await {
+        let listing = match self.models().await {
             Ok(models) if !models.is_empty() => format!(
                 "; it offers: {}",
                 models
@@ -230,18 +276,38 @@ impl HttpBase {
             listing,
         }
     }
+}
 
-    pub fn malformed(&self, detail: impl Into<String>) -> ProviderError {
-        ProviderError::Malformed {
-            provider: self.config.name.clone(),
-            detail: detail.into(),
-        }
+/// A model list: the array at the first of `arrays` present, each entry with
+/// an id at the first of `ids` present (others are skipped) and the window
+/// `window` finds.
+pub fn model_list(
+    body: &Value,
+    arrays: &[&str],
+    ids: &[&str],
+    window: impl Fn(&Value) -> Option<u64>,
+) -> Result<Vec<ModelInfo>, String> {
+    fn first<'a>(value: &'a Value, keys: &[&str]) -> Option<&'a Value> {
+        keys.iter().find_map(|key| value.get(*key))
     }
+    let entries = first(body, arrays)
+        .and_then(Value::as_array)
+        .ok_or_else(|| format!("the model list has no `{}` array", arrays[0]))?;
+    Ok(entries
+        .iter()
+        .filter_map(|entry| {
+            let id = first(entry, ids).and_then(Value::as_str)?;
+            Some(ModelInfo {
+                id: id.to_string(),
+                context_window: window(entry),
+            })
+        })
+        .collect())
 }
 
 /// The error for an HTTP status the server answered instead of a stream.
 pub fn status_error(
-    config: &ProviderConfig,
+    config: &ProviderSettings,
     status: u16,
     retry_after: Option<Duration>,
     body: &str,
@@ -303,7 +369,7 @@ pub fn error_message(body: &str) -> Option<String> {
 
 /// Where to tell the user to put a key, in words: (where the key came from,
 /// what to check).
-pub fn key_hint(config: &ProviderConfig) -> (String, String) {
+pub fn key_hint(config: &ProviderSettings) -> (String, String) {
     match &config.api_key {
         Some(key) => (
             format!(" from {}", key.source),
@@ -327,7 +393,7 @@ pub fn key_hint(config: &ProviderConfig) -> (String, String) {
 }
 
 /// Map a transport failure from reqwest into a message that names the endpoint.
-pub fn connect_error(config: &ProviderConfig, err: &reqwest::Error) -> ProviderError {
+pub fn connect_error(config: &ProviderSettings, err: &reqwest::Error) -> ProviderError {
     let detail = if err.is_connect() {
         "connection refused or host not found".to_string()
     } else if err.is_timeout() {
@@ -361,145 +427,6 @@ pub fn truncate(text: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
-}
-
-/// Turns one wire format's framed payloads into [`ProviderEvent`]s. Pure, so
-/// every quirk is tested without a server.
-pub trait WireDecoder: Send + 'static {
-    /// One SSE event (its `event:` name, empty when absent, and its data), or
-    /// one NDJSON line (empty name).
-    fn on_event(&mut self, event: &str, data: &str) -> Vec<Result<ProviderEvent, ProviderError>>;
-    /// The body ended. Anything incomplete is an error here.
-    fn finish(&mut self) -> Vec<Result<ProviderEvent, ProviderError>>;
-    /// The format's own end marker arrived; stop reading.
-    fn done(&self) -> bool;
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framing {
-    /// `text/event-stream` (OpenAI, Anthropic).
-    Sse,
-    /// One JSON document per line (Ollama).
-    Ndjson,
-}
-
-/// Feed a streaming response through `decoder`. No bytes for `idle` ends
-/// the stream with [`ProviderError::IdleTimeout`]; a slow but steady stream
-/// is never cut. Dropping the stream closes the connection.
-pub fn event_stream(
-    response: reqwest::Response,
-    framing: Framing,
-    idle: Duration,
-    provider: String,
-    mut decoder: impl WireDecoder,
-) -> EventStream {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let task = tokio::spawn(async move {
-        let send_all = |items: Vec<Result<ProviderEvent, ProviderError>>| {
-            for item in items {
-                let failed = item.is_err();
-                if tx.send(item).is_err() || failed {
-                    return false;
-                }
-            }
-            true
-        };
-        let idle_error = || ProviderError::IdleTimeout {
-            provider: provider.clone(),
-            seconds: idle.as_secs(),
-        };
-        let truncated = |detail: String| ProviderError::Truncated {
-            provider: provider.clone(),
-            detail,
-        };
-        match framing {
-            Framing::Sse => {
-                let mut events = response.bytes_stream().eventsource();
-                loop {
-                    let Ok(next) = tokio::time::timeout(idle, events.next()).await else {
-                        send_all(vec![Err(idle_error())]);
-                        return;
-                    };
-                    let items = match next {
-                        Some(Ok(event)) => decoder.on_event(&event.event, &event.data),
-                        Some(Err(EventStreamError::Transport(err))) => {
-                            vec![Err(truncated(error_chain(&err)))]
-                        }
-                        Some(Err(err)) => vec![Err(ProviderError::Malformed {
-                            provider: provider.clone(),
-                            detail: format!("the event stream cannot be read: {err}"),
-                        })],
-                        None => {
-                            send_all(decoder.finish());
-                            return;
-                        }
-                    };
-                    if !send_all(items) || decoder.done() {
-                        return;
-                    }
-                }
-            }
-            Framing::Ndjson => {
-                let mut bytes = response.bytes_stream();
-                let mut buffer: Vec<u8> = Vec::new();
-                loop {
-                    let Ok(next) = tokio::time::timeout(idle, bytes.next()).await else {
-                        send_all(vec![Err(idle_error())]);
-                        return;
-                    };
-                    let ended = match next {
-                        Some(Ok(chunk)) => {
-                            buffer.extend_from_slice(&chunk);
-                            false
-                        }
-                        Some(Err(err)) => {
-                            send_all(vec![Err(truncated(error_chain(&err)))]);
-                            return;
-                        }
-                        None => true,
-                    };
-                    // Whole lines only: a chunk may end inside a line or a character.
-                    let mut lines: Vec<Vec<u8>> = Vec::new();
-                    while let Some(end) = buffer.iter().position(|&b| b == b'\n') {
-                        lines.push(buffer.drain(..=end).collect());
-                    }
-                    if ended && !buffer.is_empty() {
-                        lines.push(std::mem::take(&mut buffer));
-                    }
-                    for line in lines {
-                        let items = match std::str::from_utf8(&line) {
-                            Ok(text) if text.trim().is_empty() => continue,
-                            Ok(text) => decoder.on_event("", text.trim()),
-                            Err(err) => vec![Err(ProviderError::Malformed {
-                                provider: provider.clone(),
-                                detail: format!("a stream line is not UTF-8: {err}"),
-                            })],
-                        };
-                        if !send_all(items) || decoder.done() {
-                            return;
-                        }
-                    }
-                    if ended {
-                        send_all(decoder.finish());
-                        return;
-                    }
-                }
-            }
-        }
-    });
-    let abort = AbortOnDrop(task);
-    futures::stream::unfold((rx, abort), |(mut rx, abort)| async move {
-        rx.recv().await.map(|item| (item, (rx, abort)))
-    })
-    .boxed()
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 #[cfg(test)]

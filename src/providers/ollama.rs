@@ -5,15 +5,15 @@
 
 use std::collections::BTreeSet;
 
-use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
-use super::http::{Framing, HttpBase, WireDecoder, truncate};
+use super::http::{WireFormat, model_list, truncate};
+use super::openai::function_tools;
+use super::settings::ProviderSettings;
+use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder, text_at};
 use super::{
-    ChatRequest, EventStream, FinishReason, Message, ModelInfo, Part, Provider, ProviderError,
-    ProviderEvent, Role, ToolChoice, Usage,
+    ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice, Usage,
 };
-use crate::config::ProviderConfig;
 
 /// The most a model's trained window counts for when the server reports no
 /// `num_ctx` of its own. Ollama reserves memory for the whole `num_ctx` it is
@@ -21,71 +21,30 @@ use crate::config::ProviderConfig;
 /// `context_window` in the provider's config to go higher.
 pub const MAX_REPORTED_CONTEXT: u64 = 32768;
 
-pub struct OllamaProvider {
-    http: HttpBase,
-}
+/// `/api/chat` over newline-delimited JSON.
+#[derive(Default)]
+pub struct OllamaFormat;
 
-impl OllamaProvider {
-    pub fn new(config: ProviderConfig) -> Self {
-        Self {
-            http: HttpBase::new(config),
-        }
+impl WireFormat for OllamaFormat {
+    type Decoder = StreamDecoder;
+    const CHAT_PATH: &'static str = "/api/chat";
+    const MODELS_PATH: &'static str = "/api/tags";
+
+    fn request_text(&self, request: &ChatRequest, _settings: &ProviderSettings) -> String {
+        request_body(request).to_string()
     }
 
-    async fn start(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        let url = format!("{}/api/chat", self.http.config.endpoint);
-        let body = request_body(&request);
-        let decoder = StreamDecoder::new(self.http.name());
-        self.http
-            .start_stream(
-                &url,
-                body.to_string(),
-                &request.model,
-                Framing::Ndjson,
-                decoder,
-                self.models(),
-            )
-            .await
-    }
-
-    async fn models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-        let url = format!("{}/api/tags", self.http.config.endpoint);
-        let body = self.http.get_json(&url).await?;
-        parse_tags(&body).map_err(|detail| self.http.malformed(detail))
-    }
-
-    async fn show(&self, model: &str) -> Result<Option<u64>, ProviderError> {
-        let url = format!("{}/api/show", self.http.config.endpoint);
-        let body = self
-            .http
-            .post_json(&url, &json!({ "model": model }))
-            .await?;
-        Ok(parse_show(&body))
-    }
-}
-
-impl Provider for OllamaProvider {
-    fn config(&self) -> &ProviderConfig {
-        &self.http.config
-    }
-
-    fn stream_chat(
-        &self,
-        request: ChatRequest,
-    ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
-        Box::pin(self.start(request))
-    }
-
-    fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
-        Box::pin(self.models())
+    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String> {
+        parse_tags(body)
     }
 
     /// `/api/tags` carries no window; `/api/show` does.
-    fn reported_context_window<'a>(
-        &'a self,
-        model: &'a str,
-    ) -> BoxFuture<'a, Result<Option<u64>, ProviderError>> {
-        Box::pin(self.show(model))
+    fn window_query(&self, model: &str) -> Option<(&'static str, Value)> {
+        Some(("/api/show", json!({ "model": model })))
+    }
+
+    fn parse_window(&self, body: &Value) -> Option<u64> {
+        parse_show(body)
     }
 }
 
@@ -118,20 +77,7 @@ pub fn request_body(request: &ChatRequest) -> Value {
     // Ollama has no `tool_choice`: `None` is honoured by sending no tools;
     // `Required` and `Specific` can only offer the tools and hope.
     if !request.tools.is_empty() && request.tool_choice != ToolChoice::None {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|tool| {
-                json!({
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.parameters,
-                    }
-                })
-            })
-            .collect();
+        body["tools"] = function_tools(&request.tools);
     }
     body
 }
@@ -225,29 +171,86 @@ fn arguments_object(arguments: &str) -> Value {
 /// quirk is tested without a server.
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
-    provider: String,
-    /// The final `done: true` line arrived.
-    done: bool,
-    /// Any JSON line arrived.
-    saw_anything: bool,
+    /// The end marker is the `done: true` line, which also carries the
+    /// finish; anything is any JSON line.
+    progress: Progress,
     /// Calls announced so far; the next call's index.
     calls: usize,
     ids: BTreeSet<String>,
 }
 
+impl WireDecoder for StreamDecoder {
+    const FRAMING: Framing = Framing::Ndjson;
+    const CUT_OFF: &'static str = "the connection closed before the final `done` line";
+
+    fn on_event(&mut self, _event: &str, data: &str) -> Vec<Decoded> {
+        if self.progress.done {
+            return Vec::new();
+        }
+        let line = match serde_json::from_str::<Value>(data) {
+            Ok(line @ Value::Object(_)) => line,
+            Ok(_) => {
+                return vec![Err(StreamError::Malformed(format!(
+                    "a stream line is not a JSON object: {}",
+                    truncate(data, 200)
+                )))];
+            }
+            Err(err) => return vec![Err(StreamError::not_json("line", &err, data))],
+        };
+        self.progress.saw_anything = true;
+        if let Some(error) = line.get("error").filter(|e| !e.is_null()) {
+            return vec![Err(remote_error(error))];
+        }
+        let mut out = Vec::new();
+        if let Some(message) = line.get("message") {
+            self.on_message(message, &mut out);
+        }
+        if line.get("done").and_then(Value::as_bool) == Some(true) {
+            self.on_done(&line, &mut out);
+        }
+        out.into_iter().map(Ok).collect()
+    }
+
+    fn progress(&self) -> Progress {
+        self.progress
+    }
+}
+
 impl StreamDecoder {
-    pub fn new(provider: &str) -> Self {
-        Self {
-            provider: provider.to_string(),
-            ..Self::default()
+    fn on_message(&mut self, message: &Value, out: &mut Vec<ProviderEvent>) {
+        let text = |key: &str| text_at(message, key).map(str::to_string);
+        if let Some(thinking) = text("thinking") {
+            out.push(ProviderEvent::ThinkingDelta(thinking));
+        }
+        if let Some(content) = text("content") {
+            out.push(ProviderEvent::TextDelta(content));
+        }
+        if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
+            for call in calls {
+                self.on_tool_call(call, out);
+            }
         }
     }
 
-    fn malformed(&self, detail: String) -> ProviderError {
-        ProviderError::Malformed {
-            provider: self.provider.clone(),
-            detail,
-        }
+    /// The final line: why the model stopped, and the token counts.
+    fn on_done(&mut self, line: &Value, out: &mut Vec<ProviderEvent>) {
+        self.progress.done = true;
+        // Ollama says `stop` even when the model called tools.
+        let reason = if self.calls > 0 {
+            FinishReason::ToolCalls
+        } else {
+            match line.get("done_reason").and_then(Value::as_str) {
+                Some("length") => FinishReason::Length,
+                // `stop`, `load`, none at all: the model had nothing more to say.
+                _ => FinishReason::Stop,
+            }
+        };
+        let count = |key: &str| line.get(key).and_then(Value::as_u64).unwrap_or(0);
+        out.push(ProviderEvent::Finish(reason));
+        out.push(ProviderEvent::Usage(Usage {
+            prompt_tokens: count("prompt_eval_count"),
+            completion_tokens: count("eval_count"),
+        }));
     }
 
     /// Ollama sends each call whole, so start, arguments and end go out at once.
@@ -292,106 +295,18 @@ impl StreamDecoder {
     }
 }
 
-impl WireDecoder for StreamDecoder {
-    fn on_event(&mut self, _event: &str, data: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
-        let data = data.trim();
-        if data.is_empty() || self.done {
-            return Vec::new();
-        }
-        let line = match serde_json::from_str::<Value>(data) {
-            Ok(line @ Value::Object(_)) => line,
-            Ok(_) => {
-                return vec![Err(self.malformed(format!(
-                    "a stream line is not a JSON object: {}",
-                    truncate(data, 200)
-                )))];
-            }
-            Err(err) => {
-                return vec![Err(self.malformed(format!(
-                    "a stream line is not JSON ({err}): {}",
-                    truncate(data, 200)
-                )))];
-            }
-        };
-        self.saw_anything = true;
-        if let Some(error) = line.get("error").filter(|e| !e.is_null()) {
-            let detail = match error {
-                Value::String(text) => text.clone(),
-                other => other
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-                    .unwrap_or_else(|| other.to_string()),
-            };
-            let transient = is_transient(&detail);
-            return vec![Err(ProviderError::Remote {
-                provider: self.provider.clone(),
-                detail,
-                transient,
-            })];
-        }
-        let mut out = Vec::new();
-        if let Some(message) = line.get("message") {
-            let text = |key: &str| {
-                message
-                    .get(key)
-                    .and_then(Value::as_str)
-                    .filter(|t| !t.is_empty())
-                    .map(str::to_string)
-            };
-            if let Some(thinking) = text("thinking") {
-                out.push(ProviderEvent::ThinkingDelta(thinking));
-            }
-            if let Some(content) = text("content") {
-                out.push(ProviderEvent::TextDelta(content));
-            }
-            if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
-                for call in calls {
-                    self.on_tool_call(call, &mut out);
-                }
-            }
-        }
-        if line.get("done").and_then(Value::as_bool) == Some(true) {
-            self.done = true;
-            // Ollama says `stop` even when the model called tools.
-            let reason = if self.calls > 0 {
-                FinishReason::ToolCalls
-            } else {
-                match line.get("done_reason").and_then(Value::as_str) {
-                    Some("length") => FinishReason::Length,
-                    // `stop`, `load`, none at all: the model had nothing more to say.
-                    _ => FinishReason::Stop,
-                }
-            };
-            let count = |key: &str| line.get(key).and_then(Value::as_u64).unwrap_or(0);
-            out.push(ProviderEvent::Finish(reason));
-            out.push(ProviderEvent::Usage(Usage {
-                prompt_tokens: count("prompt_eval_count"),
-                completion_tokens: count("eval_count"),
-            }));
-        }
-        out.into_iter().map(Ok).collect()
-    }
-
-    /// The body ended. Without the `done` line the answer may be cut off.
-    fn finish(&mut self) -> Vec<Result<ProviderEvent, ProviderError>> {
-        if self.done {
-            return Vec::new();
-        }
-        if !self.saw_anything {
-            return vec![Err(ProviderError::EmptyStream {
-                provider: self.provider.clone(),
-            })];
-        }
-        vec![Err(ProviderError::Truncated {
-            provider: self.provider.clone(),
-            detail: "the connection closed before the final `done` line".into(),
-        })]
-    }
-
-    fn done(&self) -> bool {
-        self.done
-    }
+/// `{"error": "…"}` or `{"error": {"message": "…"}}`.
+fn remote_error(error: &Value) -> StreamError {
+    let detail = match error {
+        Value::String(text) => text.clone(),
+        other => other
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| other.to_string()),
+    };
+    let transient = is_transient(&detail);
+    StreamError::Remote { detail, transient }
 }
 
 /// Whether an error line reads like a passing failure (overload, a runner
@@ -411,23 +326,7 @@ fn is_transient(detail: &str) -> bool {
 /// `GET /api/tags`: `{"models":[{"name":"llama3.2:latest",…}]}`. It says
 /// nothing about windows; [`parse_show`] does.
 pub fn parse_tags(value: &Value) -> Result<Vec<ModelInfo>, String> {
-    let list = value
-        .get("models")
-        .and_then(Value::as_array)
-        .ok_or_else(|| "the model list has no `models` array".to_string())?;
-    Ok(list
-        .iter()
-        .filter_map(|entry| {
-            let id = entry
-                .get("name")
-                .or_else(|| entry.get("model"))
-                .and_then(Value::as_str)?;
-            Some(ModelInfo {
-                id: id.to_string(),
-                context_window: None,
-            })
-        })
-        .collect())
+    model_list(value, &["models"], &["name", "model"], |_| None)
 }
 
 /// `POST /api/show`: the window a request gets. A `num_ctx` the model was
@@ -467,16 +366,13 @@ pub fn parse_show(value: &Value) -> Option<u64> {
 mod tests {
     use super::*;
     use crate::model::ToolDefinition;
+    use crate::providers::ProviderError;
+    use crate::providers::testing::*;
     use std::sync::Arc;
 
     fn decode(lines: &[&str]) -> Vec<Result<ProviderEvent, ProviderError>> {
-        let mut decoder = StreamDecoder::new("p");
-        let mut out = Vec::new();
-        for line in lines {
-            out.extend(decoder.on_event("", line));
-        }
-        out.extend(decoder.finish());
-        out
+        let lines: Vec<(&str, &str)> = lines.iter().map(|line| ("", *line)).collect();
+        decode_all::<StreamDecoder>(&lines)
     }
 
     fn fixture(name: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
@@ -486,19 +382,8 @@ mod tests {
         );
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.ends_with('\n'), "{path} must end with a newline");
-        let mut decoder = StreamDecoder::new("p");
-        let mut out = Vec::new();
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let items = decoder.on_event("", line);
-            let failed = items.iter().any(Result::is_err);
-            out.extend(items);
-            // `event_stream` stops at the first error or at `done`.
-            if failed || decoder.done() {
-                return out;
-            }
-        }
-        out.extend(decoder.finish());
-        out
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        decode(&lines)
     }
 
     /// The same summary for every scenario: text, thought, calls (name and
@@ -554,81 +439,82 @@ mod tests {
         (id.into(), name.into(), arguments)
     }
 
+    /// A stream that finished for `finish` after so many tokens.
+    fn finished(finish: FinishReason, prompt_tokens: u64, completion_tokens: u64) -> Outcome {
+        Outcome {
+            usage: usage(prompt_tokens, completion_tokens),
+            finish: Some(finish),
+            ..Outcome::default()
+        }
+    }
+
+    impl Outcome {
+        fn said(mut self, text: &str) -> Self {
+            self.text = text.into();
+            self
+        }
+
+        fn thinking(mut self, thought: &str) -> Self {
+            self.thought = thought.into();
+            self
+        }
+
+        fn called(mut self, call: (String, String, Value)) -> Self {
+            self.calls.push(call);
+            self
+        }
+    }
+
     #[test]
     fn fixtures_decode_as_the_readme_says() {
-        assert_eq!(
-            outcome(fixture("text")),
-            Outcome {
-                text: "Hello, world!".into(),
-                usage: usage(12, 4),
-                finish: Some(FinishReason::Stop),
-                ..Outcome::default()
-            }
-        );
-        assert_eq!(
-            outcome(fixture("thinking")),
-            Outcome {
-                text: "The answer is 4.".into(),
-                thought: "Let me think. 2+2=4.".into(),
-                usage: usage(20, 10),
-                finish: Some(FinishReason::Stop),
-                ..Outcome::default()
-            }
-        );
-        assert_eq!(
-            outcome(fixture("tool_call")),
-            Outcome {
-                text: "Reading the file.".into(),
-                calls: vec![call("call_0", "read_file", json!({"path": "src/main.rs"}))],
-                usage: usage(30, 15),
-                finish: Some(FinishReason::ToolCalls),
-                ..Outcome::default()
-            }
-        );
-        assert_eq!(
-            outcome(fixture("parallel_tool_calls")),
-            Outcome {
-                calls: vec![
-                    call("call_0", "read_file", json!({"path": "a.rs"})),
-                    call("call_1", "grep", json!({"pattern": "fn main", "path": "."})),
-                ],
-                usage: usage(40, 20),
-                finish: Some(FinishReason::ToolCalls),
-                ..Outcome::default()
-            }
-        );
-        assert_eq!(
-            outcome(fixture("utf8_arguments")),
-            Outcome {
-                calls: vec![call(
+        use FinishReason::{Stop, ToolCalls};
+        let cases = [
+            ("text", finished(Stop, 12, 4).said("Hello, world!")),
+            (
+                "thinking",
+                finished(Stop, 20, 10)
+                    .said("The answer is 4.")
+                    .thinking("Let me think. 2+2=4."),
+            ),
+            (
+                "tool_call",
+                finished(ToolCalls, 30, 15)
+                    .said("Reading the file.")
+                    .called(call("call_0", "read_file", json!({"path": "src/main.rs"}))),
+            ),
+            (
+                "parallel_tool_calls",
+                finished(ToolCalls, 40, 20)
+                    .called(call("call_0", "read_file", json!({"path": "a.rs"})))
+                    .called(call(
+                        "call_1",
+                        "grep",
+                        json!({"pattern": "fn main", "path": "."}),
+                    )),
+            ),
+            (
+                "utf8_arguments",
+                finished(ToolCalls, 25, 18).called(call(
                     "call_0",
                     "write_file",
-                    json!({"path": "é.txt", "content": "héllo wörld ✓ 🎉"})
-                )],
-                usage: usage(25, 18),
-                finish: Some(FinishReason::ToolCalls),
-                ..Outcome::default()
-            }
-        );
-        let error = outcome(fixture("error_mid_stream"));
-        assert_eq!(error.text, "Partial");
-        assert!(error.finish.is_none() && error.usage.is_none());
-        assert!(
-            error
-                .error
-                .as_deref()
-                .is_some_and(|e| e.contains("Overloaded"))
-        );
-        let dropped = outcome(fixture("dropped"));
-        assert_eq!(dropped.text, "Partial");
-        assert!(dropped.finish.is_none() && dropped.usage.is_none());
-        assert!(
-            dropped
-                .error
-                .as_deref()
-                .is_some_and(|e| e.contains("ended before") && e.contains("`done`")),
-            "{dropped:?}"
-        );
+                    json!({"path": "é.txt", "content": "héllo wörld ✓ 🎉"}),
+                )),
+            ),
+        ];
+        for (name, expected) in cases {
+            assert_eq!(outcome(fixture(name)), expected, "{name}");
+        }
+        // Cut short: the text so far, no finish or usage, and why.
+        for (name, says) in [
+            ("error_mid_stream", &["Overloaded"][..]),
+            ("dropped", &["ended before", "`done`"]),
+        ] {
+            let cut = outcome(fixture(name));
+            assert_eq!(cut.text, "Partial", "{name}");
+            assert!(cut.finish.is_none() && cut.usage.is_none(), "{name}");
+            let error = cut.error.unwrap_or_default();
+            assert!(says.iter().all(|s| error.contains(s)), "{name}: {error}");
+        }
     }
 
     #[test]
@@ -725,7 +611,7 @@ mod tests {
 
     #[test]
     fn decoder_is_done_after_the_done_line() {
-        let mut decoder = StreamDecoder::new("p");
+        let mut decoder = StreamDecoder::default();
         assert!(!decoder.done());
         decoder.on_event("", r#"{"message":{"content":"a"},"done":false}"#);
         assert!(!decoder.done());
@@ -815,16 +701,9 @@ mod tests {
         let body = request_body(&request(vec![Message {
             role: Role::User,
             parts: vec![
-                Part::Text {
-                    text: "look".into(),
-                },
-                Part::Image {
-                    mime_type: "image/png".into(),
-                    data: "AAAA".into(),
-                },
-                Part::Text {
-                    text: "<context uri=\"file:///a.rs\">\nfn main() {}\n</context>".into(),
-                },
+                text("look"),
+                png("AAAA"),
+                text("<context uri=\"file:///a.rs\">\nfn main() {}\n</context>"),
             ],
         }]));
         assert_eq!(
@@ -855,37 +734,17 @@ mod tests {
                         text: "read.".into(),
                         signature: Some("sig".into()),
                     },
-                    Part::Text {
-                        text: "Reading.".into(),
-                    },
-                    Part::ToolCall {
-                        id: "call_0".into(),
-                        name: "read_file".into(),
-                        arguments: r#"{"path":"a.rs"}"#.into(),
-                    },
-                    Part::ToolCall {
-                        id: "call_1".into(),
-                        name: "grep".into(),
-                        arguments: r#"{"pattern":"#.into(),
-                    },
+                    text("Reading."),
+                    tool_call("call_0", "read_file", r#"{"path":"a.rs"}"#),
+                    tool_call("call_1", "grep", r#"{"pattern":"#),
                 ],
             },
             Message {
                 role: Role::User,
                 parts: vec![
-                    Part::Text {
-                        text: "and then?".into(),
-                    },
-                    Part::ToolResult {
-                        call_id: "call_0".into(),
-                        content: "fn main() {}".into(),
-                        is_error: false,
-                    },
-                    Part::ToolResult {
-                        call_id: "call_unknown".into(),
-                        content: "no such call".into(),
-                        is_error: true,
-                    },
+                    text("and then?"),
+                    tool_result("call_0", "fn main() {}", false),
+                    tool_result("call_unknown", "no such call", true),
                 ],
             },
         ]));
@@ -922,11 +781,7 @@ mod tests {
         };
         let result = Message {
             role: Role::User,
-            parts: vec![Part::ToolResult {
-                call_id: "call_0".into(),
-                content: "ok".into(),
-                is_error: false,
-            }],
+            parts: vec![tool_result("call_0", "ok", false)],
         };
         let body = request_body(&request(vec![
             turn("first"),

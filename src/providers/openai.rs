@@ -4,68 +4,35 @@
 
 use std::collections::BTreeMap;
 
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::encoded::{EncodedMessages, with_array_field};
-use super::http::{Framing, HttpBase, WireDecoder, truncate};
+use super::http::{WireFormat, model_list};
+use super::settings::ProviderSettings;
+use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder, text_at};
 use super::{
-    ChatRequest, EventStream, FinishReason, Message, ModelInfo, Part, Provider, ProviderError,
-    ProviderEvent, Role, ToolChoice, Usage,
+    ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice,
+    ToolDefinition, Usage,
 };
-use crate::config::ProviderConfig;
 
-pub struct OpenAiProvider {
-    http: HttpBase,
+/// Chat completions over server-sent events.
+#[derive(Default)]
+pub struct OpenAiFormat {
     /// Past messages as already-encoded JSON (see `encoded`).
     encoded: EncodedMessages,
 }
 
-impl OpenAiProvider {
-    pub fn new(config: ProviderConfig) -> Self {
-        Self {
-            http: HttpBase::new(config),
-            encoded: EncodedMessages::default(),
-        }
+impl WireFormat for OpenAiFormat {
+    type Decoder = StreamDecoder;
+    const CHAT_PATH: &'static str = "/chat/completions";
+    const MODELS_PATH: &'static str = "/models";
+
+    fn request_text(&self, request: &ChatRequest, _settings: &ProviderSettings) -> String {
+        request_text(request, &self.encoded)
     }
 
-    async fn start(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        let url = format!("{}/chat/completions", self.http.config.endpoint);
-        let body = request_text(&request, &self.encoded);
-        let decoder = StreamDecoder::new(self.http.name());
-        self.http
-            .start_stream(
-                &url,
-                body,
-                &request.model,
-                Framing::Sse,
-                decoder,
-                self.models(),
-            )
-            .await
-    }
-
-    async fn models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-        let url = format!("{}/models", self.http.config.endpoint);
-        let body = self.http.get_json(&url).await?;
-        parse_models(&body).map_err(|detail| self.http.malformed(detail))
-    }
-}
-
-impl Provider for OpenAiProvider {
-    fn config(&self) -> &ProviderConfig {
-        &self.http.config
-    }
-
-    fn stream_chat(
-        &self,
-        request: ChatRequest,
-    ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
-        Box::pin(self.start(request))
-    }
-
-    fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
-        Box::pin(self.models())
+    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String> {
+        parse_models(body)
     }
 }
 
@@ -110,20 +77,7 @@ fn envelope(request: &ChatRequest) -> Value {
         body["max_tokens"] = json!(max);
     }
     if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|tool| {
-                json!({
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.parameters,
-                    }
-                })
-            })
-            .collect();
+        body["tools"] = function_tools(&request.tools);
         body["tool_choice"] = match &request.tool_choice {
             ToolChoice::Auto => json!("auto"),
             ToolChoice::Required => json!("required"),
@@ -134,6 +88,23 @@ fn envelope(request: &ChatRequest) -> Value {
         };
     }
     body
+}
+
+/// Tools as `function` entries, the form Ollama takes too.
+pub(super) fn function_tools(tools: &[ToolDefinition]) -> Value {
+    tools
+        .iter()
+        .map(|tool| {
+            json!({
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                }
+            })
+        })
+        .collect()
 }
 
 fn encode_message(message: &Message, out: &mut Vec<Value>) {
@@ -173,30 +144,7 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
         }
         Role::Assistant => {
             let text = message.text();
-            let calls: Vec<Value> = message
-                .parts
-                .iter()
-                .filter_map(|part| match part {
-                    Part::ToolCall {
-                        id,
-                        name,
-                        arguments,
-                    } => {
-                        // Arguments the model cut short were already answered
-                        // with an error; servers that parse the history
-                        // (llama-server) reject them, so send an empty object.
-                        let valid = serde_json::from_str::<Value>(arguments)
-                            .is_ok_and(|value| value.is_object());
-                        let arguments = if valid { arguments.as_str() } else { "{}" };
-                        Some(json!({
-                            "id": id,
-                            "type": "function",
-                            "function": { "name": name, "arguments": arguments },
-                        }))
-                    }
-                    _ => None,
-                })
-                .collect();
+            let calls: Vec<Value> = message.parts.iter().filter_map(tool_call_entry).collect();
             let mut entry = json!({ "role": "assistant", "content": text });
             if !calls.is_empty() {
                 entry["tool_calls"] = Value::Array(calls);
@@ -206,83 +154,61 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
     }
 }
 
+/// A `tool_calls` entry for a call part.
+fn tool_call_entry(part: &Part) -> Option<Value> {
+    let Part::ToolCall {
+        id,
+        name,
+        arguments,
+    } = part
+    else {
+        return None;
+    };
+    // Arguments the model cut short were already answered with an error;
+    // servers that parse the history (llama-server) reject them, so send an
+    // empty object.
+    let valid = serde_json::from_str::<Value>(arguments).is_ok_and(|value| value.is_object());
+    let arguments = if valid { arguments.as_str() } else { "{}" };
+    Some(json!({
+        "id": id,
+        "type": "function",
+        "function": { "name": name, "arguments": arguments },
+    }))
+}
+
 /// Turns the `data:` payloads of a chat-completions stream into events.
 /// Pure, so every quirk is tested without a server.
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
-    provider: String,
-    /// `[DONE]` arrived.
-    done: bool,
-    saw_anything: bool,
-    finished: bool,
+    progress: Progress,
     /// Tool calls by the server's `index`: whether each has been announced.
     open_calls: BTreeMap<usize, bool>,
     pending_args: BTreeMap<usize, String>,
 }
 
 impl WireDecoder for StreamDecoder {
-    fn on_event(&mut self, _event: &str, data: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
-        let provider = self.provider.as_str();
-        let data = data.trim();
-        if data.is_empty() {
-            return Vec::new();
-        }
+    const FRAMING: Framing = Framing::Sse;
+    const CUT_OFF: &'static str = "the connection closed without a finish reason or [DONE]";
+
+    fn on_event(&mut self, _event: &str, data: &str) -> Vec<Decoded> {
         if data == "[DONE]" {
-            self.done = true;
+            self.progress.done = true;
             let mut out: Vec<_> = self.close_calls().into_iter().map(Ok).collect();
-            if !self.saw_anything {
-                out.push(Err(ProviderError::EmptyStream {
-                    provider: self.provider.clone(),
-                }));
+            if !self.progress.saw_anything {
+                out.push(Err(StreamError::Empty));
             }
             return out;
         }
         let chunk: Value = match serde_json::from_str(data) {
             Ok(chunk) => chunk,
-            Err(err) => {
-                return vec![Err(ProviderError::Malformed {
-                    provider: provider.to_string(),
-                    detail: format!(
-                        "a stream event is not JSON ({err}): {}",
-                        truncate(data, 200)
-                    ),
-                })];
-            }
+            Err(err) => return vec![Err(StreamError::not_json("event", &err, data))],
         };
         if let Some(error) = chunk.get("error") {
-            let detail = error
-                .get("message")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| error.to_string());
-            // OpenRouter and vLLM report upstream overloads this way.
-            let transient = error
-                .get("code")
-                .and_then(Value::as_u64)
-                .is_some_and(|code| code == 429 || code >= 500);
-            return vec![Err(ProviderError::Remote {
-                provider: provider.to_string(),
-                detail,
-                transient,
-            })];
+            return vec![Err(remote_error(error))];
         }
         let mut out = Vec::new();
         if let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)) {
-            if let Some(delta) = choice.get("delta") {
-                self.on_delta(delta, &mut out);
-            }
-            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                out.extend(self.close_calls());
-                self.saw_anything = true;
-                self.finished = true;
-                out.push(ProviderEvent::Finish(match reason {
-                    "stop" => FinishReason::Stop,
-                    "length" => FinishReason::Length,
-                    "tool_calls" | "function_call" => FinishReason::ToolCalls,
-                    "content_filter" => FinishReason::Refusal,
-                    other => FinishReason::Other(other.to_string()),
-                }));
-            }
+            self.on_choice(choice, &mut out);
         }
         if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
             let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
@@ -294,112 +220,113 @@ impl WireDecoder for StreamDecoder {
         out.into_iter().map(Ok).collect()
     }
 
-    /// The byte stream ended. Without `[DONE]` the answer may be cut off.
-    fn finish(&mut self) -> Vec<Result<ProviderEvent, ProviderError>> {
-        let provider = self.provider.as_str();
-        if self.done {
-            return Vec::new();
-        }
-        if !self.saw_anything {
-            return vec![Err(ProviderError::EmptyStream {
-                provider: provider.to_string(),
-            })];
-        }
-        if self.finished {
-            // Some servers end after the finish chunk without `[DONE]`; nothing is lost.
-            let out = self.close_calls();
-            return out.into_iter().map(Ok).collect();
-        }
-        vec![Err(ProviderError::Truncated {
-            provider: provider.to_string(),
-            detail: "the connection closed without a finish reason or [DONE]".into(),
-        })]
+    fn progress(&self) -> Progress {
+        self.progress
     }
 
-    fn done(&self) -> bool {
-        self.done
+    /// Some servers end after the finish chunk without `[DONE]`; nothing is lost.
+    fn close(&mut self) -> Vec<ProviderEvent> {
+        self.close_calls()
     }
 }
 
+/// An `error` chunk: the message, and whether the code says to retry.
+fn remote_error(error: &Value) -> StreamError {
+    let detail = error
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| error.to_string());
+    // OpenRouter and vLLM report upstream overloads this way.
+    let transient = error
+        .get("code")
+        .and_then(Value::as_u64)
+        .is_some_and(|code| code == 429 || code >= 500);
+    StreamError::Remote { detail, transient }
+}
+
 impl StreamDecoder {
-    pub fn new(provider: &str) -> Self {
-        Self {
-            provider: provider.to_string(),
-            ..Self::default()
+    fn on_choice(&mut self, choice: &Value, out: &mut Vec<ProviderEvent>) {
+        if let Some(delta) = choice.get("delta") {
+            self.on_delta(delta, out);
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            out.extend(self.close_calls());
+            self.progress.saw_anything = true;
+            self.progress.finished = true;
+            out.push(ProviderEvent::Finish(match reason {
+                "stop" => FinishReason::Stop,
+                "length" => FinishReason::Length,
+                "tool_calls" | "function_call" => FinishReason::ToolCalls,
+                "content_filter" => FinishReason::Refusal,
+                other => FinishReason::Other(other.to_string()),
+            }));
         }
     }
 
     fn on_delta(&mut self, delta: &Value, out: &mut Vec<ProviderEvent>) {
+        let text = |key: &str| text_at(delta, key).map(str::to_string);
         // llama.cpp and vLLM send `reasoning_content`; OpenRouter sends `reasoning`.
-        for key in ["reasoning_content", "reasoning"] {
-            if let Some(text) = delta
-                .get(key)
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-            {
-                self.saw_anything = true;
-                out.push(ProviderEvent::ThinkingDelta(text.to_string()));
-            }
+        let thoughts = ["reasoning_content", "reasoning"].map(text);
+        let said = thoughts
+            .into_iter()
+            .flatten()
+            .map(ProviderEvent::ThinkingDelta);
+        let said: Vec<_> = said
+            .chain(text("content").map(ProviderEvent::TextDelta))
+            .collect();
+        self.progress.saw_anything |= !said.is_empty();
+        out.extend(said);
+        let calls = delta.get("tool_calls").and_then(Value::as_array);
+        for (position, call) in calls.into_iter().flatten().enumerate() {
+            self.on_call_fragment(position, call, out);
         }
-        if let Some(text) = delta
-            .get("content")
+    }
+
+    /// A piece of a tool call: its start (id and name), arguments, or both.
+    fn on_call_fragment(&mut self, position: usize, call: &Value, out: &mut Vec<ProviderEvent>) {
+        self.progress.saw_anything = true;
+        let index = call
+            .get("index")
+            .and_then(Value::as_u64)
+            .map(|i| i as usize)
+            .unwrap_or(position);
+        let function = call.get("function");
+        let arguments = function
+            .and_then(|f| f.get("arguments"))
             .and_then(Value::as_str)
-            .filter(|t| !t.is_empty())
-        {
-            self.saw_anything = true;
-            out.push(ProviderEvent::TextDelta(text.to_string()));
-        }
-        let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) else {
-            return;
-        };
-        for (position, call) in calls.iter().enumerate() {
-            self.saw_anything = true;
-            let index = call
-                .get("index")
-                .and_then(Value::as_u64)
-                .map(|i| i as usize)
-                .unwrap_or(position);
-            let function = call.get("function");
-            let arguments = function
-                .and_then(|f| f.get("arguments"))
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let announced = self.open_calls.get(&index).copied().unwrap_or(false);
-            if !announced {
-                let id = call.get("id").and_then(Value::as_str);
-                let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
-                match (id, name) {
-                    (Some(id), Some(name)) if !name.is_empty() => {
-                        self.open_calls.insert(index, true);
-                        out.push(ProviderEvent::ToolCallStart {
-                            index,
-                            id: id.to_string(),
-                            name: name.to_string(),
-                        });
-                        if let Some(early) = self.pending_args.remove(&index) {
-                            out.push(ProviderEvent::ToolCallArgumentsDelta {
-                                index,
-                                delta: early,
-                            });
-                        }
-                    }
-                    _ => {
-                        // Arguments before the name arrived: hold them until it does.
-                        self.open_calls.entry(index).or_insert(false);
-                        self.pending_args
-                            .entry(index)
-                            .or_default()
-                            .push_str(arguments);
-                        continue;
-                    }
-                }
-            }
-            if !arguments.is_empty() {
+            .unwrap_or_default();
+        let announced = self.open_calls.get(&index).copied().unwrap_or(false);
+        if !announced {
+            let id = call.get("id").and_then(Value::as_str);
+            let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
+            let (Some(id), Some(name)) = (id, name.filter(|name| !name.is_empty())) else {
+                // Arguments before the name arrived: hold them until it does.
+                self.open_calls.entry(index).or_insert(false);
+                self.pending_args
+                    .entry(index)
+                    .or_default()
+                    .push_str(arguments);
+                return;
+            };
+            self.open_calls.insert(index, true);
+            out.push(ProviderEvent::ToolCallStart {
+                index,
+                id: id.to_string(),
+                name: name.to_string(),
+            });
+            if let Some(early) = self.pending_args.remove(&index) {
                 out.push(ProviderEvent::ToolCallArgumentsDelta {
                     index,
-                    delta: arguments.to_string(),
+                    delta: early,
                 });
             }
+        }
+        if !arguments.is_empty() {
+            out.push(ProviderEvent::ToolCallArgumentsDelta {
+                index,
+                delta: arguments.to_string(),
+            });
         }
     }
 
@@ -418,45 +345,26 @@ impl StreamDecoder {
 /// window one request gets) and `meta.n_ctx_train`; LM Studio adds
 /// `max_context_length`.
 pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, String> {
-    let list = value
-        .get("data")
-        .or_else(|| value.get("models"))
-        .and_then(Value::as_array)
-        .ok_or_else(|| "the model list has no `data` array".to_string())?;
-    Ok(list
-        .iter()
-        .filter_map(|entry| {
-            let id = entry
-                .get("id")
-                .or_else(|| entry.get("name"))
-                .and_then(Value::as_str)?;
-            let context_window = entry
-                .pointer("/meta/n_ctx")
-                .or_else(|| entry.get("max_context_length"))
-                .or_else(|| entry.get("context_length"))
-                .or_else(|| entry.pointer("/meta/n_ctx_train"))
-                .and_then(Value::as_u64);
-            Some(ModelInfo {
-                id: id.to_string(),
-                context_window,
-            })
-        })
-        .collect())
+    model_list(value, &["data", "models"], &["id", "name"], |entry| {
+        entry
+            .pointer("/meta/n_ctx")
+            .or_else(|| entry.get("max_context_length"))
+            .or_else(|| entry.get("context_length"))
+            .or_else(|| entry.pointer("/meta/n_ctx_train"))
+            .and_then(Value::as_u64)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::testing::*;
     use std::sync::Arc;
 
     fn decode(events: &[&str]) -> Vec<Result<ProviderEvent, String>> {
-        let mut decoder = StreamDecoder::new("p");
-        let mut out = Vec::new();
-        for data in events {
-            out.extend(decoder.on_event("", data));
-        }
-        out.extend(decoder.finish());
-        out.into_iter()
+        let events: Vec<(&str, &str)> = events.iter().map(|data| ("", *data)).collect();
+        decode_all::<StreamDecoder>(&events)
+            .into_iter()
             .map(|r| r.map_err(|e| e.to_string()))
             .collect()
     }
@@ -479,10 +387,7 @@ mod tests {
                 Ok(ProviderEvent::TextDelta("Hel".into())),
                 Ok(ProviderEvent::TextDelta("lo".into())),
                 Ok(ProviderEvent::Finish(FinishReason::Length)),
-                Ok(ProviderEvent::Usage(Usage {
-                    prompt_tokens: 12,
-                    completion_tokens: 3
-                })),
+                Ok(usage_event(12, 3)),
             ]
         );
     }
@@ -558,15 +463,7 @@ mod tests {
                 Arc::new(Message::assistant_text("hello")),
                 Arc::new(Message {
                     role: Role::User,
-                    parts: vec![
-                        Part::Text {
-                            text: "look".into(),
-                        },
-                        Part::Image {
-                            mime_type: "image/png".into(),
-                            data: "AAAA".into(),
-                        },
-                    ],
+                    parts: vec![text("look"), png("AAAA")],
                 }),
             ],
             tools: vec![],
@@ -601,16 +498,8 @@ mod tests {
             messages: vec![Arc::new(Message {
                 role: Role::Assistant,
                 parts: vec![
-                    Part::ToolCall {
-                        id: "a".into(),
-                        name: "read_file".into(),
-                        arguments: r#"{"path":"x"}"#.into(),
-                    },
-                    Part::ToolCall {
-                        id: "b".into(),
-                        name: "read_file".into(),
-                        arguments: r#"{"path":"#.into(),
-                    },
+                    tool_call("a", "read_file", r#"{"path":"x"}"#),
+                    tool_call("b", "read_file", r#"{"path":"#),
                 ],
             })],
             tools: vec![],
@@ -632,25 +521,11 @@ mod tests {
             Arc::new(Message::user_text("look at \"this\"")),
             Arc::new(Message {
                 role: Role::Assistant,
-                parts: vec![Part::ToolCall {
-                    id: "a".into(),
-                    name: "read_file".into(),
-                    arguments: r#"{"path":"#.into(),
-                }],
+                parts: vec![tool_call("a", "read_file", r#"{"path":"#)],
             }),
             Arc::new(Message {
                 role: Role::User,
-                parts: vec![
-                    Part::ToolResult {
-                        call_id: "a".into(),
-                        content: "x".into(),
-                        is_error: false,
-                    },
-                    Part::Image {
-                        mime_type: "image/png".into(),
-                        data: "AAAA".into(),
-                    },
-                ],
+                parts: vec![tool_result("a", "x", false), png("AAAA")],
             }),
         ];
         for turn in 0..3 {

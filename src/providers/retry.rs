@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
+use super::settings::RetryPolicy;
 use super::{ChatRequest, ErrorClass, EventStream, Provider, ProviderError};
-use crate::config::RetryPolicy;
 
 /// Told to the user while a retry waits, so a turn is never silent.
 #[derive(Debug, Clone, PartialEq)]

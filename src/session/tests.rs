@@ -77,7 +77,7 @@ async fn session() -> Fixture {
     };
     let shared = Shared {
         defaults: Arc::new(defaults),
-        providers: Arc::new(Providers::from_config(&config)),
+        providers: Arc::new(Providers::new(config.providers.clone())),
         client: Arc::clone(&client) as Arc<dyn ClientSink>,
     };
     Fixture {

@@ -45,7 +45,9 @@ async fn the_estimate_tracks_reported_prompt_tokens() {
         &Overrides::default(),
     )
     .unwrap();
-    let provider = Providers::from_config(&config).get("real").unwrap();
+    let provider = Providers::new(config.providers.clone())
+        .get("real")
+        .unwrap();
 
     let cwd = std::env::current_dir().unwrap();
     let tools = ToolRegistry::builtin();

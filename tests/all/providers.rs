@@ -45,7 +45,7 @@ fn provider(wire: Wire, server: &LlmServer, extra: &str) -> Arc<dyn Provider> {
         &Overrides::default(),
     )
     .unwrap();
-    Providers::from_config(&config).get("p").unwrap()
+    Providers::new(config.providers.clone()).get("p").unwrap()
 }
 
 fn request(tools: bool) -> ChatRequest {
@@ -525,7 +525,7 @@ default_model = "my-finetune"
         &Overrides::default(),
     )
     .unwrap();
-    let providers = Providers::from_config(&config);
+    let providers = Providers::new(config.providers.clone());
     assert_eq!(providers.context_window("openai", "test-model").await, 4096);
     assert_eq!(providers.context_window("pinned", "test-model").await, 1234);
     assert_eq!(providers.context_window("ollama", "llama3.2").await, 6144);

@@ -52,7 +52,9 @@ fn provider(wire: Wire) -> Arc<dyn Provider> {
         &Overrides::default(),
     )
     .unwrap();
-    Providers::from_config(&config).get("real").unwrap()
+    Providers::new(config.providers.clone())
+        .get("real")
+        .unwrap()
 }
 
 #[derive(Debug, Default)]

@@ -1,0 +1,85 @@
+//! `[context]`: how the conversation is kept within the model's window.
+
+use std::path::Path;
+
+use super::error::{ConfigError, invalid};
+use super::non_zero;
+use super::raw::RawContext;
+use crate::context::ContextSettings;
+
+pub(super) fn validate_context(
+    raw: RawContext,
+    path: &Path,
+) -> Result<ContextSettings, ConfigError> {
+    let defaults = ContextSettings::default();
+    let key = |field: &str| format!("context.{field}");
+    let compaction_threshold = match raw.compaction_threshold {
+        Some(threshold) if !(threshold > 0.0 && threshold <= 1.0) => {
+            return Err(invalid(
+                path,
+                key("compaction_threshold"),
+                format!("is {threshold}, outside (0, 1]"),
+                "Give the share of the window at which to compact, e.g. 0.8 for 80 % (the default).",
+            ));
+        }
+        threshold => threshold.unwrap_or(defaults.compaction_threshold),
+    };
+    let reserve_tokens = non_zero(
+        raw.reserve_tokens,
+        path,
+        key("reserve_tokens"),
+        "is 0, which leaves no room for the answer",
+        "Reserve some tokens for the answer (default 4096), or leave it out.",
+    )?;
+    let keep_recent_turns = non_zero(
+        raw.keep_recent_turns,
+        path,
+        key("keep_recent_turns"),
+        "is 0",
+        "Keep at least the latest turn verbatim (default 2), or leave it out.",
+    )?;
+    Ok(ContextSettings {
+        reserve_tokens: reserve_tokens.unwrap_or(defaults.reserve_tokens),
+        compaction_threshold,
+        keep_recent_turns: keep_recent_turns.unwrap_or(defaults.keep_recent_turns),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{load, refusal};
+
+    #[test]
+    fn context_settings_are_read_and_checked() {
+        let config = load(
+            "[chat]\nsystem_prompt = \"Answer in French.\"\n[context]\ncompaction_threshold = 0.5\nreserve_tokens = 1000\nkeep_recent_turns = 3",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(config.system_prompt.as_deref(), Some("Answer in French."));
+        assert_eq!(config.context.compaction_threshold, 0.5);
+        assert_eq!(config.context.reserve_tokens, 1000);
+        assert_eq!(config.context.keep_recent_turns, 3);
+        let defaults = load("", &[]).unwrap().context;
+        assert_eq!(defaults, crate::context::ContextSettings::default());
+        for (text, key) in [
+            (
+                "[context]\ncompaction_threshold = 1.5",
+                "context.compaction_threshold",
+            ),
+            (
+                "[context]\ncompaction_threshold = 0.0",
+                "context.compaction_threshold",
+            ),
+            ("[context]\nreserve_tokens = 0", "context.reserve_tokens"),
+            (
+                "[context]\nkeep_recent_turns = 0",
+                "context.keep_recent_turns",
+            ),
+            ("[context]\nthreshold = 0.5", "threshold"),
+        ] {
+            let err = refusal(text);
+            assert!(err.contains(key), "{text}: {err}");
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! `[[permissions.rules]]`: rules checked before a tool runs.
+
+use std::path::Path;
+
+use super::error::{ConfigError, invalid};
+use super::raw::{OneOrMany, RawPermissions, RawRule};
+use crate::events::ToolKind;
+use crate::permissions::{Decision, Rule, RuleScope};
+
+/// The rules in the order written (first match wins among equals).
+pub(super) fn validate_rules(raw: RawPermissions, path: &Path) -> Result<Vec<Rule>, ConfigError> {
+    raw.rules
+        .into_iter()
+        .enumerate()
+        .map(|(n, rule)| {
+            let place = RulePlace { n, path };
+            place.rule(rule)
+        })
+        .collect()
+}
+
+/// Rule number `n` of the file at `path`, for naming its keys.
+struct RulePlace<'a> {
+    n: usize,
+    path: &'a Path,
+}
+
+impl RulePlace<'_> {
+    fn invalid(&self, field: &str, problem: impl Into<String>, fix: &str) -> ConfigError {
+        invalid(
+            self.path,
+            format!("permissions.rules[{}].{field}", self.n),
+            problem,
+            fix,
+        )
+    }
+
+    fn rule(&self, rule: RawRule) -> Result<Rule, ConfigError> {
+        let decision = self.decision(rule.decision.as_deref())?;
+        let kind = match rule.kind.as_deref() {
+            None => None,
+            Some(text) => Some(ToolKind::parse(text).ok_or_else(|| {
+                self.invalid(
+                    "kind",
+                    format!("`{text}` is not a tool kind"),
+                    "Use one of read, edit, delete, move, search, execute, fetch, think, other.",
+                )
+            })?),
+        };
+        let pattern = match rule.pattern.as_deref() {
+            None => None,
+            Some(text) => Some(regex::Regex::new(text).map_err(|err| {
+                self.invalid(
+                    "pattern",
+                    format!("is not a valid regular expression: {err}"),
+                    "Fix the expression (Rust regex syntax), or use command_prefix.",
+                )
+            })?),
+        };
+        let command_prefixes = rule
+            .command_prefix
+            .map(OneOrMany::into_vec)
+            .unwrap_or_default();
+        if command_prefixes
+            .iter()
+            .any(|prefix| prefix.trim().is_empty())
+        {
+            return Err(self.invalid(
+                "command_prefix",
+                "contains an empty prefix, which would match every command",
+                "Write the start of the command, e.g. \"cargo \", or use all = true.",
+            ));
+        }
+        let tool = rule.tool.filter(|tool| tool != "*");
+        if rule.all == Some(true)
+            && (tool.is_some()
+                || kind.is_some()
+                || !command_prefixes.is_empty()
+                || pattern.is_some())
+        {
+            return Err(self.invalid(
+                "all",
+                "is true beside other matchers",
+                "all = true matches every call: remove it or the other matchers (tool, kind, command_prefix, pattern).",
+            ));
+        }
+        Ok(Rule {
+            scope: self.scope(rule.scope.as_deref(), rule.agent)?,
+            priority: rule.priority.unwrap_or(0),
+            tool,
+            kind,
+            command_prefixes,
+            pattern,
+            decision,
+        })
+    }
+
+    fn decision(&self, written: Option<&str>) -> Result<Decision, ConfigError> {
+        match written {
+            Some("allow") => Ok(Decision::Allow),
+            Some("deny") => Ok(Decision::Deny),
+            Some("ask") => Ok(Decision::Ask),
+            Some(other) => Err(self.invalid(
+                "decision",
+                format!("`{other}` is not a decision"),
+                "Use \"allow\", \"deny\" or \"ask\".",
+            )),
+            None => Err(self.invalid(
+                "decision",
+                "is missing",
+                "Say what the rule decides: decision = \"allow\", \"deny\" or \"ask\".",
+            )),
+        }
+    }
+
+    fn scope(&self, scope: Option<&str>, agent: Option<String>) -> Result<RuleScope, ConfigError> {
+        match (scope, agent) {
+            (None | Some("global"), None) => Ok(RuleScope::Global),
+            (Some("user"), None) => Ok(RuleScope::User),
+            (None | Some("agent"), Some(agent)) if !agent.trim().is_empty() => {
+                Ok(RuleScope::Agent(agent))
+            }
+            (Some("agent"), _) | (None, Some(_)) => Err(self.invalid(
+                "agent",
+                "is missing or empty for an agent-scoped rule",
+                "Name the agent card the rule is for, e.g. agent = \"reviewer\".",
+            )),
+            (Some(scope @ ("global" | "user")), Some(_)) => Err(self.invalid(
+                "agent",
+                format!("is set on a rule with scope \"{scope}\""),
+                "Remove `agent`, or set scope = \"agent\".",
+            )),
+            (Some(other), _) => Err(self.invalid(
+                "scope",
+                format!("`{other}` is not a rule scope"),
+                "Use \"global\" (the default), \"user\" (checked before everything else) or \"agent\" (with agent = \"NAME\"). Session rules come from \"always\" answers.",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{load, refusal};
+
+    /// A file with the one rule `rule` is refused, naming its `field`.
+    fn assert_rule_refused(rule: &str, field: &str) {
+        let err = refusal(&format!("[[permissions.rules]]\n{rule}"));
+        assert!(
+            err.contains(&format!("permissions.rules[0].{field}")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn permission_rules_are_read_in_order_and_checked() {
+        let text = "[[permissions.rules]]\ntool = \"shell\"\ncommand_prefix = \"cargo \"\ndecision = \"allow\"\n[[permissions.rules]]\nkind = \"execute\"\npattern = \"rm\\\\s+-rf\"\ndecision = \"deny\"\n[[permissions.rules]]\ntool = \"*\"\ndecision = \"ask\"";
+        let config = load(text, &[]).unwrap();
+        let rules = &config.permission_rules;
+        assert_eq!(rules.len(), 3);
+        assert_eq!(rules[0].tool.as_deref(), Some("shell"));
+        assert_eq!(rules[0].decision, crate::permissions::Decision::Allow);
+        assert_eq!(rules[1].kind, Some(crate::events::ToolKind::Execute));
+        assert!(rules[1].pattern.as_ref().unwrap().is_match("rm  -rf /"));
+        assert_eq!(rules[2].tool, None, "\"*\" matches every tool");
+        for (rule, key) in [
+            ("tool = \"shell\"", "decision"),
+            ("decision = \"maybe\"", "decision"),
+            ("kind = \"writes\"\ndecision = \"deny\"", "kind"),
+            ("pattern = \"(\"\ndecision = \"deny\"", "pattern"),
+        ] {
+            assert_rule_refused(rule, key);
+        }
+    }
+
+    #[test]
+    fn permission_rules_have_scopes_priorities_and_prefix_lists() {
+        use crate::permissions::RuleScope;
+        let text = "[[permissions.rules]]\ncommand_prefix = [\"cargo \", \"make\"]\npriority = 5\ndecision = \"allow\"\n[[permissions.rules]]\nscope = \"user\"\nall = true\ndecision = \"ask\"\n[[permissions.rules]]\nagent = \"reviewer\"\nkind = \"edit\"\ndecision = \"deny\"";
+        let rules = load(text, &[]).unwrap().permission_rules;
+        assert_eq!(rules[0].scope, RuleScope::Global);
+        assert_eq!(rules[0].priority, 5);
+        assert_eq!(rules[0].command_prefixes, ["cargo ", "make"]);
+        assert_eq!(rules[1].scope, RuleScope::User);
+        assert!(rules[1].tool.is_none() && rules[1].kind.is_none());
+        assert_eq!(rules[2].scope, RuleScope::Agent("reviewer".into()));
+        for (rule, key) in [
+            ("scope = \"team\"\ndecision = \"ask\"", "scope"),
+            ("scope = \"agent\"\ndecision = \"ask\"", "agent"),
+            (
+                "scope = \"user\"\nagent = \"x\"\ndecision = \"ask\"",
+                "agent",
+            ),
+            ("all = true\ntool = \"shell\"\ndecision = \"ask\"", "all"),
+            (
+                "command_prefix = \"\"\ndecision = \"ask\"",
+                "command_prefix",
+            ),
+        ] {
+            assert_rule_refused(rule, key);
+        }
+        let err = refusal("[[permissions.rules]]\npriority = \"high\"\ndecision = \"ask\"");
+        assert!(err.contains("priority"), "{err}");
+    }
+}

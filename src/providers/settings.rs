@@ -1,0 +1,672 @@
+//! A provider's settings: the `[llm.providers.NAME]` table as written
+//! ([`RawProvider`]) and validated ([`ProviderSettings`]). The config module
+//! parses the file and hands each table to [`validate`]; errors name the key
+//! and the fix, and the config adds the file.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use thiserror::Error;
+
+/// Where the default endpoint of each provider type lives when `endpoint` is left out.
+pub const OPENAI_DEFAULT_ENDPOINT: &str = "https://api.openai.com/v1";
+pub const ANTHROPIC_DEFAULT_ENDPOINT: &str = "https://api.anthropic.com";
+pub const OLLAMA_DEFAULT_ENDPOINT: &str = "http://localhost:11434";
+/// The model used when no config exists at all (the seed's local-first default).
+pub const OLLAMA_DEFAULT_MODEL: &str = "llama3.2";
+const DEFAULT_TIMEOUT_SECS: u64 = 120;
+const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 10;
+const DEFAULT_MAX_RETRIES: u32 = 3;
+const DEFAULT_RETRY_BASE_DELAY_MS: u64 = 1000;
+const DEFAULT_RETRY_MAX_DELAY_SECS: u64 = 60;
+
+/// `[llm.providers.NAME]` as written. Every key is optional; unknown keys are
+/// collected so the error can name them.
+#[derive(Debug, Default, Deserialize)]
+pub struct RawProvider {
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    pub endpoint: Option<String>,
+    pub default_model: Option<String>,
+    pub api_key: Option<String>,
+    pub api_key_file: Option<String>,
+    pub context_window: Option<u64>,
+    pub timeout_secs: Option<u64>,
+    pub connect_timeout_secs: Option<u64>,
+    pub max_output_tokens: Option<u32>,
+    pub max_retries: Option<u32>,
+    pub retry_base_delay_ms: Option<u64>,
+    pub retry_max_delay_secs: Option<u64>,
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, toml::Value>,
+}
+
+/// A secret that never shows in `Debug` or `Display` output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    OpenAi,
+    Ollama,
+    Anthropic,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Ollama => "ollama",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
+
+    pub fn default_endpoint(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => OPENAI_DEFAULT_ENDPOINT,
+            ProviderKind::Ollama => OLLAMA_DEFAULT_ENDPOINT,
+            ProviderKind::Anthropic => ANTHROPIC_DEFAULT_ENDPOINT,
+        }
+    }
+
+    /// The environment variable users expect to hold this type's key.
+    pub fn conventional_key_variable(self) -> Option<&'static str> {
+        match self {
+            ProviderKind::OpenAi => Some("OPENAI_API_KEY"),
+            ProviderKind::Anthropic => Some("ANTHROPIC_API_KEY"),
+            ProviderKind::Ollama => None,
+        }
+    }
+
+    fn parse(value: &str) -> Option<Self> {
+        match value {
+            "openai" => Some(ProviderKind::OpenAi),
+            "ollama" => Some(ProviderKind::Ollama),
+            "anthropic" => Some(ProviderKind::Anthropic),
+            _ => None,
+        }
+    }
+
+    /// The endpoint without a path its native API adds itself: a copied
+    /// `/v1` or `/api` base would double up (`/v1/v1/messages`).
+    fn native_root(self, endpoint: &str) -> Option<&str> {
+        match self {
+            ProviderKind::Anthropic => endpoint.strip_suffix("/v1"),
+            ProviderKind::Ollama => endpoint
+                .strip_suffix("/v1")
+                .or_else(|| endpoint.strip_suffix("/api")),
+            ProviderKind::OpenAi => None,
+        }
+    }
+}
+
+/// Where an API key came from, so errors can tell the user which knob to turn
+/// without ever showing the key itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// `api_key = "${VAR}"` or the type's conventional variable.
+    EnvVar(String),
+    /// A literal key in the config file.
+    ConfigLiteral,
+    /// `api_key_file = "..."`.
+    File(PathBuf),
+}
+
+impl fmt::Display for KeySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeySource::EnvVar(var) => write!(f, "environment variable {var}"),
+            KeySource::ConfigLiteral => f.write_str("the `api_key` in the config file"),
+            KeySource::File(path) => write!(f, "the key file {}", path.display()),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ApiKey {
+    pub secret: Secret,
+    pub source: KeySource,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProviderSettings {
+    pub name: String,
+    pub kind: ProviderKind,
+    /// Base URL without a trailing slash.
+    pub endpoint: String,
+    pub default_model: String,
+    pub api_key: Option<ApiKey>,
+    /// Set when the config names a variable that is not set, so the error at
+    /// request time can say which variable to export.
+    pub missing_key_variable: Option<String>,
+    pub context_window: Option<u64>,
+    /// Idle-stream timeout: no bytes for this long ends the call.
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    /// Cap on the answer's length, sent as `max_tokens` (Anthropic requires one).
+    pub max_output_tokens: Option<u32>,
+    pub retry: RetryPolicy,
+}
+
+impl ProviderSettings {
+    /// The provider used when no config exists, or it names none: a local Ollama.
+    pub fn local_ollama() -> Self {
+        Self {
+            name: "ollama".into(),
+            kind: ProviderKind::Ollama,
+            endpoint: OLLAMA_DEFAULT_ENDPOINT.into(),
+            default_model: OLLAMA_DEFAULT_MODEL.into(),
+            api_key: None,
+            missing_key_variable: None,
+            context_window: None,
+            timeout: Duration::from_secs(DEFAULT_TIMEOUT_SECS),
+            connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_SECS),
+            max_output_tokens: None,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// How transient provider failures are retried (seed 004's `RetryPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts after the first; 0 turns retrying off.
+    pub max_retries: u32,
+    /// The first wait; each later one doubles, with jitter.
+    pub base_delay: Duration,
+    /// No single wait is longer, and a `Retry-After` beyond it is not waited for.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: DEFAULT_MAX_RETRIES,
+            base_delay: Duration::from_millis(DEFAULT_RETRY_BASE_DELAY_MS),
+            max_delay: Duration::from_secs(DEFAULT_RETRY_MAX_DELAY_SECS),
+        }
+    }
+}
+
+/// A provider table that cannot be used: the key, what is wrong with it, and
+/// the fix. The config module adds the file.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("key `{key}`: {problem}. {fix}")]
+pub struct InvalidSetting {
+    pub key: String,
+    pub problem: String,
+    pub fix: String,
+}
+
+/// A finding that does not stop the agent (a plaintext key, a dropped
+/// endpoint path), to log once at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingWarning {
+    pub key: String,
+    /// What follows the key, e.g. "holds a plaintext API key; …".
+    pub text: String,
+}
+
+/// What validation looks up outside the table.
+#[derive(Clone, Copy)]
+pub struct Surroundings<'a> {
+    /// Resolves `${VAR}` references, the conventional key variables and `HOME`.
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    /// The config file's directory: a relative `api_key_file` is read there.
+    pub config_dir: &'a Path,
+}
+
+const KNOWN_SETTINGS_FIX: &str = "Known settings: type, endpoint, default_model, api_key, api_key_file, context_window, max_output_tokens, timeout_secs, connect_timeout_secs, max_retries, retry_base_delay_ms, retry_max_delay_secs. Remove or rename it.";
+
+/// Validate the table `[llm.providers.NAME]`. Findings that do not stop the
+/// agent go to `warnings`.
+pub fn validate(
+    name: &str,
+    raw: RawProvider,
+    around: Surroundings<'_>,
+    warnings: &mut Vec<SettingWarning>,
+) -> Result<ProviderSettings, InvalidSetting> {
+    let table = Table { name, around };
+    if let Some(unknown) = raw.unknown.keys().next() {
+        return Err(table.invalid(unknown, "is not a provider setting", KNOWN_SETTINGS_FIX));
+    }
+    if name.is_empty() {
+        return Err(InvalidSetting {
+            key: "llm.providers".into(),
+            problem: "a provider has an empty name".into(),
+            fix: "Give it a name, as in [llm.providers.local].".into(),
+        });
+    }
+    let kind = table.kind(raw.kind.as_deref())?;
+    let endpoint = table.endpoint(raw.endpoint, kind, warnings)?;
+    let default_model = table.default_model(raw.default_model, kind)?;
+    let (api_key, missing_key_variable) =
+        table.api_key(raw.api_key, raw.api_key_file, kind, warnings)?;
+    Ok(ProviderSettings {
+        name: name.to_string(),
+        kind,
+        endpoint,
+        default_model,
+        api_key,
+        missing_key_variable,
+        context_window: table.non_zero(
+            raw.context_window,
+            "context_window",
+            "Give the model's context window in tokens (e.g. 8192), or leave it out.",
+        )?,
+        timeout: table.positive_secs(raw.timeout_secs, DEFAULT_TIMEOUT_SECS, "timeout_secs")?,
+        connect_timeout: table.positive_secs(
+            raw.connect_timeout_secs,
+            DEFAULT_CONNECT_TIMEOUT_SECS,
+            "connect_timeout_secs",
+        )?,
+        max_output_tokens: table.non_zero(
+            raw.max_output_tokens,
+            "max_output_tokens",
+            "Give the longest answer in tokens (e.g. 8192), or leave it out.",
+        )?,
+        retry: table.retry(
+            raw.max_retries,
+            raw.retry_base_delay_ms,
+            raw.retry_max_delay_secs,
+        )?,
+    })
+}
+
+/// The table being validated: names its keys and reads its surroundings.
+struct Table<'a> {
+    name: &'a str,
+    around: Surroundings<'a>,
+}
+
+impl Table<'_> {
+    fn key(&self, field: &str) -> String {
+        format!("llm.providers.{}.{field}", self.name)
+    }
+
+    fn invalid(
+        &self,
+        field: &str,
+        problem: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> InvalidSetting {
+        InvalidSetting {
+            key: self.key(field),
+            problem: problem.into(),
+            fix: fix.into(),
+        }
+    }
+
+    fn warn(&self, warnings: &mut Vec<SettingWarning>, field: &str, text: String) {
+        warnings.push(SettingWarning {
+            key: self.key(field),
+            text,
+        });
+    }
+
+    fn kind(&self, written: Option<&str>) -> Result<ProviderKind, InvalidSetting> {
+        let text = written.unwrap_or("ollama");
+        ProviderKind::parse(text).ok_or_else(|| {
+            self.invalid(
+                "type",
+                format!("`{text}` is not a provider type"),
+                "Use one of \"openai\" (any OpenAI-compatible server), \"ollama\" or \"anthropic\".",
+            )
+        })
+    }
+
+    fn endpoint(
+        &self,
+        written: Option<String>,
+        kind: ProviderKind,
+        warnings: &mut Vec<SettingWarning>,
+    ) -> Result<String, InvalidSetting> {
+        let Some(written) = written else {
+            return Ok(kind.default_endpoint().to_string());
+        };
+        let endpoint = expand_env(&written, self.around.env).map_err(|var| {
+            self.invalid(
+                "endpoint",
+                format!("refers to ${{{var}}}, which is not set"),
+                format!("Export {var} or write the URL directly."),
+            )
+        })?;
+        if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+            return Err(self.invalid(
+                "endpoint",
+                format!("`{endpoint}` is not an http:// or https:// URL"),
+                format!(
+                    "Write the full base URL, for example \"{}\".",
+                    kind.default_endpoint()
+                ),
+            ));
+        }
+        let endpoint = endpoint.trim_end_matches('/');
+        match kind.native_root(endpoint) {
+            Some(root) => {
+                self.warn(
+                    warnings,
+                    "endpoint",
+                    format!(
+                        "ends in a path the {} API adds itself; using {root}",
+                        kind.as_str()
+                    ),
+                );
+                Ok(root.to_string())
+            }
+            None => Ok(endpoint.to_string()),
+        }
+    }
+
+    fn default_model(
+        &self,
+        written: Option<String>,
+        kind: ProviderKind,
+    ) -> Result<String, InvalidSetting> {
+        match written {
+            Some(model) if model.trim().is_empty() => Err(self.invalid(
+                "default_model",
+                "is empty",
+                "Name the model to use, e.g. \"llama3.2\" or \"gpt-4o-mini\".",
+            )),
+            Some(model) => Ok(model),
+            None if kind == ProviderKind::Ollama => Ok(OLLAMA_DEFAULT_MODEL.to_string()),
+            None => Err(self.invalid(
+                "default_model",
+                "is missing",
+                "Name the model this provider should use, e.g. default_model = \"gpt-4o-mini\".",
+            )),
+        }
+    }
+
+    /// The key, and the variable the config names but the environment lacks.
+    fn api_key(
+        &self,
+        literal: Option<String>,
+        file: Option<String>,
+        kind: ProviderKind,
+        warnings: &mut Vec<SettingWarning>,
+    ) -> Result<(Option<ApiKey>, Option<String>), InvalidSetting> {
+        match (literal, file) {
+            (Some(_), Some(_)) => Err(self.invalid(
+                "api_key_file",
+                "is set together with api_key",
+                "Keep only one of api_key and api_key_file.",
+            )),
+            (Some(value), None) => match env_reference(&value) {
+                Some(var) => match self.key_from_variable(var) {
+                    Some(key) => Ok((Some(key), None)),
+                    None => Ok((None, Some(var.to_string()))),
+                },
+                None => {
+                    self.warn(
+                        warnings,
+                        "api_key",
+                        "holds a plaintext API key; prefer api_key = \"${VARIABLE}\" or api_key_file"
+                            .into(),
+                    );
+                    let key = ApiKey {
+                        secret: Secret::new(value),
+                        source: KeySource::ConfigLiteral,
+                    };
+                    Ok((Some(key), None))
+                }
+            },
+            (None, Some(file)) => Ok((Some(self.key_from_file(&file)?), None)),
+            (None, None) => Ok((
+                kind.conventional_key_variable()
+                    .and_then(|var| self.key_from_variable(var)),
+                None,
+            )),
+        }
+    }
+
+    /// The key in `var`, unless it is unset or empty.
+    fn key_from_variable(&self, var: &str) -> Option<ApiKey> {
+        let secret = (self.around.env)(var).filter(|secret| !secret.is_empty())?;
+        Some(ApiKey {
+            secret: Secret::new(secret),
+            source: KeySource::EnvVar(var.to_string()),
+        })
+    }
+
+    /// `api_key_file`: `~/` is the home directory, a relative path is read
+    /// beside the config file, wherever the agent runs.
+    fn key_from_file(&self, file: &str) -> Result<ApiKey, InvalidSetting> {
+        let file_path = match (file.strip_prefix("~/"), (self.around.env)("HOME")) {
+            (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+            _ => PathBuf::from(file),
+        };
+        let file_path = if file_path.is_relative() {
+            self.around.config_dir.join(file_path)
+        } else {
+            file_path
+        };
+        let secret = std::fs::read_to_string(&file_path).map_err(|err| {
+            self.invalid(
+                "api_key_file",
+                format!("cannot read {}: {err}", file_path.display()),
+                "Point it at a readable file that holds only the key.",
+            )
+        })?;
+        Ok(ApiKey {
+            secret: Secret::new(secret.trim()),
+            source: KeySource::File(file_path),
+        })
+    }
+
+    /// A count where 0 makes no sense (a window, an answer's length).
+    fn non_zero<T: Copy + Into<u64>>(
+        &self,
+        value: Option<T>,
+        field: &str,
+        fix: &str,
+    ) -> Result<Option<T>, InvalidSetting> {
+        match value {
+            Some(zero) if zero.into() == 0 => Err(self.invalid(field, "is 0", fix)),
+            other => Ok(other),
+        }
+    }
+
+    fn positive_secs(
+        &self,
+        value: Option<u64>,
+        default: u64,
+        field: &str,
+    ) -> Result<Duration, InvalidSetting> {
+        let fix = "Use a number of seconds above 0, or leave it out.";
+        let secs = self.non_zero(value, field, fix)?.unwrap_or(default);
+        Ok(Duration::from_secs(secs))
+    }
+
+    fn retry(
+        &self,
+        max_retries: Option<u32>,
+        base_delay_ms: Option<u64>,
+        max_delay_secs: Option<u64>,
+    ) -> Result<RetryPolicy, InvalidSetting> {
+        let base_delay =
+            Duration::from_millis(base_delay_ms.unwrap_or(DEFAULT_RETRY_BASE_DELAY_MS));
+        let max_delay = self.positive_secs(
+            max_delay_secs,
+            DEFAULT_RETRY_MAX_DELAY_SECS,
+            "retry_max_delay_secs",
+        )?;
+        if base_delay > max_delay {
+            return Err(self.invalid(
+                "retry_base_delay_ms",
+                format!(
+                    "is longer than retry_max_delay_secs ({} s)",
+                    max_delay.as_secs()
+                ),
+                "Make the first wait shorter than the longest one.",
+            ));
+        }
+        Ok(RetryPolicy {
+            max_retries: max_retries.unwrap_or(DEFAULT_MAX_RETRIES),
+            base_delay,
+            max_delay,
+        })
+    }
+}
+
+/// `"${VAR}"` → `Some("VAR")`.
+fn env_reference(value: &str) -> Option<&str> {
+    value
+        .strip_prefix("${")
+        .and_then(|rest| rest.strip_suffix('}'))
+        .filter(|var| !var.is_empty())
+}
+
+/// Expand every `${VAR}` in `value`; the error is the first unset variable.
+pub fn expand_env(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[start..]);
+            return Ok(out);
+        };
+        let var = &after[..end];
+        out.push_str(&env(var).ok_or_else(|| var.to_string())?);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Validated = (BTreeMap<String, ProviderSettings>, Vec<SettingWarning>);
+
+    /// Every `[llm.providers.NAME]` table of `text`, validated as the config does.
+    fn validate_all(
+        text: &str,
+        vars: &[(&str, &str)],
+        config_dir: &Path,
+    ) -> Result<Validated, InvalidSetting> {
+        let env = |name: &str| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        };
+        let around = Surroundings {
+            env: &env,
+            config_dir,
+        };
+        let file: toml::Table = toml::from_str(text).unwrap();
+        let tables = file["llm"]["providers"].as_table().unwrap().clone();
+        let mut warnings = Vec::new();
+        let mut providers = BTreeMap::new();
+        for (name, table) in tables {
+            let raw: RawProvider = table.try_into().unwrap();
+            let settings = validate(&name, raw, around, &mut warnings)?;
+            providers.insert(name, settings);
+        }
+        Ok((providers, warnings))
+    }
+
+    fn load(text: &str, vars: &[(&str, &str)]) -> Result<Validated, InvalidSetting> {
+        validate_all(text, vars, Path::new("/cfg"))
+    }
+
+    #[test]
+    fn conventional_variable_is_used_when_no_key_is_configured() {
+        let text = "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"gpt-4o\"";
+        let (providers, _) = load(text, &[("OPENAI_API_KEY", "sk-env")]).unwrap();
+        let key = providers["o"].api_key.as_ref().unwrap();
+        assert_eq!(key.source, KeySource::EnvVar("OPENAI_API_KEY".into()));
+    }
+
+    #[test]
+    fn secrets_do_not_leak_through_debug() {
+        let text = "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"m\"\napi_key = \"sk-very-secret\"";
+        let (providers, warnings) = load(text, &[]).unwrap();
+        let debug = format!("{providers:?}");
+        assert!(!debug.contains("sk-very-secret"), "{debug}");
+        assert!(warnings.iter().any(|w| w.text.contains("plaintext")));
+        assert!(
+            warnings
+                .iter()
+                .all(|w| !format!("{w:?}").contains("sk-very-secret"))
+        );
+    }
+
+    #[test]
+    fn api_key_file_is_read_trimmed_relative_to_home_or_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("key"), "sk-from-file\n").unwrap();
+        let home = dir.path().display().to_string();
+        let text =
+            "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"m\"\napi_key_file = \"~/key\"";
+        let (providers, _) = load(text, &[("HOME", &home)]).unwrap();
+        let key = providers["o"].api_key.as_ref().unwrap();
+        assert_eq!(key.secret.expose(), "sk-from-file");
+        let text = "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"m\"\napi_key_file = \"missing\"";
+        let err = load(text, &[]).unwrap_err().to_string();
+        assert!(err.contains("api_key_file"), "{err}");
+        // A relative path is read beside the config file, wherever the agent runs.
+        let text =
+            "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"m\"\napi_key_file = \"key\"";
+        let (providers, _) = validate_all(text, &[], dir.path()).unwrap();
+        let key = providers["o"].api_key.as_ref().unwrap();
+        assert_eq!(key.secret.expose(), "sk-from-file");
+        assert_eq!(key.source, KeySource::File(dir.path().join("key")));
+    }
+
+    #[test]
+    fn native_endpoints_drop_a_copied_api_suffix() {
+        let text = "[llm.providers.a]\ntype = \"anthropic\"\nendpoint = \"https://api.anthropic.com/v1/\"\ndefault_model = \"claude-sonnet-4-5\"\n[llm.providers.o]\ntype = \"ollama\"\nendpoint = \"http://box:11434/api\"\n[llm.providers.x]\ntype = \"openai\"\nendpoint = \"http://box:8080/v1\"\ndefault_model = \"m\"";
+        let (providers, warnings) = load(text, &[]).unwrap();
+        assert_eq!(providers["a"].endpoint, "https://api.anthropic.com");
+        assert_eq!(providers["o"].endpoint, "http://box:11434");
+        assert_eq!(providers["x"].endpoint, "http://box:8080/v1");
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert_eq!(warnings[0].key, "llm.providers.a.endpoint");
+    }
+
+    #[test]
+    fn retry_settings_are_read_and_checked() {
+        let text = "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"m\"\nmax_retries = 0\nretry_base_delay_ms = 50\nretry_max_delay_secs = 2\nmax_output_tokens = 100";
+        let provider = &load(text, &[]).unwrap().0["o"];
+        assert_eq!(provider.retry.max_retries, 0);
+        assert_eq!(provider.retry.base_delay, Duration::from_millis(50));
+        assert_eq!(provider.retry.max_delay, Duration::from_secs(2));
+        assert_eq!(provider.max_output_tokens, Some(100));
+        let text = "[llm.providers.o]\ntype = \"openai\"\ndefault_model = \"m\"\nretry_base_delay_ms = 5000\nretry_max_delay_secs = 2";
+        let err = load(text, &[]).unwrap_err().to_string();
+        assert!(err.contains("retry_base_delay_ms"), "{err}");
+    }
+
+    #[test]
+    fn expand_env_replaces_every_reference() {
+        let env = |name: &str| (name == "HOST").then(|| "example.org".to_string());
+        assert_eq!(
+            expand_env("https://${HOST}/v1", &env).unwrap(),
+            "https://example.org/v1"
+        );
+        assert_eq!(expand_env("http://${NOPE}", &env).unwrap_err(), "NOPE");
+    }
+}

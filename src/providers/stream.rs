@@ -1,0 +1,258 @@
+//! Reading a streamed answer: the response body, framed as server-sent
+//! events or as JSON lines, pumped through a wire format's decoder under an
+//! idle timeout. Decoders are pure and know nothing of the provider; the
+//! pump names it in their errors.
+
+use std::time::Duration;
+
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures::StreamExt;
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::http::truncate;
+use super::{EventStream, ProviderError, ProviderEvent};
+use crate::util::error_chain;
+
+/// Turns one wire format's framed payloads into [`ProviderEvent`]s. Pure, so
+/// every quirk is tested without a server.
+pub trait WireDecoder: Default + Send + 'static {
+    /// How the payloads arrive.
+    const FRAMING: Framing;
+    /// Why the answer may be cut off when the body ends too early.
+    const CUT_OFF: &'static str;
+
+    /// One SSE event (its `event:` name, empty when absent, and its data), or
+    /// one NDJSON line (empty name). The data is trimmed and never blank.
+    fn on_event(&mut self, event: &str, data: &str) -> Vec<Decoded>;
+
+    fn progress(&self) -> Progress;
+
+    /// What is still open when the body ends after the finish but before
+    /// the end marker.
+    fn close(&mut self) -> Vec<ProviderEvent> {
+        Vec::new()
+    }
+
+    /// The body ended. Anything incomplete is an error here.
+    fn finish(&mut self) -> Vec<Decoded> {
+        let progress = self.progress();
+        if progress.done {
+            Vec::new()
+        } else if !progress.saw_anything {
+            vec![Err(StreamError::Empty)]
+        } else if progress.finished {
+            self.close().into_iter().map(Ok).collect()
+        } else {
+            vec![Err(StreamError::Truncated(Self::CUT_OFF.into()))]
+        }
+    }
+
+    /// The format's own end marker arrived; stop reading.
+    fn done(&self) -> bool {
+        self.progress().done
+    }
+}
+
+/// How far a stream got, which decides what its end means.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Progress {
+    /// The format's end marker arrived.
+    pub done: bool,
+    /// Anything that counts as an answer arrived.
+    pub saw_anything: bool,
+    /// The finish reason arrived (the end marker may still be missing).
+    pub finished: bool,
+}
+
+/// One item a decoder yields.
+pub type Decoded = Result<ProviderEvent, StreamError>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// `text/event-stream` (OpenAI, Anthropic).
+    Sse,
+    /// One JSON document per line (Ollama).
+    Ndjson,
+}
+
+/// What can go wrong in a stream, before the provider is named
+/// ([`StreamError::for_provider`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamError {
+    /// Data this agent cannot read.
+    Malformed(String),
+    /// The server reported an error in the stream.
+    Remote { detail: String, transient: bool },
+    /// The stream ended without text, a tool call or a finish.
+    Empty,
+    /// The stream ended before the format's end marker.
+    Truncated(String),
+    /// No bytes for this long.
+    Idle(Duration),
+}
+
+impl StreamError {
+    /// A payload that does not parse: `what` is "event" or "line".
+    pub fn not_json(what: &str, err: &serde_json::Error, data: &str) -> Self {
+        StreamError::Malformed(format!(
+            "a stream {what} is not JSON ({err}): {}",
+            truncate(data, 200)
+        ))
+    }
+
+    pub fn for_provider(self, provider: &str) -> ProviderError {
+        let provider = provider.to_string();
+        match self {
+            StreamError::Malformed(detail) => ProviderError::Malformed { provider, detail },
+            StreamError::Remote { detail, transient } => ProviderError::Remote {
+                provider,
+                detail,
+                transient,
+            },
+            StreamError::Empty => ProviderError::EmptyStream { provider },
+            StreamError::Truncated(detail) => ProviderError::Truncated { provider, detail },
+            StreamError::Idle(idle) => ProviderError::IdleTimeout {
+                provider,
+                seconds: idle.as_secs(),
+            },
+        }
+    }
+}
+
+/// The string at `key` of a decoded payload, unless it is missing or empty.
+pub fn text_at<'a>(value: &'a serde_json::Value, key: &str) -> Option<&'a str> {
+    value
+        .get(key)
+        .and_then(serde_json::Value::as_str)
+        .filter(|text| !text.is_empty())
+}
+
+/// Feed a streaming response through `decoder`. No bytes for `idle` ends
+/// the stream with [`ProviderError::IdleTimeout`]; a slow but steady stream
+/// is never cut. The stream ends after its first error. Dropping the stream
+/// closes the connection.
+pub fn event_stream<D: WireDecoder>(
+    response: reqwest::Response,
+    idle: Duration,
+    provider: String,
+    decoder: D,
+) -> EventStream {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let outlet = Outlet { tx, provider, idle };
+    let task = tokio::spawn(async move {
+        match D::FRAMING {
+            Framing::Sse => pump_events(response, decoder, &outlet).await,
+            Framing::Ndjson => pump_lines(response, decoder, &outlet).await,
+        }
+    });
+    let abort = AbortOnDrop(task);
+    futures::stream::unfold((rx, abort), |(mut rx, abort)| async move {
+        rx.recv().await.map(|item| (item, (rx, abort)))
+    })
+    .boxed()
+}
+
+/// Where a pump sends what it decoded.
+struct Outlet {
+    tx: UnboundedSender<Result<ProviderEvent, ProviderError>>,
+    provider: String,
+    idle: Duration,
+}
+
+impl Outlet {
+    /// Send `items` in order; false once an error went out (the stream ends
+    /// there) or nobody listens any more.
+    fn send(&self, items: Vec<Decoded>) -> bool {
+        for item in items {
+            let failed = item.is_err();
+            let item = item.map_err(|err| err.for_provider(&self.provider));
+            if self.tx.send(item).is_err() || failed {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn fail(&self, err: StreamError) {
+        self.send(vec![Err(err)]);
+    }
+}
+
+/// Server-sent events, one decoder call per event.
+async fn pump_events(response: reqwest::Response, mut decoder: impl WireDecoder, outlet: &Outlet) {
+    let mut events = response.bytes_stream().eventsource();
+    loop {
+        let Ok(next) = tokio::time::timeout(outlet.idle, events.next()).await else {
+            return outlet.fail(StreamError::Idle(outlet.idle));
+        };
+        let items = match next {
+            // Blank payloads (keep-alives) carry nothing.
+            Some(Ok(event)) if event.data.trim().is_empty() => continue,
+            Some(Ok(event)) => decoder.on_event(&event.event, event.data.trim()),
+            Some(Err(EventStreamError::Transport(err))) => {
+                vec![Err(StreamError::Truncated(error_chain(&err)))]
+            }
+            Some(Err(err)) => vec![Err(StreamError::Malformed(format!(
+                "the event stream cannot be read: {err}"
+            )))],
+            None => {
+                outlet.send(decoder.finish());
+                return;
+            }
+        };
+        if !outlet.send(items) || decoder.done() {
+            return;
+        }
+    }
+}
+
+/// JSON lines, one decoder call per non-blank line.
+async fn pump_lines(response: reqwest::Response, mut decoder: impl WireDecoder, outlet: &Outlet) {
+    let mut bytes = response.bytes_stream();
+    let mut buffer: Vec<u8> = Vec::new();
+    loop {
+        let Ok(next) = tokio::time::timeout(outlet.idle, bytes.next()).await else {
+            return outlet.fail(StreamError::Idle(outlet.idle));
+        };
+        let ended = match next {
+            Some(Ok(chunk)) => {
+                buffer.extend_from_slice(&chunk);
+                false
+            }
+            Some(Err(err)) => return outlet.fail(StreamError::Truncated(error_chain(&err))),
+            None => true,
+        };
+        // Whole lines only: a chunk may end inside a line or a character.
+        let mut lines: Vec<Vec<u8>> = Vec::new();
+        while let Some(end) = buffer.iter().position(|&b| b == b'\n') {
+            lines.push(buffer.drain(..=end).collect());
+        }
+        if ended && !buffer.is_empty() {
+            lines.push(std::mem::take(&mut buffer));
+        }
+        for line in lines {
+            let items = match std::str::from_utf8(&line) {
+                Ok(text) if text.trim().is_empty() => continue,
+                Ok(text) => decoder.on_event("", text.trim()),
+                Err(err) => vec![Err(StreamError::Malformed(format!(
+                    "a stream line is not UTF-8: {err}"
+                )))],
+            };
+            if !outlet.send(items) || decoder.done() {
+                return;
+            }
+        }
+        if ended {
+            outlet.send(decoder.finish());
+            return;
+        }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
