@@ -6,6 +6,7 @@
 
 pub mod manager;
 mod prompts;
+mod record;
 mod services;
 mod settings;
 mod slash;

@@ -14,7 +14,6 @@ use super::{SessionHandle, SessionMsg, SessionStart, Settings, Shared};
 use crate::client::{ClientAbilities, ClientSink, Update};
 use crate::context::ContextManager;
 use crate::mcp::{McpOptions, McpServerSpec};
-use crate::model::Message;
 use crate::providers::Providers;
 use crate::store::{self, Metadata, Recorder, Store, StoreError};
 
@@ -190,12 +189,7 @@ impl SessionManager {
             let id = metadata.id.clone();
             let recorder = Recorder::start(open, metadata);
             if let Some(seen) = restored.cut_short {
-                // The turn the crash cut short ends here, with what the user
-                // saw of it, so the next load rebuilds this same context.
-                if !seen.is_empty() {
-                    recorder.round(&[Arc::new(Message::assistant_text(seen))]);
-                }
-                recorder.turn_end(None);
+                super::record::end_cut_short_turn(&recorder, seen);
             }
             let start = SessionStart {
                 id,

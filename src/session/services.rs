@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
-use super::{Defaults, SessionMsg, SessionStart, prompts};
+use super::{Defaults, SessionMsg, SessionStart, prompts, record};
 
 use crate::agents::AgentCard;
 use crate::client::{ClientAbilities, ClientSink};
@@ -54,17 +54,9 @@ impl Services {
         mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
     ) -> Self {
         let recorder = start.recorder.take();
-        // Everything the client is shown is also recorded, in the same order.
-        let client = match &recorder {
-            Some(recorder) => recorder.wrap(shared.client),
-            None => shared.client,
-        };
+        let client = record::recorded_client(recorder.as_ref(), shared.client);
         let permissions = permissions(&start.id, &start.settings.mode, &shared.defaults, &client);
-        if let Some(recorder) = &recorder {
-            permissions.restore(recorder.metadata().permissions);
-            let recorder = recorder.clone();
-            permissions.on_remember(move |rules| recorder.permissions_remembered(rules));
-        }
+        record::remembered_permissions(recorder.as_ref(), &permissions);
         let tool_context = tool_context(&start.id, &start.cwd, start.client, &client);
         let mcp_servers = std::mem::take(&mut start.mcp_servers);
         let mcp = start_mcp(mcp_servers, &shared.defaults, mailbox.clone());

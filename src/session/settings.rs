@@ -14,7 +14,6 @@ use crate::client::{
     SelectOption, Update,
 };
 use crate::providers::ModelInfo;
-use crate::store;
 
 /// The card name that means "no card".
 pub(super) const NO_AGENT: &str = "none";
@@ -378,20 +377,6 @@ impl SessionActor {
         if before != after {
             self.send(Update::ConfigOptions(after));
         }
-    }
-
-    /// Saves what differs from the stored settings: one record of each change.
-    pub(super) fn record_settings(&self) {
-        let Some(recorder) = self.services.recorder.as_ref() else {
-            return;
-        };
-        let current = &self.settings.current;
-        recorder.settings(store::Settings {
-            mode: &current.mode,
-            provider: &current.provider,
-            model: &current.model,
-            agent: current.agent.as_deref(),
-        });
     }
 }
 

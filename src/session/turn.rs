@@ -24,7 +24,6 @@ use crate::modes::ModePolicy;
 use crate::permissions::PermissionGate;
 use crate::prompt::{PromptLayers, PromptVars};
 use crate::providers::{FALLBACK_CONTEXT_WINDOW, Provider, ProviderError, Providers};
-use crate::store;
 use crate::tools::{ToolContext, ToolRegistry};
 
 /// What a turn journaled, kept for when its task dies without an outcome.
@@ -188,21 +187,6 @@ impl SessionActor {
         Ok((context, journaled))
     }
 
-    /// A turn's journal: each finished round and context operation is saved
-    /// at once (a crash loses only the round in flight) and kept in `kept`.
-    fn journal(&self, kept: Journaled) -> JournalFn {
-        let recorder = self.services.recorder.clone();
-        Arc::new(move |entry: Journal| {
-            if let Some(recorder) = &recorder {
-                match &entry {
-                    Journal::Round(messages) => recorder.round(messages),
-                    Journal::Op(op) => recorder.context_op(op),
-                }
-            }
-            lock(&kept).push(entry);
-        })
-    }
-
     /// Start what a prompt asks for: a slash command, an MCP prompt, or a
     /// model turn. `cancel` stops it.
     pub(super) fn start_turn(
@@ -267,47 +251,10 @@ impl SessionActor {
                         }
                     }
                 }
-                if let Some(recorder) = &self.services.recorder {
-                    recorder.turn_end(None);
-                }
+                self.record_crashed_turn();
                 Err(SessionError::Crashed(err.to_string()))
             }
         };
         let _ = reply.send(result);
-    }
-
-    /// Save the prompt just added to the history; the first one names the session.
-    fn record_prompt(&mut self) {
-        let last = self
-            .conversation
-            .context
-            .entries()
-            .last()
-            .and_then(|e| e.messages.last());
-        let (Some(recorder), Some(message)) = (self.services.recorder.as_ref(), last) else {
-            return;
-        };
-        if let Some(store::Titled { title, updated_at }) = recorder.prompt(message) {
-            self.send(Update::SessionInfo {
-                title: Some(title),
-                updated_at,
-            });
-        }
-    }
-
-    /// A turn's rounds and operations are already saved (the journal); its
-    /// end is saved with what the estimator learned. A command's
-    /// operations are saved now.
-    fn record_turn(&self, outcome: &TurnOutcome, command: bool) {
-        let Some(recorder) = self.services.recorder.as_ref() else {
-            return;
-        };
-        if command {
-            for op in &outcome.context_ops {
-                recorder.context_op(op);
-            }
-        } else {
-            recorder.turn_end(Some(outcome.context.estimator));
-        }
     }
 }

@@ -1,0 +1,124 @@
+//! The session's one way to its store: every call to the recorder is made
+//! here, in the actor, and nowhere else. What the client is shown is
+//! recorded by the recorded client (`Recorder::wrap`), the same way for
+//! every sender; the conversation (prompts, rounds, context operations,
+//! turn ends) and the settings are recorded by the calls below.
+
+use std::sync::Arc;
+
+use super::SessionActor;
+use super::turn::Journaled;
+
+use crate::agent_loop::{Journal, JournalFn, TurnOutcome};
+use crate::client::{ClientSink, Update};
+use crate::model::Message;
+use crate::permissions::SessionPermissions;
+use crate::store::{self, Recorder};
+use crate::util::lock;
+
+/// The client as the session uses it: with a recorder, everything it is
+/// shown is also saved, in the same order.
+pub(super) fn recorded_client(
+    recorder: Option<&Recorder>,
+    client: Arc<dyn ClientSink>,
+) -> Arc<dyn ClientSink> {
+    match recorder {
+        Some(recorder) => recorder.wrap(client),
+        None => client,
+    }
+}
+
+/// The user's "always" answers come back with the session and are saved
+/// as they are given.
+pub(super) fn remembered_permissions(
+    recorder: Option<&Recorder>,
+    permissions: &SessionPermissions,
+) {
+    if let Some(recorder) = recorder {
+        permissions.restore(recorder.metadata().permissions);
+        let recorder = recorder.clone();
+        permissions.on_remember(move |rules| recorder.permissions_remembered(rules));
+    }
+}
+
+/// A loaded session's turn that a crash cut short ends here, with what the
+/// user saw of it, so the next load rebuilds this same context.
+pub(super) fn end_cut_short_turn(recorder: &Recorder, seen: String) {
+    if !seen.is_empty() {
+        recorder.round(&[Arc::new(Message::assistant_text(seen))]);
+    }
+    recorder.turn_end(None);
+}
+
+impl SessionActor {
+    /// A turn's journal: each finished round and context operation is saved
+    /// at once (a crash loses only the round in flight) and kept in `kept`.
+    pub(super) fn journal(&self, kept: Journaled) -> JournalFn {
+        let recorder = self.services.recorder.clone();
+        Arc::new(move |entry: Journal| {
+            if let Some(recorder) = &recorder {
+                match &entry {
+                    Journal::Round(messages) => recorder.round(messages),
+                    Journal::Op(op) => recorder.context_op(op),
+                }
+            }
+            lock(&kept).push(entry);
+        })
+    }
+
+    /// Save the prompt just added to the history; the first one names the session.
+    pub(super) fn record_prompt(&mut self) {
+        let last = self
+            .conversation
+            .context
+            .entries()
+            .last()
+            .and_then(|e| e.messages.last());
+        let (Some(recorder), Some(message)) = (self.services.recorder.as_ref(), last) else {
+            return;
+        };
+        if let Some(store::Titled { title, updated_at }) = recorder.prompt(message) {
+            self.send(Update::SessionInfo {
+                title: Some(title),
+                updated_at,
+            });
+        }
+    }
+
+    /// A turn's rounds and operations are already saved (the journal); its
+    /// end is saved with what the estimator learned. A command's
+    /// operations are saved now.
+    pub(super) fn record_turn(&self, outcome: &TurnOutcome, command: bool) {
+        let Some(recorder) = self.services.recorder.as_ref() else {
+            return;
+        };
+        if command {
+            for op in &outcome.context_ops {
+                recorder.context_op(op);
+            }
+        } else {
+            recorder.turn_end(Some(outcome.context.estimator));
+        }
+    }
+
+    /// A turn whose task died: what it journaled is saved already; it ends.
+    pub(super) fn record_crashed_turn(&self) {
+        if let Some(recorder) = &self.services.recorder {
+            recorder.turn_end(None);
+        }
+    }
+
+    /// Saves what differs from the stored settings: one record of each change.
+    pub(super) fn record_settings(&self) {
+        let Some(recorder) = self.services.recorder.as_ref() else {
+            return;
+        };
+        let current = &self.settings.current;
+        recorder.settings(store::Settings {
+            mode: &current.mode,
+            provider: &current.provider,
+            model: &current.model,
+            agent: current.agent.as_deref(),
+        });
+    }
+}
