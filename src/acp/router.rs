@@ -36,6 +36,10 @@ pub struct Router {
     connection: Connection,
     sessions: SessionManager,
     client: Option<ClientInfo>,
+    /// Done when the last load or resume has sent its replay and answer:
+    /// the next one waits for it, so replays never interleave and each
+    /// answer follows its own replay.
+    last_reopen: Option<oneshot::Receiver<()>>,
 }
 
 /// How a stored session comes back: `session/load` replays its history to
@@ -61,6 +65,7 @@ impl Router {
             connection,
             sessions,
             client: None,
+            last_reopen: None,
         }
     }
 
@@ -235,7 +240,14 @@ impl Router {
         let _ = tx.send(SessionMsg::Options { reply });
         let connection = self.connection.clone();
         let id = id.to_string();
+        let (done, next) = oneshot::channel();
+        let previous = self.last_reopen.replace(next);
         tokio::spawn(async move {
+            // Dropped (sent) when this one has answered, whatever the outcome.
+            let _done = done;
+            if let Some(previous) = previous {
+                let _ = previous.await;
+            }
             let updates = match loading.await {
                 Ok(updates) => updates,
                 Err(err) => return responder.respond(Err(store_error(err))),
