@@ -172,27 +172,9 @@ fn render(template: &str, vars: &PromptVars<'_>, date: &str) -> String {
     out
 }
 
-/// Today's date (UTC) as YYYY-MM-DD, without a date-time dependency.
+/// Today's date (UTC) as YYYY-MM-DD.
 fn today() -> String {
-    let days = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() / 86_400)
-        .unwrap_or(0);
-    civil_from_days(days as i64)
-}
-
-/// Howard Hinnant's days-from-epoch → civil date algorithm.
-fn civil_from_days(days: i64) -> String {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+    crate::util::date(std::time::SystemTime::now())
 }
 
 #[cfg(test)]
@@ -274,12 +256,5 @@ mod tests {
         assert!(text.starts_with("OWN BASE for smollm2-135m"), "{text}");
         assert!(!text.contains("Crucible"));
         assert!(!text.contains("# Act mode"));
-    }
-
-    #[test]
-    fn dates_are_computed_correctly() {
-        assert_eq!(civil_from_days(0), "1970-01-01");
-        assert_eq!(civil_from_days(11_016), "2000-02-29");
-        assert_eq!(civil_from_days(20_780), "2026-11-23");
     }
 }

@@ -25,6 +25,23 @@ pub fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
+/// `at` as RFC 3339 UTC with milliseconds: fixed width, so it sorts as text.
+pub fn rfc3339(at: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// Now as RFC 3339 UTC with milliseconds.
+pub fn now_rfc3339() -> String {
+    rfc3339(std::time::SystemTime::now())
+}
+
+/// `at`'s date (UTC) as YYYY-MM-DD.
+pub fn date(at: std::time::SystemTime) -> String {
+    let mut text = rfc3339(at);
+    text.truncate("YYYY-MM-DD".len());
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +97,19 @@ mod tests {
         assert!(mutex.is_poisoned());
         *lock(&mutex) += 1;
         assert_eq!(*lock(&mutex), 2);
+    }
+
+    fn at(millis: u64) -> std::time::SystemTime {
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(millis)
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339_and_dates_their_day() {
+        assert_eq!(rfc3339(at(0)), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(at(951_782_400_123)), "2000-02-29T00:00:00.123Z");
+        assert_eq!(rfc3339(at(1_795_000_000_000)), "2026-11-18T11:06:40.000Z");
+        assert_eq!(date(at(0)), "1970-01-01");
+        assert_eq!(date(at(11_016 * 86_400_000)), "2000-02-29");
+        assert_eq!(date(at(20_780 * 86_400_000 + 86_399_999)), "2026-11-23");
     }
 }

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use thiserror::Error;
 
@@ -388,36 +387,7 @@ fn read_history(
     Ok(events)
 }
 
-/// Now as RFC 3339 UTC with milliseconds (fixed width, so it sorts as text).
-pub fn now_rfc3339() -> String {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    format_rfc3339(since.as_millis() as i64)
-}
-
-fn format_rfc3339(millis: i64) -> String {
-    let secs = millis.div_euclid(1000);
-    let ms = millis.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rest = secs.rem_euclid(86_400);
-    // Howard Hinnant's civil-from-days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{ms:03}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
-}
+pub use crate::util::now_rfc3339;
 
 #[cfg(test)]
 mod tests {
@@ -429,16 +399,6 @@ mod tests {
         let mut m = Metadata::new(id, PathBuf::from(cwd), "p", "m", "act");
         m.updated_at = updated.into();
         m
-    }
-
-    #[test]
-    fn timestamps_are_rfc3339() {
-        assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(format_rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
-        assert_eq!(
-            format_rfc3339(1_795_000_000_000),
-            "2026-11-18T11:06:40.000Z"
-        );
     }
 
     #[test]
