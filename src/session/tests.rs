@@ -87,6 +87,15 @@ async fn session() -> Fixture {
 }
 
 impl Fixture {
+    async fn set_option(&self, id: &str, value: &str) -> Result<Vec<SelectOption>, SessionError> {
+        self.ask(|reply| SessionMsg::SetOption {
+            id: id.into(),
+            value: value.into(),
+            reply,
+        })
+        .await
+    }
+
     /// What the client was shown of this session.
     fn updates(&self) -> Vec<Update> {
         self.client
@@ -153,14 +162,7 @@ async fn answered(
 #[tokio::test]
 async fn a_mode_change_is_shown_then_offered_in_the_options() {
     let fixture = session().await;
-    let options = fixture
-        .ask(|reply| SessionMsg::SetOption {
-            id: MODE_OPTION.into(),
-            value: "plan".into(),
-            reply,
-        })
-        .await
-        .unwrap();
+    let options = fixture.set_option(MODE_OPTION, "plan").await.unwrap();
     let mode = options.iter().find(|o| o.id == MODE_OPTION).unwrap();
     assert_eq!(mode.current, "plan");
     let updates = fixture.updates();
@@ -182,24 +184,13 @@ async fn a_mode_change_is_shown_then_offered_in_the_options() {
 #[tokio::test]
 async fn unknown_options_and_values_name_the_choices() {
     let fixture = session().await;
-    let err = fixture
-        .ask(|reply| SessionMsg::SetOption {
-            id: "colour".into(),
-            value: "red".into(),
-            reply,
-        })
-        .await
-        .unwrap_err();
+    let err = fixture.set_option("colour", "red").await.unwrap_err();
     assert_eq!(
         err.to_string(),
         "unknown config option `colour`; this session has: model, mode, provider, agent"
     );
     let err = fixture
-        .ask(|reply| SessionMsg::SetOption {
-            id: PROVIDER_OPTION.into(),
-            value: "nowhere".into(),
-            reply,
-        })
+        .set_option(PROVIDER_OPTION, "nowhere")
         .await
         .unwrap_err();
     assert_eq!(
@@ -211,14 +202,7 @@ async fn unknown_options_and_values_name_the_choices() {
 #[tokio::test]
 async fn a_new_provider_brings_its_default_model() {
     let fixture = session().await;
-    let options = fixture
-        .ask(|reply| SessionMsg::SetOption {
-            id: PROVIDER_OPTION.into(),
-            value: "other".into(),
-            reply,
-        })
-        .await
-        .unwrap();
+    let options = fixture.set_option(PROVIDER_OPTION, "other").await.unwrap();
     let current = |id: &str| {
         options
             .iter()
