@@ -42,6 +42,20 @@ pub fn date(at: std::time::SystemTime) -> String {
     text
 }
 
+/// `text` trimmed and cut to at most `max` bytes (on a character boundary),
+/// marked with `…` when cut: for error bodies shown to the user.
+pub fn truncate(text: &str, max: usize) -> String {
+    let text = text.trim();
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,12 +6,13 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::http::{WireFormat, model_list, truncate};
+use super::http::{WireFormat, model_list};
 use super::settings::ProviderSettings;
 use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder, text_at};
 use super::{
     ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice, Usage,
 };
+use crate::util::truncate;
 
 /// The Messages API version this client speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::settings::{KeySource, ProviderSettings};
 use super::stream::{WireDecoder, event_stream};
 use super::{ChatRequest, EventStream, ModelInfo, Provider, ProviderError};
-use crate::util::error_chain;
+use crate::util::{error_chain, truncate};
 
 /// How long a model list or model lookup may take; it only fills a menu.
 pub const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
@@ -415,18 +415,6 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
         .map(|ms| ms / 1000.0)
         .or_else(|| header("retry-after"))?;
     (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
-}
-
-pub fn truncate(text: &str, max: usize) -> String {
-    let text = text.trim();
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 #[cfg(test)]

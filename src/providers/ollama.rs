@@ -7,13 +7,14 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use super::http::{WireFormat, model_list, truncate};
+use super::http::{WireFormat, model_list};
 use super::openai::function_tools;
 use super::settings::ProviderSettings;
 use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder, text_at};
 use super::{
     ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice, Usage,
 };
+use crate::util::truncate;
 
 /// The most a model's trained window counts for when the server reports no
 /// `num_ctx` of its own. Ollama reserves memory for the whole `num_ctx` it is

@@ -9,9 +9,8 @@ use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::http::truncate;
 use super::{EventStream, ProviderError, ProviderEvent};
-use crate::util::error_chain;
+use crate::util::{error_chain, truncate};
 
 /// Turns one wire format's framed payloads into [`ProviderEvent`]s. Pure, so
 /// every quirk is tested without a server.
