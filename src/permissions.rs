@@ -20,6 +20,7 @@ use crate::events::ToolCallInfo;
 use crate::events::ToolKind;
 use crate::modes::ModePolicy;
 use crate::tools::Tool;
+use crate::util::lock;
 
 /// What a rule decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -207,34 +208,21 @@ impl SessionPermissions {
     /// The session's agent card, for agent-scoped rules; changed by the
     /// actor when the card switches, read by running turns.
     pub fn set_agent(&self, agent: Option<String>) {
-        *self
-            .agent
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner()) = agent;
+        *lock(&self.agent) = agent;
     }
 
     pub fn policy(&self) -> ModePolicy {
-        *self
-            .policy
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+        *lock(&self.policy)
     }
 
     pub fn set_policy(&self, policy: ModePolicy) {
-        *self
-            .policy
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner()) = policy;
+        *lock(&self.policy) = policy;
     }
 
     /// The decision and scope of the first matching rule.
     fn decided(&self, call: &ToolCallInfo, tool: &dyn Tool) -> Option<(Decision, RuleScope)> {
         let session = self.lock_session_rules().clone();
-        let agent = self
-            .agent
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .clone();
+        let agent = lock(&self.agent).clone();
         first_match(
             self.rules.iter().chain(session.iter()),
             agent.as_deref(),

@@ -32,6 +32,8 @@ use ollama::OllamaFormat;
 use openai::OpenAiFormat;
 use settings::{ProviderKind, ProviderSettings};
 
+use crate::util::lock;
+
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum ToolChoice {
     #[default]
@@ -292,10 +294,7 @@ impl Providers {
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn Provider>> {
         let config = self.settings.get(name)?;
-        let mut built = self
-            .built
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut built = lock(&self.built);
         let provider = built
             .entry(name.to_string())
             .or_insert_with(|| build_provider(config));

@@ -12,7 +12,7 @@ pub mod jsonrpc;
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::RequestId;
 use serde::Serialize;
@@ -23,6 +23,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 pub use jsonrpc::{Incoming, RpcError};
+
+use crate::util::lock;
 
 type Waiter = oneshot::Sender<Result<Value, RpcError>>;
 type PendingMap = Mutex<HashMap<RequestId, Waiter>>;
@@ -147,11 +149,6 @@ impl Connection {
             None => tracing::debug!(%id, "cancel for a request no longer in flight"),
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The maps hold plain data; a panic elsewhere cannot leave them inconsistent.
-    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
 struct PendingGuard<'a> {

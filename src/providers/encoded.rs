@@ -10,6 +10,8 @@ use serde_json::Value;
 
 use super::Message;
 
+use crate::util::lock;
+
 /// Encoded JSON per message, keyed by the message's allocation. The `Weak`
 /// keeps that allocation from being reused by another message while the
 /// entry exists, so the key cannot alias; entries whose message is gone are
@@ -31,10 +33,7 @@ impl EncodedMessages {
         messages: &[Arc<Message>],
         encode: impl Fn(&Message, &mut Vec<Value>),
     ) -> String {
-        let mut entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut entries = lock(&self.entries);
         let mut out = String::new();
         for message in messages {
             let key = Arc::as_ptr(message) as usize;
@@ -72,10 +71,7 @@ impl EncodedMessages {
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.entries
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .len()
+        lock(&self.entries).len()
     }
 }
 
