@@ -16,9 +16,8 @@ use crate::events::{
 };
 use crate::model::{Message, Part, Role};
 use crate::permissions::{Permission, PermissionGate};
-use crate::providers::retry;
 use crate::providers::{
-    ChatRequest, FinishReason, Provider, ProviderError, ProviderEvent, ToolChoice, Usage,
+    ChatRequest, FinishReason, Provider, ProviderError, ProviderEvent, ToolChoice, Usage, retry,
 };
 use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry, parse_arguments};
 

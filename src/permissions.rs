@@ -14,10 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 
-use crate::client::ClientSink;
-use crate::client::PermissionChoice;
-use crate::events::ToolCallInfo;
-use crate::events::ToolKind;
+use crate::client::{ClientSink, PermissionChoice};
+use crate::events::{ToolCallInfo, ToolKind};
 use crate::modes::ModePolicy;
 use crate::tools::Tool;
 use crate::util::lock;

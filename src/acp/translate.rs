@@ -5,8 +5,10 @@
 use agent_client_protocol_schema::v1 as acp;
 
 use crate::client::{CommandInfo, OptionCategory, PermissionChoice, SelectOption, Update};
-use crate::events::{AgentEvent, StopReason, ToolCallInfo, ToolCallProgress, ToolStatus};
-use crate::events::{Location, TodoItem, TodoPriority, TodoStatus, ToolContent, ToolKind};
+use crate::events::{
+    AgentEvent, Location, StopReason, TodoItem, TodoPriority, TodoStatus, ToolCallInfo,
+    ToolCallProgress, ToolContent, ToolKind, ToolStatus,
+};
 use crate::model::Part;
 
 pub fn session_update(update: &Update) -> acp::SessionUpdate {

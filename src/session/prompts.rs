@@ -11,8 +11,7 @@ use super::turn::Started;
 use super::{SessionActor, SessionError, SessionMsg};
 
 use crate::agent_loop::{self, Journal, TurnOutcome};
-use crate::client::CommandInfo;
-use crate::client::Update;
+use crate::client::{CommandInfo, Update};
 use crate::commands::{self, PromptCommand};
 use crate::events::{AgentEvent, StopReason};
 use crate::mcp::McpCallError;

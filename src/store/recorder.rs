@@ -13,10 +13,10 @@ use tokio::sync::oneshot;
 use super::disk::{Metadata, StoredEvent};
 use super::files::{OpenSession, now_rfc3339, write_metadata};
 use super::views::title_from;
-use crate::client::PermissionChoice;
-use crate::client::{ClientFuture, ClientSink, Update};
-use crate::client::{CreateTerminal, ReadTextFile, TerminalExit, TerminalId};
-use crate::client::{TerminalOutput, WriteTextFile};
+use crate::client::{
+    ClientFuture, ClientSink, CreateTerminal, PermissionChoice, ReadTextFile, TerminalExit,
+    TerminalId, TerminalOutput, Update, WriteTextFile,
+};
 use crate::context::{ContextOp, TokenEstimator};
 use crate::events::ToolCallInfo;
 use crate::model::Message;
