@@ -28,8 +28,8 @@ use crate::model::ToolDefinition;
 
 pub use client_fs::ClientFs;
 pub use context::{Progress, ToolContext, ToolSettings};
-pub use fs::{FileSystem, LocalFs};
-pub use shell::{LocalShell, Shell, ShellOutput};
+pub use fs::{FileSystem, FsFuture, LineWindow, LocalFs};
+pub use shell::{LocalShell, Shell, ShellOutput, ShellRun};
 pub use terminal::ClientTerminal;
 pub use typed::TypedTool;
 

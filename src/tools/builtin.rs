@@ -15,7 +15,7 @@ pub mod write_file;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{Tool, ToolContext, ToolError};
+use super::{LineWindow, Tool, ToolContext, ToolError};
 use crate::events::Location;
 
 pub use edit_file::EditFileTool;
@@ -100,7 +100,7 @@ impl Target {
 
     async fn read_text(&self, ctx: &ToolContext) -> Result<String, ToolError> {
         ctx.fs
-            .read_text_file(&self.path, None, None)
+            .read_text_file(&self.path, LineWindow::WHOLE)
             .await
             .map_err(|err| self.error(err))
     }

@@ -6,10 +6,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-
-use super::{FileSystem, LocalFs, ToolError};
-use crate::client::{ClientError, ClientSink, ReadTextFile, WriteTextFile};
+use super::{FileSystem, FsFuture, LineWindow, LocalFs, ToolError};
+use crate::client::{ClientError, ClientFuture, ClientSink, ReadTextFile, WriteTextFile};
 
 pub struct ClientFs {
     pub session_id: String,
@@ -17,6 +15,12 @@ pub struct ClientFs {
     pub read: bool,
     pub write: bool,
     pub local: LocalFs,
+}
+
+/// The editor's answer to a request about `path`, its errors told as the
+/// tools tell them.
+fn editor_answer<'a, T: 'a>(path: &'a Path, answer: ClientFuture<'a, T>) -> FsFuture<'a, T> {
+    Box::pin(async move { answer.await.map_err(|err| client_error(path, err)) })
 }
 
 fn client_error(path: &Path, err: ClientError) -> ToolError {
@@ -32,44 +36,29 @@ fn client_error(path: &Path, err: ClientError) -> ToolError {
 }
 
 impl FileSystem for ClientFs {
-    fn read_text_file<'a>(
-        &'a self,
-        path: &'a Path,
-        line: Option<u32>,
-        limit: Option<u32>,
-    ) -> BoxFuture<'a, Result<String, ToolError>> {
+    fn read_text_file<'a>(&'a self, path: &'a Path, window: LineWindow) -> FsFuture<'a, String> {
         if !self.read {
-            return self.local.read_text_file(path, line, limit);
+            return self.local.read_text_file(path, window);
         }
-        Box::pin(async move {
-            let request = ReadTextFile {
-                session_id: self.session_id.clone(),
-                path: path.to_path_buf(),
-                line,
-                limit,
-            };
-            let answer = self.sink.read_text_file(request).await;
-            answer.map_err(|err| client_error(path, err))
-        })
+        let request = ReadTextFile {
+            session_id: self.session_id.clone(),
+            path: path.to_path_buf(),
+            line: window.line,
+            limit: window.limit,
+        };
+        editor_answer(path, self.sink.read_text_file(request))
     }
 
-    fn write_text_file<'a>(
-        &'a self,
-        path: &'a Path,
-        content: &'a str,
-    ) -> BoxFuture<'a, Result<(), ToolError>> {
+    fn write_text_file<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()> {
         if !self.write {
             return self.local.write_text_file(path, content);
         }
-        Box::pin(async move {
-            let request = WriteTextFile {
-                session_id: self.session_id.clone(),
-                path: path.to_path_buf(),
-                content: content.to_string(),
-            };
-            let answer = self.sink.write_text_file(request).await;
-            answer.map_err(|err| client_error(path, err))
-        })
+        let request = WriteTextFile {
+            session_id: self.session_id.clone(),
+            path: path.to_path_buf(),
+            content: content.to_string(),
+        };
+        editor_answer(path, self.sink.write_text_file(request))
     }
 }
 
@@ -99,13 +88,13 @@ mod tests {
             true,
         );
         assert_eq!(
-            fs.read_text_file(path, None, None).await.unwrap(),
+            fs.read_text_file(path, LineWindow::WHOLE).await.unwrap(),
             "unsaved"
         );
         fs.write_text_file(path, "new").await.unwrap();
         assert_eq!(client.file(path).as_deref(), Some("new"));
         let missing = fs
-            .read_text_file(Path::new("/project/nope"), None, None)
+            .read_text_file(Path::new("/project/nope"), LineWindow::WHOLE)
             .await
             .unwrap_err();
         assert!(matches!(missing, ToolError::NotFound { .. }), "{missing}");
@@ -122,7 +111,7 @@ mod tests {
         let (client, fs) = fs(RecordingClient::default(), false, false);
         fs.write_text_file(&path, "on disk").await.unwrap();
         assert_eq!(
-            fs.read_text_file(&path, None, None).await.unwrap(),
+            fs.read_text_file(&path, LineWindow::WHOLE).await.unwrap(),
             "on disk"
         );
         assert!(client.requests().is_empty());

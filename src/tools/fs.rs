@@ -10,26 +10,34 @@ use tokio::io::AsyncWriteExt;
 
 use super::ToolError;
 
+/// A file operation under way.
+pub type FsFuture<'a, T> = BoxFuture<'a, Result<T, ToolError>>;
+
+/// Which lines of a file to read: `limit` lines from the 1-based `line` on,
+/// as ACP's `fs/read_text_file` asks; by default the whole file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LineWindow {
+    pub line: Option<u32>,
+    pub limit: Option<u32>,
+}
+
+impl LineWindow {
+    pub const WHOLE: Self = Self {
+        line: None,
+        limit: None,
+    };
+}
+
 /// Reads and writes whole text files. Paths are absolute and already
 /// confined by [`super::ToolContext::resolve`]. A missing file must be
 /// [`ToolError::NotFound`]: `write_file` tells a new file by it.
 pub trait FileSystem: Send + Sync {
-    /// The file's text; with `line` (1-based) and/or `limit`, only `limit`
-    /// lines from `line` on, as ACP's `fs/read_text_file` does.
-    fn read_text_file<'a>(
-        &'a self,
-        path: &'a Path,
-        line: Option<u32>,
-        limit: Option<u32>,
-    ) -> BoxFuture<'a, Result<String, ToolError>>;
+    /// The file's text, or the lines of it `window` asks for.
+    fn read_text_file<'a>(&'a self, path: &'a Path, window: LineWindow) -> FsFuture<'a, String>;
 
     /// Replaces the file's text, creating the file and any missing
     /// parent directories.
-    fn write_text_file<'a>(
-        &'a self,
-        path: &'a Path,
-        content: &'a str,
-    ) -> BoxFuture<'a, Result<(), ToolError>>;
+    fn write_text_file<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()>;
 }
 
 /// The local disk.
@@ -48,12 +56,7 @@ impl Default for LocalFs {
 }
 
 impl FileSystem for LocalFs {
-    fn read_text_file<'a>(
-        &'a self,
-        path: &'a Path,
-        line: Option<u32>,
-        limit: Option<u32>,
-    ) -> BoxFuture<'a, Result<String, ToolError>> {
+    fn read_text_file<'a>(&'a self, path: &'a Path, window: LineWindow) -> FsFuture<'a, String> {
         Box::pin(async move {
             let meta = tokio::fs::metadata(path)
                 .await
@@ -81,18 +84,15 @@ impl FileSystem for LocalFs {
                 return Err(not_text());
             }
             let text = String::from_utf8(bytes).map_err(|_| not_text())?;
-            Ok(match (line, limit) {
-                (None, None) => text,
-                _ => select_lines(&text, line, limit).to_string(),
+            Ok(if window == LineWindow::WHOLE {
+                text
+            } else {
+                select_lines(&text, window).to_string()
             })
         })
     }
 
-    fn write_text_file<'a>(
-        &'a self,
-        path: &'a Path,
-        content: &'a str,
-    ) -> BoxFuture<'a, Result<(), ToolError>> {
+    fn write_text_file<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()> {
         Box::pin(async move {
             // Write through a symlink to its target rather than replacing the link.
             let target = tokio::fs::canonicalize(path)
@@ -175,9 +175,9 @@ pub(crate) fn looks_binary(bytes: &[u8]) -> bool {
     bytes.iter().take(8192).any(|byte| *byte == 0)
 }
 
-/// `limit` lines (with their line ends) from the 1-based `line` on.
-pub(crate) fn select_lines(text: &str, line: Option<u32>, limit: Option<u32>) -> &str {
-    let skip = line.unwrap_or(1).saturating_sub(1) as usize;
+/// The window's lines, with their line ends.
+pub(crate) fn select_lines(text: &str, window: LineWindow) -> &str {
+    let skip = window.line.unwrap_or(1).saturating_sub(1) as usize;
     let mut starts = text.split_inclusive('\n').scan(0, |offset, piece| {
         let start = *offset;
         *offset += piece.len();
@@ -186,7 +186,7 @@ pub(crate) fn select_lines(text: &str, line: Option<u32>, limit: Option<u32>) ->
     let Some(start) = starts.nth(skip) else {
         return "";
     };
-    let end = match limit {
+    let end = match window.limit {
         Some(limit) => {
             text[start..]
                 .split_inclusive('\n')
@@ -210,23 +210,18 @@ mod tests {
         let path = dir.path().join("a.txt");
         std::fs::write(&path, "one\ntwo\nthree\nfour").unwrap();
         let fs = LocalFs::default();
-        assert_eq!(
-            fs.read_text_file(&path, None, None).await.unwrap(),
-            "one\ntwo\nthree\nfour"
-        );
-        assert_eq!(
-            fs.read_text_file(&path, Some(2), Some(2)).await.unwrap(),
-            "two\nthree\n"
-        );
-        assert_eq!(
-            fs.read_text_file(&path, Some(3), None).await.unwrap(),
-            "three\nfour"
-        );
-        assert_eq!(
-            fs.read_text_file(&path, None, Some(1)).await.unwrap(),
-            "one\n"
-        );
-        assert_eq!(fs.read_text_file(&path, Some(9), None).await.unwrap(), "");
+        let table = [
+            (None, None, "one\ntwo\nthree\nfour"),
+            (Some(2), Some(2), "two\nthree\n"),
+            (Some(3), None, "three\nfour"),
+            (None, Some(1), "one\n"),
+            (Some(9), None, ""),
+        ];
+        for (line, limit, expected) in table {
+            let window = LineWindow { line, limit };
+            let text = fs.read_text_file(&path, window).await.unwrap();
+            assert_eq!(text, expected, "{window:?}");
+        }
     }
 
     #[tokio::test]
@@ -234,25 +229,32 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let fs = LocalFs { max_file_bytes: 10 };
         let missing = fs
-            .read_text_file(&dir.path().join("nope"), None, None)
+            .read_text_file(&dir.path().join("nope"), LineWindow::WHOLE)
             .await;
         assert!(matches!(missing, Err(ToolError::NotFound { .. })));
 
         std::fs::write(dir.path().join("bin"), b"ab\0cd").unwrap();
-        let binary = fs.read_text_file(&dir.path().join("bin"), None, None).await;
+        let binary = fs
+            .read_text_file(&dir.path().join("bin"), LineWindow::WHOLE)
+            .await;
         assert!(matches!(binary, Err(ToolError::NotText { .. })));
 
         std::fs::write(dir.path().join("latin1"), b"caf\xe9").unwrap();
         let latin1 = fs
-            .read_text_file(&dir.path().join("latin1"), None, None)
+            .read_text_file(&dir.path().join("latin1"), LineWindow::WHOLE)
             .await;
         assert!(matches!(latin1, Err(ToolError::NotText { .. })));
 
         std::fs::write(dir.path().join("big"), "x".repeat(11)).unwrap();
-        let big = fs.read_text_file(&dir.path().join("big"), None, None).await;
+        let big = fs
+            .read_text_file(&dir.path().join("big"), LineWindow::WHOLE)
+            .await;
         assert!(matches!(big, Err(ToolError::TooLarge { size: 11, .. })));
 
-        let directory = fs.read_text_file(dir.path(), None, None).await.unwrap_err();
+        let directory = fs
+            .read_text_file(dir.path(), LineWindow::WHOLE)
+            .await
+            .unwrap_err();
         assert!(directory.to_string().contains("list_dir"), "{directory}");
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{ChildStderr, ChildStdout};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -37,21 +38,25 @@ impl ShellOutput {
     }
 }
 
+/// One command to run and the limits it runs within.
+#[derive(Debug, Clone, Copy)]
+pub struct ShellRun<'a> {
+    /// The command line, given to `sh -c`.
+    pub command: &'a str,
+    pub cwd: &'a Path,
+    /// Past it the command is killed and the output so far returned with `timed_out`.
+    pub timeout: Duration,
+    /// The most bytes of output kept.
+    pub output_cap: usize,
+    /// On a cancel the command is killed and the answer is [`ToolError::Cancelled`].
+    pub cancel: &'a CancellationToken,
+    /// May show the command while it runs.
+    pub progress: &'a Progress,
+}
+
 /// Runs a command line.
 pub trait Shell: Send + Sync {
-    /// Runs `command` in `cwd`. Past `timeout` the command is killed and the
-    /// output so far returned with `timed_out`; on `cancel` it is killed and
-    /// the answer is [`ToolError::Cancelled`]. `output_cap` bounds the bytes kept.
-    /// `progress` may show the command while it runs.
-    fn run<'a>(
-        &'a self,
-        command: &'a str,
-        cwd: &'a Path,
-        timeout: Duration,
-        output_cap: usize,
-        cancel: &'a CancellationToken,
-        progress: &'a Progress,
-    ) -> BoxFuture<'a, Result<ShellOutput, ToolError>>;
+    fn run<'a>(&'a self, run: ShellRun<'a>) -> BoxFuture<'a, Result<ShellOutput, ToolError>>;
 }
 
 /// `sh -c` on this machine, in a process group of its own so a timeout or a
@@ -66,16 +71,8 @@ const OUTPUT_GRACE: Duration = Duration::from_millis(500);
 const AFTER_KILL: Duration = Duration::from_secs(2);
 
 impl Shell for LocalShell {
-    fn run<'a>(
-        &'a self,
-        command: &'a str,
-        cwd: &'a Path,
-        timeout: Duration,
-        output_cap: usize,
-        cancel: &'a CancellationToken,
-        _progress: &'a Progress,
-    ) -> BoxFuture<'a, Result<ShellOutput, ToolError>> {
-        Box::pin(run_local(command, cwd, timeout, output_cap, cancel))
+    fn run<'a>(&'a self, run: ShellRun<'a>) -> BoxFuture<'a, Result<ShellOutput, ToolError>> {
+        Box::pin(run_local(run))
     }
 }
 
@@ -85,19 +82,14 @@ enum Ending {
     Cancelled,
 }
 
-async fn run_local(
-    command: &str,
-    cwd: &Path,
-    timeout: Duration,
-    output_cap: usize,
-    cancel: &CancellationToken,
-) -> Result<ShellOutput, ToolError> {
+async fn run_local(run: ShellRun<'_>) -> Result<ShellOutput, ToolError> {
+    let (cwd, cancel) = (run.cwd, run.cancel);
     if cancel.is_cancelled() {
         return Err(ToolError::Cancelled);
     }
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")
-        .arg(command)
+        .arg(run.command)
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -111,18 +103,17 @@ async fn run_local(
     let mut group = GroupKiller {
         pgid: child.id().and_then(|pid| libc::pid_t::try_from(pid).ok()),
     };
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let mut output = CappedOutput::new(output_cap);
-    let mut stdout_buf = [0u8; 8192];
-    let mut stderr_buf = [0u8; 8192];
-    let deadline = Instant::now() + timeout;
+    let mut pipes = Pipes {
+        stdout: Pipe::new(child.stdout.take()),
+        stderr: Pipe::new(child.stderr.take()),
+    };
+    let mut output = CappedOutput::new(run.output_cap);
+    let deadline = Instant::now() + run.timeout;
     let mut status = None;
     let mut grace_until = None;
 
     let ending = loop {
-        if stdout.is_none()
-            && stderr.is_none()
+        if pipes.closed()
             && let Some(status) = status.take()
         {
             break Ending::Exited(status);
@@ -133,14 +124,7 @@ async fn run_local(
             biased;
             () = cancel.cancelled() => break Ending::Cancelled,
             () = tokio::time::sleep_until(deadline) => break Ending::TimedOut,
-            read = read_some(&mut stdout, &mut stdout_buf) => match read {
-                Some(bytes) => output.push(&stdout_buf[..bytes]),
-                None => stdout = None,
-            },
-            read = read_some(&mut stderr, &mut stderr_buf) => match read {
-                Some(bytes) => output.push(&stderr_buf[..bytes]),
-                None => stderr = None,
-            },
+            () = pipes.read_into(&mut output) => {}
             exit = child.wait(), if status.is_none() && grace_until.is_none() => {
                 status = Some(exit);
                 grace_until = Some(Instant::now() + OUTPUT_GRACE);
@@ -179,17 +163,8 @@ async fn run_local(
             group.kill();
             // What was already in the pipes is part of the answer.
             let drain = async {
-                while stdout.is_some() || stderr.is_some() {
-                    tokio::select! {
-                        read = read_some(&mut stdout, &mut stdout_buf) => match read {
-                            Some(bytes) => output.push(&stdout_buf[..bytes]),
-                            None => stdout = None,
-                        },
-                        read = read_some(&mut stderr, &mut stderr_buf) => match read {
-                            Some(bytes) => output.push(&stderr_buf[..bytes]),
-                            None => stderr = None,
-                        },
-                    }
+                while !pipes.closed() {
+                    pipes.read_into(&mut output).await;
                 }
             };
             let _ = tokio::time::timeout(AFTER_KILL, drain).await;
@@ -211,15 +186,55 @@ async fn run_local(
     }
 }
 
-/// Some bytes from the pipe, or None at its end (or on a read error).
-/// An absent pipe never answers.
-async fn read_some<R: AsyncRead + Unpin>(pipe: &mut Option<R>, buf: &mut [u8]) -> Option<usize> {
-    match pipe {
-        Some(reader) => match reader.read(buf).await {
-            Ok(0) | Err(_) => None,
-            Ok(bytes) => Some(bytes),
-        },
-        None => std::future::pending().await,
+/// The command's stdout and stderr, interleaved as their bytes come.
+struct Pipes {
+    stdout: Pipe<ChildStdout>,
+    stderr: Pipe<ChildStderr>,
+}
+
+impl Pipes {
+    fn closed(&self) -> bool {
+        self.stdout.reader.is_none() && self.stderr.reader.is_none()
+    }
+
+    /// Adds what either pipe has next to `output`. Once both are closed it
+    /// never answers.
+    async fn read_into(&mut self, output: &mut CappedOutput) {
+        let bytes = tokio::select! {
+            biased;
+            bytes = self.stdout.next() => bytes,
+            bytes = self.stderr.next() => bytes,
+        };
+        output.push(bytes);
+    }
+}
+
+struct Pipe<R> {
+    reader: Option<R>,
+    buf: [u8; 8192],
+}
+
+impl<R: AsyncRead + Unpin> Pipe<R> {
+    fn new(reader: Option<R>) -> Self {
+        Self {
+            reader,
+            buf: [0; 8192],
+        }
+    }
+
+    /// Some bytes, or none at the pipe's end (or on a read error), after
+    /// which the pipe is closed. A closed pipe never answers.
+    async fn next(&mut self) -> &[u8] {
+        let Some(reader) = &mut self.reader else {
+            return std::future::pending().await;
+        };
+        match reader.read(&mut self.buf).await {
+            Ok(0) | Err(_) => {
+                self.reader = None;
+                &[]
+            }
+            Ok(bytes) => &self.buf[..bytes],
+        }
     }
 }
 
@@ -332,18 +347,37 @@ impl CappedOutput {
 mod tests {
     use super::*;
 
-    async fn run(command: &str, timeout: Duration, cap: usize) -> Result<ShellOutput, ToolError> {
+    /// Runs `command` in an empty directory, keeping 1000 bytes of output.
+    async fn run(command: &str, timeout: Duration) -> Result<ShellOutput, ToolError> {
         let dir = tempfile::tempdir().unwrap();
-        LocalShell
-            .run(
-                command,
-                dir.path(),
-                timeout,
-                cap,
-                &CancellationToken::new(),
-                &Progress::default(),
-            )
-            .await
+        run_in(dir.path(), command, timeout, &CancellationToken::new()).await
+    }
+
+    /// Runs `command`, which must be over in five seconds (killed, or done
+    /// though it left something running).
+    async fn run_briefly(command: &str, timeout: Duration) -> ShellOutput {
+        let started = std::time::Instant::now();
+        let out = run(command, timeout).await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5), "{command}");
+        out
+    }
+
+    async fn run_in(
+        cwd: &Path,
+        command: &str,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<ShellOutput, ToolError> {
+        let progress = Progress::default();
+        let run = ShellRun {
+            command,
+            cwd,
+            timeout,
+            output_cap: 1000,
+            cancel,
+            progress: &progress,
+        };
+        LocalShell.run(run).await
     }
 
     fn process_is_gone(pid: i32) -> bool {
@@ -369,7 +403,7 @@ mod tests {
 
     #[tokio::test]
     async fn reports_exit_codes_and_both_streams() {
-        let ok = run("echo out; echo err >&2", Duration::from_secs(10), 1000)
+        let ok = run("echo out; echo err >&2", Duration::from_secs(10))
             .await
             .unwrap();
         assert_eq!(ok.exit_code, Some(0));
@@ -378,13 +412,11 @@ mod tests {
         assert!(ok.output.contains("err\n"), "{:?}", ok.output);
         assert!(!ok.timed_out);
 
-        let failed = run("exit 3", Duration::from_secs(10), 1000).await.unwrap();
+        let failed = run("exit 3", Duration::from_secs(10)).await.unwrap();
         assert_eq!(failed.exit_code, Some(3));
         assert!(!failed.success());
 
-        let killed = run("kill -TERM $$", Duration::from_secs(10), 1000)
-            .await
-            .unwrap();
+        let killed = run("kill -TERM $$", Duration::from_secs(10)).await.unwrap();
         assert_eq!(killed.exit_code, None);
         assert_eq!(killed.signal, Some(libc::SIGTERM));
     }
@@ -393,25 +425,21 @@ mod tests {
     async fn runs_in_the_given_directory_with_no_stdin() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("marker"), "").unwrap();
-        let out = LocalShell
-            .run(
-                "ls; cat; echo done",
-                dir.path(),
-                Duration::from_secs(10),
-                1000,
-                &CancellationToken::new(),
-                &Progress::default(),
-            )
-            .await
-            .unwrap();
+        let cancel = CancellationToken::new();
+        let out = run_in(
+            dir.path(),
+            "ls; cat; echo done",
+            Duration::from_secs(10),
+            &cancel,
+        )
+        .await
+        .unwrap();
         assert_eq!(out.output, "marker\ndone\n");
     }
 
     #[tokio::test]
     async fn caps_output_keeping_the_start_and_the_end() {
-        let out = run("seq 1 100000", Duration::from_secs(10), 1000)
-            .await
-            .unwrap();
+        let out = run("seq 1 100000", Duration::from_secs(10)).await.unwrap();
         assert!(out.output.starts_with("1\n2\n3\n"), "{}", out.output);
         assert!(out.output.ends_with("99999\n100000\n"), "{}", out.output);
         assert!(out.output.contains("[output truncated: "), "{}", out.output);
@@ -435,11 +463,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_timeout_kills_the_command_and_keeps_its_output() {
-        let started = std::time::Instant::now();
-        let out = run("echo started; sleep 30", Duration::from_secs(1), 1000)
-            .await
-            .unwrap();
-        assert!(started.elapsed() < Duration::from_secs(5));
+        let out = run_briefly("echo started; sleep 30", Duration::from_secs(1)).await;
         assert!(out.timed_out);
         assert_eq!(out.exit_code, None);
         assert_eq!(out.signal, Some(libc::SIGKILL));
@@ -453,15 +477,8 @@ mod tests {
         let canceller = cancel.clone();
         let pid_file = dir.path().join("pid");
         let started = std::time::Instant::now();
-        let progress = Progress::default();
-        let run = LocalShell.run(
-            "sleep 30 & echo $! > pid; wait",
-            dir.path(),
-            Duration::from_secs(60),
-            1000,
-            &cancel,
-            &progress,
-        );
+        let command = "sleep 30 & echo $! > pid; wait";
+        let run = run_in(dir.path(), command, Duration::from_secs(60), &cancel);
         let cancel_soon = async {
             for _ in 0..50 {
                 if std::fs::read_to_string(&pid_file).is_ok_and(|pid| pid.ends_with('\n')) {
@@ -490,27 +507,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cancel = CancellationToken::new();
         cancel.cancel();
-        let result = LocalShell
-            .run(
-                "touch ran",
-                dir.path(),
-                Duration::from_secs(5),
-                100,
-                &cancel,
-                &Progress::default(),
-            )
-            .await;
+        let result = run_in(dir.path(), "touch ran", Duration::from_secs(5), &cancel).await;
         assert!(matches!(result, Err(ToolError::Cancelled)));
         assert!(!dir.path().join("ran").exists());
     }
 
     #[tokio::test]
     async fn background_processes_holding_the_output_do_not_block() {
-        let started = std::time::Instant::now();
-        let out = run("sleep 30 & echo $!", Duration::from_secs(20), 1000)
-            .await
-            .unwrap();
-        assert!(started.elapsed() < Duration::from_secs(5));
+        let out = run_briefly("sleep 30 & echo $!", Duration::from_secs(20)).await;
         assert_eq!(out.exit_code, Some(0));
         let pid: i32 = out.output.trim().parse().unwrap();
         // SAFETY: signals the test's own background sleep.
@@ -522,15 +526,9 @@ mod tests {
     #[tokio::test]
     async fn a_missing_directory_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        let err = LocalShell
-            .run(
-                "true",
-                &dir.path().join("missing"),
-                Duration::from_secs(5),
-                100,
-                &CancellationToken::new(),
-                &Progress::default(),
-            )
+        let missing = dir.path().join("missing");
+        let cancel = CancellationToken::new();
+        let err = run_in(&missing, "true", Duration::from_secs(5), &cancel)
             .await
             .unwrap_err();
         assert!(err.to_string().contains("could not start"), "{err}");

@@ -4,7 +4,6 @@
 //! the exit status. The terminal is always released, also after a kill, an
 //! error or a dropped call.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +11,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::shell::CappedOutput;
-use super::{Progress, Shell, ShellOutput, ToolError};
+use super::{Shell, ShellOutput, ShellRun, ToolError};
 use crate::client::{
     ClientError, ClientFuture, ClientSink, CreateTerminal, TerminalExit, TerminalId, TerminalOutput,
 };
@@ -29,16 +28,8 @@ pub struct ClientTerminal {
 }
 
 impl Shell for ClientTerminal {
-    fn run<'a>(
-        &'a self,
-        command: &'a str,
-        cwd: &'a Path,
-        timeout: Duration,
-        output_cap: usize,
-        cancel: &'a CancellationToken,
-        progress: &'a Progress,
-    ) -> BoxFuture<'a, Result<ShellOutput, ToolError>> {
-        Box::pin(self.run_in_terminal(command, cwd, timeout, output_cap, cancel, progress))
+    fn run<'a>(&'a self, run: ShellRun<'a>) -> BoxFuture<'a, Result<ShellOutput, ToolError>> {
+        Box::pin(self.run_in_terminal(run))
     }
 }
 
@@ -49,25 +40,17 @@ enum Ending {
 }
 
 impl ClientTerminal {
-    async fn run_in_terminal(
-        &self,
-        command: &str,
-        cwd: &Path,
-        timeout: Duration,
-        output_cap: usize,
-        cancel: &CancellationToken,
-        progress: &Progress,
-    ) -> Result<ShellOutput, ToolError> {
-        if cancel.is_cancelled() {
+    async fn run_in_terminal(&self, run: ShellRun<'_>) -> Result<ShellOutput, ToolError> {
+        if run.cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
         let request = CreateTerminal {
             session_id: self.session_id.clone(),
             command: "sh".into(),
-            args: vec!["-c".into(), command.into()],
+            args: vec!["-c".into(), run.command.into()],
             env: Vec::new(),
-            cwd: Some(cwd.to_path_buf()),
-            output_byte_limit: u64::try_from(output_cap).ok(),
+            cwd: Some(run.cwd.to_path_buf()),
+            output_byte_limit: u64::try_from(run.output_cap).ok(),
         };
         // Not raced with cancel: a terminal the editor made must be released.
         let id = self.sink.create_terminal(request).await.map_err(|err| {
@@ -82,10 +65,12 @@ impl ClientTerminal {
         let mut guard = ReleaseOnDrop {
             terminal: Some(terminal.clone()),
         };
-        progress.report(vec![ToolContent::Terminal {
+        run.progress.report(vec![ToolContent::Terminal {
             terminal_id: terminal.id.terminal_id.clone(),
         }]);
-        let result = terminal.follow(timeout, output_cap, cancel).await;
+        let result = terminal
+            .follow(run.timeout, run.output_cap, run.cancel)
+            .await;
         guard.terminal = None;
         terminal.release().await;
         result.map(|mut output| {
@@ -245,8 +230,11 @@ impl Drop for ReleaseOnDrop {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
     use crate::client::testing::RecordingClient;
+    use crate::tools::Progress;
 
     /// An editor whose commands print "hi" and exit 3, or never exit.
     fn terminal(hang: bool) -> (Arc<RecordingClient>, ClientTerminal) {
@@ -262,29 +250,45 @@ mod tests {
         (editor, terminal)
     }
 
+    /// Runs `command` in /tmp, keeping 1000 bytes of output; also answers
+    /// what the call showed while it ran.
+    async fn run(
+        terminal: &ClientTerminal,
+        command: &str,
+        timeout: Duration,
+        cancel: CancellationToken,
+    ) -> (Result<ShellOutput, ToolError>, Vec<Vec<ToolContent>>) {
+        let (progress, mut reports) = Progress::channel();
+        let run = ShellRun {
+            command,
+            cwd: Path::new("/tmp"),
+            timeout,
+            output_cap: 1000,
+            cancel: &cancel,
+            progress: &progress,
+        };
+        let result = terminal.run(run).await;
+        let mut shown = Vec::new();
+        while let Ok(report) = reports.try_recv() {
+            shown.push(report);
+        }
+        (result, shown)
+    }
+
     #[tokio::test]
     async fn a_command_runs_reports_its_terminal_and_is_released() {
         let (editor, terminal) = terminal(false);
-        let (progress, mut reports) = Progress::channel();
-        let out = terminal
-            .run(
-                "echo hi",
-                Path::new("/tmp"),
-                Duration::from_secs(5),
-                1000,
-                &CancellationToken::new(),
-                &progress,
-            )
-            .await
-            .unwrap();
+        let never = CancellationToken::new();
+        let (result, shown) = run(&terminal, "echo hi", Duration::from_secs(5), never).await;
+        let out = result.unwrap();
         assert_eq!(out.exit_code, Some(3));
         assert_eq!(out.output, "hi\n");
         assert_eq!(out.terminal_id.as_deref(), Some("t1"));
         assert_eq!(
-            reports.try_recv().unwrap(),
-            vec![ToolContent::Terminal {
+            shown,
+            [vec![ToolContent::Terminal {
                 terminal_id: "t1".into()
-            }]
+            }]]
         );
         assert_eq!(
             editor.requests(),
@@ -300,17 +304,9 @@ mod tests {
     #[tokio::test]
     async fn a_timeout_kills_reads_and_releases() {
         let (editor, terminal) = terminal(true);
-        let out = terminal
-            .run(
-                "sleep 100",
-                Path::new("/tmp"),
-                Duration::from_millis(50),
-                1000,
-                &CancellationToken::new(),
-                &Progress::default(),
-            )
-            .await
-            .unwrap();
+        let timeout = Duration::from_millis(50);
+        let (result, _) = run(&terminal, "sleep 100", timeout, CancellationToken::new()).await;
+        let out = result.unwrap();
         assert!(out.timed_out);
         assert_eq!(out.output, "hi\n");
         assert_eq!(
@@ -334,17 +330,8 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
             trigger.cancel();
         });
-        let err = terminal
-            .run(
-                "sleep 100",
-                Path::new("/tmp"),
-                Duration::from_secs(60),
-                1000,
-                &cancel,
-                &Progress::default(),
-            )
-            .await
-            .unwrap_err();
+        let (result, _) = run(&terminal, "sleep 100", Duration::from_secs(60), cancel).await;
+        let err = result.unwrap_err();
         assert!(err.to_string().contains("killed"), "{err}");
         let calls = editor.requests();
         assert_eq!(&calls[2..], ["kill_terminal", "release_terminal"]);

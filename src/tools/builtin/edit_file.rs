@@ -161,26 +161,22 @@ fn no_match_hint(file: &str, old_text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::Tool;
-    use crate::tools::test_support::{assert_contains, workspace};
+    use crate::tools::test_support::*;
+
+    const TWO_FUNCTIONS: &str = "fn a() {\n    1\n}\n\nfn b() {\n    2\n}\n";
 
     #[tokio::test]
     async fn replaces_exactly_one_match() {
-        let ws = workspace();
-        ws.write("src/a.rs", "fn a() {\n    1\n}\n\nfn b() {\n    2\n}\n");
-        let out = ws
-            .run(
-                &EditFileTool,
-                json!({"path": "src/a.rs", "old_text": "    2\n", "new_text": "    20\n    21\n"}),
-            )
-            .await;
+        let edit =
+            json!({"path": "src/a.rs", "old_text": "    2\n", "new_text": "    20\n    21\n"});
+        let (ws, out) = run_on(&[("src/a.rs", TWO_FUNCTIONS)], &EditFileTool, edit).await;
         let expected = "fn a() {\n    1\n}\n\nfn b() {\n    20\n    21\n}\n";
         assert_eq!(ws.read("src/a.rs"), expected);
         assert_eq!(
             out.content,
             [ToolContent::Diff {
                 path: ws.path("src/a.rs"),
-                old_text: Some("fn a() {\n    1\n}\n\nfn b() {\n    2\n}\n".into()),
+                old_text: Some(TWO_FUNCTIONS.into()),
                 new_text: expected.into(),
             }]
         );
@@ -197,26 +193,17 @@ mod tests {
 
     #[tokio::test]
     async fn several_matches_are_ambiguous_unless_replace_all() {
-        let ws = workspace();
-        ws.write("src/a.rs", "x = 1;\nx = 1;\nx = 1;\n");
-        let err = ws
-            .fail(
-                &EditFileTool,
-                json!({"path": "src/a.rs", "old_text": "x = 1;", "new_text": "x = 2;"}),
-            )
-            .await;
+        let ws = workspace_with(&[("src/a.rs", "x = 1;\nx = 1;\nx = 1;\n")]);
+        let once = json!({"path": "src/a.rs", "old_text": "x = 1;", "new_text": "x = 2;"});
+        let err = ws.fail(&EditFileTool, once).await;
         assert_eq!(
             err.to_string(),
             "old_text matches 3 places in src/a.rs; include more surrounding lines so it matches exactly once, or set replace_all to true to change every one"
         );
         assert_eq!(ws.read("src/a.rs"), "x = 1;\nx = 1;\nx = 1;\n");
 
-        let out = ws
-            .run(
-                &EditFileTool,
-                json!({"path": "src/a.rs", "old_text": "x = 1;", "new_text": "x = 2;", "replace_all": true}),
-            )
-            .await;
+        let every = json!({"path": "src/a.rs", "old_text": "x = 1;", "new_text": "x = 2;", "replace_all": true});
+        let out = ws.run(&EditFileTool, every).await;
         assert_eq!(ws.read("src/a.rs"), "x = 2;\nx = 2;\nx = 2;\n");
         assert_eq!(out.raw_output["replacements"], 3);
         assert_contains(&out.for_model, "replaced 3 occurrences");
@@ -224,97 +211,66 @@ mod tests {
 
     #[tokio::test]
     async fn no_match_explains_and_points_near_misses() {
-        let ws = workspace();
-        ws.write("a.py", "def f():\n    return 1\n");
-        let err = ws
-            .fail(
-                &EditFileTool,
-                json!({"path": "a.py", "old_text": "def f():\n  return 1", "new_text": "x"}),
-            )
-            .await;
-        assert!(matches!(err, ToolError::EditNoMatch { .. }));
-        let message = err.to_string();
-        assert!(
-            message.starts_with("old_text was not found in a.py."),
-            "{message}"
-        );
-        assert_contains(&message, "differs only in whitespace starts at line 1");
-
-        let diverging = ws
-            .fail(
-                &EditFileTool,
-                json!({"path": "a.py", "old_text": "def f():\n    return 2", "new_text": "x"}),
-            )
-            .await;
-        assert_contains(
-            &diverging,
-            "its first line matches line 1, but what follows differs",
-        );
-
-        let unrelated = ws
-            .fail(
-                &EditFileTool,
-                json!({"path": "a.py", "old_text": "nothing like it", "new_text": "x"}),
-            )
-            .await;
-        assert!(!unrelated.to_string().contains(" at line"), "{unrelated}");
-        assert!(
-            !unrelated.to_string().contains("matches line"),
-            "{unrelated}"
-        );
+        let ws = workspace_with(&[("a.py", "def f():\n    return 1\n")]);
+        let cases = [
+            (
+                "def f():\n  return 1",
+                Some("differs only in whitespace starts at line 1"),
+            ),
+            (
+                "def f():\n    return 2",
+                Some("its first line matches line 1, but what follows differs"),
+            ),
+            ("nothing like it", None),
+        ];
+        for (old_text, hint) in cases {
+            let edit = json!({"path": "a.py", "old_text": old_text, "new_text": "x"});
+            let err = ws.fail(&EditFileTool, edit).await;
+            assert!(matches!(err, ToolError::EditNoMatch { .. }), "{err}");
+            let message = err.to_string();
+            assert!(
+                message.starts_with("old_text was not found in a.py."),
+                "{message}"
+            );
+            match hint {
+                Some(hint) => assert_contains(&message, hint),
+                None => {
+                    assert!(!message.contains(" at line"), "{message}");
+                    assert!(!message.contains("matches line"), "{message}");
+                }
+            }
+        }
     }
 
     #[tokio::test]
     async fn windows_line_ends_are_matched() {
-        let ws = workspace();
-        ws.write("a.txt", "one\r\ntwo\r\nthree\r\n");
-        ws.run(
-            &EditFileTool,
-            json!({"path": "a.txt", "old_text": "one\ntwo\n", "new_text": "1\n2\n"}),
-        )
-        .await;
+        let file = ("a.txt", "one\r\ntwo\r\nthree\r\n");
+        let edit = json!({"path": "a.txt", "old_text": "one\ntwo\n", "new_text": "1\n2\n"});
+        let (ws, _) = run_on(&[file], &EditFileTool, edit).await;
         assert_eq!(ws.read("a.txt"), "1\r\n2\r\nthree\r\n");
     }
 
     #[tokio::test]
     async fn refuses_empty_identical_missing_and_outside() {
-        let ws = workspace();
-        ws.write("a.txt", "x");
-        let empty = ws
-            .fail(
-                &EditFileTool,
-                json!({"path": "a.txt", "old_text": "", "new_text": "y"}),
-            )
-            .await;
-        assert_contains(&empty, "write_file");
-        let same = ws
-            .fail(
-                &EditFileTool,
-                json!({"path": "a.txt", "old_text": "x", "new_text": "x"}),
-            )
-            .await;
-        assert_contains(&same, "nothing to change");
-        let missing = ws
-            .fail(
-                &EditFileTool,
-                json!({"path": "b.txt", "old_text": "x", "new_text": "y"}),
-            )
-            .await;
-        assert!(matches!(missing, ToolError::NotFound { ref path } if path == "b.txt"));
-        let outside = ws
-            .fail(
-                &EditFileTool,
-                json!({"path": "/etc/hosts", "old_text": "x", "new_text": "y"}),
-            )
-            .await;
-        assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
-        let no_new = ws
-            .fail(&EditFileTool, json!({"path": "a.txt", "old_text": "x"}))
-            .await;
-        assert_eq!(
-            no_new.to_string(),
-            "invalid arguments: missing field `new_text`"
-        );
+        let ws = workspace_with(&[("a.txt", "x")]);
+        let edit = |path: &str, old_text: &str, new_text: &str| json!({"path": path, "old_text": old_text, "new_text": new_text});
+        let cases = vec![
+            (edit("a.txt", "", "y"), Failure::Says("write_file")),
+            (edit("a.txt", "x", "x"), Failure::Says("nothing to change")),
+            (
+                edit("b.txt", "x", "y"),
+                Failure::Is(|err| matches!(err, ToolError::NotFound { path } if path == "b.txt")),
+            ),
+            (
+                edit("/etc/hosts", "x", "y"),
+                Failure::Is(|err| matches!(err, ToolError::PathOutsideWorkspace { .. })),
+            ),
+            (
+                json!({"path": "a.txt", "old_text": "x"}),
+                Failure::Reads("invalid arguments: missing field `new_text`"),
+            ),
+        ];
+        ws.assert_failures(&EditFileTool, cases).await;
     }
 
     #[test]

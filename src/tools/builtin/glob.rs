@@ -124,23 +124,24 @@ async fn find(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::Tool;
-    use crate::tools::test_support::{assert_contains, workspace};
+    use crate::tools::test_support::*;
 
-    fn fixture() -> crate::tools::test_support::Workspace {
-        let ws = workspace();
-        ws.write("Cargo.toml", "");
-        ws.write("src/main.rs", "");
-        ws.write("src/tools/grep.rs", "");
-        ws.write("src/tools/notes.md", "");
-        ws.write("target/debug/build.rs", "");
-        ws.write(".gitignore", "target/\n");
+    /// A small project with a build directory .gitignore leaves out.
+    fn project() -> Workspace {
+        let ws = workspace_with(&[(".gitignore", "target/\n")]);
+        ws.touch([
+            "Cargo.toml",
+            "src/main.rs",
+            "src/tools/grep.rs",
+            "src/tools/notes.md",
+            "target/debug/build.rs",
+        ]);
         ws
     }
 
     #[tokio::test]
     async fn double_star_crosses_directories_and_star_does_not() {
-        let ws = fixture();
+        let ws = project();
         let all = ws.run(&GlobTool, json!({"pattern": "**/*.rs"})).await;
         assert_eq!(all.for_model, "src/main.rs\nsrc/tools/grep.rs");
         assert_eq!(
@@ -150,41 +151,38 @@ mod tests {
                 Location::file(ws.path("src/tools/grep.rs"))
             ]
         );
-
-        let top = ws.run(&GlobTool, json!({"pattern": "src/*.rs"})).await;
-        assert_eq!(top.for_model, "src/main.rs");
-
-        let alternatives = ws
-            .run(&GlobTool, json!({"pattern": "**/*.{md,toml}"}))
-            .await;
-        assert_eq!(alternatives.for_model, "Cargo.toml\nsrc/tools/notes.md");
     }
 
     #[tokio::test]
-    async fn matches_relative_to_path_and_answers_relative_to_cwd() {
-        let ws = fixture();
-        let out = ws
-            .run(&GlobTool, json!({"pattern": "*.rs", "path": "src/tools"}))
-            .await;
-        assert_eq!(out.for_model, "src/tools/grep.rs");
-    }
-
-    #[tokio::test]
-    async fn respects_gitignore() {
-        let ws = fixture();
-        let out = ws.run(&GlobTool, json!({"pattern": "target/**"})).await;
-        assert_eq!(
-            out.for_model,
-            "No files match `target/**` in the working directory."
-        );
+    async fn answers_the_matches_relative_to_cwd() {
+        let ws = project();
+        let cases = [
+            (json!({"pattern": "src/*.rs"}), "src/main.rs"),
+            (
+                json!({"pattern": "**/*.{md,toml}"}),
+                "Cargo.toml\nsrc/tools/notes.md",
+            ),
+            // Matched relative to path.
+            (
+                json!({"pattern": "*.rs", "path": "src/tools"}),
+                "src/tools/grep.rs",
+            ),
+            // .gitignore is respected.
+            (
+                json!({"pattern": "target/**"}),
+                "No files match `target/**` in the working directory.",
+            ),
+        ];
+        for (arguments, for_model) in cases {
+            let out = ws.run(&GlobTool, arguments.clone()).await;
+            assert_eq!(out.for_model, for_model, "{arguments}");
+        }
     }
 
     #[tokio::test]
     async fn caps_the_matches() {
         let ws = workspace();
-        for n in 0..MAX_MATCHES + 2 {
-            ws.write(&format!("d/f{n:04}.txt"), "");
-        }
+        ws.touch((0..MAX_MATCHES + 2).map(|n| format!("d/f{n:04}.txt")));
         let out = ws.run(&GlobTool, json!({"pattern": "**/*.txt"})).await;
         assert!(
             out.for_model
@@ -197,20 +195,22 @@ mod tests {
 
     #[tokio::test]
     async fn bad_patterns_and_paths_are_errors() {
-        let ws = fixture();
-        let invalid = ws.fail(&GlobTool, json!({"pattern": "src/[a"})).await;
-        assert_contains(&invalid, "not a valid glob");
-        let absolute = ws.fail(&GlobTool, json!({"pattern": "/etc/*"})).await;
-        assert_contains(&absolute, "`path`");
-        let outside = ws
-            .fail(&GlobTool, json!({"pattern": "*", "path": "/etc"}))
-            .await;
-        assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
-        let missing = ws.fail(&GlobTool, json!({})).await;
-        assert_eq!(
-            missing.to_string(),
-            "invalid arguments: missing field `pattern`"
-        );
+        let cases = vec![
+            (
+                json!({"pattern": "src/[a"}),
+                Failure::Says("not a valid glob"),
+            ),
+            (json!({"pattern": "/etc/*"}), Failure::Says("`path`")),
+            (
+                json!({"pattern": "*", "path": "/etc"}),
+                Failure::Is(|err| matches!(err, ToolError::PathOutsideWorkspace { .. })),
+            ),
+            (
+                json!({}),
+                Failure::Reads("invalid arguments: missing field `pattern`"),
+            ),
+        ];
+        project().assert_failures(&GlobTool, cases).await;
     }
 
     #[test]

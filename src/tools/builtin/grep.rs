@@ -220,23 +220,24 @@ fn search_text(regex: &regex::Regex, path: &Path, text: &str, found: &mut Found)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::Tool;
-    use crate::tools::test_support::{assert_contains, workspace};
+    use crate::tools::test_support::*;
 
-    fn fixture() -> crate::tools::test_support::Workspace {
-        let ws = workspace();
-        ws.write(".gitignore", "target/\n");
-        ws.write("src/main.rs", "fn main() {\n    helper();\n}\n");
-        ws.write("src/lib.rs", "pub fn helper() {}\n// TODO: more\n");
-        ws.write("README.md", "Call Helper() first.\n");
-        ws.write("target/debug/gen.rs", "fn helper_generated() {}\n");
+    /// Callers and a definition of `helper`, and places grep must skip.
+    fn project() -> Workspace {
+        let ws = workspace_with(&[
+            (".gitignore", "target/\n"),
+            ("src/main.rs", "fn main() {\n    helper();\n}\n"),
+            ("src/lib.rs", "pub fn helper() {}\n// TODO: more\n"),
+            ("README.md", "Call Helper() first.\n"),
+            ("target/debug/gen.rs", "fn helper_generated() {}\n"),
+        ]);
         ws.write("data.bin", b"helper\0\x01\x02");
         ws
     }
 
     #[tokio::test]
     async fn finds_matching_lines_skipping_ignored_and_binary_files() {
-        let ws = fixture();
+        let ws = project();
         let out = ws.run(&GrepTool, json!({"pattern": "helper\\("})).await;
         assert_eq!(
             out.for_model,
@@ -255,7 +256,7 @@ mod tests {
 
     #[tokio::test]
     async fn case_insensitive_path_and_glob_narrow_the_search() {
-        let ws = fixture();
+        let ws = project();
         let insensitive = ws
             .run(
                 &GrepTool,
@@ -268,31 +269,40 @@ mod tests {
                 .starts_with("README.md:1: Call Helper() first.\n")
         );
 
-        let in_file = ws
-            .run(
-                &GrepTool,
+        // (arguments, the answer, how many files the editor is pointed at)
+        let cases = [
+            (
                 json!({"pattern": "helper", "path": "src/main.rs"}),
-            )
-            .await;
-        assert_eq!(in_file.for_model, "src/main.rs:2:     helper();\n");
-
-        let by_name = ws
-            .run(&GrepTool, json!({"pattern": "(?i)helper", "glob": "*.md"}))
-            .await;
-        assert_eq!(by_name.for_model, "README.md:1: Call Helper() first.\n");
-
-        let by_path = ws
-            .run(
-                &GrepTool,
+                "src/main.rs:2:     helper();\n",
+                1,
+            ),
+            (
+                json!({"pattern": "(?i)helper", "glob": "*.md"}),
+                "README.md:1: Call Helper() first.\n",
+                1,
+            ),
+            (
                 json!({"pattern": "helper", "glob": "src/**/lib.rs"}),
-            )
-            .await;
-        assert_eq!(by_path.for_model, "src/lib.rs:1: pub fn helper() {}\n");
+                "src/lib.rs:1: pub fn helper() {}\n",
+                1,
+            ),
+            // No matches is an answer, not an error.
+            (
+                json!({"pattern": "zebra"}),
+                "No matches for `zebra` in the working directory.",
+                0,
+            ),
+        ];
+        for (arguments, for_model, located) in cases {
+            let out = ws.run(&GrepTool, arguments.clone()).await;
+            assert_eq!(out.for_model, for_model, "{arguments}");
+            assert_eq!(out.locations.len(), located, "{arguments}");
+        }
     }
 
     #[tokio::test]
     async fn symlinks_are_not_followed_out_of_the_workspace() {
-        let ws = fixture();
+        let ws = project();
         let outside = ws.dir.path().join("outside");
         std::fs::create_dir_all(&outside).unwrap();
         std::fs::write(outside.join("secret.txt"), "helper( secret\n").unwrap();
@@ -314,13 +324,18 @@ mod tests {
 
     #[tokio::test]
     async fn nested_gitignore_and_ignore_files_are_respected() {
-        let ws = workspace();
-        ws.write("keep.txt", "needle\n");
-        ws.write("sub/.gitignore", "generated.txt\n");
-        ws.write("sub/generated.txt", "needle\n");
-        ws.write("sub/kept.txt", "needle\n");
-        ws.write(".ignore", "scratch/\n");
-        ws.write("scratch/notes.txt", "needle\n");
+        let ws = workspace_with(&[
+            ("sub/.gitignore", "generated.txt\n"),
+            (".ignore", "scratch/\n"),
+        ]);
+        for path in [
+            "keep.txt",
+            "sub/generated.txt",
+            "sub/kept.txt",
+            "scratch/notes.txt",
+        ] {
+            ws.write(path, "needle\n");
+        }
         let out = ws.run(&GrepTool, json!({"pattern": "needle"})).await;
         assert_eq!(
             out.for_model,
@@ -329,23 +344,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn no_matches_is_an_answer_not_an_error() {
-        let ws = fixture();
-        let out = ws.run(&GrepTool, json!({"pattern": "zebra"})).await;
-        assert_eq!(
-            out.for_model,
-            "No matches for `zebra` in the working directory."
-        );
-        assert!(out.locations.is_empty());
-    }
-
-    #[tokio::test]
     async fn caps_the_matches_with_a_note() {
-        let ws = workspace();
         let text: String = (0..150).map(|n| format!("hit {n}\n")).collect();
-        ws.write("a.txt", &text);
-        ws.write("b.txt", &text);
-        let out = ws.run(&GrepTool, json!({"pattern": "^hit"})).await;
+        let files = [("a.txt", text.as_str()), ("b.txt", text.as_str())];
+        let (_ws, out) = run_on(&files, &GrepTool, json!({"pattern": "^hit"})).await;
         assert_eq!(out.for_model.lines().count(), MAX_MATCHES + 1);
         assert!(
             out.for_model.ends_with(
@@ -359,44 +361,51 @@ mod tests {
 
     #[tokio::test]
     async fn long_lines_are_cut() {
-        let ws = workspace();
-        ws.write("min.js", format!("var x='{}';\n", "a".repeat(1000)));
-        let out = ws.run(&GrepTool, json!({"pattern": "var"})).await;
+        let minified = format!("var x='{}';\n", "a".repeat(1000));
+        let (_ws, out) = run_on(
+            &[("min.js", &minified)],
+            &GrepTool,
+            json!({"pattern": "var"}),
+        )
+        .await;
         assert!(out.for_model.len() < 400, "{}", out.for_model.len());
         assert!(out.for_model.contains('…'));
     }
 
     #[tokio::test]
     async fn bad_arguments_are_errors() {
-        let ws = fixture();
-        let regex = ws.fail(&GrepTool, json!({"pattern": "fn ("})).await;
-        assert_contains(&regex, "not a valid regular expression");
-        let empty = ws.fail(&GrepTool, json!({"pattern": ""})).await;
-        assert!(matches!(empty, ToolError::InvalidArguments(_)));
-        let glob = ws
-            .fail(&GrepTool, json!({"pattern": "x", "glob": "[z"}))
-            .await;
-        assert_contains(&glob, "`glob`");
-        let outside = ws
-            .fail(&GrepTool, json!({"pattern": "root", "path": "/etc"}))
-            .await;
-        assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
-        let missing = ws
-            .fail(&GrepTool, json!({"pattern": "x", "path": "nope"}))
-            .await;
-        assert!(matches!(missing, ToolError::NotFound { ref path } if path == "nope"));
-        let kind = ws
-            .fail(
-                &GrepTool,
+        let cases = vec![
+            (
+                json!({"pattern": "fn ("}),
+                Failure::Says("not a valid regular expression"),
+            ),
+            (
+                json!({"pattern": ""}),
+                Failure::Is(|err| matches!(err, ToolError::InvalidArguments(_))),
+            ),
+            (
+                json!({"pattern": "x", "glob": "[z"}),
+                Failure::Says("`glob`"),
+            ),
+            (
+                json!({"pattern": "root", "path": "/etc"}),
+                Failure::Is(|err| matches!(err, ToolError::PathOutsideWorkspace { .. })),
+            ),
+            (
+                json!({"pattern": "x", "path": "nope"}),
+                Failure::Is(|err| matches!(err, ToolError::NotFound { path } if path == "nope")),
+            ),
+            (
                 json!({"pattern": "x", "case_insensitive": "yes"}),
-            )
-            .await;
-        assert_contains(&kind, "`case_insensitive`");
+                Failure::Says("`case_insensitive`"),
+            ),
+        ];
+        project().assert_failures(&GrepTool, cases).await;
     }
 
     #[tokio::test]
     async fn a_cancelled_search_says_so() {
-        let ws = fixture();
+        let ws = project();
         ws.ctx.cancel.cancel();
         let err = ws.fail(&GrepTool, json!({"pattern": "x"})).await;
         assert!(matches!(err, ToolError::Cancelled));
@@ -404,14 +413,16 @@ mod tests {
 
     #[test]
     fn title_quotes_the_pattern() {
-        assert_eq!(
-            GrepTool.title(&json!({"pattern": "fn main"})),
-            "Search for `fn main`"
-        );
-        assert_eq!(
-            GrepTool.title(&json!({"pattern": "x", "path": "src"})),
-            "Search for `x` in src"
-        );
-        assert_eq!(GrepTool.title(&json!({})), "Search files");
+        let titles = [
+            (json!({"pattern": "fn main"}), "Search for `fn main`"),
+            (
+                json!({"pattern": "x", "path": "src"}),
+                "Search for `x` in src",
+            ),
+            (json!({}), "Search files"),
+        ];
+        for (arguments, title) in titles {
+            assert_eq!(GrepTool.title(&arguments), title);
+        }
     }
 }

@@ -90,16 +90,12 @@ async fn list(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::Tool;
-    use crate::tools::test_support::{assert_contains, workspace};
+    use crate::tools::test_support::*;
 
     #[tokio::test]
     async fn lists_sorted_entries_with_directories_marked() {
         let ws = workspace();
-        ws.write("b.txt", "");
-        ws.write("a.txt", "");
-        ws.write("src/main.rs", "");
-        ws.write(".github/ci.yml", "");
+        ws.touch(["b.txt", "a.txt", "src/main.rs", ".github/ci.yml"]);
         std::fs::create_dir_all(ws.path(".git")).unwrap();
         let out = ws.run(&ListDirTool, json!({})).await;
         assert_eq!(out.for_model, ".github/\na.txt\nb.txt\nsrc/");
@@ -111,11 +107,8 @@ mod tests {
 
     #[tokio::test]
     async fn leaves_out_what_gitignore_ignores() {
-        let ws = workspace();
-        ws.write(".gitignore", "target/\n*.log\n");
-        ws.write("target/debug/x", "");
-        ws.write("run.log", "");
-        ws.write("keep.rs", "");
+        let ws = workspace_with(&[(".gitignore", "target/\n*.log\n")]);
+        ws.touch(["target/debug/x", "run.log", "keep.rs"]);
         let out = ws.run(&ListDirTool, json!({"path": "."})).await;
         assert_eq!(out.for_model, ".gitignore\nkeep.rs");
     }
@@ -123,9 +116,7 @@ mod tests {
     #[tokio::test]
     async fn caps_long_listings() {
         let ws = workspace();
-        for n in 0..MAX_ENTRIES + 5 {
-            ws.write(&format!("many/f{n:04}"), "");
-        }
+        ws.touch((0..MAX_ENTRIES + 5).map(|n| format!("many/f{n:04}")));
         let out = ws.run(&ListDirTool, json!({"path": "many"})).await;
         assert_eq!(out.for_model.lines().count(), MAX_ENTRIES + 1);
         assert!(
@@ -137,20 +128,22 @@ mod tests {
 
     #[tokio::test]
     async fn empty_missing_file_and_outside_paths() {
-        let ws = workspace();
+        let ws = workspace_with(&[("a.txt", "")]);
         std::fs::create_dir_all(ws.path("empty")).unwrap();
-        ws.write("a.txt", "");
         let empty = ws.run(&ListDirTool, json!({"path": "empty"})).await;
         assert_eq!(empty.for_model, "(empty is empty)");
-        let missing = ws.fail(&ListDirTool, json!({"path": "nope"})).await;
-        assert_eq!(
-            missing.to_string(),
-            "nope does not exist; check the path with list_dir or glob"
-        );
-        let file = ws.fail(&ListDirTool, json!({"path": "a.txt"})).await;
-        assert_contains(&file, "use read_file");
-        let outside = ws.fail(&ListDirTool, json!({"path": ".."})).await;
-        assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
+        let cases = vec![
+            (
+                json!({"path": "nope"}),
+                Failure::Reads("nope does not exist; check the path with list_dir or glob"),
+            ),
+            (json!({"path": "a.txt"}), Failure::Says("use read_file")),
+            (
+                json!({"path": ".."}),
+                Failure::Is(|err| matches!(err, ToolError::PathOutsideWorkspace { .. })),
+            ),
+        ];
+        ws.assert_failures(&ListDirTool, cases).await;
     }
 
     #[test]

@@ -140,14 +140,12 @@ async fn read(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::Tool;
-    use crate::tools::test_support::{assert_contains, workspace};
+    use crate::tools::test_support::*;
 
     #[tokio::test]
     async fn reads_numbered_lines_for_the_model_and_plain_text_for_the_editor() {
-        let ws = workspace();
-        ws.write("src/a.rs", "fn main() {\n    println!(\"hi\");\n}\n");
-        let out = ws.run(&ReadFileTool, json!({"path": "src/a.rs"})).await;
+        let file = ("src/a.rs", "fn main() {\n    println!(\"hi\");\n}\n");
+        let (ws, out) = run_on(&[file], &ReadFileTool, json!({"path": "src/a.rs"})).await;
         assert_eq!(
             out.for_model,
             "     1\tfn main() {\n     2\t    println!(\"hi\");\n     3\t}\n"
@@ -164,15 +162,9 @@ mod tests {
 
     #[tokio::test]
     async fn reads_a_window_and_says_how_to_read_on() {
-        let ws = workspace();
         let text: String = (1..=10).map(|n| format!("line {n}\n")).collect();
-        ws.write("a.txt", text);
-        let out = ws
-            .run(
-                &ReadFileTool,
-                json!({"path": "a.txt", "offset": 4, "limit": 2}),
-            )
-            .await;
+        let window = json!({"path": "a.txt", "offset": 4, "limit": 2});
+        let (ws, out) = run_on(&[("a.txt", &text)], &ReadFileTool, window).await;
         assert_eq!(
             out.for_model,
             "     4\tline 4\n     5\tline 5\n(Showing lines 4-5 of 10. Use offset=6 to read on.)\n"
@@ -182,45 +174,42 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_offset_past_the_end_is_an_error() {
-        let ws = workspace();
-        ws.write("a.txt", "one\n");
-        let err = ws
-            .fail(&ReadFileTool, json!({"path": "a.txt", "offset": 5}))
-            .await;
-        assert_eq!(
-            err.to_string(),
-            "invalid arguments: `offset` 5 is past the end of a.txt, which has 1 line"
-        );
-    }
-
-    #[tokio::test]
     async fn empty_files_say_so() {
-        let ws = workspace();
-        ws.write("empty.txt", "");
-        let out = ws.run(&ReadFileTool, json!({"path": "empty.txt"})).await;
+        let empty = json!({"path": "empty.txt"});
+        let (_ws, out) = run_on(&[("empty.txt", "")], &ReadFileTool, empty).await;
         assert_eq!(out.for_model, "(empty.txt is empty)");
     }
 
     #[tokio::test]
-    async fn refuses_binary_huge_missing_and_outside_files() {
-        let mut ws = workspace();
+    async fn refuses_binary_missing_outside_files_and_directories() {
+        let ws = workspace_with(&[("src/a.rs", "")]);
         ws.write("image.png", b"\x89PNG\r\n\x1a\n\0\0\0");
-        let binary = ws.fail(&ReadFileTool, json!({"path": "image.png"})).await;
-        assert_eq!(
-            binary.to_string(),
-            "image.png is not a text file (binary or not UTF-8); it cannot be read or edited as text"
-        );
+        let secret = ws.dir.path().join("secret.txt");
+        std::fs::write(&secret, "secret").unwrap();
+        std::os::unix::fs::symlink(&secret, ws.path("innocent.txt")).unwrap();
+        let outside = || Failure::Is(|err| matches!(err, ToolError::PathOutsideWorkspace { .. }));
+        let cases = vec![
+            (
+                json!({"path": "image.png"}),
+                Failure::Reads(
+                    "image.png is not a text file (binary or not UTF-8); it cannot be read or edited as text",
+                ),
+            ),
+            (
+                json!({"path": "nope.txt"}),
+                Failure::Reads("nope.txt does not exist; check the path with list_dir or glob"),
+            ),
+            (json!({"path": "/etc/passwd"}), outside()),
+            // A symlink out of the workspace.
+            (json!({"path": "innocent.txt"}), outside()),
+            (json!({"path": "src"}), Failure::Says("list_dir")),
+        ];
+        ws.assert_failures(&ReadFileTool, cases).await;
+    }
 
-        let missing = ws.fail(&ReadFileTool, json!({"path": "nope.txt"})).await;
-        assert_eq!(
-            missing.to_string(),
-            "nope.txt does not exist; check the path with list_dir or glob"
-        );
-
-        let outside = ws.fail(&ReadFileTool, json!({"path": "/etc/passwd"})).await;
-        assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
-
+    #[tokio::test]
+    async fn a_huge_file_is_refused_whole_but_read_in_a_window() {
+        let mut ws = workspace();
         ws.ctx.settings.max_read_bytes = 100;
         let lines: String = (1..=50).map(|n| format!("line {n}\n")).collect();
         ws.write("big.txt", &lines);
@@ -237,58 +226,45 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_symlink_out_of_the_workspace_is_refused() {
-        let ws = workspace();
-        let secret = ws.dir.path().join("secret.txt");
-        std::fs::write(&secret, "secret").unwrap();
-        std::os::unix::fs::symlink(&secret, ws.path("innocent.txt")).unwrap();
-        let err = ws
-            .fail(&ReadFileTool, json!({"path": "innocent.txt"}))
-            .await;
-        assert!(
-            matches!(err, ToolError::PathOutsideWorkspace { .. }),
-            "{err}"
-        );
-    }
-
-    #[tokio::test]
-    async fn reading_a_directory_points_to_list_dir() {
-        let ws = workspace();
-        ws.write("src/a.rs", "");
-        let err = ws.fail(&ReadFileTool, json!({"path": "src"})).await;
-        assert_contains(&err, "list_dir");
-    }
-
-    #[tokio::test]
     async fn invalid_arguments_name_the_field() {
-        let ws = workspace();
-        let missing = ws.fail(&ReadFileTool, json!({})).await;
-        assert_eq!(
-            missing.to_string(),
-            "invalid arguments: missing field `path`"
-        );
-        let wrong = ws
-            .fail(&ReadFileTool, json!({"path": "a", "offset": "ten"}))
-            .await;
-        assert_contains(&wrong, "`offset`");
-        let zero = ws
-            .fail(&ReadFileTool, json!({"path": "a", "limit": 0}))
-            .await;
-        assert_contains(&zero, "`limit` must be at least 1");
+        let ws = workspace_with(&[("a.txt", "one\n")]);
+        let cases = vec![
+            (
+                json!({"path": "a.txt", "offset": 5}),
+                Failure::Reads(
+                    "invalid arguments: `offset` 5 is past the end of a.txt, which has 1 line",
+                ),
+            ),
+            (
+                json!({}),
+                Failure::Reads("invalid arguments: missing field `path`"),
+            ),
+            (
+                json!({"path": "a", "offset": "ten"}),
+                Failure::Says("`offset`"),
+            ),
+            (
+                json!({"path": "a", "limit": 0}),
+                Failure::Says("`limit` must be at least 1"),
+            ),
+        ];
+        ws.assert_failures(&ReadFileTool, cases).await;
     }
 
     #[test]
     fn title_and_locations_come_from_the_arguments() {
         let ws = workspace();
-        assert_eq!(
-            ReadFileTool.title(&json!({"path": "src/a.rs"})),
-            "Read src/a.rs"
-        );
-        assert_eq!(
-            ReadFileTool.title(&json!({"path": "src/a.rs", "offset": 12})),
-            "Read src/a.rs:12"
-        );
-        assert_eq!(ReadFileTool.title(&json!("garbage")), "Read file");
+        let titles = [
+            (json!({"path": "src/a.rs"}), "Read src/a.rs"),
+            (
+                json!({"path": "src/a.rs", "offset": 12}),
+                "Read src/a.rs:12",
+            ),
+            (json!("garbage"), "Read file"),
+        ];
+        for (arguments, title) in titles {
+            assert_eq!(ReadFileTool.title(&arguments), title);
+        }
         assert_eq!(
             ReadFileTool.locations(&json!({"path": "src/a.rs", "offset": 12}), &ws.ctx),
             [Location::at_line(ws.path("src/a.rs"), 12)]

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::titled;
 use crate::events::{ToolContent, ToolKind};
-use crate::tools::{ShellOutput, ToolContext, ToolError, ToolOutput, TypedTool, shorten};
+use crate::tools::{ShellOutput, ShellRun, ToolContext, ToolError, ToolOutput, TypedTool, shorten};
 
 /// The longest timeout the model may ask for.
 pub const MAX_TIMEOUT_SECS: u64 = 3600;
@@ -64,17 +64,15 @@ async fn run_command(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolEr
             )));
         }
     };
-    let out = ctx
-        .shell
-        .run(
-            &args.command,
-            &ctx.cwd,
-            timeout,
-            ctx.settings.output_cap,
-            &ctx.cancel,
-            &ctx.progress,
-        )
-        .await?;
+    let run = ShellRun {
+        command: &args.command,
+        cwd: &ctx.cwd,
+        timeout,
+        output_cap: ctx.settings.output_cap,
+        cancel: &ctx.cancel,
+        progress: &ctx.progress,
+    };
+    let out = ctx.shell.run(run).await?;
     if out.timed_out {
         return Err(ToolError::Timeout {
             seconds: timeout.as_secs(),

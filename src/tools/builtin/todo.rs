@@ -101,7 +101,7 @@ fn describe(todos: &[TodoItem]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_support::{assert_contains, workspace};
+    use crate::tools::test_support::*;
 
     #[tokio::test]
     async fn replaces_the_sessions_list() {
@@ -139,8 +139,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_empty_list_clears_it() {
-        let ws = workspace();
-        let out = ws.run(&TodoTool, json!({"todos": []})).await;
+        let (ws, out) = run_on(&[], &TodoTool, json!({"todos": []})).await;
         assert_eq!(out.for_model, "The todo list is now empty.");
         assert!(ws.ctx.todos().is_empty());
     }
@@ -148,21 +147,15 @@ mod tests {
     #[tokio::test]
     async fn bad_items_name_the_field_and_keep_the_old_list() {
         let ws = workspace();
-        let status = ws
-            .fail(
-                &TodoTool,
-                json!({"todos": [{"content": "x", "status": "done"}]}),
-            )
-            .await;
-        let message = status.to_string();
-        assert_contains(&message, "`todos[0].status`");
-        assert_contains(&message, "in_progress");
-        let empty = ws
-            .fail(
-                &TodoTool,
-                json!({"todos": [{"content": "a", "status": "pending"}, {"content": " ", "status": "pending"}]}),
-            )
-            .await;
+        let unknown_status = json!({"todos": [{"content": "x", "status": "done"}]});
+        let status = ws.fail(&TodoTool, unknown_status).await.to_string();
+        assert_contains(&status, "`todos[0].status`");
+        assert_contains(&status, "in_progress");
+        let blank = json!({"todos": [
+            {"content": "a", "status": "pending"},
+            {"content": " ", "status": "pending"}
+        ]});
+        let empty = ws.fail(&TodoTool, blank).await;
         assert_eq!(
             empty.to_string(),
             "invalid arguments: `todos[1].content` is empty"

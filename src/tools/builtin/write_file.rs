@@ -44,14 +44,14 @@ impl TypedTool for WriteFileTool {
 
 async fn write(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let file = Target::resolve(ctx, &args.path)?;
-    let old_text = match ctx.fs.read_text_file(&file.path, None, None).await {
+    let old_text = match file.read_text(ctx).await {
         Ok(text) => Some(text),
         // A file that is not text is replaced like a new one: there is no
         // old text to show.
         Err(
             ToolError::NotFound { .. } | ToolError::NotText { .. } | ToolError::TooLarge { .. },
         ) => None,
-        Err(err) => return Err(file.error(err)),
+        Err(err) => return Err(err),
     };
     let new_text = args.content;
     let shown = &file.shown;
@@ -87,94 +87,72 @@ async fn write(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::Tool;
-    use crate::tools::test_support::{assert_contains, workspace};
+    use crate::tools::test_support::*;
 
     #[tokio::test]
-    async fn creates_a_file_and_its_directories() {
-        let ws = workspace();
-        let out = ws
-            .run(
-                &WriteFileTool,
-                json!({"path": "src/new/mod.rs", "content": "pub fn f() {}\n"}),
-            )
-            .await;
-        assert_eq!(ws.read("src/new/mod.rs"), "pub fn f() {}\n");
-        assert_eq!(out.for_model, "Created src/new/mod.rs (1 line).");
-        assert_eq!(
-            out.content,
-            [ToolContent::Diff {
-                path: ws.path("src/new/mod.rs"),
-                old_text: None,
-                new_text: "pub fn f() {}\n".into(),
-            }]
-        );
-        assert_eq!(out.raw_output["created"], true);
-    }
-
-    #[tokio::test]
-    async fn replaces_a_file_showing_the_old_text() {
-        let ws = workspace();
-        ws.write("a.txt", "one\ntwo\nthree\n");
-        let out = ws
-            .run(
-                &WriteFileTool,
-                json!({"path": "a.txt", "content": "one\n2\nthree\n"}),
-            )
-            .await;
-        assert_eq!(ws.read("a.txt"), "one\n2\nthree\n");
-        assert_eq!(out.for_model, "Wrote a.txt (3 lines).");
-        assert_eq!(
-            out.content,
-            [ToolContent::Diff {
-                path: ws.path("a.txt"),
-                old_text: Some("one\ntwo\nthree\n".into()),
-                new_text: "one\n2\nthree\n".into(),
-            }]
-        );
-        assert_eq!(out.locations, [Location::at_line(ws.path("a.txt"), 2)]);
+    async fn creates_or_replaces_a_file_showing_the_diff() {
+        // (old text, path, new text, what the model reads, first changed line)
+        let cases = [
+            (
+                None,
+                "src/new/mod.rs",
+                "pub fn f() {}\n",
+                "Created src/new/mod.rs (1 line).",
+                1,
+            ),
+            (
+                Some("one\ntwo\nthree\n"),
+                "a.txt",
+                "one\n2\nthree\n",
+                "Wrote a.txt (3 lines).",
+                2,
+            ),
+        ];
+        for (old_text, path, content, for_model, line) in cases {
+            let existing: Vec<_> = old_text.map(|old| (path, old)).into_iter().collect();
+            let write = json!({"path": path, "content": content});
+            let (ws, out) = run_on(&existing, &WriteFileTool, write).await;
+            assert_eq!(ws.read(path), content);
+            assert_eq!(out.for_model, for_model);
+            assert_eq!(
+                out.content,
+                [ToolContent::Diff {
+                    path: ws.path(path),
+                    old_text: old_text.map(Into::into),
+                    new_text: content.into(),
+                }]
+            );
+            assert_eq!(out.raw_output["created"], old_text.is_none());
+            assert_eq!(out.locations, [Location::at_line(ws.path(path), line)]);
+        }
     }
 
     #[tokio::test]
     async fn the_same_content_changes_nothing() {
-        let ws = workspace();
-        ws.write("a.txt", "same\n");
-        let out = ws
-            .run(
-                &WriteFileTool,
-                json!({"path": "a.txt", "content": "same\n"}),
-            )
-            .await;
+        let write = json!({"path": "a.txt", "content": "same\n"});
+        let (_ws, out) = run_on(&[("a.txt", "same\n")], &WriteFileTool, write).await;
         assert_contains(&out.for_model, "nothing changed");
     }
 
     #[tokio::test]
-    async fn refuses_paths_outside_and_directories() {
-        let ws = workspace();
-        let outside = ws
-            .fail(
-                &WriteFileTool,
+    async fn refuses_paths_outside_directories_and_no_content() {
+        let ws = workspace_with(&[("src/a.rs", "")]);
+        let cases = vec![
+            (
                 json!({"path": "../evil.txt", "content": "x"}),
-            )
-            .await;
-        assert!(matches!(outside, ToolError::PathOutsideWorkspace { .. }));
+                Failure::Is(|err| matches!(err, ToolError::PathOutsideWorkspace { .. })),
+            ),
+            (
+                json!({"path": "src", "content": "x"}),
+                Failure::Says("directory"),
+            ),
+            (
+                json!({"path": "a.txt"}),
+                Failure::Reads("invalid arguments: missing field `content`"),
+            ),
+        ];
+        ws.assert_failures(&WriteFileTool, cases).await;
         assert!(!ws.dir.path().join("evil.txt").exists());
-
-        ws.write("src/a.rs", "");
-        let directory = ws
-            .fail(&WriteFileTool, json!({"path": "src", "content": "x"}))
-            .await;
-        assert_contains(&directory, "directory");
-    }
-
-    #[tokio::test]
-    async fn content_is_required() {
-        let ws = workspace();
-        let err = ws.fail(&WriteFileTool, json!({"path": "a.txt"})).await;
-        assert_eq!(
-            err.to_string(),
-            "invalid arguments: missing field `content`"
-        );
     }
 
     #[test]
