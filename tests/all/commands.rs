@@ -2,7 +2,7 @@
 //! answered without the model, and agent cards switch the system prompt,
 //! the tools and the model.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::context::{config_with, system_text, talkative_model, tool_names};
 use crate::support::harness::{Agent, LlmServer, agent_text, updates};
@@ -53,7 +53,16 @@ async fn each_command_answers_and_ends_the_turn_without_the_model() {
     let server = LlmServer::start(talkative_model(10)).await;
     let mut agent = Agent::spawn(&config_with(&server.base_url(), 32_768, "")).await;
     let session = agent.start_session().await;
-    agent.prompt(&session, "hello").await;
+    let (seen, _) = agent.prompt(&session, "hello").await;
+    // The model list loads in the background; `/model other-model` picks
+    // from it, so the test waits until the client has been offered it.
+    let offered = |m: &Value| {
+        m["params"]["update"]["sessionUpdate"] == "config_option_update"
+            && m.to_string().contains("\"other-model\"")
+    };
+    if !seen.iter().any(offered) {
+        agent.wait_for(offered).await;
+    }
     let calls = server.chat_requests().len();
     for (command, expected) in [
         ("/help", "`/context [checkpoint NAME"),
