@@ -126,22 +126,7 @@ async fn serve(config: Config, data_dir: std::path::PathBuf) -> anyhow::Result<(
     let (connection, lines) = Connection::new();
     let mut writer =
         transport::spawn_stdout_writer(lines).context("cannot start the stdout writer thread")?;
-    let default_provider = config
-        .default_provider()
-        .context("no default provider is configured")?;
-    let defaults = Defaults {
-        provider: default_provider.name.clone(),
-        model: default_provider.default_model.clone(),
-        max_turn_requests: config.max_turn_requests,
-        mode: config.default_mode.clone(),
-        modes: config.modes.clone(),
-        rules: Arc::new(config.permission_rules.clone()),
-        mcp_servers: config.mcp_servers.clone(),
-        mcp_options: config.mcp_options.clone(),
-        context: config.context,
-        agent: config.default_agent.clone(),
-        system_prompt: config.system_prompt.clone(),
-    };
+    let defaults = Defaults::from_config(&config).context("no default provider is configured")?;
     let providers = Arc::new(Providers::new(config.providers.clone()));
     let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());
     let store = Arc::new(Store::new(&data_dir));

@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use manager::Defaults;
 pub use services::Shared;
-pub use settings::{SettingChange, Settings};
+use settings::SettingChange;
+pub use settings::Settings;
 
 use services::Services;
 use settings::SettingsState;

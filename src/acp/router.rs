@@ -630,19 +630,7 @@ mod tests {
         let manager = SessionManager::new(
             Arc::new(Providers::new(config.providers.clone())),
             sink,
-            Defaults {
-                provider: "ollama".into(),
-                model: "llama3.2".into(),
-                max_turn_requests: 25,
-                mode: "act".into(),
-                modes: Default::default(),
-                rules: Arc::default(),
-                mcp_servers: Vec::new(),
-                mcp_options: crate::mcp::McpOptions::default(),
-                context: crate::context::ContextSettings::default(),
-                agent: None,
-                system_prompt: None,
-            },
+            Defaults::from_config(&config).unwrap(),
         );
         (Router::new(connection, manager), lines)
     }

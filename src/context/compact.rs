@@ -51,7 +51,6 @@ pub fn compactable(context: &ContextManager, keep_recent: usize) -> Option<usize
 /// Summarize the oldest `entries` with the session's model and put the
 /// summary in their place. The one compaction routine: `/compact`, `/context
 /// summarize` and the automatic one before a request that would not fit.
-#[allow(clippy::too_many_arguments)]
 pub async fn compact(
     context: &mut ContextManager,
     entries: usize,
@@ -76,7 +75,7 @@ pub async fn compact(
 
 /// The entries as a transcript, each part cut to `PART_CHARS`, the whole
 /// cut (oldest first) to `max_chars`.
-pub fn transcript(entries: &[Entry], max_chars: usize) -> String {
+fn transcript(entries: &[Entry], max_chars: usize) -> String {
     let mut blocks: Vec<String> = Vec::new();
     for entry in entries {
         for message in &entry.messages {
@@ -136,7 +135,7 @@ fn shorten(text: &str) -> String {
 }
 
 /// The summarizing request, sized to fit the window.
-pub fn request(
+fn request(
     model: &str,
     entries: &[Entry],
     focus: Option<&str>,
@@ -174,7 +173,7 @@ pub fn request(
 }
 
 /// Ask the model for the summary. Thinking is ignored; only text counts.
-pub async fn summarize(
+async fn summarize(
     provider: &dyn Provider,
     request: ChatRequest,
     cancel: &CancellationToken,

@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::{SessionHandle, SessionMsg, SessionStart, Settings, Shared};
 
 use crate::client::{ClientAbilities, ClientSink, Update};
+use crate::config::Config;
 use crate::context::ContextManager;
 use crate::mcp::{McpOptions, McpServerSpec};
 use crate::providers::Providers;
@@ -55,6 +56,27 @@ pub struct Defaults {
     pub agent: Option<String>,
     /// `[chat] system_prompt`.
     pub system_prompt: Option<String>,
+}
+
+impl Defaults {
+    /// What new sessions start with under `config`; None when it names no
+    /// default provider.
+    pub fn from_config(config: &Config) -> Option<Self> {
+        let provider = config.default_provider()?;
+        Some(Self {
+            provider: provider.name.clone(),
+            model: provider.default_model.clone(),
+            max_turn_requests: config.max_turn_requests,
+            mode: config.default_mode.clone(),
+            modes: config.modes.clone(),
+            rules: Arc::new(config.permission_rules.clone()),
+            mcp_servers: config.mcp_servers.clone(),
+            mcp_options: config.mcp_options.clone(),
+            context: config.context,
+            agent: config.default_agent.clone(),
+            system_prompt: config.system_prompt.clone(),
+        })
+    }
 }
 
 pub struct SessionManager {

@@ -47,19 +47,7 @@ async fn session() -> Fixture {
     )
     .unwrap();
     let client = Arc::new(RecordingClient::default());
-    let defaults = Defaults {
-        provider: "local".into(),
-        model: "test-model".into(),
-        max_turn_requests: 5,
-        mode: "act".into(),
-        modes: config.modes.clone(),
-        rules: Arc::default(),
-        mcp_servers: Vec::new(),
-        mcp_options: Default::default(),
-        context: Default::default(),
-        agent: None,
-        system_prompt: None,
-    };
+    let defaults = Defaults::from_config(&config).unwrap();
     let start = SessionStart {
         id: "s1".into(),
         cwd: std::env::temp_dir(),
