@@ -4,6 +4,7 @@
 //! the order they happen; knows nothing of ACP.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::Value;
@@ -51,6 +52,10 @@ pub struct TurnInput {
     pub max_turn_requests: u32,
     /// Told of every round and context operation as it happens.
     pub journal: Option<JournalFn>,
+    /// After this long without a first token from the model, and again at
+    /// each multiple, the client is told the turn is still alive (a local
+    /// model can read a long prompt for minutes; clients give up on silence).
+    pub first_token_notice: Option<Duration>,
 }
 
 pub struct TurnOutcome {
@@ -58,7 +63,9 @@ pub struct TurnOutcome {
     /// if cut short by cancel or an error: the user saw it).
     pub new_messages: Vec<Arc<Message>>,
     pub result: Result<StopReason, ProviderError>,
-    pub last_usage: Option<Usage>,
+    /// The tokens of every model call in the turn, added up (None when the
+    /// provider reported none).
+    pub usage: Option<Usage>,
     /// The context after the turn: the new messages, any compaction or
     /// dropping, and what the provider's usage taught the estimator.
     pub context: ContextManager,
@@ -74,7 +81,7 @@ pub async fn run_turn(
     let mut context_ops = Vec::new();
     let budget = input.context_settings.budget(input.context_window);
     let mut new_messages: Vec<Arc<Message>> = Vec::new();
-    let mut last_usage = None;
+    let mut usage_total: Option<Usage> = None;
     let mut requests = 0;
     let result = loop {
         if input.cancel.is_cancelled() {
@@ -114,11 +121,14 @@ pub async fn run_turn(
             request,
             &input.cancel,
             input.context_window,
+            input.first_token_notice,
             emit,
         )
         .await;
         if let Some(usage) = call.usage {
-            last_usage = Some(usage);
+            let total = usage_total.get_or_insert_with(Usage::default);
+            total.prompt_tokens += usage.prompt_tokens;
+            total.completion_tokens += usage.completion_tokens;
             tracing::debug!(
                 estimated = context.estimator.tokens(request_chars),
                 reported = usage.prompt_tokens,
@@ -191,7 +201,7 @@ pub async fn run_turn(
     TurnOutcome {
         new_messages,
         result,
-        last_usage,
+        usage: usage_total,
         context,
         context_ops,
     }
@@ -485,15 +495,22 @@ async fn call_model(
     request: ChatRequest,
     cancel: &CancellationToken,
     context_window: u64,
+    first_token_notice: Option<Duration>,
     emit: &(dyn Fn(AgentEvent) + Send + Sync),
 ) -> CallResult {
     let mut builder = AssistantBuilder::default();
     let mut usage = None;
     let notify = |notice: retry::RetryNotice| emit(AgentEvent::Thought(notice.message()));
-    let started = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => None,
-        started = retry::start_stream(provider, &request, &notify) => Some(started),
+    let mut waiting = FirstTokenWait::new(first_token_notice);
+    let start = retry::start_stream(provider, &request, &notify);
+    tokio::pin!(start);
+    let started = loop {
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => break None,
+            started = &mut start => break Some(started),
+            () = waiting.next_notice() => emit(waiting.notice()),
+        }
     };
     let mut stream = match started {
         None => return builder.finish(usage, Ok(CallEnd::Cancelled)),
@@ -506,7 +523,19 @@ async fn call_model(
             biased;
             _ = cancel.cancelled() => break Ok(CallEnd::Cancelled),
             next = stream.next() => next,
+            () = waiting.next_notice() => {
+                emit(waiting.notice());
+                continue;
+            }
         };
+        if matches!(
+            next,
+            Some(Ok(ProviderEvent::TextDelta(_)
+                | ProviderEvent::ThinkingDelta(_)
+                | ProviderEvent::ToolCallStart { .. }))
+        ) {
+            waiting.done();
+        }
         match next {
             Some(Ok(event)) => match event {
                 ProviderEvent::TextDelta(text) => {
@@ -548,6 +577,47 @@ async fn call_model(
     // Dropping the stream here aborts the HTTP response at once on cancel.
     drop(stream);
     builder.finish(usage, result)
+}
+
+/// The wait for a model call's first token, and the notices sent during it.
+struct FirstTokenWait {
+    every: Option<Duration>,
+    since: tokio::time::Instant,
+    next: Option<tokio::time::Instant>,
+}
+
+impl FirstTokenWait {
+    fn new(every: Option<Duration>) -> Self {
+        let since = tokio::time::Instant::now();
+        Self {
+            every,
+            since,
+            next: every.map(|every| since + every),
+        }
+    }
+
+    /// Ready when the next notice is due; never once the first token came.
+    async fn next_notice(&self) {
+        match self.next {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The notice now due; the one after it is due a period later.
+    fn notice(&mut self) -> AgentEvent {
+        if let (Some(next), Some(every)) = (self.next.as_mut(), self.every) {
+            *next += every;
+        }
+        let waited = self.since.elapsed().as_secs();
+        AgentEvent::Thought(format!(
+            "Still waiting for the model's first token ({waited} s so far; a local model can take minutes to read a long prompt).\n"
+        ))
+    }
+
+    fn done(&mut self) {
+        self.next = None;
+    }
 }
 
 /// Collects what the model said, in the order it said it, so thinking
@@ -708,7 +778,51 @@ mod tests {
             permissions: Arc::new(AllowAll),
             max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
             journal: None,
+            first_token_notice: None,
         }
+    }
+
+    /// The thoughts a turn on `provider` sends until `wanted` of them came
+    /// (or 10 s passed), with notices every 30 ms; then it is cancelled.
+    async fn notices(provider: Arc<Scripted>, wanted: usize, wait: Duration) -> Vec<String> {
+        let cancel = CancellationToken::new();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let turn = {
+            let (cancel, seen) = (cancel.clone(), Arc::clone(&seen));
+            let mut input = input(provider, cancel);
+            input.first_token_notice = Some(Duration::from_millis(30));
+            tokio::spawn(async move {
+                run_turn(input, &move |event| {
+                    if let AgentEvent::Thought(text) = event {
+                        seen.lock().unwrap().push(text);
+                    }
+                })
+                .await
+            })
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        while seen.lock().unwrap().len() < wanted && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        cancel.cancel();
+        let outcome = turn.await.unwrap();
+        assert_eq!(outcome.result.unwrap(), StopReason::Cancelled);
+        seen.lock().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn a_silent_model_gets_notices_until_its_first_token() {
+        let silent = scripted(Vec::new(), true);
+        let told = notices(silent, 2, Duration::from_secs(10)).await;
+        assert!(told.len() >= 2, "{told:?}");
+        assert!(
+            told[0].contains("waiting for the model's first token"),
+            "{told:?}"
+        );
+        // Once the model speaks, the notices stop.
+        let speaking = scripted(vec![Ok(ProviderEvent::TextDelta("hi".into()))], true);
+        let told = notices(speaking, 1, Duration::from_millis(200)).await;
+        assert!(told.is_empty(), "{told:?}");
     }
 
     fn scripted(

@@ -15,6 +15,7 @@ pub mod raw;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 pub use error::ConfigError;
 pub use overrides::Overrides;
@@ -29,6 +30,10 @@ use error::{in_file, invalid};
 /// Model calls per turn when the config does not say.
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 25;
 
+/// Silence before the first token after which the client hears the turn is
+/// alive: well under the 5 minutes some clients wait for a line.
+pub const DEFAULT_FIRST_TOKEN_NOTICE: Duration = Duration::from_secs(60);
+
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The file this came from, if any.
@@ -42,6 +47,8 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderSettings>,
     /// Model calls one prompt turn may make before it stops (`[agent]`).
     pub max_turn_requests: u32,
+    /// `[agent] first_token_notice_secs`: None when turned off (0).
+    pub first_token_notice: Option<Duration>,
     /// The mode sessions start in (`[agent] default_mode`).
     pub default_mode: String,
     /// The built-in modes and those of `[modes.ID]`.
@@ -68,6 +75,7 @@ impl Config {
             context: ContextSettings::default(),
             providers: BTreeMap::from([(provider.name.clone(), provider)]),
             max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
+            first_token_notice: Some(DEFAULT_FIRST_TOKEN_NOTICE),
             default_mode: crate::modes::DEFAULT_MODE.to_string(),
             modes: ModeRegistry::default(),
             permission_rules: Vec::new(),
@@ -149,6 +157,11 @@ fn compose(
         "Allow at least one model call per turn (default 25), or leave it out.",
     )?
     .unwrap_or(DEFAULT_MAX_TURN_REQUESTS);
+    let first_token_notice = match agent.first_token_notice_secs {
+        None => Some(DEFAULT_FIRST_TOKEN_NOTICE),
+        Some(0) => None,
+        Some(secs) => Some(Duration::from_secs(secs)),
+    };
     let mut warnings = ignored_keys(&chat, &llm, path);
     let mut providers =
         validate_providers(llm.providers.unwrap_or_default(), path, env, &mut warnings)?;
@@ -173,6 +186,7 @@ fn compose(
         context,
         providers,
         max_turn_requests,
+        first_token_notice,
         default_mode,
         modes,
         permission_rules,

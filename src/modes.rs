@@ -62,6 +62,10 @@ impl Mode {
 /// with a question before each change, so `act` is the default here.
 pub const DEFAULT_MODE: &str = "act";
 
+/// Other clients' names for the built-in modes: Crucible's own client sends
+/// `normal`, `plan` and `auto` whatever modes the agent advertises.
+const ALIASES: [(&str, &str); 1] = [("normal", "act")];
+
 /// The ids of the built-in modes, which the config may not redefine.
 pub const BUILTIN_IDS: [&str; 3] = ["plan", "act", "auto"];
 
@@ -141,6 +145,19 @@ impl ModeRegistry {
         self.modes.iter().find(|mode| mode.id == id)
     }
 
+    /// The id a client's mode name stands for: a mode's own id, or an
+    /// alias other clients use for a built-in (Crucible's `normal` is act).
+    /// A configured mode of the alias's name wins over the alias.
+    pub fn resolve<'a>(&'a self, name: &'a str) -> &'a str {
+        if self.find(name).is_some() {
+            return name;
+        }
+        ALIASES
+            .iter()
+            .find(|(alias, _)| *alias == name)
+            .map_or(name, |(_, id)| id)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Mode> {
         self.modes.iter()
     }
@@ -181,6 +198,15 @@ mod tests {
         assert_eq!(registry.find("plan").unwrap().policy, ModePolicy::ReadOnly);
         assert!(registry.find("nope").is_none());
         assert!(ModeRegistry::default().find(DEFAULT_MODE).is_some());
+    }
+
+    #[test]
+    fn crucible_mode_names_resolve_to_builtins() {
+        let modes = ModeRegistry::default();
+        assert_eq!(modes.resolve("normal"), "act");
+        assert_eq!(modes.resolve("plan"), "plan");
+        assert_eq!(modes.resolve("auto"), "auto");
+        assert_eq!(modes.resolve("nonsense"), "nonsense");
     }
 
     #[test]

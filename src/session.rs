@@ -35,7 +35,7 @@ use crate::context::ContextManager;
 use crate::events::StopReason;
 use crate::mcp::McpServerSpec;
 use crate::model::Part;
-use crate::providers::{ModelInfo, ProviderError};
+use crate::providers::{ModelInfo, ProviderError, Usage};
 use crate::store::Recorder;
 
 #[derive(Debug, Error)]
@@ -60,7 +60,14 @@ pub enum SessionError {
     Crashed(String),
 }
 
-pub type PromptReply = oneshot::Sender<Result<StopReason, SessionError>>;
+/// How a prompt turn ended, and the tokens its model calls used in all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnEnd {
+    pub stop: StopReason,
+    pub usage: Option<Usage>,
+}
+
+pub type PromptReply = oneshot::Sender<Result<TurnEnd, SessionError>>;
 
 pub enum SessionMsg {
     Prompt {
@@ -80,11 +87,23 @@ pub enum SessionMsg {
         mode: String,
         reply: oneshot::Sender<Result<(), SessionError>>,
     },
+    /// `session/set_model` (an extension older clients use): any model the
+    /// provider serves, listed or not.
+    SetModel {
+        model: String,
+        reply: oneshot::Sender<Result<(), SessionError>>,
+    },
     Options {
         reply: oneshot::Sender<Vec<SelectOption>>,
     },
-    /// The client has the `session/new` answer; the session may now send updates.
-    Started,
+    /// The client has the `session/new` answer; the session may now send
+    /// updates. `interleaves`: the client takes notifications between a
+    /// request and its answer; one that does not (it reads the next line as
+    /// the answer) hears of changes made outside a turn when its next turn
+    /// starts.
+    Started {
+        interleaves: bool,
+    },
     /// The MCP servers are up, or one's prompts changed: advertise the commands again.
     CommandsChanged,
     ModelsLoaded {
@@ -158,6 +177,10 @@ struct Conversation {
     commands_sent: Option<Vec<CommandInfo>>,
     /// Servers that failed to start are reported once, in the first turn.
     mcp_failures_told: bool,
+    /// Updates waiting for the client's next turn (see `SessionMsg::Started`);
+    /// None once the client takes them at any time.
+    held: Option<Vec<Update>>,
+    in_turn: bool,
 }
 
 struct SessionActor {
@@ -184,6 +207,8 @@ impl SessionActor {
                 context: start.history,
                 commands_sent: None,
                 mcp_failures_told: false,
+                held: Some(Vec::new()),
+                in_turn: false,
             },
         };
         if let Some(name) = agent {
@@ -198,9 +223,34 @@ impl SessionActor {
         actor
     }
 
-    /// Everything the client is shown goes out (and is recorded) here.
-    fn send(&self, update: Update) {
-        self.services.client.send(&self.services.id, update);
+    /// Everything the client is shown goes out (and is recorded) here, or
+    /// waits for the next turn when the client cannot take it now. Of the
+    /// waiting state updates only the newest of each kind is kept.
+    fn send(&mut self, update: Update) {
+        let conversation = &mut self.conversation;
+        match conversation.held.as_mut() {
+            Some(held) if !conversation.in_turn => {
+                if is_state(&update) {
+                    let kind = std::mem::discriminant(&update);
+                    held.retain(|waiting| std::mem::discriminant(waiting) != kind);
+                }
+                held.push(update);
+            }
+            _ => self.services.client.send(&self.services.id, update),
+        }
+    }
+
+    /// A turn starts: what waited for it goes out first.
+    fn begin_turn(&mut self) {
+        self.conversation.in_turn = true;
+        self.release_held();
+    }
+
+    fn release_held(&mut self) {
+        let waiting = self.conversation.held.as_mut().map(std::mem::take);
+        for update in waiting.into_iter().flatten() {
+            self.services.client.send(&self.services.id, update);
+        }
     }
 
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<SessionMsg>) {
@@ -268,6 +318,7 @@ impl SessionActor {
                 // A child of the request's token: `$/cancel_request` and
                 // `session/cancel` both stop it.
                 let cancel = request_cancel.child_token();
+                self.begin_turn();
                 match self.start_turn(content, cancel.clone()) {
                     Ok(started) => {
                         *running = Some(RunningTurn {
@@ -277,6 +328,7 @@ impl SessionActor {
                         })
                     }
                     Err(err) => {
+                        self.conversation.in_turn = false;
                         let _ = reply.send(Err(err));
                     }
                 }
@@ -290,12 +342,20 @@ impl SessionActor {
                 let _ = reply.send(self.set_option(&id, &value));
             }
             SessionMsg::SetMode { mode, reply } => {
+                let mode = self.services.defaults.modes.resolve(&mode).to_string();
                 let _ = reply.send(self.set_option(MODE_OPTION, &mode).map(|_| ()));
+            }
+            SessionMsg::SetModel { model, reply } => {
+                let _ = reply.send(self.set_model(model));
             }
             SessionMsg::Options { reply } => {
                 let _ = reply.send(self.options());
             }
-            SessionMsg::Started => {
+            SessionMsg::Started { interleaves } => {
+                if interleaves {
+                    self.release_held();
+                    self.conversation.held = None;
+                }
                 self.advertise_commands(true);
                 self.load_models();
             }
@@ -305,4 +365,15 @@ impl SessionActor {
         }
         None
     }
+}
+
+/// Updates that say how things stand now: a newer one replaces an older one.
+fn is_state(update: &Update) -> bool {
+    matches!(
+        update,
+        Update::ConfigOptions(_)
+            | Update::CurrentMode(_)
+            | Update::AvailableCommands(_)
+            | Update::SessionInfo { .. }
+    )
 }

@@ -29,6 +29,17 @@ pub struct ClientInfo {
     pub name: Option<String>,
 }
 
+impl ClientInfo {
+    /// Whether the client takes notifications between a request and its
+    /// answer. Clients that name themselves (`clientInfo`: Zed, acpx, the
+    /// SDKs) do; Crucible's own client sends none and reads the next line
+    /// after a request as its answer, so updates made outside a turn wait
+    /// for its next turn.
+    fn interleaves(&self) -> bool {
+        self.name.is_some()
+    }
+}
+
 /// A request's handler, its params still raw (see [`Router::dispatch`]).
 type Handler = Box<dyn FnOnce(&mut Router, &str, Value, Responder)>;
 
@@ -97,6 +108,10 @@ impl Router {
 
     fn request(&mut self, method: &str, params: Value, responder: Responder) {
         tracing::debug!(%method, "request");
+        let params = match tolerate(method, params) {
+            Ok(params) => params,
+            Err(err) => return responder.respond(Err(err)),
+        };
         let handler = match method {
             "initialize" => Self::dispatch(Self::initialize),
             "authenticate" => Self::dispatch(Self::authenticate),
@@ -105,6 +120,7 @@ impl Router {
             "session/prompt" => Self::dispatch(Self::prompt),
             "session/set_config_option" => Self::dispatch(Self::set_config_option),
             "session/set_mode" => Self::dispatch(Self::set_mode),
+            "session/set_model" => Self::dispatch(Self::set_model),
             "session/close" => Self::dispatch(Self::close_session),
             "session/load" => Self::dispatch(Self::load_session),
             "session/resume" => Self::dispatch(Self::resume_session),
@@ -174,6 +190,7 @@ impl Router {
             Err(err) => return responder.respond(Err(err)),
         };
         let client = self.abilities();
+        let interleaves = self.interleaves();
         let session = self.sessions.create(request.cwd, client, mcp_servers);
         let id = session.id.clone();
         let (reply, options) = oneshot::channel();
@@ -187,10 +204,17 @@ impl Router {
             let response = acp::NewSessionResponse::new(id)
                 .modes(translate::mode_state(&options))
                 .config_options(translate::config_options(&options));
-            responder.respond_with(Ok(response));
+            match with_models(response, &options) {
+                Ok(value) => responder.respond(Ok(value)),
+                Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
+            }
             // Only now may the session speak: its updates must follow this answer.
-            let _ = tx.send(SessionMsg::Started);
+            let _ = tx.send(SessionMsg::Started { interleaves });
         });
+    }
+
+    fn interleaves(&self) -> bool {
+        self.client.as_ref().is_some_and(ClientInfo::interleaves)
     }
 
     fn abilities(&self) -> ClientAbilities {
@@ -230,6 +254,7 @@ impl Router {
             Err(err) => return responder.respond(Err(err)),
         };
         let client = self.abilities();
+        let interleaves = self.interleaves();
         let replay = how == Reopen::Load;
         let (tx, loading) = match self.sessions.load(id, cwd, client, mcp_servers, replay) {
             Ok(loaded) => loaded,
@@ -263,7 +288,7 @@ impl Router {
                 Ok(value) => responder.respond(Ok(value)),
                 Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
             }
-            let _ = tx.send(SessionMsg::Started);
+            let _ = tx.send(SessionMsg::Started { interleaves });
         });
     }
 
@@ -358,10 +383,11 @@ impl Router {
                 )),
             };
             let answer = match result {
-                Ok(StopReason::Cancelled) if request_cancel.is_cancelled() => {
+                Ok(end) if end.stop == StopReason::Cancelled && request_cancel.is_cancelled() => {
                     Err(RpcError::request_cancelled())
                 }
-                Ok(reason) => Ok(acp::PromptResponse::new(translate::stop_reason(reason))),
+                Ok(end) => Ok(acp::PromptResponse::new(translate::stop_reason(end.stop))
+                    .usage(end.usage.map(translate::turn_usage))),
                 Err(err) => Err(session_error(err)),
             };
             responder.respond_with(answer);
@@ -413,6 +439,21 @@ impl Router {
         });
     }
 
+    fn set_model(&mut self, request: SetModelRequest, responder: Responder) {
+        let Some(session) = self.sessions.get(&request.session_id) else {
+            return responder.respond(Err(RpcError::session_not_found(&request.session_id)));
+        };
+        let (reply, answer) = oneshot::channel();
+        session.send(SessionMsg::SetModel {
+            model: request.model_id,
+            reply,
+        });
+        tokio::spawn(async move {
+            let answer = session_answer(answer).await.map(|()| serde_json::json!({}));
+            responder.respond(answer);
+        });
+    }
+
     fn close_session(&mut self, request: acp::CloseSessionRequest, responder: Responder) {
         let Some(session) = self.sessions.remove(&request.session_id.0) else {
             return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
@@ -431,16 +472,65 @@ fn reopened(how: Reopen, options: &[SelectOption]) -> serde_json::Result<Value> 
         translate::config_options(options),
     );
     match how {
-        Reopen::Load => serde_json::to_value(
+        Reopen::Load => with_models(
             acp::LoadSessionResponse::new()
                 .modes(modes)
                 .config_options(config),
+            options,
         ),
-        Reopen::Resume => serde_json::to_value(
+        Reopen::Resume => with_models(
             acp::ResumeSessionResponse::new()
                 .modes(modes)
                 .config_options(config),
+            options,
         ),
+    }
+}
+
+/// A session answer with the old session-model extension's `models` field
+/// beside `configOptions`.
+fn with_models(
+    response: impl serde::Serialize,
+    options: &[SelectOption],
+) -> serde_json::Result<Value> {
+    let mut value = serde_json::to_value(response)?;
+    if let (Value::Object(fields), Some(models)) = (&mut value, translate::session_models(options))
+    {
+        fields.insert("models".into(), models);
+    }
+    Ok(value)
+}
+
+/// `session/set_model`: the old session-model extension, not in the schema.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SetModelRequest {
+    session_id: String,
+    model_id: String,
+}
+
+/// Params made acceptable where clients differ from the schema in ways
+/// with one sensible reading; refused with a pointed message where not.
+fn tolerate(method: &str, mut params: Value) -> Result<Value, RpcError> {
+    match method {
+        // Version negotiation: whatever the client asks for (a string such
+        // as "1", a version we do not know), the answer names the version
+        // we speak and the client decides. Only a missing one is refused.
+        "initialize" => {
+            if let Some(version) = params.get_mut("protocolVersion")
+                && !version.as_u64().is_some_and(|v| v <= u64::from(u16::MAX))
+            {
+                tracing::info!(requested = %version, "protocol version not understood; answering with ours");
+                *version = Value::from(1);
+            }
+            Ok(params)
+        }
+        "session/prompt" if params.get("prompt").is_none() && params.get("content").is_some() => {
+            Err(RpcError::invalid_params(
+                "session/prompt: field `content` is not a prompt parameter; send the content blocks as `prompt` (`content` was an early draft's name)",
+            ))
+        }
+        _ => Ok(params),
     }
 }
 

@@ -10,6 +10,7 @@ use crate::events::{
     ToolCallProgress, ToolContent, ToolKind, ToolStatus,
 };
 use crate::model::Part;
+use crate::providers::Usage;
 
 pub fn session_update(update: &Update) -> acp::SessionUpdate {
     match update {
@@ -248,6 +249,40 @@ pub fn config_options(options: &[SelectOption]) -> Vec<acp::SessionConfigOption>
             })
         })
         .collect()
+}
+
+/// The model list in the shape of the old session-model extension
+/// (`models: {availableModels, currentModelId}`), which clients built on
+/// it (Crucible's own) read from the `session/new` answer. Not in the
+/// schema, so plain JSON; `configOptions` stays the primary way.
+pub fn session_models(options: &[SelectOption]) -> Option<serde_json::Value> {
+    let model = options
+        .iter()
+        .find(|option| option.category == OptionCategory::Model)?;
+    let available: Vec<serde_json::Value> = model
+        .values
+        .iter()
+        .map(|value| {
+            let mut entry = serde_json::json!({"modelId": value.id, "name": value.name});
+            if let Some(description) = &value.description {
+                entry["description"] = description.clone().into();
+            }
+            entry
+        })
+        .collect();
+    Some(serde_json::json!({
+        "availableModels": available,
+        "currentModelId": model.current,
+    }))
+}
+
+/// A turn's token totals (unstable in the schema as end-turn token usage).
+pub fn turn_usage(usage: Usage) -> acp::Usage {
+    acp::Usage::new(
+        usage.prompt_tokens + usage.completion_tokens,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+    )
 }
 
 pub fn stop_reason(reason: StopReason) -> acp::StopReason {

@@ -59,6 +59,11 @@ impl RecordingClient {
         lock(&self.updates).clone()
     }
 
+    /// Forget the updates seen so far.
+    pub fn clear(&self) {
+        lock(&self.updates).clear();
+    }
+
     pub fn file(&self, path: &Path) -> Option<String> {
         lock(&self.files).get(path).cloned()
     }

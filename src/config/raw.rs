@@ -49,6 +49,9 @@ pub struct RawLlm {
 pub struct RawAgent {
     pub max_turn_requests: Option<u32>,
     pub default_mode: Option<String>,
+    /// Seconds without a first token before the client is told the turn
+    /// is still alive (0: never).
+    pub first_token_notice_secs: Option<u64>,
 }
 
 /// `[context]`: how the conversation is kept within the model's window.

@@ -169,7 +169,8 @@ fn object_schema(schema: &Arc<Map<String, Value>>) -> Value {
 }
 
 /// A result as text for the model and the editor. `isError` results are
-/// errors the model reads; structured content becomes `rawOutput`.
+/// errors the model reads; the result itself becomes `rawOutput` (clients
+/// such as Crucible's show a tool's result only from there).
 fn convert_result(result: CallToolResult, output_cap: usize) -> Result<ToolOutput, ToolError> {
     // Read through JSON: the wire shapes are stable, rmcp's types less so.
     let blocks = match serde_json::to_value(&result.content) {
@@ -186,6 +187,7 @@ fn convert_result(result: CallToolResult, output_cap: usize) -> Result<ToolOutpu
         };
         return Err(ToolError::Failed(message));
     }
+    let raw_output = raw_result(&blocks, result.structured_content.as_ref(), output_cap);
     let structured = result.structured_content.unwrap_or(Value::Null);
     let for_model = if !text.trim().is_empty() {
         text
@@ -216,10 +218,34 @@ fn convert_result(result: CallToolResult, output_cap: usize) -> Result<ToolOutpu
     Ok(ToolOutput {
         for_model: cap_text(&for_model, output_cap),
         content,
-        raw_output: structured,
+        raw_output,
         locations: Vec::new(),
         plan: None,
     })
+}
+
+/// The MCP result as the client's `rawOutput`: its content blocks (text cut
+/// at `output_cap`, media without their data, which `content` carries) and
+/// its structured content.
+fn raw_result(blocks: &[Value], structured: Option<&Value>, output_cap: usize) -> Value {
+    let content: Vec<Value> = blocks
+        .iter()
+        .map(|block| {
+            let mut block = block.clone();
+            if let Some(fields) = block.as_object_mut() {
+                if let Some(Value::String(text)) = fields.get_mut("text") {
+                    *text = cap_text(text, output_cap);
+                }
+                fields.remove("data");
+            }
+            block
+        })
+        .collect();
+    let mut raw = json!({ "content": content });
+    if let Some(structured) = structured {
+        raw["structuredContent"] = structured.clone();
+    }
+    raw
 }
 
 /// One content block as text for the model: media become a note.
@@ -344,7 +370,10 @@ mod tests {
             output.content,
             vec![ToolContent::Text("a".into()), ToolContent::Text("b".into())]
         );
-        assert_eq!(output.raw_output, Value::Null);
+        assert_eq!(
+            output.raw_output,
+            json!({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]})
+        );
     }
 
     #[test]
@@ -399,7 +428,7 @@ mod tests {
             1000,
         )
         .unwrap();
-        assert_eq!(output.raw_output, json!({"sum": 3}));
+        assert_eq!(output.raw_output["structuredContent"], json!({"sum": 3}));
         assert_eq!(output.for_model, r#"{"sum":3}"#);
         let empty = convert_result(result(json!({"content": []})), 1000).unwrap();
         assert_eq!(empty.for_model, "(no output)");

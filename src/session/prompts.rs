@@ -104,7 +104,7 @@ impl SessionActor {
             let ended = |context, result| TurnOutcome {
                 new_messages: Vec::new(),
                 result,
-                last_usage: None,
+                usage: None,
                 context,
                 context_ops: Vec::new(),
             };

@@ -185,6 +185,27 @@ impl SessionActor {
         Ok(self.options())
     }
 
+    /// `session/set_model`: the model by id, offered or not (a client may
+    /// re-apply a model it remembers before the list has loaded).
+    pub(super) fn set_model(&mut self, model: String) -> Result<(), SessionError> {
+        if model.trim().is_empty() {
+            return Err(SessionError::UnknownValue {
+                option: MODEL_OPTION.to_string(),
+                value: model,
+                choices: "a model id the provider serves".to_string(),
+            });
+        }
+        let before = self.options();
+        if let Err(err) = self.apply(SettingChange::Model(model), true) {
+            tracing::warn!(session = %self.services.id, %err, "model not applied");
+        }
+        let after = self.options();
+        if before != after {
+            self.send(Update::ConfigOptions(after));
+        }
+        Ok(())
+    }
+
     /// The one way settings change. `notify`: the client already has the
     /// session and hears what changed (a session's start-up changes are
     /// part of its first answer instead). Returns a report for the user.

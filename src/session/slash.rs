@@ -150,7 +150,7 @@ impl SessionActor {
             TurnOutcome {
                 new_messages: Vec::new(),
                 result,
-                last_usage: None,
+                usage: None,
                 context,
                 context_ops: ops,
             }

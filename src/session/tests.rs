@@ -105,7 +105,7 @@ impl Fixture {
             .expect("the session is alive")
     }
 
-    fn prompt(&self, text: &str) -> oneshot::Receiver<Result<StopReason, SessionError>> {
+    fn prompt(&self, text: &str) -> oneshot::Receiver<Result<TurnEnd, SessionError>> {
         let (reply, answer) = oneshot::channel();
         self.session.send(SessionMsg::Prompt {
             content: vec![Part::Text { text: text.into() }],
@@ -139,17 +139,23 @@ fn agent_text(updates: &[Update]) -> String {
 }
 
 async fn answered(
-    answer: oneshot::Receiver<Result<StopReason, SessionError>>,
+    answer: oneshot::Receiver<Result<TurnEnd, SessionError>>,
 ) -> Result<StopReason, SessionError> {
     tokio::time::timeout(Duration::from_secs(10), answer)
         .await
         .expect("the prompt is answered")
         .expect("the session is alive")
+        .map(|end| end.stop)
 }
 
 #[tokio::test]
 async fn a_mode_change_is_shown_then_offered_in_the_options() {
     let fixture = session().await;
+    fixture
+        .session
+        .send(SessionMsg::Started { interleaves: true });
+    fixture.updates_until(|updates| !updates.is_empty()).await;
+    fixture.client.clear();
     let options = fixture.set_option(MODE_OPTION, "plan").await.unwrap();
     let mode = options.iter().find(|o| o.id == MODE_OPTION).unwrap();
     assert_eq!(mode.current, "plan");
@@ -167,6 +173,65 @@ async fn a_mode_change_is_shown_then_offered_in_the_options() {
         .await
         .unwrap();
     assert_eq!(fixture.updates().len(), 2);
+}
+
+#[tokio::test]
+async fn a_client_that_reads_one_line_per_request_hears_of_changes_in_its_next_turn() {
+    let fixture = session().await;
+    fixture
+        .session
+        .send(SessionMsg::Started { interleaves: false });
+    // Crucible's habit: re-apply a mode (by its own name) and a model.
+    fixture
+        .ask(|reply| SessionMsg::SetMode {
+            mode: "normal".into(),
+            reply,
+        })
+        .await
+        .unwrap();
+    fixture
+        .ask(|reply| SessionMsg::SetMode {
+            mode: "plan".into(),
+            reply,
+        })
+        .await
+        .unwrap();
+    fixture
+        .ask(|reply| SessionMsg::SetModel {
+            model: "unlisted-model".into(),
+            reply,
+        })
+        .await
+        .unwrap();
+    assert!(fixture.updates().is_empty(), "{:?}", fixture.updates());
+    // The next turn starts with where things stand: one update of each kind.
+    answered(fixture.prompt("/help")).await.unwrap();
+    let updates = fixture.updates();
+    let modes: Vec<_> = updates
+        .iter()
+        .filter(|u| matches!(u, Update::CurrentMode(_)))
+        .collect();
+    assert_eq!(modes, [&Update::CurrentMode("plan".into())]);
+    let options: Vec<_> = updates
+        .iter()
+        .filter_map(|u| match u {
+            Update::ConfigOptions(options) => Some(options),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(options.len(), 1, "{updates:?}");
+    let model = options[0].iter().find(|o| o.id == MODEL_OPTION).unwrap();
+    assert_eq!(model.current, "unlisted-model");
+    assert!(
+        updates
+            .iter()
+            .any(|u| matches!(u, Update::AvailableCommands(_)))
+    );
+    // The turn's own answer comes after them.
+    assert!(
+        matches!(updates.last(), Some(Update::Agent(_))),
+        "{updates:?}"
+    );
 }
 
 #[tokio::test]
@@ -209,7 +274,9 @@ async fn commands_are_advertised_once_the_client_has_the_session() {
     fixture.session.send(SessionMsg::CommandsChanged);
     fixture.ask(|reply| SessionMsg::Options { reply }).await;
     assert!(fixture.updates().is_empty());
-    fixture.session.send(SessionMsg::Started);
+    fixture
+        .session
+        .send(SessionMsg::Started { interleaves: true });
     let updates = fixture.updates_until(|updates| !updates.is_empty()).await;
     let Update::AvailableCommands(commands) = &updates[0] else {
         panic!("{updates:?}");

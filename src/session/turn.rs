@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::settings::Settings;
-use super::{Defaults, PromptReply, SessionActor, SessionError};
+use super::{Defaults, PromptReply, SessionActor, SessionError, TurnEnd};
 use crate::util::lock;
 
 use crate::agent_loop::{self, Journal, JournalFn, TurnInput, TurnOutcome};
@@ -135,6 +135,7 @@ impl TurnContext {
             tool_context: self.tool_context,
             permissions: self.permissions,
             max_turn_requests: self.defaults.max_turn_requests,
+            first_token_notice: self.defaults.first_token_notice,
             journal: Some(self.journal),
         }
     }
@@ -231,7 +232,11 @@ impl SessionActor {
                 self.record_turn(&outcome, turn.started.command);
                 // The turn's copy holds its messages, compactions and drops.
                 self.conversation.context = outcome.context;
-                outcome.result.map_err(SessionError::from)
+                let usage = outcome.usage;
+                outcome
+                    .result
+                    .map(|stop| TurnEnd { stop, usage })
+                    .map_err(SessionError::from)
             }
             Err(err) => {
                 tracing::error!(session = %self.services.id, %err, "turn task failed");
@@ -255,6 +260,7 @@ impl SessionActor {
                 Err(SessionError::Crashed(err.to_string()))
             }
         };
+        self.conversation.in_turn = false;
         let _ = reply.send(result);
     }
 }

@@ -151,7 +151,7 @@ async fn calls_return_text_and_structured_content() {
         .await
         .unwrap();
     assert_eq!(sum.for_model, "5");
-    assert_eq!(sum.raw_output, json!({"sum": 5}));
+    assert_eq!(sum.raw_output["structuredContent"], json!({"sum": 5}));
     // No arguments at all (some models send null).
     let empty = tool(&manager, "echo__echo")
         .call(Value::Null, &ctx())
@@ -519,7 +519,7 @@ async fn exercise_everything(manager: &McpManager, server: &str) {
         .await
         .unwrap();
     assert!(
-        structured.raw_output.is_object(),
+        structured.raw_output["structuredContent"].is_object(),
         "{:?}",
         structured.raw_output
     );

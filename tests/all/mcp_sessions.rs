@@ -72,7 +72,7 @@ async fn tools_of_a_session_server_are_offered_and_run() {
         .cloned()
         .collect();
     assert_eq!(completed.len(), 2, "{seen:?}");
-    assert_eq!(completed[0]["rawOutput"]["sum"], 5);
+    assert_eq!(completed[0]["rawOutput"]["structuredContent"]["sum"], 5);
     assert_eq!(
         completed[1]["content"][0]["content"]["text"],
         "hello over MCP"
