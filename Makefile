@@ -6,11 +6,15 @@ CARGO ?= cargo
 build:
 	$(CARGO) build --release
 
-# Formatting, lints, then tests; stops at the first step that fails.
+# Formatting, lints, then tests; stops at the first step that fails. The
+# Crucible-client chat runs once more against the release binary, the one
+# Crucible launches.
 test:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) test
+	$(CARGO) build --release
+	CRUCIBLE_AGENT_BIN=$(CURDIR)/target/release/crucible-agent $(CARGO) test --test all crucible_client::
 
 # End-to-end: the release binary driven by acpx and the Python and TypeScript
 # ACP SDKs (against a scripted model), a real llama-server (built and cached on

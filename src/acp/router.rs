@@ -518,7 +518,7 @@ fn tolerate(method: &str, mut params: Value) -> Result<Value, RpcError> {
         // we speak and the client decides. Only a missing one is refused.
         "initialize" => {
             if let Some(version) = params.get_mut("protocolVersion")
-                && !version.as_u64().is_some_and(|v| v <= u64::from(u16::MAX))
+                && version.as_u64().is_none_or(|v| v > u64::from(u16::MAX))
             {
                 tracing::info!(requested = %version, "protocol version not understood; answering with ours");
                 *version = Value::from(1);
@@ -801,6 +801,58 @@ mod tests {
         );
         let answer = asking.await.unwrap().unwrap();
         assert_eq!(answer["outcome"]["outcome"], "cancelled");
+    }
+
+    #[test]
+    fn odd_but_readable_params_are_tolerated_and_the_rest_named() {
+        let version = |v: Value| {
+            tolerate("initialize", json!({ "protocolVersion": v })).unwrap()["protocolVersion"]
+                .clone()
+        };
+        assert_eq!(version(json!(1)), 1);
+        assert_eq!(
+            version(json!(2)),
+            2,
+            "a number we read is left for the answer"
+        );
+        assert_eq!(version(json!("1")), 1);
+        assert_eq!(version(json!("2025-06-18")), 1);
+        assert_eq!(version(json!(100_000)), 1);
+        // Missing stays missing: serde names the field.
+        let params = tolerate("initialize", json!({})).unwrap();
+        assert!(parse::<acp::InitializeRequest>("initialize", params).is_err());
+        let err = tolerate(
+            "session/prompt",
+            json!({"sessionId": "s", "content": [{"type": "text", "text": "hi"}]}),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, crate::transport::jsonrpc::INVALID_PARAMS);
+        assert!(err.message.contains("`content`"), "{}", err.message);
+    }
+
+    #[test]
+    fn session_answers_carry_the_model_list_beside_the_config_options() {
+        let options = vec![SelectOption {
+            id: "model".into(),
+            name: "Model".into(),
+            description: String::new(),
+            category: crate::client::OptionCategory::Model,
+            current: "b".into(),
+            values: ["a", "b"]
+                .map(|id| crate::client::OptionValue {
+                    id: id.into(),
+                    name: id.into(),
+                    description: None,
+                })
+                .to_vec(),
+        }];
+        let value = with_models(acp::NewSessionResponse::new("s1"), &options).unwrap();
+        assert_eq!(value["sessionId"], "s1");
+        assert_eq!(value["models"]["currentModelId"], "b");
+        assert_eq!(
+            value["models"]["availableModels"],
+            json!([{"modelId": "a", "name": "a"}, {"modelId": "b", "name": "b"}])
+        );
     }
 
     #[test]

@@ -79,8 +79,11 @@ async fn run_command(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolEr
             output: out.output,
         });
     }
-    let text = format!("{}\n{}", ending(&out), shown_output(&out.output));
+    let shown = shown_output(&out.output);
+    let text = format!("{}\n{shown}", ending(&out));
+    // The output too: some clients (Crucible's) show a result only from here.
     let mut output = ToolOutput::text(text).with_raw_output(json!({
+        "output": shown,
         "exit_code": out.exit_code,
         "signal": out.signal,
         "omitted_bytes": out.omitted_bytes,

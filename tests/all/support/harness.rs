@@ -528,7 +528,10 @@ impl Agent {
         let dir = tempfile::tempdir().unwrap();
         let config_path = dir.path().join("config.toml");
         std::fs::write(&config_path, config).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_crucible-agent"));
+        // `make test` runs the Crucible-client module on the release build too.
+        let binary = std::env::var_os("CRUCIBLE_AGENT_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_crucible-agent").into());
+        let mut command = Command::new(binary);
         command
             .arg("--config")
             .arg(&config_path)
