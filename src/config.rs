@@ -4,14 +4,27 @@
 //! tables where it owns their meaning (providers: `providers::settings`);
 //! this module composes them. Validation errors name the file, the key and
 //! the fix.
+//!
+//! The file is the one the Crucible TUI reads, written in any of three
+//! shapes: the seed architecture's, the design document's (`[llm.TYPE]`,
+//! see [`llm`]) and Crucible's own (`{env:VAR}`, `[[mcp.servers]]`,
+//! `[include]`, see [`references`] and [`upstream`]). Sections only
+//! Crucible uses are read past; [`report`] says which keys were used,
+//! ignored, and which won where shapes overlap.
 
 mod context;
+#[cfg(test)]
+mod crucible_examples;
 mod error;
+mod llm;
 mod mcp;
 mod modes;
 mod overrides;
 mod permissions;
 pub mod raw;
+mod references;
+mod report;
+mod upstream;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,13 +32,14 @@ use std::time::Duration;
 
 pub use error::ConfigError;
 pub use overrides::Overrides;
+pub use report::{ConfigReport, Ignored};
 
 use crate::context::ContextSettings;
 use crate::mcp::{McpOptions, McpServerSpec};
 use crate::modes::ModeRegistry;
 use crate::permissions::Rule;
-use crate::providers::settings::{self, ProviderSettings, SettingWarning, Surroundings};
-use error::{in_file, invalid};
+use crate::providers::settings::{ProviderSettings, Surroundings};
+use error::invalid;
 
 /// Model calls per turn when the config does not say.
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 25;
@@ -59,8 +73,10 @@ pub struct Config {
     /// `[mcp_servers.NAME]`: started by every session (enabled ones only).
     pub mcp_servers: Vec<McpServerSpec>,
     pub mcp_options: McpOptions,
-    /// Non-fatal findings (ignored keys, a plaintext key) to log once at start.
+    /// Non-fatal findings (a provider left out, a plaintext key) to log once at start.
     pub warnings: Vec<String>,
+    /// Keys used and ignored, and which won where two set the same thing.
+    pub report: ConfigReport,
 }
 
 impl Config {
@@ -82,6 +98,7 @@ impl Config {
             mcp_servers: Vec::new(),
             mcp_options: McpOptions::default(),
             warnings: Vec::new(),
+            report: ConfigReport::default(),
         }
     }
 
@@ -105,18 +122,41 @@ impl Config {
         Self::from_toml(&text, path, &|name| std::env::var(name).ok(), overrides)
     }
 
-    /// Parse and validate config text. `env` resolves `${VAR}` references.
+    /// Parse and validate config text. `env` resolves `${VAR}` and
+    /// `{env:VAR}` references; files named by `[include]`, `{file:…}` and
+    /// `{dir:…}`, and Crucible's `secrets.toml`, are read beside `path`.
     pub fn from_toml(
         text: &str,
         path: &Path,
         env: &dyn Fn(&str) -> Option<String>,
         overrides: &Overrides,
     ) -> Result<Self, ConfigError> {
-        let raw: raw::RawConfig = toml::from_str(text).map_err(|err| ConfigError::Parse {
+        let parse_error = |message: String| ConfigError::Parse {
             path: path.to_path_buf(),
-            message: err.to_string(),
+            message,
+        };
+        let mut file: toml::Table =
+            toml::from_str(text).map_err(|err| parse_error(err.to_string()))?;
+        let config_dir = path.parent().unwrap_or(Path::new("."));
+        let mut warnings = Vec::new();
+        let stored_keys = references::stored_keys(config_dir, env, &mut warnings);
+        let mut around = Surroundings {
+            env,
+            config_dir,
+            stored_keys: &stored_keys,
+            included: &|_| None,
+        };
+        let origins = references::resolve(&mut file, &around, path, &mut warnings)?;
+        let mut report = ConfigReport::default();
+        report.classify(&file);
+        let raw: raw::RawConfig = toml::Value::Table(file).try_into().map_err(|err| {
+            // The text itself gives the error its line, when it has the fault.
+            let spanned = toml::from_str::<raw::RawConfig>(text).err();
+            parse_error(spanned.map_or_else(|| err.to_string(), |err| err.to_string()))
         })?;
-        let mut config = compose(raw, path, env)?;
+        let included = |key: &str| origins.get(key).cloned();
+        around.included = &included;
+        let mut config = compose(raw, path, around, warnings, report)?;
         config.apply_overrides(path, overrides)?;
         Ok(config)
     }
@@ -138,13 +178,28 @@ impl Config {
 fn compose(
     raw: raw::RawConfig,
     path: &Path,
-    env: &dyn Fn(&str) -> Option<String>,
+    around: Surroundings<'_>,
+    mut warnings: Vec<String>,
+    mut report: ConfigReport,
 ) -> Result<Config, ConfigError> {
     let chat = raw.chat.unwrap_or_default();
-    let llm = raw.llm.unwrap_or_default();
     let permission_rules = permissions::validate_rules(raw.permissions.unwrap_or_default(), path)?;
-    let mcp_servers = mcp::validate_servers(raw.mcp_servers.unwrap_or_default(), path, env)?;
-    let mcp_options = mcp::validate_options(raw.mcp.unwrap_or_default(), path)?;
+    let mut mcp = raw.mcp.unwrap_or_default();
+    let upstream =
+        upstream::validate_upstream(mcp.servers.take().unwrap_or_default(), path, around.env)?;
+    let mut mcp_servers =
+        mcp::validate_servers(raw.mcp_servers.unwrap_or_default(), path, around.env)?;
+    for spec in upstream {
+        if mcp_servers.iter().any(|ours| ours.name == spec.name) {
+            report.decide(format!(
+                "MCP server `{0}`: [mcp_servers.{0}] wins over the [[mcp.servers]] entry",
+                spec.name
+            ));
+        } else {
+            mcp_servers.push(spec);
+        }
+    }
+    let mcp_options = mcp::validate_options(mcp, path)?;
     let modes = modes::validate_modes(raw.modes.unwrap_or_default(), path)?;
     let context = context::validate_context(raw.context.unwrap_or_default(), path)?;
     let agent = raw.agent.unwrap_or_default();
@@ -162,29 +217,22 @@ fn compose(
         Some(0) => None,
         Some(secs) => Some(Duration::from_secs(secs)),
     };
-    let mut warnings = ignored_keys(&chat, &llm, path);
-    let mut providers =
-        validate_providers(llm.providers.unwrap_or_default(), path, env, &mut warnings)?;
-    let default_provider = match (chat.default_provider, llm.default) {
-        (Some(name), _) => chosen_provider("chat.default_provider", name, &providers, path)?,
-        (None, Some(name)) => chosen_provider("llm.default", name, &providers, path)?,
-        (None, None) => match providers.keys().next() {
-            Some(first) => first.clone(),
-            None => {
-                // No providers at all: the local Ollama default.
-                let builtin = Config::builtin_default();
-                providers = builtin.providers;
-                builtin.default_provider
-            }
-        },
-    };
+    warnings.extend(unknown_chat_keys(&chat, path));
+    let llm = llm::validate_llm(
+        raw.llm.unwrap_or_default(),
+        &chat,
+        path,
+        around,
+        &mut warnings,
+        &mut report,
+    )?;
     Ok(Config {
         source: Some(path.to_path_buf()),
-        default_provider,
+        default_provider: llm.default_provider,
         default_agent: chat.default_agent,
         system_prompt: chat.system_prompt,
         context,
-        providers,
+        providers: llm.providers,
         max_turn_requests,
         first_token_notice,
         default_mode,
@@ -193,6 +241,7 @@ fn compose(
         mcp_servers,
         mcp_options,
         warnings,
+        report,
     })
 }
 
@@ -231,77 +280,28 @@ fn default_mode(
     }
 }
 
-/// Warnings for `[chat]` and `[llm]` keys this agent does not read.
-fn ignored_keys(chat: &raw::RawChat, llm: &raw::RawLlm, path: &Path) -> Vec<String> {
+/// Warnings for `[chat]` keys neither this agent nor the Crucible TUI
+/// reads (a typo, most likely).
+fn unknown_chat_keys(chat: &raw::RawChat, path: &Path) -> Vec<String> {
     // Keys the Crucible TUI reads from the same file: accepted silently.
-    const TUI_CHAT_KEYS: [&str; 2] = ["default_backend", "default_acp_agent"];
-    let chat_keys = chat
-        .unknown
+    const TUI_CHAT_KEYS: [&str; 6] = [
+        "default_backend",
+        "default_acp_agent",
+        "enable_markdown",
+        "show_thinking",
+        "show_diffs",
+        "agent_preference",
+    ];
+    chat.unknown
         .keys()
         .filter(|key| !TUI_CHAT_KEYS.contains(&key.as_str()))
-        .map(|key| format!("chat.{key}"));
-    let llm_keys = llm.unknown.keys().map(|key| format!("llm.{key}"));
-    chat_keys
-        .chain(llm_keys)
         .map(|key| {
             format!(
-                "{}: key `{key}` is not used by crucible-agent (ignored)",
+                "{}: key `chat.{key}` is not used by crucible-agent (ignored)",
                 path.display()
             )
         })
         .collect()
-}
-
-/// Each `[llm.providers.NAME]` table, validated by the providers domain.
-fn validate_providers(
-    tables: BTreeMap<String, settings::RawProvider>,
-    path: &Path,
-    env: &dyn Fn(&str) -> Option<String>,
-    warnings: &mut Vec<String>,
-) -> Result<BTreeMap<String, ProviderSettings>, ConfigError> {
-    let around = Surroundings {
-        env,
-        config_dir: path.parent().unwrap_or(Path::new(".")),
-    };
-    let mut findings: Vec<SettingWarning> = Vec::new();
-    let mut providers = BTreeMap::new();
-    for (name, table) in tables {
-        let provider =
-            settings::validate(&name, table, around, &mut findings).map_err(in_file(path))?;
-        providers.insert(name, provider);
-    }
-    warnings.extend(
-        findings
-            .into_iter()
-            .map(|finding| format!("{}: key `{}` {}", path.display(), finding.key, finding.text)),
-    );
-    Ok(providers)
-}
-
-/// The provider `key` names, which must have a table.
-fn chosen_provider(
-    key: &str,
-    name: String,
-    providers: &BTreeMap<String, ProviderSettings>,
-    path: &Path,
-) -> Result<String, ConfigError> {
-    if providers.contains_key(&name) {
-        return Ok(name);
-    }
-    let configured = if providers.is_empty() {
-        "none are configured; add a [llm.providers.NAME] table".to_string()
-    } else {
-        format!(
-            "configured providers: {}",
-            providers.keys().cloned().collect::<Vec<_>>().join(", ")
-        )
-    };
-    Err(invalid(
-        path,
-        key,
-        format!("names provider `{name}`, which has no [llm.providers.{name}] table"),
-        format!("Set it to one of the configured providers ({configured})."),
-    ))
 }
 
 #[cfg(test)]
@@ -412,8 +412,26 @@ context_window = 8192
                 "llm.providers.x.type",
             ),
             (
-                "[llm.providers.x]\ntype = \"openai\"",
+                // Another server than the type's own must name its model.
+                "[llm.providers.x]\ntype = \"openai\"\nendpoint = \"http://box:8080/v1\"",
                 "llm.providers.x.default_model",
+            ),
+            (
+                "[llm.providers.x]\ntype = \"custom\"\ndefault_model = \"m\"",
+                "llm.providers.x.endpoint",
+            ),
+            (
+                "[llm.providers.x]\ntype = \"ollama\"\ntemperature = 3.0",
+                "llm.providers.x.temperature",
+            ),
+            (
+                "[llm.providers.x]\ntype = \"ollama\"\nmax_tokens = 10\nmax_output_tokens = 20",
+                "llm.providers.x.max_tokens",
+            ),
+            ("[llm.ollama]\nurl = \"localhost\"", "llm.ollama.url"),
+            (
+                "[llm]\ndefault = \"copilot\"\n[llm.providers.copilot]\ntype = \"github-copilot\"",
+                "llm.providers.copilot.type",
             ),
             (
                 "[llm.providers.x]\ntype = \"openai\"\ndefault_model = \"m\"\nendpont = \"http://a\"",

@@ -55,6 +55,12 @@ fn main() -> ExitCode {
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
+    for ignored in &config.report.ignored {
+        tracing::debug!(key = %ignored.key, "config key ignored: {}", ignored.why);
+    }
+    for decision in &config.report.decisions {
+        tracing::debug!("config: {decision}");
+    }
     tracing::debug!(config = ?config.source, data_dir = %cli.data_dir().display(), "starting");
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -301,13 +301,24 @@ impl Providers {
         Some(Arc::clone(provider))
     }
 
-    /// The provider's model list, fetched once and cached. Failures are not
-    /// cached, so a server started later is picked up.
+    /// The provider's model list: its configured `available_models`, else
+    /// the server's, fetched once and cached. Failures are not cached, so a
+    /// server started later is picked up.
     pub async fn models(&self, name: &str) -> Result<Vec<ModelInfo>, ProviderError> {
         let provider = self.get(name).ok_or_else(|| ProviderError::Setup {
             provider: name.to_string(),
             detail: "not configured".into(),
         })?;
+        let configured = &provider.config().available_models;
+        if !configured.is_empty() {
+            return Ok(configured
+                .iter()
+                .map(|id| ModelInfo {
+                    id: id.clone(),
+                    context_window: None,
+                })
+                .collect());
+        }
         let cell = {
             let mut models = self.models.lock().await;
             Arc::clone(models.entry(name.to_string()).or_default())

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::CliError;
-use crate::config::{Config, Overrides};
+use crate::config::{Config, ConfigReport, Overrides};
 use crate::mcp::McpTransport;
 use crate::providers::Providers;
 use crate::providers::settings::ProviderKind;
@@ -83,6 +83,7 @@ pub async fn run(
             for warning in &config.warnings {
                 checks.push(Check::warn("config", warning.clone(), None));
             }
+            report_keys(&config.report, &mut checks);
             check_providers(&config, &mut checks).await;
             check_mcp(&config, &mut checks);
         }
@@ -108,7 +109,10 @@ async fn check_providers(config: &Config, checks: &mut Vec<Check>) {
     for (name, provider) in &quick.providers {
         let what = format!("provider {name}");
         let needs_key = provider.kind == ProviderKind::Anthropic
-            || provider.endpoint.contains("api.openai.com");
+            || provider
+                .service
+                .default_endpoint()
+                .is_some_and(|own| provider.endpoint == own && provider.key_variable().is_some());
         let key_ok = match (&provider.api_key, &provider.missing_key_variable) {
             (_, Some(variable)) => {
                 checks.push(Check::fail(
@@ -128,10 +132,7 @@ async fn check_providers(config: &Config, checks: &mut Vec<Check>) {
                 true
             }
             (None, None) if needs_key => {
-                let variable = provider
-                    .kind
-                    .conventional_key_variable()
-                    .unwrap_or("API_KEY");
+                let variable = provider.key_variable().unwrap_or("API_KEY");
                 checks.push(Check::fail(
                     format!("{what} key"),
                     "no API key configured",
@@ -152,7 +153,11 @@ async fn check_providers(config: &Config, checks: &mut Vec<Check>) {
         if !key_ok {
             continue;
         }
-        let answer = tokio::time::timeout(ENDPOINT_TIMEOUT, providers.models(name)).await;
+        let Some(client) = providers.get(name) else {
+            continue;
+        };
+        // The server itself, even when `available_models` spares sessions the question.
+        let answer = tokio::time::timeout(ENDPOINT_TIMEOUT, client.list_models()).await;
         checks.push(match answer {
             Ok(Ok(models)) => {
                 let listed = models.iter().any(|m| {
@@ -196,6 +201,30 @@ async fn check_providers(config: &Config, checks: &mut Vec<Check>) {
                 format!("check `endpoint` in [llm.providers.{name}] and that the server runs"),
             ),
         });
+    }
+}
+
+/// The keys used, those read past (grouped by why), and which key won
+/// where two set the same thing.
+fn report_keys(report: &ConfigReport, checks: &mut Vec<Check>) {
+    if !report.used.is_empty() {
+        checks.push(Check::ok("keys used", report.used.join(", ")));
+    }
+    let mut ignored: Vec<(&str, Vec<&str>)> = Vec::new();
+    for item in &report.ignored {
+        match ignored.iter_mut().find(|(why, _)| *why == item.why) {
+            Some((_, keys)) => keys.push(&item.key),
+            None => ignored.push((&item.why, vec![&item.key])),
+        }
+    }
+    for (why, keys) in ignored {
+        checks.push(Check::ok(
+            "keys ignored",
+            format!("{}: {why}", keys.join(", ")),
+        ));
+    }
+    for decision in &report.decisions {
+        checks.push(Check::ok("key won", decision.clone()));
     }
 }
 

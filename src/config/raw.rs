@@ -18,6 +18,8 @@ pub struct RawConfig {
     pub mcp_servers: Option<BTreeMap<String, RawMcpServer>>,
     pub modes: Option<BTreeMap<String, RawMode>>,
     pub context: Option<RawContext>,
+    /// `[acp]`: how the Crucible TUI hosts ACP agents (this agent is one).
+    pub acp: Option<RawAcp>,
     /// Other top-level tables belong to the rest of Crucible.
     #[serde(flatten)]
     pub other: BTreeMap<String, toml::Value>,
@@ -29,7 +31,13 @@ pub struct RawChat {
     pub default_agent: Option<String>,
     /// Added to the end of every session's system prompt.
     pub system_prompt: Option<String>,
-    /// `default_backend`, `default_acp_agent`… concern only the Crucible TUI.
+    /// Crucible's chat settings; they apply to the default provider.
+    pub model: Option<String>,
+    pub endpoint: Option<String>,
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u32>,
+    pub timeout_secs: Option<u64>,
+    /// `enable_markdown`, `default_backend`… concern only the Crucible TUI.
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
 }
@@ -37,8 +45,13 @@ pub struct RawChat {
 #[derive(Debug, Default, Deserialize)]
 pub struct RawLlm {
     pub default: Option<String>,
+    /// The design document's spelling of `default`.
+    pub default_provider: Option<String>,
     /// Validated by `providers::settings`, which owns their meaning.
     pub providers: Option<BTreeMap<String, RawProvider>>,
+    /// `[llm.models]`: specialty → model, for agent cards.
+    pub models: Option<BTreeMap<String, String>>,
+    /// The design document's `[llm.TYPE]` tables, and unknown keys.
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
 }
@@ -61,6 +74,8 @@ pub struct RawContext {
     pub compaction_threshold: Option<f64>,
     pub reserve_tokens: Option<u64>,
     pub keep_recent_turns: Option<usize>,
+    /// Crucible's project rules files; this agent reads AGENTS.md and CLAUDE.md.
+    pub rules_files: Option<Vec<String>>,
 }
 
 /// `[permissions]`: rules checked before a tool runs.
@@ -108,6 +123,42 @@ impl OneOrMany {
 pub struct RawMcp {
     pub start_timeout_secs: Option<u64>,
     pub call_timeout_secs: Option<u64>,
+    /// Crucible's `[[mcp.servers]]`.
+    pub servers: Option<Vec<RawUpstreamServer>>,
+}
+
+/// `[[mcp.servers]]`: Crucible's upstream MCP server.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstreamServer {
+    pub name: Option<String>,
+    pub prefix: Option<String>,
+    pub transport: Option<RawUpstreamTransport>,
+    pub allowed_tools: Option<Vec<String>>,
+    pub blocked_tools: Option<Vec<String>>,
+    pub auto_reconnect: Option<bool>,
+    pub timeout_secs: Option<u64>,
+}
+
+/// `[mcp.servers.transport]`: `type = "stdio"` (command, args, env) or
+/// `"sse"` (url, auth_header).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstreamTransport {
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    pub command: Option<String>,
+    pub args: Option<Vec<String>>,
+    pub env: Option<BTreeMap<String, String>>,
+    pub url: Option<String>,
+    pub auth_header: Option<String>,
+}
+
+/// `[acp]`: the Crucible TUI's ACP hosting; its keys are kept as written.
+#[derive(Debug, Default, Deserialize)]
+pub struct RawAcp {
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, toml::Value>,
 }
 
 /// `[mcp_servers.NAME]`: a server every session starts with.

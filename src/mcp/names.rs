@@ -27,7 +27,18 @@ impl NameAllocator {
     /// names sharing a prefix stay apart, the same way on every run); one that
     /// still collides gets the hash too, then a counter.
     pub fn allocate(&mut self, server: &str, tool: &str) -> String {
-        let clean = sanitize(&format!("{server}__{tool}"));
+        self.allocate_as(&format!("{server}__{tool}"), server, tool)
+    }
+
+    /// The name for `tool` of `server` under the server's own `prefix`
+    /// (Crucible's `prefix = "gh_"` gives `gh_search_code`), made unique the
+    /// same way.
+    pub fn allocate_prefixed(&mut self, prefix: &str, server: &str, tool: &str) -> String {
+        self.allocate_as(&format!("{prefix}{tool}"), server, tool)
+    }
+
+    fn allocate_as(&mut self, wanted: &str, server: &str, tool: &str) -> String {
+        let clean = sanitize(wanted);
         if clean.len() <= MAX_TOOL_NAME && self.taken.insert(clean.clone()) {
             return clean;
         }
@@ -119,6 +130,18 @@ mod tests {
             ("a:b", "c d", "a_b__c_d"),
             ("🦀", "🚀", "____"),
         ]);
+    }
+
+    #[test]
+    fn a_prefix_replaces_the_server_name() {
+        let mut names = NameAllocator::new();
+        assert_eq!(
+            names.allocate_prefixed("gh_", "github", "search_code"),
+            "gh_search_code"
+        );
+        // Unique across servers all the same.
+        let again = names.allocate_prefixed("gh_", "other", "search_code");
+        assert!(again.starts_with("gh_search_code_"), "{again}");
     }
 
     #[test]

@@ -80,6 +80,10 @@ impl McpServer {
         changes: Arc<watch::Sender<u64>>,
     ) -> Result<Self, McpError> {
         spec.validate()?;
+        let mut options = options;
+        if let Some(timeout) = spec.call_timeout {
+            options.call_timeout = timeout;
+        }
         let inner = Arc::new(ServerInner {
             spec,
             options,
@@ -139,13 +143,18 @@ impl McpServer {
             .collect()
     }
 
-    /// The server's tools as [`McpTool`]s, named by `names`.
+    /// The server's offered tools as [`McpTool`]s, named by `names`.
     pub fn mcp_tools(&self, names: &mut NameAllocator) -> Vec<McpTool> {
         let tools = self.inner.lock_tools().items.clone();
+        let spec = &self.inner.spec;
         tools
             .into_iter()
+            .filter(|tool| spec.tools.offers(&tool.name))
             .map(|tool| {
-                let name = names.allocate(&self.inner.spec.name, &tool.name);
+                let name = match &spec.tools.prefix {
+                    Some(prefix) => names.allocate_prefixed(prefix, &spec.name, &tool.name),
+                    None => names.allocate(&spec.name, &tool.name),
+                };
                 McpTool::new(
                     name,
                     &self.inner.spec.name,

@@ -3,6 +3,7 @@
 //! (`crate::acp::mcp_spec`).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use thiserror::Error;
 
@@ -15,6 +16,49 @@ pub struct McpServerSpec {
     /// Whether the server's `readOnlyHint` may spare the user the question
     /// (`trust_read_only_hints` in the config; true for the editor's servers).
     pub trust_read_only_hints: bool,
+    /// Which of its tools are offered and under what names.
+    pub tools: ToolSelection,
+    /// How long one call may take, when not the options' `call_timeout`.
+    pub call_timeout: Option<Duration>,
+}
+
+/// Crucible's `prefix`, `allowed_tools` and `blocked_tools` for a server.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolSelection {
+    /// Tools are named `{prefix}{tool}` instead of `{server}__{tool}`.
+    pub prefix: Option<String>,
+    /// Globs (`*` = any characters); when not empty a tool must match one.
+    pub allowed: Vec<String>,
+    /// Globs; a tool matching one is never offered, even if allowed.
+    pub blocked: Vec<String>,
+}
+
+impl ToolSelection {
+    /// Whether the tool named `tool` (its MCP name) is offered.
+    pub fn offers(&self, tool: &str) -> bool {
+        let matches = |patterns: &[String]| patterns.iter().any(|p| glob_matches(p, tool));
+        !matches(&self.blocked) && (self.allowed.is_empty() || matches(&self.allowed))
+    }
+}
+
+/// `*` matches any run of characters; everything else matches itself.
+fn glob_matches(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let middle: Vec<&str> = parts.collect();
+    let Some((last, between)) = middle.split_last() else {
+        return rest.is_empty();
+    };
+    for part in between {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
 }
 
 /// How to reach an MCP server. `Debug` shows variable and header names but
@@ -107,6 +151,8 @@ impl McpServerSpec {
                 cwd: None,
             },
             trust_read_only_hints: true,
+            tools: ToolSelection::default(),
+            call_timeout: None,
         }
     }
 
@@ -118,6 +164,8 @@ impl McpServerSpec {
                 headers: Vec::new(),
             },
             trust_read_only_hints: true,
+            tools: ToolSelection::default(),
+            call_timeout: None,
         }
     }
 
@@ -129,6 +177,8 @@ impl McpServerSpec {
                 headers: Vec::new(),
             },
             trust_read_only_hints: true,
+            tools: ToolSelection::default(),
+            call_timeout: None,
         }
     }
 
@@ -160,13 +210,25 @@ impl McpServerSpec {
         self
     }
 
-    /// Adds an HTTP header (http and sse only; ignored otherwise).
+    /// Names and filters its tools.
+    pub fn with_tool_selection(mut self, tools: ToolSelection) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Its own call timeout.
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = Some(timeout);
+        self
+    }
+
     /// Whether to believe the server's `readOnlyHint`s.
     pub fn with_trust_read_only_hints(mut self, trust: bool) -> Self {
         self.trust_read_only_hints = trust;
         self
     }
 
+    /// Adds an HTTP header (http and sse only; ignored otherwise).
     pub fn with_header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         if let McpTransport::Http { headers, .. } | McpTransport::Sse { headers, .. } =
             &mut self.transport
@@ -222,5 +284,28 @@ impl McpServerSpec {
             McpTransport::Stdio { command, .. } => command.display().to_string(),
             McpTransport::Http { url, .. } | McpTransport::Sse { url, .. } => url.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocked_tools_win_over_allowed_ones() {
+        let selection = ToolSelection {
+            prefix: None,
+            allowed: vec!["search_*".into(), "get_*".into()],
+            blocked: vec!["*_dangerous".into()],
+        };
+        assert!(selection.offers("search_code"));
+        assert!(selection.offers("get_repo"));
+        assert!(!selection.offers("delete_repo"));
+        assert!(!selection.offers("search_dangerous"));
+        assert!(ToolSelection::default().offers("anything"));
+        assert!(glob_matches("a*b*c", "a-x-b-y-c"));
+        assert!(!glob_matches("a*b*c", "a-c"));
+        assert!(glob_matches("exact", "exact"));
+        assert!(!glob_matches("exact", "exactly"));
     }
 }

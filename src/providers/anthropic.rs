@@ -28,7 +28,11 @@ impl WireFormat for AnthropicFormat {
     const MODELS_PATH: &'static str = "/v1/models?limit=1000";
 
     fn request_text(&self, request: &ChatRequest, settings: &ProviderSettings) -> String {
-        request_body(request, settings.max_output_tokens).to_string()
+        let mut body = request_body(request, settings.max_output_tokens);
+        if let Some(temperature) = settings.temperature {
+            body["temperature"] = json!(temperature);
+        }
+        body.to_string()
     }
 
     fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String> {
@@ -731,10 +735,13 @@ mod tests {
     }
 
     fn config(endpoint: String, key: Option<&str>) -> ProviderSettings {
-        use crate::providers::settings::{ApiKey, KeySource, ProviderKind, RetryPolicy, Secret};
+        use crate::providers::settings::{
+            ApiKey, KeySource, ProviderKind, ProviderType, RetryPolicy, Secret,
+        };
         ProviderSettings {
             name: "claude".into(),
             kind: ProviderKind::Anthropic,
+            service: ProviderType::Anthropic,
             endpoint,
             default_model: "claude-sonnet-4-5".into(),
             api_key: key.map(|key| ApiKey {
@@ -746,6 +753,8 @@ mod tests {
             timeout: std::time::Duration::from_secs(5),
             connect_timeout: std::time::Duration::from_secs(5),
             max_output_tokens: Some(321),
+            temperature: Some(0.25),
+            available_models: Vec::new(),
             retry: RetryPolicy::default(),
         }
     }
@@ -828,6 +837,7 @@ mod tests {
             (&"messages".into(), &key, &version)
         );
         assert_eq!(seen[0].3["max_tokens"], 321);
+        assert_eq!(seen[0].3["temperature"], 0.25);
         assert_eq!(
             seen[0].3["messages"],
             json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])

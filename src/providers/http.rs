@@ -197,7 +197,7 @@ impl<W: WireFormat> HttpProvider<W> {
         let hosted = HOSTED
             .iter()
             .any(|host| settings.endpoint.starts_with(host));
-        if hosted && let Some(var) = settings.kind.conventional_key_variable() {
+        if hosted && let Some(var) = settings.key_variable() {
             return Err(ProviderError::MissingKey {
                 provider: settings.name.clone(),
                 fix: format!(
@@ -381,7 +381,7 @@ pub fn key_hint(config: &ProviderSettings) -> (String, String) {
         ),
         None => (
             " (no key was sent)".into(),
-            match config.kind.conventional_key_variable() {
+            match config.key_variable() {
                 Some(var) => format!(
                     "; set api_key = \"${{{var}}}\" in [llm.providers.{}] and export {var}",
                     config.name

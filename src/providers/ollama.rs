@@ -31,8 +31,13 @@ impl WireFormat for OllamaFormat {
     const CHAT_PATH: &'static str = "/api/chat";
     const MODELS_PATH: &'static str = "/api/tags";
 
-    fn request_text(&self, request: &ChatRequest, _settings: &ProviderSettings) -> String {
-        request_body(request).to_string()
+    fn request_text(&self, request: &ChatRequest, settings: &ProviderSettings) -> String {
+        let mut body = request_body(request);
+        // Ollama takes sampling settings under `options`, beside num_ctx.
+        if let Some(temperature) = settings.temperature {
+            body["options"]["temperature"] = json!(temperature);
+        }
+        body.to_string()
     }
 
     fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String> {
@@ -695,6 +700,18 @@ mod tests {
             body["options"],
             json!({"num_ctx": 16384, "num_predict": 1024})
         );
+        // The configured temperature joins them under `options`.
+        let mut settings = ProviderSettings::local_ollama();
+        settings.temperature = Some(0.5);
+        let sent: Value =
+            serde_json::from_str(&OllamaFormat.request_text(&chat, &settings)).unwrap();
+        assert_eq!(
+            sent["options"],
+            json!({"num_ctx": 16384, "num_predict": 1024, "temperature": 0.5})
+        );
+        let sent: Value =
+            serde_json::from_str(&OllamaFormat.request_text(&request(vec![]), &settings)).unwrap();
+        assert_eq!(sent["options"], json!({"temperature": 0.5}));
     }
 
     #[test]

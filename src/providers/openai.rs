@@ -27,8 +27,8 @@ impl WireFormat for OpenAiFormat {
     const CHAT_PATH: &'static str = "/chat/completions";
     const MODELS_PATH: &'static str = "/models";
 
-    fn request_text(&self, request: &ChatRequest, _settings: &ProviderSettings) -> String {
-        request_text(request, &self.encoded)
+    fn request_text(&self, request: &ChatRequest, settings: &ProviderSettings) -> String {
+        request_text(request, settings.temperature, &self.encoded)
     }
 
     fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String> {
@@ -45,21 +45,25 @@ pub fn request_body(request: &ChatRequest) -> Value {
     for message in &request.messages {
         encode_message(message, &mut messages);
     }
-    let mut body = envelope(request);
+    let mut body = envelope(request, None);
     body["messages"] = Value::Array(messages);
     body
 }
 
-/// [`request_body`] as the text sent, with past messages copied from
-/// `cache` instead of encoded again.
-pub fn request_text(request: &ChatRequest, cache: &EncodedMessages) -> String {
+/// [`request_body`] as the text sent, with the configured `temperature`
+/// and past messages copied from `cache` instead of encoded again.
+pub fn request_text(
+    request: &ChatRequest,
+    temperature: Option<f64>,
+    cache: &EncodedMessages,
+) -> String {
     let past = cache.join(&request.messages, encode_message);
     let items = match &request.system {
         Some(system) if past.is_empty() => system_message(system).to_string(),
         Some(system) => format!("{},{past}", system_message(system)),
         None => past,
     };
-    with_array_field(&envelope(request), "messages", &items)
+    with_array_field(&envelope(request, temperature), "messages", &items)
 }
 
 fn system_message(system: &str) -> Value {
@@ -67,7 +71,7 @@ fn system_message(system: &str) -> Value {
 }
 
 /// Everything in the body but the messages.
-fn envelope(request: &ChatRequest) -> Value {
+fn envelope(request: &ChatRequest, temperature: Option<f64>) -> Value {
     let mut body = json!({
         "model": request.model,
         "stream": true,
@@ -75,6 +79,9 @@ fn envelope(request: &ChatRequest) -> Value {
     });
     if let Some(max) = request.max_output_tokens {
         body["max_tokens"] = json!(max);
+    }
+    if let Some(temperature) = temperature {
+        body["temperature"] = json!(temperature);
     }
     if !request.tools.is_empty() {
         body["tools"] = function_tools(&request.tools);
@@ -542,8 +549,13 @@ mod tests {
                 max_output_tokens: Some(100),
                 context_window: None,
             };
-            let sent: Value = serde_json::from_str(&request_text(&request, &cache)).unwrap();
+            let sent: Value = serde_json::from_str(&request_text(&request, None, &cache)).unwrap();
             assert_eq!(sent, request_body(&request), "turn {turn}");
+            // The configured temperature is the one difference.
+            let warm: Value =
+                serde_json::from_str(&request_text(&request, Some(0.3), &cache)).unwrap();
+            assert_eq!(warm["temperature"], 0.3);
+            assert_eq!(warm["messages"], sent["messages"]);
             messages.push(Arc::new(Message::assistant_text(format!("answer {turn}"))));
         }
     }

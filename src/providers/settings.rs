@@ -1,15 +1,21 @@
 //! A provider's settings: the `[llm.providers.NAME]` table as written
 //! ([`RawProvider`]) and validated ([`ProviderSettings`]). The config module
 //! parses the file and hands each table to [`validate`]; errors name the key
-//! and the fix, and the config adds the file.
+//! and the fix, and the config adds the file. The `type`s are in
+//! [`service`], the key's sources in [`key`].
+
+mod key;
+pub mod service;
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 use thiserror::Error;
+
+pub use key::{ApiKey, KeySource, Secret, StoredKeys, env_reference, file_reference};
+pub use service::{ProviderType, TypeName};
 
 /// Where the default endpoint of each provider type lives when `endpoint` is left out.
 pub const OPENAI_DEFAULT_ENDPOINT: &str = "https://api.openai.com/v1";
@@ -24,12 +30,15 @@ const DEFAULT_RETRY_BASE_DELAY_MS: u64 = 1000;
 const DEFAULT_RETRY_MAX_DELAY_SECS: u64 = 60;
 
 /// `[llm.providers.NAME]` as written. Every key is optional; unknown keys are
-/// collected so the error can name them.
-#[derive(Debug, Default, Deserialize)]
+/// collected so the error can name them. `url` and `model` are the design
+/// document's spellings (`[llm.ollama] url/model`).
+#[derive(Debug, Default, Clone, Deserialize)]
 pub struct RawProvider {
     #[serde(rename = "type")]
     pub kind: Option<String>,
+    #[serde(alias = "url")]
     pub endpoint: Option<String>,
+    #[serde(alias = "model")]
     pub default_model: Option<String>,
     pub api_key: Option<String>,
     pub api_key_file: Option<String>,
@@ -37,30 +46,20 @@ pub struct RawProvider {
     pub timeout_secs: Option<u64>,
     pub connect_timeout_secs: Option<u64>,
     pub max_output_tokens: Option<u32>,
+    /// Crucible's spelling of `max_output_tokens`.
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature, 0.0 to 2.0; sent only when set.
+    pub temperature: Option<f64>,
+    /// The models to offer; the server's list is not asked for when set.
+    pub available_models: Option<Vec<String>>,
+    /// Crucible's trust level and display name: not used by this agent.
+    pub trust_level: Option<toml::Value>,
+    pub name: Option<String>,
     pub max_retries: Option<u32>,
     pub retry_base_delay_ms: Option<u64>,
     pub retry_max_delay_secs: Option<u64>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
-}
-
-/// A secret that never shows in `Debug` or `Display` output.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,32 +78,6 @@ impl ProviderKind {
         }
     }
 
-    pub fn default_endpoint(self) -> &'static str {
-        match self {
-            ProviderKind::OpenAi => OPENAI_DEFAULT_ENDPOINT,
-            ProviderKind::Ollama => OLLAMA_DEFAULT_ENDPOINT,
-            ProviderKind::Anthropic => ANTHROPIC_DEFAULT_ENDPOINT,
-        }
-    }
-
-    /// The environment variable users expect to hold this type's key.
-    pub fn conventional_key_variable(self) -> Option<&'static str> {
-        match self {
-            ProviderKind::OpenAi => Some("OPENAI_API_KEY"),
-            ProviderKind::Anthropic => Some("ANTHROPIC_API_KEY"),
-            ProviderKind::Ollama => None,
-        }
-    }
-
-    fn parse(value: &str) -> Option<Self> {
-        match value {
-            "openai" => Some(ProviderKind::OpenAi),
-            "ollama" => Some(ProviderKind::Ollama),
-            "anthropic" => Some(ProviderKind::Anthropic),
-            _ => None,
-        }
-    }
-
     /// The endpoint without a path its native API adds itself: a copied
     /// `/v1` or `/api` base would double up (`/v1/v1/messages`).
     fn native_root(self, endpoint: &str) -> Option<&str> {
@@ -118,38 +91,12 @@ impl ProviderKind {
     }
 }
 
-/// Where an API key came from, so errors can tell the user which knob to turn
-/// without ever showing the key itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeySource {
-    /// `api_key = "${VAR}"` or the type's conventional variable.
-    EnvVar(String),
-    /// A literal key in the config file.
-    ConfigLiteral,
-    /// `api_key_file = "..."`.
-    File(PathBuf),
-}
-
-impl fmt::Display for KeySource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeySource::EnvVar(var) => write!(f, "environment variable {var}"),
-            KeySource::ConfigLiteral => f.write_str("the `api_key` in the config file"),
-            KeySource::File(path) => write!(f, "the key file {}", path.display()),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct ApiKey {
-    pub secret: Secret,
-    pub source: KeySource,
-}
-
 #[derive(Debug, Clone)]
 pub struct ProviderSettings {
     pub name: String,
     pub kind: ProviderKind,
+    /// The `type` as written (`openrouter`, `custom`…), which `kind` speaks for.
+    pub service: ProviderType,
     /// Base URL without a trailing slash.
     pub endpoint: String,
     pub default_model: String,
@@ -163,6 +110,10 @@ pub struct ProviderSettings {
     pub connect_timeout: Duration,
     /// Cap on the answer's length, sent as `max_tokens` (Anthropic requires one).
     pub max_output_tokens: Option<u32>,
+    /// Sent as `temperature` (Ollama: `options.temperature`) when set.
+    pub temperature: Option<f64>,
+    /// `available_models`: offered instead of the server's list when not empty.
+    pub available_models: Vec<String>,
     pub retry: RetryPolicy,
 }
 
@@ -172,6 +123,7 @@ impl ProviderSettings {
         Self {
             name: "ollama".into(),
             kind: ProviderKind::Ollama,
+            service: ProviderType::Ollama,
             endpoint: OLLAMA_DEFAULT_ENDPOINT.into(),
             default_model: OLLAMA_DEFAULT_MODEL.into(),
             api_key: None,
@@ -180,8 +132,15 @@ impl ProviderSettings {
             timeout: Duration::from_secs(DEFAULT_TIMEOUT_SECS),
             connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_SECS),
             max_output_tokens: None,
+            temperature: None,
+            available_models: Vec::new(),
             retry: RetryPolicy::default(),
         }
+    }
+
+    /// The environment variable its type's key lives in, if any.
+    pub fn key_variable(&self) -> Option<&'static str> {
+        self.service.key_variable()
     }
 }
 
@@ -232,9 +191,29 @@ pub struct Surroundings<'a> {
     pub env: &'a dyn Fn(&str) -> Option<String>,
     /// The config file's directory: a relative `api_key_file` is read there.
     pub config_dir: &'a Path,
+    /// Crucible's `secrets.toml`, when there is one.
+    pub stored_keys: &'a StoredKeys,
+    /// The file `[include]` merged a value from, by its dotted key.
+    pub included: &'a dyn Fn(&str) -> Option<PathBuf>,
 }
 
-const KNOWN_SETTINGS_FIX: &str = "Known settings: type, endpoint, default_model, api_key, api_key_file, context_window, max_output_tokens, timeout_secs, connect_timeout_secs, max_retries, retry_base_delay_ms, retry_max_delay_secs. Remove or rename it.";
+impl Surroundings<'_> {
+    /// A path as written in the config: `~/` is the home directory, a
+    /// relative path is beside the config file.
+    pub fn path_of(&self, written: &str) -> PathBuf {
+        let path = match (written.strip_prefix("~/"), (self.env)("HOME")) {
+            (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+            _ => PathBuf::from(written),
+        };
+        if path.is_relative() {
+            self.config_dir.join(path)
+        } else {
+            path
+        }
+    }
+}
+
+const KNOWN_SETTINGS_FIX: &str = "Known settings: type, endpoint, default_model, api_key, api_key_file, context_window, max_output_tokens (or max_tokens), temperature, available_models, timeout_secs, connect_timeout_secs, max_retries, retry_base_delay_ms, retry_max_delay_secs (and Crucible's trust_level, name). Remove or rename it.";
 
 /// Validate the table `[llm.providers.NAME]`. Findings that do not stop the
 /// agent go to `warnings`.
@@ -244,25 +223,50 @@ pub fn validate(
     around: Surroundings<'_>,
     warnings: &mut Vec<SettingWarning>,
 ) -> Result<ProviderSettings, InvalidSetting> {
-    let table = Table { name, around };
+    validate_at(
+        &format!("llm.providers.{name}"),
+        name,
+        raw,
+        around,
+        warnings,
+    )
+}
+
+/// [`validate`] for a table written at `section` (the design document's
+/// `[llm.ollama]` is the provider `ollama`).
+pub fn validate_at(
+    section: &str,
+    name: &str,
+    raw: RawProvider,
+    around: Surroundings<'_>,
+    warnings: &mut Vec<SettingWarning>,
+) -> Result<ProviderSettings, InvalidSetting> {
+    let table = Table {
+        section,
+        name,
+        around,
+    };
     if let Some(unknown) = raw.unknown.keys().next() {
         return Err(table.invalid(unknown, "is not a provider setting", KNOWN_SETTINGS_FIX));
     }
     if name.is_empty() {
         return Err(InvalidSetting {
-            key: "llm.providers".into(),
+            key: section.into(),
             problem: "a provider has an empty name".into(),
             fix: "Give it a name, as in [llm.providers.local].".into(),
         });
     }
-    let kind = table.kind(raw.kind.as_deref())?;
-    let endpoint = table.endpoint(raw.endpoint, kind, warnings)?;
-    let default_model = table.default_model(raw.default_model, kind)?;
+    let service = table.service(raw.kind.as_deref())?;
+    let kind = service.kind();
+    let own_service = raw.endpoint.is_none();
+    let endpoint = table.endpoint(raw.endpoint, service, warnings)?;
+    let default_model = table.default_model(raw.default_model, service, own_service)?;
     let (api_key, missing_key_variable) =
-        table.api_key(raw.api_key, raw.api_key_file, kind, warnings)?;
+        table.api_key(raw.api_key, raw.api_key_file, service, warnings)?;
     Ok(ProviderSettings {
         name: name.to_string(),
         kind,
+        service,
         endpoint,
         default_model,
         api_key,
@@ -278,11 +282,9 @@ pub fn validate(
             DEFAULT_CONNECT_TIMEOUT_SECS,
             "connect_timeout_secs",
         )?,
-        max_output_tokens: table.non_zero(
-            raw.max_output_tokens,
-            "max_output_tokens",
-            "Give the longest answer in tokens (e.g. 8192), or leave it out.",
-        )?,
+        max_output_tokens: table.max_output_tokens(raw.max_output_tokens, raw.max_tokens)?,
+        temperature: table.temperature(raw.temperature)?,
+        available_models: table.available_models(raw.available_models)?,
         retry: table.retry(
             raw.max_retries,
             raw.retry_base_delay_ms,
@@ -293,13 +295,15 @@ pub fn validate(
 
 /// The table being validated: names its keys and reads its surroundings.
 struct Table<'a> {
+    /// Where it is written, e.g. `llm.providers.local`.
+    section: &'a str,
     name: &'a str,
     around: Surroundings<'a>,
 }
 
 impl Table<'_> {
     fn key(&self, field: &str) -> String {
-        format!("llm.providers.{}.{field}", self.name)
+        format!("{}.{field}", self.section)
     }
 
     fn invalid(
@@ -322,30 +326,44 @@ impl Table<'_> {
         });
     }
 
-    fn kind(&self, written: Option<&str>) -> Result<ProviderKind, InvalidSetting> {
+    fn service(&self, written: Option<&str>) -> Result<ProviderType, InvalidSetting> {
         let text = written.unwrap_or("ollama");
-        ProviderKind::parse(text).ok_or_else(|| {
-            self.invalid(
+        let fix = "Use one of \"openai\", \"ollama\", \"anthropic\", \"openrouter\", \"zai\", \"cohere\" or \"custom\" (any OpenAI-compatible server, with endpoint).";
+        match ProviderType::parse(text) {
+            TypeName::Usable(service) => Ok(service),
+            TypeName::Unusable(why) => Err(self.invalid(
                 "type",
-                format!("`{text}` is not a provider type"),
-                "Use one of \"openai\" (any OpenAI-compatible server), \"ollama\" or \"anthropic\".",
-            )
-        })
+                format!("`{text}` cannot be used by crucible-agent: {why}"),
+                fix,
+            )),
+            TypeName::Unknown => {
+                Err(self.invalid("type", format!("`{text}` is not a provider type"), fix))
+            }
+        }
     }
 
     fn endpoint(
         &self,
         written: Option<String>,
-        kind: ProviderKind,
+        service: ProviderType,
         warnings: &mut Vec<SettingWarning>,
     ) -> Result<String, InvalidSetting> {
+        let example = service
+            .default_endpoint()
+            .unwrap_or("http://127.0.0.1:8080/v1");
         let Some(written) = written else {
-            return Ok(kind.default_endpoint().to_string());
+            return service.default_endpoint().map(str::to_string).ok_or_else(|| {
+                self.invalid(
+                    "endpoint",
+                    format!("is missing, and type `{}` has no default", service.as_str()),
+                    format!("Give the OpenAI-compatible server's base URL, e.g. endpoint = \"{example}\"."),
+                )
+            });
         };
         let endpoint = expand_env(&written, self.around.env).map_err(|var| {
             self.invalid(
                 "endpoint",
-                format!("refers to ${{{var}}}, which is not set"),
+                format!("refers to the variable {var}, which is not set"),
                 format!("Export {var} or write the URL directly."),
             )
         })?;
@@ -353,13 +371,11 @@ impl Table<'_> {
             return Err(self.invalid(
                 "endpoint",
                 format!("`{endpoint}` is not an http:// or https:// URL"),
-                format!(
-                    "Write the full base URL, for example \"{}\".",
-                    kind.default_endpoint()
-                ),
+                format!("Write the full base URL, for example \"{example}\"."),
             ));
         }
         let endpoint = endpoint.trim_end_matches('/');
+        let kind = service.kind();
         match kind.native_root(endpoint) {
             Some(root) => {
                 self.warn(
@@ -376,20 +392,26 @@ impl Table<'_> {
         }
     }
 
+    /// The written model; else the type's default when the table talks to
+    /// the type's own service (or Ollama, which always has llama3.2).
     fn default_model(
         &self,
         written: Option<String>,
-        kind: ProviderKind,
+        service: ProviderType,
+        own_service: bool,
     ) -> Result<String, InvalidSetting> {
-        match written {
-            Some(model) if model.trim().is_empty() => Err(self.invalid(
+        let fallback = service
+            .default_model()
+            .filter(|_| own_service || service == ProviderType::Ollama);
+        match (written, fallback) {
+            (Some(model), _) if model.trim().is_empty() => Err(self.invalid(
                 "default_model",
                 "is empty",
                 "Name the model to use, e.g. \"llama3.2\" or \"gpt-4o-mini\".",
             )),
-            Some(model) => Ok(model),
-            None if kind == ProviderKind::Ollama => Ok(OLLAMA_DEFAULT_MODEL.to_string()),
-            None => Err(self.invalid(
+            (Some(model), _) => Ok(model),
+            (None, Some(model)) => Ok(model.to_string()),
+            (None, None) => Err(self.invalid(
                 "default_model",
                 "is missing",
                 "Name the model this provider should use, e.g. default_model = \"gpt-4o-mini\".",
@@ -397,80 +419,49 @@ impl Table<'_> {
         }
     }
 
-    /// The key, and the variable the config names but the environment lacks.
-    fn api_key(
+    /// `max_output_tokens`, or Crucible's `max_tokens`; both must agree.
+    fn max_output_tokens(
         &self,
-        literal: Option<String>,
-        file: Option<String>,
-        kind: ProviderKind,
-        warnings: &mut Vec<SettingWarning>,
-    ) -> Result<(Option<ApiKey>, Option<String>), InvalidSetting> {
-        match (literal, file) {
-            (Some(_), Some(_)) => Err(self.invalid(
-                "api_key_file",
-                "is set together with api_key",
-                "Keep only one of api_key and api_key_file.",
+        ours: Option<u32>,
+        crucible: Option<u32>,
+    ) -> Result<Option<u32>, InvalidSetting> {
+        let fix = "Give the longest answer in tokens (e.g. 8192), or leave it out.";
+        let ours = self.non_zero(ours, "max_output_tokens", fix)?;
+        let crucible = self.non_zero(crucible, "max_tokens", fix)?;
+        match (ours, crucible) {
+            (Some(a), Some(b)) if a != b => Err(self.invalid(
+                "max_tokens",
+                format!("is {b}, but max_output_tokens is {a}"),
+                "They mean the same; keep one of them.",
             )),
-            (Some(value), None) => match env_reference(&value) {
-                Some(var) => match self.key_from_variable(var) {
-                    Some(key) => Ok((Some(key), None)),
-                    None => Ok((None, Some(var.to_string()))),
-                },
-                None => {
-                    self.warn(
-                        warnings,
-                        "api_key",
-                        "holds a plaintext API key; prefer api_key = \"${VARIABLE}\" or api_key_file"
-                            .into(),
-                    );
-                    let key = ApiKey {
-                        secret: Secret::new(value),
-                        source: KeySource::ConfigLiteral,
-                    };
-                    Ok((Some(key), None))
-                }
-            },
-            (None, Some(file)) => Ok((Some(self.key_from_file(&file)?), None)),
-            (None, None) => Ok((
-                kind.conventional_key_variable()
-                    .and_then(|var| self.key_from_variable(var)),
-                None,
-            )),
+            (ours, crucible) => Ok(ours.or(crucible)),
         }
     }
 
-    /// The key in `var`, unless it is unset or empty.
-    fn key_from_variable(&self, var: &str) -> Option<ApiKey> {
-        let secret = (self.around.env)(var).filter(|secret| !secret.is_empty())?;
-        Some(ApiKey {
-            secret: Secret::new(secret),
-            source: KeySource::EnvVar(var.to_string()),
-        })
+    fn temperature(&self, written: Option<f64>) -> Result<Option<f64>, InvalidSetting> {
+        match written {
+            Some(value) if !(0.0..=2.0).contains(&value) => Err(self.invalid(
+                "temperature",
+                format!("is {value}, outside 0.0 to 2.0"),
+                "Use a value from 0.0 (focused) to 2.0 (varied), e.g. 0.7, or leave it out.",
+            )),
+            other => Ok(other),
+        }
     }
 
-    /// `api_key_file`: `~/` is the home directory, a relative path is read
-    /// beside the config file, wherever the agent runs.
-    fn key_from_file(&self, file: &str) -> Result<ApiKey, InvalidSetting> {
-        let file_path = match (file.strip_prefix("~/"), (self.around.env)("HOME")) {
-            (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
-            _ => PathBuf::from(file),
-        };
-        let file_path = if file_path.is_relative() {
-            self.around.config_dir.join(file_path)
-        } else {
-            file_path
-        };
-        let secret = std::fs::read_to_string(&file_path).map_err(|err| {
-            self.invalid(
-                "api_key_file",
-                format!("cannot read {}: {err}", file_path.display()),
-                "Point it at a readable file that holds only the key.",
-            )
-        })?;
-        Ok(ApiKey {
-            secret: Secret::new(secret.trim()),
-            source: KeySource::File(file_path),
-        })
+    fn available_models(
+        &self,
+        written: Option<Vec<String>>,
+    ) -> Result<Vec<String>, InvalidSetting> {
+        let models = written.unwrap_or_default();
+        if models.iter().any(|model| model.trim().is_empty()) {
+            return Err(self.invalid(
+                "available_models",
+                "holds an empty name",
+                "List model names, e.g. available_models = [\"llama3.2\", \"qwen2.5-coder\"].",
+            ));
+        }
+        Ok(models)
     }
 
     /// A count where 0 makes no sense (a window, an answer's length).
@@ -528,21 +519,21 @@ impl Table<'_> {
     }
 }
 
-/// `"${VAR}"` → `Some("VAR")`.
-fn env_reference(value: &str) -> Option<&str> {
-    value
-        .strip_prefix("${")
-        .and_then(|rest| rest.strip_suffix('}'))
-        .filter(|var| !var.is_empty())
-}
-
-/// Expand every `${VAR}` in `value`; the error is the first unset variable.
+/// Expand every `${VAR}` and `{env:VAR}` in `value`; the error is the
+/// first unset variable.
 pub fn expand_env(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
-    while let Some(start) = rest.find("${") {
+    loop {
+        let dollar = rest.find("${").map(|at| (at, 2));
+        let crucible = rest.find("{env:").map(|at| (at, 5));
+        let next = match (dollar, crucible) {
+            (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+            (one, other) => one.or(other),
+        };
+        let Some((start, opener)) = next else { break };
         out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
+        let after = &rest[start + opener..];
         let Some(end) = after.find('}') else {
             out.push_str(&rest[start..]);
             return Ok(out);
@@ -572,9 +563,12 @@ mod tests {
                 .find(|(k, _)| *k == name)
                 .map(|(_, v)| v.to_string())
         };
+        let stored_keys = StoredKeys::default();
         let around = Surroundings {
             env: &env,
             config_dir,
+            stored_keys: &stored_keys,
+            included: &|_| None,
         };
         let file: toml::Table = toml::from_str(text).unwrap();
         let tables = file["llm"]["providers"].as_table().unwrap().clone();

@@ -18,6 +18,7 @@ mod commands;
 mod context;
 mod context_real_llm;
 mod crucible_client;
+mod crucible_config;
 mod mcp;
 mod mcp_prompts;
 mod mcp_sessions;
