@@ -325,6 +325,12 @@ type = "anthropic"
         config.warnings
     );
     assert!(!format!("{config:?}").contains("sk-from-file"));
+    // At another server (a local llama-server of type openai) the written
+    // key stays: the exported OpenAI key is never sent there instead.
+    let local = "[llm.providers.local]\ntype = \"openai\"\nendpoint = \"http://127.0.0.1:8080/v1\"\ndefault_model = \"m\"\napi_key = \"sk-local\"\n";
+    let config = load_in(dir.path(), local, &[("OPENAI_API_KEY", "sk-env")]);
+    let key = config.providers["local"].api_key.as_ref().unwrap();
+    assert_eq!(key.secret.expose(), "sk-local");
 }
 
 #[test]

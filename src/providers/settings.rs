@@ -261,8 +261,13 @@ pub fn validate_at(
     let own_service = raw.endpoint.is_none();
     let endpoint = table.endpoint(raw.endpoint, service, warnings)?;
     let default_model = table.default_model(raw.default_model, service, own_service)?;
-    let (api_key, missing_key_variable) =
-        table.api_key(raw.api_key, raw.api_key_file, service, warnings)?;
+    let (api_key, missing_key_variable) = table.api_key(
+        raw.api_key,
+        raw.api_key_file,
+        service,
+        own_service,
+        warnings,
+    )?;
     Ok(ProviderSettings {
         name: name.to_string(),
         kind,

@@ -4,7 +4,10 @@
 //! 1. a variable the table names (`"${VAR}"`, `"{env:VAR}"` or a bare
 //!    `"VAR_NAME"`), which is the user's explicit choice;
 //! 2. the type's own variable (`OPENAI_API_KEY`, `OPENROUTER_API_KEY`…):
-//!    "the environment variable wins" over a key kept in a file;
+//!    "the environment variable wins" over a key kept in a file — but only
+//!    at the type's own service: a table pointed at another server (a local
+//!    llama-server of type `openai`) keeps its written key, so an exported
+//!    OpenAI key is never sent to it in place of the one written for it;
 //! 3. Crucible's credential store, `secrets.toml` (`[providers.NAME]
 //!    api_key`, by provider name, then by type);
 //! 4. the key written in the config (`{file:path}`, `api_key_file`, a
@@ -102,6 +105,7 @@ impl Table<'_> {
         literal: Option<String>,
         file: Option<String>,
         service: ProviderType,
+        own_service: bool,
         warnings: &mut Vec<SettingWarning>,
     ) -> Result<Resolved, InvalidSetting> {
         let written = match (literal, file) {
@@ -127,6 +131,7 @@ impl Table<'_> {
         }
         let from_environment = service
             .key_variable()
+            .filter(|_| own_service || written.is_none())
             .and_then(|var| self.key_from_variable(var));
         if let Some(key) = from_environment.or_else(|| self.stored(service)) {
             if written.is_some() {
