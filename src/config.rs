@@ -5,6 +5,7 @@
 //! this module composes them. Validation errors name the file, the key and
 //! the fix.
 
+mod agent_cards;
 mod context;
 mod error;
 mod mcp;
@@ -19,10 +20,12 @@ use std::path::{Path, PathBuf};
 pub use error::ConfigError;
 pub use overrides::Overrides;
 
+use crate::agents::CardSettings;
 use crate::context::ContextSettings;
 use crate::mcp::{McpOptions, McpServerSpec};
 use crate::modes::ModeRegistry;
 use crate::permissions::Rule;
+use crate::permissions::patterns::PatternLists;
 use crate::providers::settings::{self, ProviderSettings, SettingWarning, Surroundings};
 use error::{in_file, invalid};
 
@@ -49,6 +52,13 @@ pub struct Config {
     /// `[[permissions.rules]]`, in the order written; checked by scope,
     /// then priority, then this order (first match wins).
     pub permission_rules: Vec<Rule>,
+    /// Crucible's `[permissions]` lists, or those of the ACP profile the
+    /// agent runs under (`--profile`), which replace them.
+    pub permission_lists: PatternLists,
+    /// `[acp.agents.NAME]` profiles, with their own lists if they have any.
+    pub permission_profiles: BTreeMap<String, Option<PatternLists>>,
+    /// The kiln and `[llm.models]`, for agent cards.
+    pub agent_cards: CardSettings,
     /// `[mcp_servers.NAME]`: started by every session (enabled ones only).
     pub mcp_servers: Vec<McpServerSpec>,
     pub mcp_options: McpOptions,
@@ -71,6 +81,9 @@ impl Config {
             default_mode: crate::modes::DEFAULT_MODE.to_string(),
             modes: ModeRegistry::default(),
             permission_rules: Vec::new(),
+            permission_lists: PatternLists::default(),
+            permission_profiles: BTreeMap::new(),
+            agent_cards: CardSettings::default(),
             mcp_servers: Vec::new(),
             mcp_options: McpOptions::default(),
             warnings: Vec::new(),
@@ -133,8 +146,10 @@ fn compose(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
     let chat = raw.chat.unwrap_or_default();
-    let llm = raw.llm.unwrap_or_default();
-    let permission_rules = permissions::validate_rules(raw.permissions.unwrap_or_default(), path)?;
+    let mut llm = raw.llm.unwrap_or_default();
+    let permissions = permissions::validate(raw.permissions.unwrap_or_default(), raw.acp, path)?;
+    let specialty_models = llm.models.take().unwrap_or_default();
+    let agent_cards = agent_cards::card_settings(&raw.other, specialty_models, path, env);
     let mcp_servers = mcp::validate_servers(raw.mcp_servers.unwrap_or_default(), path, env)?;
     let mcp_options = mcp::validate_options(raw.mcp.unwrap_or_default(), path)?;
     let modes = modes::validate_modes(raw.modes.unwrap_or_default(), path)?;
@@ -150,6 +165,7 @@ fn compose(
     )?
     .unwrap_or(DEFAULT_MAX_TURN_REQUESTS);
     let mut warnings = ignored_keys(&chat, &llm, path);
+    warnings.extend(permissions.warnings);
     let mut providers =
         validate_providers(llm.providers.unwrap_or_default(), path, env, &mut warnings)?;
     let default_provider = match (chat.default_provider, llm.default) {
@@ -175,7 +191,10 @@ fn compose(
         max_turn_requests,
         default_mode,
         modes,
-        permission_rules,
+        permission_rules: permissions.rules,
+        permission_lists: permissions.lists,
+        permission_profiles: permissions.profiles,
+        agent_cards,
         mcp_servers,
         mcp_options,
         warnings,

@@ -1,13 +1,20 @@
 //! Whether a tool call may run (seed 003 section 5). Reads and searches
 //! change nothing and run at once; anything that writes or executes asks the
 //! user through the client (`session/request_permission`), unless a rule
-//! decides first. Rules come in scopes: `user` rules (the user's own
-//! overrides in the config), `session` rules (the user's "always" answers),
-//! `agent` rules (for one agent card) and `global` rules (the config's
-//! default). They are checked user, session, agent, global; within a scope
-//! higher `priority` first, then in the order written; the first match wins
-//! and no match means the mode decides. The session's other work goes on
-//! while a question waits.
+//! decides first. In order (README, "Permissions"):
+//! 1. plan mode refuses anything that changes something;
+//! 2. Crucible's `[permissions]` lists ([`patterns`], the user scope): deny,
+//!    then ask, then allow;
+//! 3. [`Rule`]s by scope: `user` rules (the user's own overrides in the
+//!    config), `session` rules (the user's "always" answers), `agent` rules
+//!    (for one agent card) and `global` rules (the config's default); within
+//!    a scope higher `priority` first, then in the order written; the first
+//!    match wins;
+//! 4. the lists' `default`, when it is allow or deny;
+//! 5. the mode. The session's other work goes on while a question waits.
+
+mod command_line;
+pub mod patterns;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -19,6 +26,7 @@ use crate::events::{ToolCallInfo, ToolKind};
 use crate::modes::ModePolicy;
 use crate::tools::Tool;
 use crate::util::lock;
+use patterns::{PatternLists, Verdict};
 
 /// What a rule decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -157,6 +165,8 @@ pub struct SessionPermissions {
     sink: Arc<dyn ClientSink>,
     /// From the config (global, user and agent scopes).
     rules: Arc<Vec<Rule>>,
+    /// Crucible's `[permissions]` lists (or the ACP profile's).
+    lists: Arc<PatternLists>,
     /// "Always" answers, newest first.
     session_rules: Mutex<Vec<Rule>>,
     /// The agent (card) the session runs, for agent-scoped rules.
@@ -181,11 +191,18 @@ impl SessionPermissions {
             session_id,
             sink,
             rules,
+            lists: Arc::default(),
             session_rules: Mutex::default(),
             agent: Mutex::default(),
             policy: Mutex::new(policy),
             on_remember: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Check Crucible's `[permissions]` lists too.
+    pub fn with_lists(mut self, lists: Arc<PatternLists>) -> Self {
+        self.lists = lists;
+        self
     }
 
     /// Call `notify` with every "always" answer whenever the user gives one.
@@ -228,6 +245,61 @@ impl SessionPermissions {
             tool,
         )
         .map(|rule| (rule.decision, rule.scope.clone()))
+    }
+
+    /// The user's "always" answer for `tool` in this session, if any.
+    fn session_answer(&self, tool: &str) -> Option<Decision> {
+        self.lock_session_rules()
+            .iter()
+            .find(|rule| rule.tool.as_deref() == Some(tool))
+            .map(|rule| rule.decision)
+    }
+
+    /// The decision made without asking the user, or None to ask.
+    fn decide(&self, call: &ToolCallInfo, tool: &dyn Tool) -> Option<Permission> {
+        let policy = self.policy();
+        // Plan mode is absolute: no rule lets a change through.
+        if policy == ModePolicy::ReadOnly && tool.mutates() {
+            return Some(Permission::Reject(format!(
+                "{} changes files or runs commands, which plan mode does not allow. Finish the plan and ask the user to switch to act mode.",
+                call.title
+            )));
+        }
+        let verdict = self
+            .lists
+            .evaluate(tool.name(), tool.kind(), &call.raw_input);
+        match verdict {
+            Verdict::Deny(rule) => return Some(forbidden(call, Some(&rule))),
+            Verdict::Allow => return Some(Permission::Allow),
+            // Asked, unless the user already answered "always" for the tool.
+            Verdict::Ask => {
+                return match self.session_answer(tool.name()) {
+                    Some(Decision::Allow) => Some(Permission::Allow),
+                    Some(Decision::Deny) => Some(rejected(call)),
+                    _ => None,
+                };
+            }
+            Verdict::NoMatch => {}
+        }
+        match self.decided(call, tool) {
+            // The user's own "always reject".
+            Some((Decision::Deny, RuleScope::Session)) => return Some(rejected(call)),
+            Some((Decision::Deny, _)) => return Some(forbidden(call, None)),
+            Some((Decision::Allow, _)) => return Some(Permission::Allow),
+            Some((Decision::Ask, _)) => return None,
+            None => {}
+        }
+        match self.lists.default {
+            Decision::Allow => Some(Permission::Allow),
+            Decision::Deny => Some(Permission::Reject(format!(
+                "The user's permission settings deny anything no rule allows, and no rule allows this ({}). Do not try it another way; tell the user what you wanted to do.",
+                call.title
+            ))),
+            Decision::Ask if !tool.mutates() || policy == ModePolicy::Auto => {
+                Some(Permission::Allow)
+            }
+            Decision::Ask => None,
+        }
     }
 
     /// The "always" answers so far (true allows), to be saved with the session.
@@ -276,6 +348,17 @@ fn rejected(call: &ToolCallInfo) -> Permission {
     ))
 }
 
+/// Refused by a rule in the config (`rule`: a `[permissions]` pattern).
+fn forbidden(call: &ToolCallInfo, rule: Option<&str>) -> Permission {
+    let rule = rule
+        .map(|rule| format!("; rule `{rule}`"))
+        .unwrap_or_default();
+    Permission::Reject(format!(
+        "A permission rule in the user's configuration forbids this ({}{rule}). Do not try it another way.",
+        call.title
+    ))
+}
+
 impl PermissionGate for SessionPermissions {
     fn check<'a>(
         &'a self,
@@ -283,28 +366,8 @@ impl PermissionGate for SessionPermissions {
         tool: &'a dyn Tool,
     ) -> BoxFuture<'a, Permission> {
         Box::pin(async move {
-            let policy = self.policy();
-            // Plan mode is absolute: no rule lets a change through.
-            if policy == ModePolicy::ReadOnly && tool.mutates() {
-                return Permission::Reject(format!(
-                    "{} changes files or runs commands, which plan mode does not allow. Finish the plan and ask the user to switch to act mode.",
-                    call.title
-                ));
-            }
-            match (self.decided(call, tool), policy) {
-                // The user's own "always reject".
-                (Some((Decision::Deny, RuleScope::Session)), _) => return rejected(call),
-                (Some((Decision::Deny, _)), _) => {
-                    return Permission::Reject(format!(
-                        "A permission rule in the user's configuration forbids this ({}). Do not try it another way.",
-                        call.title
-                    ));
-                }
-                (Some((Decision::Allow, _)), _) => return Permission::Allow,
-                (Some((Decision::Ask, _)), _) => {}
-                (None, _) if !tool.mutates() => return Permission::Allow,
-                (None, ModePolicy::Auto) => return Permission::Allow,
-                (None, _) => {}
+            if let Some(decided) = self.decide(call, tool) {
+                return decided;
             }
             match self.sink.request_permission(&self.session_id, call).await {
                 Ok(PermissionChoice::AllowOnce) => Permission::Allow,

@@ -18,6 +18,7 @@ pub struct RawConfig {
     pub mcp_servers: Option<BTreeMap<String, RawMcpServer>>,
     pub modes: Option<BTreeMap<String, RawMode>>,
     pub context: Option<RawContext>,
+    pub acp: Option<RawAcp>,
     /// Other top-level tables belong to the rest of Crucible.
     #[serde(flatten)]
     pub other: BTreeMap<String, toml::Value>,
@@ -39,6 +40,8 @@ pub struct RawLlm {
     pub default: Option<String>,
     /// Validated by `providers::settings`, which owns their meaning.
     pub providers: Option<BTreeMap<String, RawProvider>>,
+    /// `[llm.models]`: an agent card's `specialty` → `provider/model` or a model.
+    pub models: Option<BTreeMap<String, String>>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
 }
@@ -60,12 +63,34 @@ pub struct RawContext {
     pub keep_recent_turns: Option<usize>,
 }
 
-/// `[permissions]`: rules checked before a tool runs.
+/// `[permissions]`: rules checked before a tool runs: ours (`rules`) and
+/// Crucible's lists (`default`, `allow`, `deny`, `ask`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawPermissions {
     #[serde(default)]
     pub rules: Vec<RawRule>,
+    pub default: Option<String>,
+    pub allow: Option<Vec<String>>,
+    pub deny: Option<Vec<String>>,
+    pub ask: Option<Vec<String>>,
+}
+
+/// `[acp]`: how the Crucible TUI runs ACP agents. Of it the agent reads
+/// only each profile's `permissions`, for the profile it runs under.
+#[derive(Debug, Default, Deserialize)]
+pub struct RawAcp {
+    pub agents: Option<BTreeMap<String, RawAcpAgent>>,
+    #[serde(flatten)]
+    pub other: BTreeMap<String, toml::Value>,
+}
+
+/// `[acp.agents.NAME]`
+#[derive(Debug, Default, Deserialize)]
+pub struct RawAcpAgent {
+    pub permissions: Option<RawPermissions>,
+    #[serde(flatten)]
+    pub other: BTreeMap<String, toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
