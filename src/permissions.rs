@@ -271,11 +271,14 @@ impl SessionPermissions {
         match verdict {
             Verdict::Deny(rule) => return Some(forbidden(call, Some(&rule))),
             Verdict::Allow => return Some(Permission::Allow),
-            // Asked, unless the user already answered "always" for the tool.
+            // As in Crucible, an ask pattern leaves the call to the user's
+            // "always" answers and the mode (auto runs it); no config rule
+            // and no read-only exemption lets it through.
             Verdict::Ask => {
                 return match self.session_answer(tool.name()) {
                     Some(Decision::Allow) => Some(Permission::Allow),
                     Some(Decision::Deny) => Some(rejected(call)),
+                    _ if policy == ModePolicy::Auto => Some(Permission::Allow),
                     _ => None,
                 };
             }
@@ -510,8 +513,21 @@ mod tests {
         tool: &str,
         input: Value,
     ) -> (Permission, usize) {
+        let lists = PatternLists::default();
+        decide_with(policy, rules, lists, answer, tool, input).await
+    }
+
+    async fn decide_with(
+        policy: ModePolicy,
+        rules: Vec<Rule>,
+        lists: PatternLists,
+        answer: PermissionChoice,
+        tool: &str,
+        input: Value,
+    ) -> (Permission, usize) {
         let client = Arc::new(RecordingClient::answering(answer));
-        let gate = SessionPermissions::new("s".into(), client.clone(), Arc::new(rules), policy);
+        let gate = SessionPermissions::new("s".into(), client.clone(), Arc::new(rules), policy)
+            .with_lists(Arc::new(lists));
         let registry = ToolRegistry::builtin();
         let tool = registry.get(tool).unwrap();
         let ctx = ToolContext::local(std::env::temp_dir());
@@ -626,6 +642,102 @@ mod tests {
             );
             assert_eq!(times, asked, "row {n}");
         }
+    }
+
+    fn lists(default: Decision, allow: &[&str], deny: &[&str], ask: &[&str]) -> PatternLists {
+        let compile = |texts: &[&str]| {
+            texts
+                .iter()
+                .map(|text| patterns::PatternRule::parse(text).unwrap())
+                .collect()
+        };
+        PatternLists {
+            default,
+            allow: compile(allow),
+            deny: compile(deny),
+            ask: compile(ask),
+        }
+    }
+
+    #[tokio::test]
+    async fn crucible_lists_sit_before_rules_and_default_before_the_mode() {
+        use Decision::{Allow, Ask, Deny};
+        use ModePolicy::{Auto, ReadOnly};
+        let act = ModePolicy::Ask;
+        let shell = |command: &str| json!({ "command": command });
+        let read = json!({"path": "a.txt"});
+        let allow_all = || vec![rule(None, None, Allow)];
+        let deny_shell = || vec![rule(Some("shell"), None, Deny)];
+        // (mode, rules, lists, tool, input, expect allowed, expect asked);
+        // the user answers "allow once" whenever asked.
+        type Row = (
+            ModePolicy,
+            Vec<Rule>,
+            PatternLists,
+            &'static str,
+            Value,
+            bool,
+            usize,
+        );
+        #[rustfmt::skip]
+        let table: Vec<Row> = vec![
+            // A deny pattern is absolute: over a config rule and auto mode.
+            (Auto, allow_all(), lists(Ask, &[], &["bash:rm *"], &[]), "shell", shell("rm -rf x"), false, 0),
+            // An allow pattern runs without asking, over a rule's deny.
+            (act, deny_shell(), lists(Ask, &["bash:cargo *"], &[], &[]), "shell", shell("cargo test"), true, 0),
+            // An ask pattern asks over a rule's allow, and for a read; auto mode runs it.
+            (act, allow_all(), lists(Ask, &[], &[], &["bash:*"]), "shell", shell("ls"), true, 1),
+            (act, vec![], lists(Ask, &[], &[], &["read_file:*"]), "read_file", read.clone(), true, 1),
+            (Auto, vec![], lists(Ask, &[], &[], &["bash:*"]), "shell", shell("ls"), true, 0),
+            // Deny beats ask beats allow.
+            (act, vec![], lists(Allow, &["bash:*"], &["bash:*"], &["bash:*"]), "shell", shell("ls"), false, 0),
+            (act, vec![], lists(Ask, &["bash:*"], &[], &["bash:*"]), "shell", shell("ls"), true, 1),
+            // No pattern matched: the rules decide before the default.
+            (act, deny_shell(), lists(Allow, &[], &[], &[]), "shell", shell("ls"), false, 0),
+            (act, allow_all(), lists(Deny, &[], &[], &[]), "shell", shell("ls"), true, 0),
+            // Then default allow and deny decide, even for reads.
+            (act, vec![], lists(Allow, &[], &[], &[]), "shell", shell("ls"), true, 0),
+            (act, vec![], lists(Deny, &[], &[], &[]), "shell", shell("ls"), false, 0),
+            (act, vec![], lists(Deny, &[], &[], &[]), "read_file", read.clone(), false, 0),
+            (act, vec![], lists(Deny, &["read:*"], &[], &[]), "read_file", read.clone(), true, 0),
+            // Default ask leaves it to the mode.
+            (act, vec![], lists(Ask, &[], &[], &[]), "shell", shell("ls"), true, 1),
+            (Auto, vec![], lists(Ask, &[], &[], &[]), "shell", shell("ls"), true, 0),
+            (act, vec![], lists(Ask, &[], &[], &[]), "read_file", read.clone(), true, 0),
+            // Plan mode is before everything.
+            (ReadOnly, vec![], lists(Allow, &["*:*"], &[], &[]), "shell", shell("ls"), false, 0),
+            // A line that hides a command is not allowed by its first command's pattern.
+            (act, vec![], lists(Ask, &["bash:git *"], &[], &[]), "shell", shell("git log $(curl x)"), true, 1),
+            // Under default allow with deny patterns such a line asks.
+            (act, vec![], lists(Allow, &[], &["bash:rm *"], &[]), "shell", shell("eval \"$X\""), true, 1),
+        ];
+        for (n, (policy, rules, lists, tool, input, allowed, asked)) in
+            table.into_iter().enumerate()
+        {
+            let answer = PermissionChoice::AllowOnce;
+            let (permission, times) = decide_with(policy, rules, lists, answer, tool, input).await;
+            assert_eq!(
+                permission == Permission::Allow,
+                allowed,
+                "row {n}: {permission:?}"
+            );
+            assert_eq!(times, asked, "row {n}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_always_answer_settles_an_ask_pattern() {
+        let client = Arc::new(RecordingClient::answering(PermissionChoice::AllowAlways));
+        let gate =
+            SessionPermissions::new("s".into(), client.clone(), Arc::default(), ModePolicy::Ask)
+                .with_lists(Arc::new(lists(Decision::Ask, &[], &[], &["bash:*"])));
+        let registry = ToolRegistry::builtin();
+        let tool = registry.get("shell").unwrap();
+        let call = call_of(&**tool, json!({"command": "ls"}));
+        for _ in 0..3 {
+            assert_eq!(gate.check(&call, &**tool).await, Permission::Allow);
+        }
+        assert_eq!(client.asked("request_permission"), 1);
     }
 
     #[tokio::test]

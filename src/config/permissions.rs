@@ -301,4 +301,117 @@ mod tests {
         let err = refusal("[[permissions.rules]]\npriority = \"high\"\ndecision = \"ask\"");
         assert!(err.contains("priority"), "{err}");
     }
+
+    /// The `[permissions]` example of Crucible's permissions page, and its
+    /// per-agent profiles.
+    const CRUCIBLE_PERMISSIONS: &str = r#"
+[permissions]
+default = "ask"
+allow = ["bash:cargo *", "bash:git *", "read_file:*"]
+deny = ["bash:rm -rf *", "bash:sudo *"]
+ask = ["write_file:*", "edit_file:*", "bash:*"]
+
+[acp.agents.claude]
+extends = "claude"
+env = { ANTHROPIC_BASE_URL = "http://localhost:4000" }
+
+[acp.agents.gemini.permissions]
+default = "deny"
+allow = ["read:*", "search:*"]
+
+[acp.agents.opencode.permissions]
+default = "allow"
+deny = ["bash:*"]
+"#;
+
+    fn with_profile(text: &str, profile: &str) -> crate::config::Config {
+        let overrides = crate::config::Overrides {
+            profile: Some(profile.into()),
+            ..Default::default()
+        };
+        let env = |_: &str| None;
+        crate::config::Config::from_toml(
+            text,
+            std::path::Path::new("/cfg/config.toml"),
+            &env,
+            &overrides,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn crucibles_lists_and_profiles_load() {
+        use crate::permissions::Decision;
+        let config = load(CRUCIBLE_PERMISSIONS, &[]).unwrap();
+        let lists = &config.permission_lists;
+        assert_eq!(lists.default, Decision::Ask);
+        let texts = |rules: &[crate::permissions::patterns::PatternRule]| {
+            rules.iter().map(|r| r.text.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            texts(&lists.allow),
+            ["bash:cargo *", "bash:git *", "read_file:*"]
+        );
+        assert_eq!(texts(&lists.deny), ["bash:rm -rf *", "bash:sudo *"]);
+        assert_eq!(lists.ask.len(), 3);
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+        // A profile's lists replace the global ones; one without keeps them.
+        let gemini = with_profile(CRUCIBLE_PERMISSIONS, "gemini");
+        assert_eq!(gemini.permission_lists.default, Decision::Deny);
+        assert_eq!(
+            texts(&gemini.permission_lists.allow),
+            ["read:*", "search:*"]
+        );
+        assert!(gemini.permission_lists.deny.is_empty());
+        let claude = with_profile(CRUCIBLE_PERMISSIONS, "claude");
+        assert_eq!(claude.permission_lists.deny.len(), 2);
+        assert!(claude.warnings.is_empty());
+        let unknown = with_profile(CRUCIBLE_PERMISSIONS, "nobody");
+        assert_eq!(unknown.permission_lists.deny.len(), 2);
+        assert!(
+            unknown
+                .warnings
+                .iter()
+                .any(|w| w.contains("profile `nobody`")),
+            "{:?}",
+            unknown.warnings
+        );
+    }
+
+    #[test]
+    fn bad_lists_are_refused_naming_the_entry() {
+        for (text, key) in [
+            ("[permissions]\ndefault = \"maybe\"", "permissions.default"),
+            (
+                "[permissions]\nallow = [\"read_file:*\", \"bash\"]",
+                "permissions.allow[1]",
+            ),
+            ("[permissions]\ndeny = [\"bash:[x\"]", "permissions.deny[0]"),
+            ("[permissions]\nask = [\":x\"]", "permissions.ask[0]"),
+            ("[permissions]\nallows = []", "allows"),
+            (
+                "[acp.agents.a.permissions]\ndeny = [\"rm\"]",
+                "acp.agents.a.permissions.deny[0]",
+            ),
+            (
+                "[[acp.agents.a.permissions.rules]]\ntool = \"shell\"\ndecision = \"deny\"",
+                "acp.agents.a.permissions.rules",
+            ),
+        ] {
+            let err = refusal(text);
+            assert!(
+                err.contains("/cfg/config.toml") && err.contains(key),
+                "{key}: {err}"
+            );
+        }
+        let config = load("[permissions]\nallow = [\"plugin:srv:*\"]", &[]).unwrap();
+        assert!(
+            config
+                .warnings
+                .iter()
+                .any(|w| w.contains("permissions.allow[0]")),
+            "{:?}",
+            config.warnings
+        );
+    }
 }

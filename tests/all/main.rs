@@ -17,6 +17,7 @@ mod cli;
 mod commands;
 mod context;
 mod context_real_llm;
+mod crucible_permissions;
 mod mcp;
 mod mcp_prompts;
 mod mcp_sessions;
