@@ -97,6 +97,9 @@ impl Config {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound && !must_exist => {
                 let mut config = Self::builtin_default();
+                let env = |name: &str| std::env::var(name).ok();
+                config.agent_cards =
+                    agent_cards::card_settings(&BTreeMap::new(), BTreeMap::new(), path, &env);
                 config.apply_overrides(path, overrides)?;
                 return Ok(config);
             }
