@@ -44,9 +44,7 @@ impl Config {
         }
         Ok(())
     }
-}
 
-impl Config {
     /// The profile's `[acp.agents.NAME.permissions]` replace `[permissions]`'s
     /// lists (Crucible's rule); a profile without them keeps the global ones.
     fn apply_profile(&mut self, path: &Path, profile: &str) {
