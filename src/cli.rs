@@ -34,6 +34,10 @@ pub struct Cli {
     /// Agent card to start sessions with
     #[arg(long, value_name = "NAME")]
     pub agent: Option<String>,
+    /// Crucible ACP profile this agent runs under: its
+    /// [acp.agents.NAME.permissions] replace the [permissions] lists
+    #[arg(long, env = "CRUCIBLE_AGENT_PROFILE", value_name = "NAME")]
+    pub profile: Option<String>,
     /// Also write logs to this file (appended)
     #[arg(long, value_name = "PATH")]
     pub log_file: Option<PathBuf>,

@@ -12,6 +12,7 @@
 //! Crucible uses are read past; [`report`] says which keys were used,
 //! ignored, and which won where shapes overlap.
 
+mod agent_cards;
 mod context;
 #[cfg(test)]
 mod crucible_examples;
@@ -34,10 +35,12 @@ pub use error::ConfigError;
 pub use overrides::Overrides;
 pub use report::{ConfigReport, Ignored};
 
+use crate::agents::CardSettings;
 use crate::context::ContextSettings;
 use crate::mcp::{McpOptions, McpServerSpec};
 use crate::modes::ModeRegistry;
 use crate::permissions::Rule;
+use crate::permissions::patterns::PatternLists;
 use crate::providers::settings::{ProviderSettings, Surroundings};
 use error::invalid;
 
@@ -70,6 +73,13 @@ pub struct Config {
     /// `[[permissions.rules]]`, in the order written; checked by scope,
     /// then priority, then this order (first match wins).
     pub permission_rules: Vec<Rule>,
+    /// Crucible's `[permissions]` lists, or those of the ACP profile the
+    /// agent runs under (`--profile`), which replace them.
+    pub permission_lists: PatternLists,
+    /// `[acp.agents.NAME]` profiles, with their own lists if they have any.
+    pub permission_profiles: BTreeMap<String, Option<PatternLists>>,
+    /// The kiln and `[llm.models]`, for agent cards.
+    pub agent_cards: CardSettings,
     /// `[mcp_servers.NAME]`: started by every session (enabled ones only).
     pub mcp_servers: Vec<McpServerSpec>,
     pub mcp_options: McpOptions,
@@ -95,6 +105,9 @@ impl Config {
             default_mode: crate::modes::DEFAULT_MODE.to_string(),
             modes: ModeRegistry::default(),
             permission_rules: Vec::new(),
+            permission_lists: PatternLists::default(),
+            permission_profiles: BTreeMap::new(),
+            agent_cards: CardSettings::default(),
             mcp_servers: Vec::new(),
             mcp_options: McpOptions::default(),
             warnings: Vec::new(),
@@ -109,6 +122,9 @@ impl Config {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound && !must_exist => {
                 let mut config = Self::builtin_default();
+                let env = |name: &str| std::env::var(name).ok();
+                config.agent_cards =
+                    agent_cards::card_settings(&BTreeMap::new(), BTreeMap::new(), path, &env);
                 config.apply_overrides(path, overrides)?;
                 return Ok(config);
             }
@@ -183,7 +199,11 @@ fn compose(
     mut report: ConfigReport,
 ) -> Result<Config, ConfigError> {
     let chat = raw.chat.unwrap_or_default();
-    let permission_rules = permissions::validate_rules(raw.permissions.unwrap_or_default(), path)?;
+    let mut raw_llm = raw.llm.unwrap_or_default();
+    let permissions = permissions::validate(raw.permissions.unwrap_or_default(), raw.acp, path)?;
+    warnings.extend(permissions.warnings);
+    let specialty_models = raw_llm.models.take().unwrap_or_default();
+    let agent_cards = agent_cards::card_settings(&raw.other, specialty_models, path, around.env);
     let mut mcp = raw.mcp.unwrap_or_default();
     let upstream =
         upstream::validate_upstream(mcp.servers.take().unwrap_or_default(), path, around.env)?;
@@ -218,14 +238,7 @@ fn compose(
         Some(secs) => Some(Duration::from_secs(secs)),
     };
     warnings.extend(unknown_chat_keys(&chat, path));
-    let llm = llm::validate_llm(
-        raw.llm.unwrap_or_default(),
-        &chat,
-        path,
-        around,
-        &mut warnings,
-        &mut report,
-    )?;
+    let llm = llm::validate_llm(raw_llm, &chat, path, around, &mut warnings, &mut report)?;
     Ok(Config {
         source: Some(path.to_path_buf()),
         default_provider: llm.default_provider,
@@ -237,7 +250,10 @@ fn compose(
         first_token_notice,
         default_mode,
         modes,
-        permission_rules,
+        permission_rules: permissions.rules,
+        permission_lists: permissions.lists,
+        permission_profiles: permissions.profiles,
+        agent_cards,
         mcp_servers,
         mcp_options,
         warnings,

@@ -33,6 +33,7 @@ fn main() -> ExitCode {
         provider: cli.provider.clone(),
         model: cli.model.clone(),
         agent: cli.agent.clone(),
+        profile: cli.profile.clone(),
     };
     if let Some(command) = &cli.command {
         return match run_command(&cli, command, &overrides) {

@@ -1,13 +1,20 @@
 //! Whether a tool call may run (seed 003 section 5). Reads and searches
 //! change nothing and run at once; anything that writes or executes asks the
 //! user through the client (`session/request_permission`), unless a rule
-//! decides first. Rules come in scopes: `user` rules (the user's own
-//! overrides in the config), `session` rules (the user's "always" answers),
-//! `agent` rules (for one agent card) and `global` rules (the config's
-//! default). They are checked user, session, agent, global; within a scope
-//! higher `priority` first, then in the order written; the first match wins
-//! and no match means the mode decides. The session's other work goes on
-//! while a question waits.
+//! decides first. In order (README, "Permissions"):
+//! 1. plan mode refuses anything that changes something;
+//! 2. Crucible's `[permissions]` lists ([`patterns`], the user scope): deny,
+//!    then ask, then allow;
+//! 3. [`Rule`]s by scope: `user` rules (the user's own overrides in the
+//!    config), `session` rules (the user's "always" answers), `agent` rules
+//!    (for one agent card) and `global` rules (the config's default); within
+//!    a scope higher `priority` first, then in the order written; the first
+//!    match wins;
+//! 4. the lists' `default`, when it is allow or deny;
+//! 5. the mode. The session's other work goes on while a question waits.
+
+mod command_line;
+pub mod patterns;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -19,6 +26,7 @@ use crate::events::{ToolCallInfo, ToolKind};
 use crate::modes::ModePolicy;
 use crate::tools::Tool;
 use crate::util::lock;
+use patterns::{PatternLists, Verdict};
 
 /// What a rule decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -157,6 +165,8 @@ pub struct SessionPermissions {
     sink: Arc<dyn ClientSink>,
     /// From the config (global, user and agent scopes).
     rules: Arc<Vec<Rule>>,
+    /// Crucible's `[permissions]` lists (or the ACP profile's).
+    lists: Arc<PatternLists>,
     /// "Always" answers, newest first.
     session_rules: Mutex<Vec<Rule>>,
     /// The agent (card) the session runs, for agent-scoped rules.
@@ -181,11 +191,18 @@ impl SessionPermissions {
             session_id,
             sink,
             rules,
+            lists: Arc::default(),
             session_rules: Mutex::default(),
             agent: Mutex::default(),
             policy: Mutex::new(policy),
             on_remember: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Check Crucible's `[permissions]` lists too.
+    pub fn with_lists(mut self, lists: Arc<PatternLists>) -> Self {
+        self.lists = lists;
+        self
     }
 
     /// Call `notify` with every "always" answer whenever the user gives one.
@@ -228,6 +245,64 @@ impl SessionPermissions {
             tool,
         )
         .map(|rule| (rule.decision, rule.scope.clone()))
+    }
+
+    /// The user's "always" answer for `tool` in this session, if any.
+    fn session_answer(&self, tool: &str) -> Option<Decision> {
+        self.lock_session_rules()
+            .iter()
+            .find(|rule| rule.tool.as_deref() == Some(tool))
+            .map(|rule| rule.decision)
+    }
+
+    /// The decision made without asking the user, or None to ask.
+    fn decide(&self, call: &ToolCallInfo, tool: &dyn Tool) -> Option<Permission> {
+        let policy = self.policy();
+        // Plan mode is absolute: no rule lets a change through.
+        if policy == ModePolicy::ReadOnly && tool.mutates() {
+            return Some(Permission::Reject(format!(
+                "{} changes files or runs commands, which plan mode does not allow. Finish the plan and ask the user to switch to act mode.",
+                call.title
+            )));
+        }
+        let verdict = self
+            .lists
+            .evaluate(tool.name(), tool.kind(), &call.raw_input);
+        match verdict {
+            Verdict::Deny(rule) => return Some(forbidden(call, Some(&rule))),
+            Verdict::Allow => return Some(Permission::Allow),
+            // As in Crucible, an ask pattern leaves the call to the user's
+            // "always" answers and the mode (auto runs it); no config rule
+            // and no read-only exemption lets it through.
+            Verdict::Ask => {
+                return match self.session_answer(tool.name()) {
+                    Some(Decision::Allow) => Some(Permission::Allow),
+                    Some(Decision::Deny) => Some(rejected(call)),
+                    _ if policy == ModePolicy::Auto => Some(Permission::Allow),
+                    _ => None,
+                };
+            }
+            Verdict::NoMatch => {}
+        }
+        match self.decided(call, tool) {
+            // The user's own "always reject".
+            Some((Decision::Deny, RuleScope::Session)) => return Some(rejected(call)),
+            Some((Decision::Deny, _)) => return Some(forbidden(call, None)),
+            Some((Decision::Allow, _)) => return Some(Permission::Allow),
+            Some((Decision::Ask, _)) => return None,
+            None => {}
+        }
+        match self.lists.default {
+            Decision::Allow => Some(Permission::Allow),
+            Decision::Deny => Some(Permission::Reject(format!(
+                "The user's permission settings deny anything no rule allows, and no rule allows this ({}). Do not try it another way; tell the user what you wanted to do.",
+                call.title
+            ))),
+            Decision::Ask if !tool.mutates() || policy == ModePolicy::Auto => {
+                Some(Permission::Allow)
+            }
+            Decision::Ask => None,
+        }
     }
 
     /// The "always" answers so far (true allows), to be saved with the session.
@@ -276,6 +351,17 @@ fn rejected(call: &ToolCallInfo) -> Permission {
     ))
 }
 
+/// Refused by a rule in the config (`rule`: a `[permissions]` pattern).
+fn forbidden(call: &ToolCallInfo, rule: Option<&str>) -> Permission {
+    let rule = rule
+        .map(|rule| format!("; rule `{rule}`"))
+        .unwrap_or_default();
+    Permission::Reject(format!(
+        "A permission rule in the user's configuration forbids this ({}{rule}). Do not try it another way.",
+        call.title
+    ))
+}
+
 impl PermissionGate for SessionPermissions {
     fn check<'a>(
         &'a self,
@@ -283,28 +369,8 @@ impl PermissionGate for SessionPermissions {
         tool: &'a dyn Tool,
     ) -> BoxFuture<'a, Permission> {
         Box::pin(async move {
-            let policy = self.policy();
-            // Plan mode is absolute: no rule lets a change through.
-            if policy == ModePolicy::ReadOnly && tool.mutates() {
-                return Permission::Reject(format!(
-                    "{} changes files or runs commands, which plan mode does not allow. Finish the plan and ask the user to switch to act mode.",
-                    call.title
-                ));
-            }
-            match (self.decided(call, tool), policy) {
-                // The user's own "always reject".
-                (Some((Decision::Deny, RuleScope::Session)), _) => return rejected(call),
-                (Some((Decision::Deny, _)), _) => {
-                    return Permission::Reject(format!(
-                        "A permission rule in the user's configuration forbids this ({}). Do not try it another way.",
-                        call.title
-                    ));
-                }
-                (Some((Decision::Allow, _)), _) => return Permission::Allow,
-                (Some((Decision::Ask, _)), _) => {}
-                (None, _) if !tool.mutates() => return Permission::Allow,
-                (None, ModePolicy::Auto) => return Permission::Allow,
-                (None, _) => {}
+            if let Some(decided) = self.decide(call, tool) {
+                return decided;
             }
             match self.sink.request_permission(&self.session_id, call).await {
                 Ok(PermissionChoice::AllowOnce) => Permission::Allow,
@@ -447,8 +513,21 @@ mod tests {
         tool: &str,
         input: Value,
     ) -> (Permission, usize) {
+        let lists = PatternLists::default();
+        decide_with(policy, rules, lists, answer, tool, input).await
+    }
+
+    async fn decide_with(
+        policy: ModePolicy,
+        rules: Vec<Rule>,
+        lists: PatternLists,
+        answer: PermissionChoice,
+        tool: &str,
+        input: Value,
+    ) -> (Permission, usize) {
         let client = Arc::new(RecordingClient::answering(answer));
-        let gate = SessionPermissions::new("s".into(), client.clone(), Arc::new(rules), policy);
+        let gate = SessionPermissions::new("s".into(), client.clone(), Arc::new(rules), policy)
+            .with_lists(Arc::new(lists));
         let registry = ToolRegistry::builtin();
         let tool = registry.get(tool).unwrap();
         let ctx = ToolContext::local(std::env::temp_dir());
@@ -563,6 +642,102 @@ mod tests {
             );
             assert_eq!(times, asked, "row {n}");
         }
+    }
+
+    fn lists(default: Decision, allow: &[&str], deny: &[&str], ask: &[&str]) -> PatternLists {
+        let compile = |texts: &[&str]| {
+            texts
+                .iter()
+                .map(|text| patterns::PatternRule::parse(text).unwrap())
+                .collect()
+        };
+        PatternLists {
+            default,
+            allow: compile(allow),
+            deny: compile(deny),
+            ask: compile(ask),
+        }
+    }
+
+    #[tokio::test]
+    async fn crucible_lists_sit_before_rules_and_default_before_the_mode() {
+        use Decision::{Allow, Ask, Deny};
+        use ModePolicy::{Auto, ReadOnly};
+        let act = ModePolicy::Ask;
+        let shell = |command: &str| json!({ "command": command });
+        let read = json!({"path": "a.txt"});
+        let allow_all = || vec![rule(None, None, Allow)];
+        let deny_shell = || vec![rule(Some("shell"), None, Deny)];
+        // (mode, rules, lists, tool, input, expect allowed, expect asked);
+        // the user answers "allow once" whenever asked.
+        type Row = (
+            ModePolicy,
+            Vec<Rule>,
+            PatternLists,
+            &'static str,
+            Value,
+            bool,
+            usize,
+        );
+        #[rustfmt::skip]
+        let table: Vec<Row> = vec![
+            // A deny pattern is absolute: over a config rule and auto mode.
+            (Auto, allow_all(), lists(Ask, &[], &["bash:rm *"], &[]), "shell", shell("rm -rf x"), false, 0),
+            // An allow pattern runs without asking, over a rule's deny.
+            (act, deny_shell(), lists(Ask, &["bash:cargo *"], &[], &[]), "shell", shell("cargo test"), true, 0),
+            // An ask pattern asks over a rule's allow, and for a read; auto mode runs it.
+            (act, allow_all(), lists(Ask, &[], &[], &["bash:*"]), "shell", shell("ls"), true, 1),
+            (act, vec![], lists(Ask, &[], &[], &["read_file:*"]), "read_file", read.clone(), true, 1),
+            (Auto, vec![], lists(Ask, &[], &[], &["bash:*"]), "shell", shell("ls"), true, 0),
+            // Deny beats ask beats allow.
+            (act, vec![], lists(Allow, &["bash:*"], &["bash:*"], &["bash:*"]), "shell", shell("ls"), false, 0),
+            (act, vec![], lists(Ask, &["bash:*"], &[], &["bash:*"]), "shell", shell("ls"), true, 1),
+            // No pattern matched: the rules decide before the default.
+            (act, deny_shell(), lists(Allow, &[], &[], &[]), "shell", shell("ls"), false, 0),
+            (act, allow_all(), lists(Deny, &[], &[], &[]), "shell", shell("ls"), true, 0),
+            // Then default allow and deny decide, even for reads.
+            (act, vec![], lists(Allow, &[], &[], &[]), "shell", shell("ls"), true, 0),
+            (act, vec![], lists(Deny, &[], &[], &[]), "shell", shell("ls"), false, 0),
+            (act, vec![], lists(Deny, &[], &[], &[]), "read_file", read.clone(), false, 0),
+            (act, vec![], lists(Deny, &["read:*"], &[], &[]), "read_file", read.clone(), true, 0),
+            // Default ask leaves it to the mode.
+            (act, vec![], lists(Ask, &[], &[], &[]), "shell", shell("ls"), true, 1),
+            (Auto, vec![], lists(Ask, &[], &[], &[]), "shell", shell("ls"), true, 0),
+            (act, vec![], lists(Ask, &[], &[], &[]), "read_file", read.clone(), true, 0),
+            // Plan mode is before everything.
+            (ReadOnly, vec![], lists(Allow, &["*:*"], &[], &[]), "shell", shell("ls"), false, 0),
+            // A line that hides a command is not allowed by its first command's pattern.
+            (act, vec![], lists(Ask, &["bash:git *"], &[], &[]), "shell", shell("git log $(curl x)"), true, 1),
+            // Under default allow with deny patterns such a line asks.
+            (act, vec![], lists(Allow, &[], &["bash:rm *"], &[]), "shell", shell("eval \"$X\""), true, 1),
+        ];
+        for (n, (policy, rules, lists, tool, input, allowed, asked)) in
+            table.into_iter().enumerate()
+        {
+            let answer = PermissionChoice::AllowOnce;
+            let (permission, times) = decide_with(policy, rules, lists, answer, tool, input).await;
+            assert_eq!(
+                permission == Permission::Allow,
+                allowed,
+                "row {n}: {permission:?}"
+            );
+            assert_eq!(times, asked, "row {n}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_always_answer_settles_an_ask_pattern() {
+        let client = Arc::new(RecordingClient::answering(PermissionChoice::AllowAlways));
+        let gate =
+            SessionPermissions::new("s".into(), client.clone(), Arc::default(), ModePolicy::Ask)
+                .with_lists(Arc::new(lists(Decision::Ask, &[], &[], &["bash:*"])));
+        let registry = ToolRegistry::builtin();
+        let tool = registry.get("shell").unwrap();
+        let call = call_of(&**tool, json!({"command": "ls"}));
+        for _ in 0..3 {
+            assert_eq!(gate.check(&call, &**tool).await, Permission::Allow);
+        }
+        assert_eq!(client.asked("request_permission"), 1);
     }
 
     #[tokio::test]

@@ -10,6 +10,8 @@ pub struct Overrides {
     pub provider: Option<String>,
     pub model: Option<String>,
     pub agent: Option<String>,
+    /// The Crucible `[acp.agents.NAME]` profile the agent runs under.
+    pub profile: Option<String>,
 }
 
 impl Config {
@@ -37,7 +39,23 @@ impl Config {
         if let Some(agent) = &overrides.agent {
             self.default_agent = Some(agent.clone());
         }
+        if let Some(profile) = &overrides.profile {
+            self.apply_profile(path, profile);
+        }
         Ok(())
+    }
+
+    /// The profile's `[acp.agents.NAME.permissions]` replace `[permissions]`'s
+    /// lists (Crucible's rule); a profile without them keeps the global ones.
+    fn apply_profile(&mut self, path: &Path, profile: &str) {
+        match self.permission_profiles.get(profile) {
+            Some(Some(lists)) => self.permission_lists = lists.clone(),
+            Some(None) => {}
+            None => self.warnings.push(format!(
+                "{}: profile `{profile}` (--profile or CRUCIBLE_AGENT_PROFILE) has no [acp.agents.{profile}] table; the global [permissions] apply",
+                path.display()
+            )),
+        }
     }
 }
 
@@ -52,6 +70,7 @@ mod tests {
             provider: Some("cloud".into()),
             model: Some("big".into()),
             agent: None,
+            profile: None,
         };
         let config =
             Config::from_toml(SEED_EXAMPLE, Path::new("c.toml"), &|_| None, &overrides).unwrap();

@@ -1,14 +1,113 @@
-//! `[[permissions.rules]]`: rules checked before a tool runs.
+//! `[permissions]`: our `[[permissions.rules]]`, Crucible's `default`,
+//! `allow`, `deny` and `ask` lists, and each ACP profile's lists
+//! (`[acp.agents.NAME.permissions]`), one of which replaces the global lists
+//! when the agent runs under that profile (`--profile`).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::error::{ConfigError, invalid};
-use super::raw::{OneOrMany, RawPermissions, RawRule};
+use super::raw::{OneOrMany, RawAcp, RawPermissions, RawRule};
 use crate::events::ToolKind;
+use crate::permissions::patterns::{PatternLists, PatternRule};
 use crate::permissions::{Decision, Rule, RuleScope};
 
+/// Everything the permission tables say.
+pub(super) struct PermissionTables {
+    pub rules: Vec<Rule>,
+    /// `[permissions]`'s lists.
+    pub lists: PatternLists,
+    /// Every `[acp.agents.NAME]` profile, with its own lists if it has any.
+    pub profiles: BTreeMap<String, Option<PatternLists>>,
+    /// Patterns that can never match.
+    pub warnings: Vec<String>,
+}
+
+pub(super) fn validate(
+    raw: RawPermissions,
+    acp: Option<RawAcp>,
+    path: &Path,
+) -> Result<PermissionTables, ConfigError> {
+    let mut warnings = Vec::new();
+    let lists = validate_lists(&raw, "permissions", path, &mut warnings)?;
+    let rules = validate_rules(raw, path)?;
+    let mut profiles = BTreeMap::new();
+    for (name, agent) in acp.and_then(|acp| acp.agents).unwrap_or_default() {
+        let key = format!("acp.agents.{name}.permissions");
+        let lists = match agent.permissions {
+            Some(raw) if !raw.rules.is_empty() => {
+                return Err(invalid(
+                    path,
+                    format!("{key}.rules"),
+                    "is not read per profile",
+                    "A profile takes default, allow, deny and ask; put [[permissions.rules]] in [permissions] (they apply under every profile).",
+                ));
+            }
+            Some(raw) => Some(validate_lists(&raw, &key, path, &mut warnings)?),
+            None => None,
+        };
+        profiles.insert(name, lists);
+    }
+    Ok(PermissionTables {
+        rules,
+        lists,
+        profiles,
+        warnings,
+    })
+}
+
+/// Crucible's `default`, `allow`, `deny` and `ask` of the table at `key`.
+fn validate_lists(
+    raw: &RawPermissions,
+    key: &str,
+    path: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<PatternLists, ConfigError> {
+    let default = match raw.default.as_deref() {
+        None | Some("ask") => Decision::Ask,
+        Some("allow") => Decision::Allow,
+        Some("deny") => Decision::Deny,
+        Some(other) => {
+            return Err(invalid(
+                path,
+                format!("{key}.default"),
+                format!("`{other}` is not a decision"),
+                "Use \"allow\", \"deny\" or \"ask\" (what happens when no rule matches).",
+            ));
+        }
+    };
+    let mut list = |name: &str, texts: &Option<Vec<String>>| {
+        let mut compiled = Vec::new();
+        for (n, text) in texts.iter().flatten().enumerate() {
+            let place = format!("{key}.{name}[{n}]");
+            let rule = PatternRule::parse(text).map_err(|err| {
+                invalid(
+                    path,
+                    &place,
+                    format!("`{text}` {err}"),
+                    "Write `tool:pattern`, e.g. \"bash:cargo *\", \"read_file:*\" or \"read:*\"; the pattern is a glob (* ? [abc] {a,b}).",
+                )
+            })?;
+            if rule.matches_nothing() {
+                warnings.push(format!(
+                    "{}: key `{place}`: `{text}` matches no tool (as in Crucible); name the tool itself instead",
+                    path.display()
+                ));
+            }
+            compiled.push(rule);
+        }
+        Ok::<_, ConfigError>(compiled)
+    };
+    Ok(PatternLists {
+        default,
+        allow: list("allow", &raw.allow)?,
+        deny: list("deny", &raw.deny)?,
+        ask: list("ask", &raw.ask)?,
+    })
+}
+
 /// The rules in the order written (first match wins among equals).
-pub(super) fn validate_rules(raw: RawPermissions, path: &Path) -> Result<Vec<Rule>, ConfigError> {
+fn validate_rules(raw: RawPermissions, path: &Path) -> Result<Vec<Rule>, ConfigError> {
     raw.rules
         .into_iter()
         .enumerate()
@@ -201,5 +300,119 @@ mod tests {
         }
         let err = refusal("[[permissions.rules]]\npriority = \"high\"\ndecision = \"ask\"");
         assert!(err.contains("priority"), "{err}");
+    }
+
+    /// The `[permissions]` example of Crucible's permissions page, and its
+    /// per-agent profiles.
+    const CRUCIBLE_PERMISSIONS: &str = r#"
+[permissions]
+default = "ask"
+allow = ["bash:cargo *", "bash:git *", "read_file:*"]
+deny = ["bash:rm -rf *", "bash:sudo *"]
+ask = ["write_file:*", "edit_file:*", "bash:*"]
+
+[acp.agents.claude]
+extends = "claude"
+env = { ANTHROPIC_BASE_URL = "http://localhost:4000" }
+
+[acp.agents.gemini.permissions]
+default = "deny"
+allow = ["read:*", "search:*"]
+
+[acp.agents.opencode.permissions]
+default = "allow"
+deny = ["bash:*"]
+"#;
+
+    fn with_profile(text: &str, profile: &str) -> crate::config::Config {
+        let overrides = crate::config::Overrides {
+            profile: Some(profile.into()),
+            ..Default::default()
+        };
+        let env = |_: &str| None;
+        crate::config::Config::from_toml(
+            text,
+            std::path::Path::new("/cfg/config.toml"),
+            &env,
+            &overrides,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn crucibles_lists_and_profiles_load() {
+        use crate::permissions::Decision;
+        let text = format!("{CRUCIBLE_PERMISSIONS}\n[llm.providers.local]\ntype = \"ollama\"\n");
+        let config = load(&text, &[]).unwrap();
+        let lists = &config.permission_lists;
+        assert_eq!(lists.default, Decision::Ask);
+        let texts = |rules: &[crate::permissions::patterns::PatternRule]| {
+            rules.iter().map(|r| r.text.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            texts(&lists.allow),
+            ["bash:cargo *", "bash:git *", "read_file:*"]
+        );
+        assert_eq!(texts(&lists.deny), ["bash:rm -rf *", "bash:sudo *"]);
+        assert_eq!(lists.ask.len(), 3);
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+        // A profile's lists replace the global ones; one without keeps them.
+        let gemini = with_profile(&text, "gemini");
+        assert_eq!(gemini.permission_lists.default, Decision::Deny);
+        assert_eq!(
+            texts(&gemini.permission_lists.allow),
+            ["read:*", "search:*"]
+        );
+        assert!(gemini.permission_lists.deny.is_empty());
+        let claude = with_profile(&text, "claude");
+        assert_eq!(claude.permission_lists.deny.len(), 2);
+        assert!(claude.warnings.is_empty());
+        let unknown = with_profile(&text, "nobody");
+        assert_eq!(unknown.permission_lists.deny.len(), 2);
+        assert!(
+            unknown
+                .warnings
+                .iter()
+                .any(|w| w.contains("profile `nobody`")),
+            "{:?}",
+            unknown.warnings
+        );
+    }
+
+    #[test]
+    fn bad_lists_are_refused_naming_the_entry() {
+        for (text, key) in [
+            ("[permissions]\ndefault = \"maybe\"", "permissions.default"),
+            (
+                "[permissions]\nallow = [\"read_file:*\", \"bash\"]",
+                "permissions.allow[1]",
+            ),
+            ("[permissions]\ndeny = [\"bash:[x\"]", "permissions.deny[0]"),
+            ("[permissions]\nask = [\":x\"]", "permissions.ask[0]"),
+            ("[permissions]\nallows = []", "allows"),
+            (
+                "[acp.agents.a.permissions]\ndeny = [\"rm\"]",
+                "acp.agents.a.permissions.deny[0]",
+            ),
+            (
+                "[[acp.agents.a.permissions.rules]]\ntool = \"shell\"\ndecision = \"deny\"",
+                "acp.agents.a.permissions.rules",
+            ),
+        ] {
+            let err = refusal(text);
+            assert!(
+                err.contains("/cfg/config.toml") && err.contains(key),
+                "{key}: {err}"
+            );
+        }
+        let config = load("[permissions]\nallow = [\"plugin:srv:*\"]", &[]).unwrap();
+        assert!(
+            config
+                .warnings
+                .iter()
+                .any(|w| w.contains("permissions.allow[0]")),
+            "{:?}",
+            config.warnings
+        );
     }
 }

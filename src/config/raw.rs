@@ -49,7 +49,7 @@ pub struct RawLlm {
     pub default_provider: Option<String>,
     /// Validated by `providers::settings`, which owns their meaning.
     pub providers: Option<BTreeMap<String, RawProvider>>,
-    /// `[llm.models]`: specialty → model, for agent cards.
+    /// `[llm.models]`: an agent card's `specialty` → `provider/model` or a model.
     pub models: Option<BTreeMap<String, String>>,
     /// The design document's `[llm.TYPE]` tables, and unknown keys.
     #[serde(flatten)]
@@ -78,12 +78,34 @@ pub struct RawContext {
     pub rules_files: Option<Vec<String>>,
 }
 
-/// `[permissions]`: rules checked before a tool runs.
+/// `[permissions]`: rules checked before a tool runs: ours (`rules`) and
+/// Crucible's lists (`default`, `allow`, `deny`, `ask`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawPermissions {
     #[serde(default)]
     pub rules: Vec<RawRule>,
+    pub default: Option<String>,
+    pub allow: Option<Vec<String>>,
+    pub deny: Option<Vec<String>>,
+    pub ask: Option<Vec<String>>,
+}
+
+/// `[acp]`: how the Crucible TUI runs ACP agents. Of it the agent reads
+/// only each profile's `permissions`, for the profile it runs under.
+#[derive(Debug, Default, Deserialize)]
+pub struct RawAcp {
+    pub agents: Option<BTreeMap<String, RawAcpAgent>>,
+    #[serde(flatten)]
+    pub other: BTreeMap<String, toml::Value>,
+}
+
+/// `[acp.agents.NAME]`
+#[derive(Debug, Default, Deserialize)]
+pub struct RawAcpAgent {
+    pub permissions: Option<RawPermissions>,
+    #[serde(flatten)]
+    pub other: BTreeMap<String, toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -152,13 +174,6 @@ pub struct RawUpstreamTransport {
     pub env: Option<BTreeMap<String, String>>,
     pub url: Option<String>,
     pub auth_header: Option<String>,
-}
-
-/// `[acp]`: the Crucible TUI's ACP hosting; its keys are kept as written.
-#[derive(Debug, Default, Deserialize)]
-pub struct RawAcp {
-    #[serde(flatten)]
-    pub unknown: BTreeMap<String, toml::Value>,
 }
 
 /// `[mcp_servers.NAME]`: a server every session starts with.

@@ -91,7 +91,8 @@ fn verdict(path: &[&str]) -> Verdict {
         ] => Used,
         ["chat", _] => Ignored(TUI),
         ["llm", "default" | "default_provider"] => Used,
-        ["llm", "models"] => Ignored("the specialty → model map is for agent cards' `specialty`"),
+        // Agent cards' `specialty` → model.
+        ["llm", "models"] => Used,
         ["llm", "providers", _, "trust_level"] => Ignored("trust levels are Crucible's"),
         ["llm", "providers", _, "name"] => Ignored("a display name for the TUI"),
         ["llm", "providers", _, _] => Used,
@@ -104,10 +105,15 @@ fn verdict(path: &[&str]) -> Verdict {
             Ignored("servers that die are always started again")
         }
         ["mcp", _] | ["mcp", "servers", "[]", _] => Used,
-        ["acp"] => Ignored("how the Crucible TUI hosts ACP agents"),
+        ["acp"] | ["acp", "agents"] | ["acp", "agents", _] => Descend,
+        // A profile's lists apply when this agent runs under its name (--profile).
+        ["acp", "agents", _, "permissions"] => Used,
+        ["acp", ..] => Ignored("how the Crucible TUI hosts ACP agents"),
         ["cli"] => Ignored("the TUI's command line and highlighting"),
         ["enrichment"] => Ignored("embeddings are made by the Crucible daemon"),
-        ["kilns" | "projects" | "default_kiln" | "kiln_path" | "session_kiln" | "data_home"] => {
+        // Where the kiln's agent cards are.
+        ["kilns" | "default_kiln" | "kiln_path"] => Used,
+        ["projects" | "session_kiln" | "data_home"] => {
             Ignored("kilns and projects belong to the Crucible daemon")
         }
         ["agent_directories"] => Ignored("agent cards are read from their usual places"),
@@ -137,6 +143,8 @@ mod tests {
             report.used,
             [
                 "chat.model",
+                "default_kiln",
+                "kilns",
                 "llm.default",
                 "llm.providers.x.temperature",
                 "mcp.servers[0].name",
@@ -149,8 +157,6 @@ mod tests {
             [
                 "chat.show_diffs",
                 "cli",
-                "default_kiln",
-                "kilns",
                 "llm.providers.x.trust_level",
                 "mcp.servers[0].auto_reconnect",
             ]

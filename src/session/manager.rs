@@ -49,6 +49,10 @@ pub struct Defaults {
     pub mode: String,
     pub modes: crate::modes::ModeRegistry,
     pub rules: Arc<Vec<crate::permissions::Rule>>,
+    /// Crucible's `[permissions]` lists (or the profile's).
+    pub permission_lists: Arc<crate::permissions::patterns::PatternLists>,
+    /// The kiln and `[llm.models]`, for agent cards.
+    pub agent_cards: crate::agents::CardSettings,
     /// `[mcp_servers]` from the config, started by every session.
     pub mcp_servers: Vec<McpServerSpec>,
     pub mcp_options: McpOptions,
@@ -72,6 +76,8 @@ impl Defaults {
             mode: config.default_mode.clone(),
             modes: config.modes.clone(),
             rules: Arc::new(config.permission_rules.clone()),
+            permission_lists: Arc::new(config.permission_lists.clone()),
+            agent_cards: config.agent_cards.clone(),
             mcp_servers: config.mcp_servers.clone(),
             mcp_options: config.mcp_options.clone(),
             context: config.context,

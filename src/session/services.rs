@@ -9,11 +9,12 @@ use tokio::sync::{mpsc, watch};
 
 use super::{Defaults, SessionMsg, SessionStart, prompts, record};
 
-use crate::agents::AgentCard;
+use crate::agents::{AgentCard, ToolPolicy};
 use crate::client::{ClientAbilities, ClientSink};
 use crate::mcp::{McpManager, McpServerSpec};
 use crate::modes::ModePolicy;
-use crate::permissions::SessionPermissions;
+use crate::permissions::patterns::our_tool_name;
+use crate::permissions::{Decision, Rule, RuleScope, SessionPermissions};
 use crate::providers::Providers;
 use crate::store::Recorder;
 use crate::tools::{ClientFs, ClientTerminal, LocalFs, ToolContext, ToolRegistry};
@@ -55,7 +56,20 @@ impl Services {
     ) -> Self {
         let recorder = start.recorder.take();
         let client = record::recorded_client(recorder.as_ref(), shared.client);
-        let permissions = permissions(&start.id, &start.settings.mode, &shared.defaults, &client);
+        let providers = Arc::clone(&shared.providers);
+        let is_provider = move |name: &str| providers.get(name).is_some();
+        let mut agents =
+            crate::agents::load_all(&shared.defaults.agent_cards, &start.cwd, &is_provider);
+        for card in &mut agents {
+            card.rename_tools(&our_tool_name);
+        }
+        let permissions = permissions(
+            &start.id,
+            &start.settings.mode,
+            &shared.defaults,
+            &agents,
+            &client,
+        );
         record::remembered_permissions(recorder.as_ref(), &permissions);
         let tool_context = tool_context(&start.id, &start.cwd, start.client, &client);
         let mcp_servers = std::mem::take(&mut start.mcp_servers);
@@ -67,7 +81,7 @@ impl Services {
             providers: shared.providers,
             client,
             recorder,
-            agents: crate::agents::load_all(),
+            agents,
             mcp,
             tools: ToolRegistry::builtin(),
             tool_context,
@@ -77,11 +91,13 @@ impl Services {
     }
 }
 
-/// The mode's policy, the config's rules and the user's answers.
+/// The mode's policy, the config's rules and lists, the cards' tool
+/// policies (as agent-scoped rules) and the user's answers.
 fn permissions(
     id: &str,
     mode: &str,
     defaults: &Defaults,
+    agents: &[AgentCard],
     client: &Arc<dyn ClientSink>,
 ) -> Arc<SessionPermissions> {
     let policy = defaults
@@ -89,12 +105,21 @@ fn permissions(
         .find(mode)
         .map(|mode| mode.policy)
         .unwrap_or(ModePolicy::Ask);
-    Arc::new(SessionPermissions::new(
-        id.to_string(),
-        Arc::clone(client),
-        Arc::clone(&defaults.rules),
-        policy,
-    ))
+    let card_rules = agents.iter().flat_map(|card| {
+        card.tool_policies.iter().map(|(tool, policy)| {
+            let decision = match policy {
+                ToolPolicy::Allow => Decision::Allow,
+                ToolPolicy::Ask => Decision::Ask,
+                ToolPolicy::Deny => Decision::Deny,
+            };
+            let scope = RuleScope::Agent(card.name.clone());
+            Rule::for_tool(scope, tool.clone(), decision)
+        })
+    });
+    let rules = defaults.rules.iter().cloned().chain(card_rules).collect();
+    let gate = SessionPermissions::new(id.to_string(), Arc::clone(client), Arc::new(rules), policy)
+        .with_lists(Arc::clone(&defaults.permission_lists));
+    Arc::new(gate)
 }
 
 /// Files and commands go through the editor where it offers them.

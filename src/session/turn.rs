@@ -16,6 +16,7 @@ use super::{Defaults, PromptReply, SessionActor, SessionError, TurnEnd};
 use crate::util::lock;
 
 use crate::agent_loop::{self, Journal, JournalFn, TurnInput, TurnOutcome};
+use crate::agents::AgentCard;
 use crate::client::{ClientSink, Update};
 use crate::events::AgentEvent;
 use crate::mcp::McpManager;
@@ -58,8 +59,8 @@ pub(super) struct TurnContext {
     tell_failures: bool,
     tools: ToolRegistry,
     read_only: bool,
-    /// The agent card's allow-list.
-    allow: Option<Vec<String>>,
+    /// What the active agent card offers and allows.
+    card: Option<AgentCard>,
     layers: PromptLayers,
     cwd: PathBuf,
     tool_context: ToolContext,
@@ -103,8 +104,8 @@ impl TurnContext {
         if self.read_only {
             tools = tools.filtered(|tool| !tool.mutates());
         }
-        if let Some(allow) = &self.allow {
-            tools = tools.filtered(|tool| allow.iter().any(|name| name == tool.name()));
+        if let Some(card) = &self.card {
+            tools = tools.filtered(|tool| card.offers(tool.name()));
         }
         // Asked once per model (Ollama: /api/show), then cached.
         let window = self
@@ -134,7 +135,9 @@ impl TurnContext {
             tools,
             tool_context: self.tool_context,
             permissions: self.permissions,
-            max_turn_requests: self.defaults.max_turn_requests,
+            max_turn_requests: (self.card.as_ref())
+                .and_then(|card| card.max_turns)
+                .unwrap_or(self.defaults.max_turn_requests),
             first_token_notice: self.defaults.first_token_notice,
             journal: Some(self.journal),
         }
@@ -162,7 +165,7 @@ impl SessionActor {
             card.map(|c| (c.name.as_str(), c.body.as_str())),
             self.services.defaults.system_prompt.as_deref(),
         );
-        let allow = card.and_then(|c| c.tools.clone());
+        let card = card.cloned();
         let tell_failures =
             turn && !std::mem::replace(&mut self.conversation.mcp_failures_told, true);
         let journaled: Journaled = Arc::default();
@@ -178,7 +181,7 @@ impl SessionActor {
             tell_failures,
             tools: services.tools.clone(),
             read_only: services.permissions.policy() == ModePolicy::ReadOnly,
-            allow,
+            card,
             layers,
             cwd: services.cwd.clone(),
             tool_context: services.tool_context.clone(),

@@ -19,6 +19,7 @@ mod context;
 mod context_real_llm;
 mod crucible_client;
 mod crucible_config;
+mod crucible_permissions;
 mod mcp;
 mod mcp_prompts;
 mod mcp_sessions;
