@@ -205,8 +205,12 @@ fn compose(
     let specialty_models = raw_llm.models.take().unwrap_or_default();
     let agent_cards = agent_cards::card_settings(&raw.other, specialty_models, path, around.env);
     let mut mcp = raw.mcp.unwrap_or_default();
-    let upstream =
-        upstream::validate_upstream(mcp.servers.take().unwrap_or_default(), path, around.env)?;
+    let upstream = upstream::validate_upstream(
+        mcp.servers.take().unwrap_or_default(),
+        path,
+        around.env,
+        &mut warnings,
+    )?;
     let mut mcp_servers =
         mcp::validate_servers(raw.mcp_servers.unwrap_or_default(), path, around.env)?;
     for spec in upstream {

@@ -520,110 +520,7 @@ fn every_documented_crucible_section_loads_and_is_reported() {
 /// section: it starts the agent with the local provider as configured.
 #[test]
 fn the_reference_config_loads_whole() {
-    let text = r#"
-default_kiln = "docs"
-
-[kilns]
-docs = "."
-
-[projects.crucible]
-path = "~/crucible"
-kilns = ["docs"]
-default_kiln = "docs"
-
-[llm]
-default = "local"
-
-[llm.providers.local]
-type = "ollama"
-endpoint = "http://localhost:11434"
-default_model = "llama3.2"
-temperature = 0.7
-max_tokens = 4096
-timeout_secs = 120
-
-[llm.providers.cloud]
-type = "openai"
-default_model = "gpt-4o"
-api_key = "{env:OPENAI_API_KEY}"
-
-[llm.providers.claude]
-type = "anthropic"
-default_model = "claude-3-5-sonnet-20241022"
-api_key = "{env:ANTHROPIC_API_KEY}"
-
-[llm.models]
-reasoning = "openai/o1"
-coder = "qwen2.5-coder"
-
-[enrichment.provider]
-type = "fastembed"
-model = "BAAI/bge-small-en-v1.5"
-
-[enrichment.pipeline]
-max_precognition_chars = 3000
-
-[chat]
-enable_markdown = true
-show_thinking = false
-show_diffs = true
-agent_preference = "crucible"
-
-[acp]
-streaming_timeout_minutes = 15
-
-[acp.agents.my-claude]
-extends = "claude"
-env = { ANTHROPIC_BASE_URL = "http://localhost:4000" }
-
-[cli.highlighting]
-enabled = true
-theme = "base16-ocean.dark"
-
-[context]
-rules_files = ["AGENTS.md", "CLAUDE.md", ".rules", ".github/copilot-instructions.md"]
-
-[storage]
-idle_timeout_secs = 300
-
-[[mcp.servers]]
-name = "github"
-prefix = "gh_"
-auto_reconnect = true
-timeout_secs = 30
-allowed_tools = ["search_*", "get_*"]
-blocked_tools = ["delete_*"]
-
-[mcp.servers.transport]
-type = "stdio"
-command = "npx"
-args = ["-y", "@modelcontextprotocol/server-github"]
-
-[mcp.servers.transport.env]
-GITHUB_TOKEN = "{env:GITHUB_TOKEN}"
-
-[web]
-port = 3000
-host = "127.0.0.1"
-
-[workspace]
-root_dir = "~/Projects"
-
-[server]
-auto_archive_hours = 72
-
-[logging]
-level = "info"
-
-[[schedules]]
-name = "nightly reindex"
-every = "1d"
-action = "lua:cru.log('tick')"
-enabled = true
-
-[plugins.oci]
-runtime = "podman"
-"#;
+    let text = include_str!("../../tests/fixtures/crucible/reference.toml");
     let config = load(text, &[("GITHUB_TOKEN", "ghp")]).unwrap();
     let local = config.default_provider().unwrap();
     assert_eq!(local.name, "local");
@@ -632,6 +529,24 @@ runtime = "podman"
     assert_eq!(local.max_output_tokens, Some(4096));
     assert_eq!(config.providers.len(), 3);
     assert_eq!(config.mcp_servers[0].tools.prefix.as_deref(), Some("gh_"));
+    assert_eq!(config.permission_lists.allow.len(), 3);
+    assert_eq!(config.permission_lists.deny.len(), 1);
+    assert!(matches!(
+        config.permission_profiles.get("claude"),
+        Some(Some(_))
+    ));
+    // Without its token the GitHub server is left out, named, not fatal.
+    let untokened = load(text, &[]).unwrap();
+    assert!(untokened.mcp_servers.is_empty());
+    assert!(
+        untokened
+            .warnings
+            .iter()
+            .any(|w| w.contains("mcp.servers[0].transport.env.GITHUB_TOKEN")
+                && w.contains("server `github` is left out")),
+        "{:?}",
+        untokened.warnings
+    );
     assert!(config.warnings.is_empty(), "{:?}", config.warnings);
     let used = &config.report.used;
     for key in [

@@ -18,10 +18,22 @@ pub(super) fn validate_upstream(
     servers: Vec<RawUpstreamServer>,
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
+    warnings: &mut Vec<String>,
 ) -> Result<Vec<McpServerSpec>, ConfigError> {
     let mut specs: Vec<McpServerSpec> = Vec::new();
     for (index, server) in servers.into_iter().enumerate() {
         let entry = Entry { index, path, env };
+        // A server whose token is not exported is left out, not the agent:
+        // the TUI's users keep servers for which only some shells have keys.
+        if let Some((field, var)) = entry.unset_variable(&server) {
+            warnings.push(format!(
+                "{}: key `{}` refers to the variable {var}, which is not set; server `{}` is left out until {var} is exported",
+                path.display(),
+                entry.key(&field),
+                server.name.as_deref().unwrap_or("?"),
+            ));
+            continue;
+        }
         let spec = entry.spec(server)?;
         if specs.iter().any(|other| other.name == spec.name) {
             return Err(invalid(
@@ -56,6 +68,24 @@ struct Entry<'a> {
 }
 
 impl Entry<'_> {
+    /// The first transport value naming a variable the environment lacks.
+    fn unset_variable(&self, server: &RawUpstreamServer) -> Option<(String, String)> {
+        let transport = server.transport.as_ref()?;
+        let env = transport
+            .env
+            .iter()
+            .flatten()
+            .map(|(name, value)| (format!("transport.env.{name}"), value));
+        let single = [
+            ("url", &transport.url),
+            ("auth_header", &transport.auth_header),
+        ]
+        .into_iter()
+        .filter_map(|(field, value)| Some((format!("transport.{field}"), value.as_ref()?)));
+        env.chain(single)
+            .find_map(|(field, value)| expand_env(value, self.env).err().map(|var| (field, var)))
+    }
+
     fn key(&self, field: &str) -> String {
         format!("mcp.servers[{}].{field}", self.index)
     }

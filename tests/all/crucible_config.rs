@@ -247,7 +247,7 @@ args = ["{}"]
 async fn a_provider_the_agent_cannot_use_is_named_at_start_up() {
     let server = server().await;
     let config = format!(
-        "[llm]\ndefault = \"cloud\"\n[llm.providers.cloud]\ntype = \"openrouter\"\nendpoint = \"{}\"\ndefault_model = \"test-model\"\napi_key = \"{{env:CFG_TEST_KEY}}\"\n[llm.providers.copilot]\ntype = \"github-copilot\"\n[kilns]\nnotes = \"~/notes\"\n",
+        "[llm]\ndefault = \"cloud\"\n[llm.providers.cloud]\ntype = \"openrouter\"\nendpoint = \"{}\"\ndefault_model = \"test-model\"\napi_key = \"{{env:CFG_TEST_KEY}}\"\n[llm.providers.copilot]\ntype = \"github-copilot\"\n[web]\nport = 3000\n",
         server.base_url()
     );
     let mut agent = Agent::spawn_with(&config, &[], &[("CFG_TEST_KEY", KEY)]).await;
@@ -263,9 +263,7 @@ async fn a_provider_the_agent_cannot_use_is_named_at_start_up() {
     );
     // What it reads past is one debug line.
     assert!(
-        stderr.contains(
-            "config key ignored: kilns and projects belong to the Crucible daemon key=kilns"
-        ),
+        stderr.contains("config key ignored: the browser UI of `cru web` key=web"),
         "{stderr}"
     );
 }
@@ -312,9 +310,8 @@ async fn doctor_names_keys_used_ignored_and_which_won() {
     }
     let ignored = line("keys ignored");
     for key in [
-        "kilns",
         "enrichment",
-        "acp",
+        "acp.streaming_timeout_minutes",
         "cli",
         "context.rules_files",
         "logging",
@@ -327,4 +324,70 @@ async fn doctor_names_keys_used_ignored_and_which_won() {
         "{report}"
     );
     assert!(!report.contains(KEY), "{report}");
+}
+
+/// Crucible's whole reference config (rebuilt from its docs), its cloud
+/// provider pointed at the test's server: the agent starts, talks to it,
+/// and obeys the file's `[permissions]`: `bash:echo *` runs without asking,
+/// `bash:rm *` is refused without asking.
+#[tokio::test]
+async fn the_whole_reference_config_starts_the_agent_and_obeys_its_permissions() {
+    let server = LlmServer::start(scripted_model(vec![
+        ("shell", json!({"command": "echo allowed-by-crucible"})),
+        ("shell", json!({"command": "rm -rf precious"})),
+    ]))
+    .await;
+    let reference = include_str!("../fixtures/crucible/reference.toml");
+    let config = reference
+        .replace("default = \"local\"", "default = \"cloud\"")
+        .replace(
+            "default_model = \"gpt-4o\"",
+            &format!(
+                "default_model = \"test-model\"\nendpoint = \"{}\"",
+                server.base_url()
+            ),
+        );
+    assert_ne!(
+        config, reference,
+        "the fixture still has its cloud provider"
+    );
+    let mut agent = Agent::spawn_with(&config, &[], &[("OPENAI_API_KEY", KEY)]).await;
+    let session = agent.start_session().await;
+    let dir = agent.cwd();
+    std::fs::write(dir.join("precious"), "keep me").unwrap();
+    let (seen, response) = agent.prompt(&session, "echo, then clean up").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(
+        !seen
+            .iter()
+            .any(|m| m["method"] == "session/request_permission"),
+        "nothing was asked: {seen:?}"
+    );
+    assert!(dir.join("precious").exists(), "the denied rm did not run");
+    let chats = server.chat_requests();
+    let results: Vec<String> = chats
+        .iter()
+        .flat_map(|r| r.body["messages"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        results.iter().any(|r| r.contains("allowed-by-crucible")),
+        "{results:?}"
+    );
+    assert!(
+        results.iter().any(|r| r.contains("bash:rm *")),
+        "the model hears which rule refused: {results:?}"
+    );
+    assert_eq!(
+        chats[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    // Its GitHub MCP server needs GITHUB_TOKEN, unset here: left out and
+    // named, while the agent works.
+    assert!(
+        agent.stderr().contains("GITHUB_TOKEN, which is not set"),
+        "{}",
+        agent.stderr()
+    );
 }
