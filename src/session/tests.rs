@@ -182,20 +182,13 @@ async fn a_client_that_reads_one_line_per_request_hears_of_changes_in_its_next_t
         .session
         .send(SessionMsg::Started { interleaves: false });
     // Crucible's habit: re-apply a mode (by its own name) and a model.
-    fixture
-        .ask(|reply| SessionMsg::SetMode {
-            mode: "normal".into(),
-            reply,
-        })
-        .await
-        .unwrap();
-    fixture
-        .ask(|reply| SessionMsg::SetMode {
-            mode: "plan".into(),
-            reply,
-        })
-        .await
-        .unwrap();
+    for mode in ["normal", "plan"] {
+        let mode = mode.to_string();
+        fixture
+            .ask(|reply| SessionMsg::SetMode { mode, reply })
+            .await
+            .unwrap();
+    }
     fixture
         .ask(|reply| SessionMsg::SetModel {
             model: "unlisted-model".into(),
