@@ -10,6 +10,7 @@
 pub mod builtin;
 mod client_fs;
 mod context;
+pub mod environment;
 mod fs;
 mod shell;
 mod terminal;

@@ -133,7 +133,7 @@ impl ServerTable<'_> {
         if let Some(cwd) = server.cwd {
             spec = spec.with_cwd(cwd);
         }
-        Ok(spec)
+        Ok(spec.with_inherit_env(server.inherit_env.unwrap_or(false)))
     }
 
     /// Streamable HTTP, or the older SSE transport.
@@ -167,6 +167,22 @@ mod tests {
         let servers = load(text, &[]).unwrap().mcp_servers;
         assert!(servers[0].trust_read_only_hints);
         assert!(!servers[1].trust_read_only_hints);
+    }
+
+    #[test]
+    fn stdio_servers_inherit_the_whole_environment_only_when_asked() {
+        let text = "[mcp_servers.a]\ncommand = \"x\"\n[mcp_servers.b]\ncommand = \"y\"\ninherit_env = true\n[[mcp.servers]]\nname = \"c\"\n[mcp.servers.transport]\ncommand = \"z\"\ninherit_env = true";
+        let servers = load(text, &[]).unwrap().mcp_servers;
+        let inherits: Vec<(&str, bool)> = servers
+            .iter()
+            .map(|s| match &s.transport {
+                crate::mcp::McpTransport::Stdio { inherit_env, .. } => {
+                    (s.name.as_str(), *inherit_env)
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(inherits, [("a", false), ("b", true), ("c", true)]);
     }
 
     #[test]

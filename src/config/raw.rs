@@ -172,6 +172,7 @@ pub struct RawUpstreamTransport {
     pub command: Option<String>,
     pub args: Option<Vec<String>>,
     pub env: Option<BTreeMap<String, String>>,
+    pub inherit_env: Option<bool>,
     pub url: Option<String>,
     pub auth_header: Option<String>,
 }
@@ -185,6 +186,7 @@ pub struct RawMcpServer {
     pub command: Option<String>,
     pub args: Option<Vec<String>>,
     pub env: Option<BTreeMap<String, String>>,
+    pub inherit_env: Option<bool>,
     pub cwd: Option<String>,
     pub url: Option<String>,
     pub headers: Option<BTreeMap<String, String>>,

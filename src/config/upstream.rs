@@ -180,7 +180,7 @@ impl Entry<'_> {
                     let value = self.expand(&format!("transport.env.{variable}"), &value)?;
                     spec = spec.with_env(variable, value);
                 }
-                spec
+                spec.with_inherit_env(transport.inherit_env.unwrap_or(false))
             }
             "sse" => {
                 let url = self.required(

@@ -69,8 +69,12 @@ pub enum McpTransport {
     Stdio {
         command: PathBuf,
         args: Vec<String>,
-        /// Added to (or overriding) the agent's own environment.
+        /// Added to the base environment (or to the agent's own, when
+        /// `inherit_env`).
         env: Vec<(String, String)>,
+        /// Whether the server gets the agent's whole environment instead of
+        /// the base of [`crate::tools::environment::CORE_VARIABLES`].
+        inherit_env: bool,
         /// The working directory; the agent's own when None.
         cwd: Option<PathBuf>,
     },
@@ -99,12 +103,14 @@ impl std::fmt::Debug for McpTransport {
                 command,
                 args,
                 env,
+                inherit_env,
                 cwd,
             } => f
                 .debug_struct("Stdio")
                 .field("command", command)
                 .field("args", args)
                 .field("env", &names(env))
+                .field("inherit_env", inherit_env)
                 .field("cwd", cwd)
                 .finish(),
             McpTransport::Http { url, headers } => f
@@ -148,6 +154,7 @@ impl McpServerSpec {
                 command: command.into(),
                 args: Vec::new(),
                 env: Vec::new(),
+                inherit_env: false,
                 cwd: None,
             },
             trust_read_only_hints: true,
@@ -198,6 +205,15 @@ impl McpServerSpec {
     pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         if let McpTransport::Stdio { env, .. } = &mut self.transport {
             env.push((key.into(), value.into()));
+        }
+        self
+    }
+
+    /// Gives the server the agent's whole environment, not only the base
+    /// (stdio only; ignored otherwise).
+    pub fn with_inherit_env(mut self, inherit: bool) -> Self {
+        if let McpTransport::Stdio { inherit_env, .. } = &mut self.transport {
+            *inherit_env = inherit;
         }
         self
     }

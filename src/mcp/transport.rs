@@ -14,7 +14,7 @@ use rmcp::transport::streamable_http_client::{
 };
 use rmcp::{ClientHandler, ServiceExt};
 
-use self::stdio::{ChildProcess, StderrTail};
+use self::stdio::{ChildProcess, Environment, StderrTail};
 use super::error::StartError;
 use super::spec::McpTransport;
 use crate::util::error_chain;
@@ -33,11 +33,23 @@ pub(crate) async fn serve<H: ClientHandler>(
             command,
             args,
             env,
+            inherit_env,
             cwd,
         } => {
             stderr.clear();
-            let (mut child, stdout, stdin) =
-                ChildProcess::spawn(name, command, args, env, cwd.as_deref(), stderr.clone())?;
+            let environment = if *inherit_env {
+                Environment::Inherited(env)
+            } else {
+                Environment::Base(env)
+            };
+            let (mut child, stdout, stdin) = ChildProcess::spawn(
+                name,
+                command,
+                args,
+                environment,
+                cwd.as_deref(),
+                stderr.clone(),
+            )?;
             match handler.serve((stdout, stdin)).await {
                 Ok(service) => Ok((service, Some(child))),
                 Err(err) => {

@@ -205,3 +205,76 @@ async fn read_only_hints_of_an_untrusted_config_server_do_not_skip_the_question(
     let (_, response) = agent.response(prompt).await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
 }
+
+#[tokio::test]
+async fn stdio_servers_get_the_base_environment_and_their_own_env_only() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/echo_server.py");
+    let dumps = tempfile::tempdir().unwrap();
+    let narrow = dumps.path().join("narrow.json");
+    let wide = dumps.path().join("wide.json");
+    let config = format!(
+        "{}\n[mcp_servers.wide]\ncommand = \"python3\"\nargs = [{:?}, \"--dump-env\", {:?}]\ninherit_env = true\n",
+        config_for(&server, "test-model"),
+        script.display().to_string(),
+        wide.display().to_string(),
+    );
+    let secret = "s3cr3t-value-for-mcp";
+    // The interpreter itself: a version manager's `python3` shim adds
+    // variables of its own.
+    let python = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    let python = String::from_utf8(python.stdout).unwrap().trim().to_string();
+    let mut agent = Agent::spawn_with(
+        &config,
+        &[],
+        &[("MY_SERVICE_API_KEY", secret), ("PATH", env!("PATH"))],
+    )
+    .await;
+    let editor_server = json!({
+        "name": "fx",
+        "command": python,
+        "args": [script, "--dump-env", narrow],
+        "env": [{"name": "GIVEN_BY_EDITOR", "value": "yes"}],
+    });
+    let session = new_session(&mut agent, json!([editor_server])).await;
+    // The first prompt waits for the servers to start.
+    let (_, response) = agent.prompt(&session, "hi").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+
+    let read = |path: &std::path::Path| -> serde_json::Map<String, Value> {
+        let text = std::fs::read_to_string(path).unwrap_or_else(|err| panic!("{path:?}: {err}"));
+        serde_json::from_str(&text).unwrap()
+    };
+    let narrow = read(&narrow);
+    assert_eq!(narrow["GIVEN_BY_EDITOR"], "yes");
+    assert!(narrow.contains_key("PATH"), "{narrow:?}");
+    assert!(!narrow.contains_key("MY_SERVICE_API_KEY"), "{narrow:?}");
+    assert!(!narrow.contains_key("RUST_LOG"), "{narrow:?}");
+    // Python sets LC_CTYPE itself when it coerces a C locale.
+    let allowed = [
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "TERM",
+        "LANG",
+        "TMPDIR",
+        "GIVEN_BY_EDITOR",
+        "LC_CTYPE",
+    ];
+    for name in narrow.keys() {
+        assert!(
+            allowed.contains(&name.as_str()),
+            "{name} leaked: {narrow:?}"
+        );
+    }
+    // inherit_env = true restores the agent's whole environment.
+    let wide = read(&wide);
+    assert_eq!(wide["MY_SERVICE_API_KEY"], secret);
+    assert!(wide.contains_key("RUST_LOG"), "{wide:?}");
+}

@@ -53,6 +53,15 @@ impl StderrTail {
     }
 }
 
+/// What a server's process is given, besides its own variables.
+pub(crate) enum Environment<'a> {
+    /// The agent's core variables ([`crate::tools::environment::CORE_VARIABLES`])
+    /// and these.
+    Base(&'a [(String, String)]),
+    /// The agent's whole environment and these.
+    Inherited(&'a [(String, String)]),
+}
+
 /// A stdio server process, in its own process group so that stopping it
 /// also stops what it started (e.g. `npx` → `node`).
 pub(crate) struct ChildProcess {
@@ -68,7 +77,7 @@ impl ChildProcess {
         name: &str,
         command: &Path,
         args: &[String],
-        env: &[(String, String)],
+        env: Environment<'_>,
         cwd: Option<&Path>,
         stderr_tail: StderrTail,
     ) -> Result<(Self, ChildStdout, ChildStdin), StartError> {
@@ -86,8 +95,16 @@ impl ChildProcess {
             _ => command.to_path_buf(),
         };
         let mut cmd = tokio::process::Command::new(&program);
+        let own = match env {
+            Environment::Inherited(own) => own,
+            Environment::Base(own) => {
+                cmd.env_clear()
+                    .envs(crate::tools::environment::core_environment());
+                own
+            }
+        };
         cmd.args(args)
-            .envs(env.iter().map(|(key, value)| (key, value)))
+            .envs(own.iter().map(|(key, value)| (key, value)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
