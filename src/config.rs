@@ -25,6 +25,7 @@ mod permissions;
 pub mod raw;
 mod references;
 mod report;
+mod shell_environment;
 mod upstream;
 
 use std::collections::BTreeMap;
@@ -42,6 +43,7 @@ use crate::modes::ModeRegistry;
 use crate::permissions::Rule;
 use crate::permissions::patterns::PatternLists;
 use crate::providers::settings::{ProviderSettings, Surroundings};
+use crate::tools::environment::EnvironmentPolicy;
 use error::invalid;
 
 /// Model calls per turn when the config does not say.
@@ -83,6 +85,8 @@ pub struct Config {
     /// `[mcp_servers.NAME]`: started by every session (enabled ones only).
     pub mcp_servers: Vec<McpServerSpec>,
     pub mcp_options: McpOptions,
+    /// `[shell_environment]`: what commands get of the agent's environment.
+    pub shell_environment: EnvironmentPolicy,
     /// Non-fatal findings (a provider left out, a plaintext key) to log once at start.
     pub warnings: Vec<String>,
     /// Keys used and ignored, and which won where two set the same thing.
@@ -110,6 +114,7 @@ impl Config {
             agent_cards: CardSettings::default(),
             mcp_servers: Vec::new(),
             mcp_options: McpOptions::default(),
+            shell_environment: EnvironmentPolicy::default(),
             warnings: Vec::new(),
             report: ConfigReport::default(),
         }
@@ -226,6 +231,8 @@ fn compose(
     let mcp_options = mcp::validate_options(mcp, path)?;
     let modes = modes::validate_modes(raw.modes.unwrap_or_default(), path)?;
     let context = context::validate_context(raw.context.unwrap_or_default(), path)?;
+    let shell_environment =
+        shell_environment::validate(raw.shell_environment.unwrap_or_default(), path)?;
     let agent = raw.agent.unwrap_or_default();
     let default_mode = default_mode(agent.default_mode, &modes, path)?;
     let max_turn_requests = non_zero(
@@ -260,6 +267,7 @@ fn compose(
         agent_cards,
         mcp_servers,
         mcp_options,
+        shell_environment,
         warnings,
         report,
     })

@@ -18,6 +18,7 @@ pub struct RawConfig {
     pub mcp_servers: Option<BTreeMap<String, RawMcpServer>>,
     pub modes: Option<BTreeMap<String, RawMode>>,
     pub context: Option<RawContext>,
+    pub shell_environment: Option<RawShellEnvironment>,
     /// `[acp]`: how the Crucible TUI hosts ACP agents (this agent is one).
     pub acp: Option<RawAcp>,
     /// Other top-level tables belong to the rest of Crucible.
@@ -175,6 +176,17 @@ pub struct RawUpstreamTransport {
     pub inherit_env: Option<bool>,
     pub url: Option<String>,
     pub auth_header: Option<String>,
+}
+
+/// `[shell_environment]`: what commands get of the agent's environment.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawShellEnvironment {
+    pub inherit: Option<String>,
+    pub ignore_default_excludes: Option<bool>,
+    pub exclude: Option<Vec<String>>,
+    pub include_only: Option<Vec<String>>,
+    pub set: Option<BTreeMap<String, String>>,
 }
 
 /// `[mcp_servers.NAME]`: a server every session starts with.

@@ -56,6 +56,8 @@ pub struct Defaults {
     /// `[mcp_servers]` from the config, started by every session.
     pub mcp_servers: Vec<McpServerSpec>,
     pub mcp_options: McpOptions,
+    /// `[shell_environment]`: what commands get of the agent's environment.
+    pub shell_environment: Arc<crate::tools::environment::EnvironmentPolicy>,
     pub context: crate::context::ContextSettings,
     /// `--agent` or `[chat] default_agent`.
     pub agent: Option<String>,
@@ -80,6 +82,7 @@ impl Defaults {
             agent_cards: config.agent_cards.clone(),
             mcp_servers: config.mcp_servers.clone(),
             mcp_options: config.mcp_options.clone(),
+            shell_environment: Arc::new(config.shell_environment.clone()),
             context: config.context,
             agent: config.default_agent.clone(),
             system_prompt: config.system_prompt.clone(),

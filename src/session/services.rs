@@ -71,7 +71,8 @@ impl Services {
             &client,
         );
         record::remembered_permissions(recorder.as_ref(), &permissions);
-        let tool_context = tool_context(&start.id, &start.cwd, start.client, &client);
+        let mut tool_context = tool_context(&start.id, &start.cwd, start.client, &client);
+        tool_context.settings.environment = Arc::clone(&shared.defaults.shell_environment);
         let mcp_servers = std::mem::take(&mut start.mcp_servers);
         let mcp = start_mcp(mcp_servers, &shared.defaults, mailbox.clone());
         Self {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::environment::EnvironmentPolicy;
 use super::{FileSystem, LocalFs, LocalShell, Shell, ToolError};
 use crate::events::{TodoItem, ToolContent};
 
@@ -55,6 +56,8 @@ pub struct ToolSettings {
     /// The largest file `read_file` returns whole, and the most text one
     /// read returns, in bytes.
     pub max_read_bytes: u64,
+    /// `[shell_environment]`: what commands get of the agent's environment.
+    pub environment: Arc<EnvironmentPolicy>,
 }
 
 impl Default for ToolSettings {
@@ -63,6 +66,7 @@ impl Default for ToolSettings {
             shell_timeout: Duration::from_secs(120),
             output_cap: 100 * 1024,
             max_read_bytes: 256 * 1024,
+            environment: Arc::default(),
         }
     }
 }

@@ -44,6 +44,9 @@ pub struct ShellRun<'a> {
     /// The command line, given to `sh -c`.
     pub command: &'a str,
     pub cwd: &'a Path,
+    /// The command's whole environment, as the session's
+    /// [`super::environment::EnvironmentPolicy`] built it.
+    pub env: &'a [(String, String)],
     /// Past it the command is killed and the output so far returned with `timed_out`.
     pub timeout: Duration,
     /// The most bytes of output kept.
@@ -90,6 +93,8 @@ async fn run_local(run: ShellRun<'_>) -> Result<ShellOutput, ToolError> {
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(run.command)
+        .env_clear()
+        .envs(run.env.iter().map(|(name, value)| (name, value)))
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -369,9 +374,11 @@ mod tests {
         cancel: &CancellationToken,
     ) -> Result<ShellOutput, ToolError> {
         let progress = Progress::default();
+        let env: Vec<(String, String)> = std::env::vars().collect();
         let run = ShellRun {
             command,
             cwd,
+            env: &env,
             timeout,
             output_cap: 1000,
             cancel,

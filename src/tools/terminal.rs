@@ -48,7 +48,8 @@ impl ClientTerminal {
             session_id: self.session_id.clone(),
             command: "sh".into(),
             args: vec!["-c".into(), run.command.into()],
-            env: Vec::new(),
+            // The editor's terminal may add its own environment to this.
+            env: run.env.to_vec(),
             cwd: Some(run.cwd.to_path_buf()),
             output_byte_limit: u64::try_from(run.output_cap).ok(),
         };
@@ -262,6 +263,7 @@ mod tests {
         let run = ShellRun {
             command,
             cwd: Path::new("/tmp"),
+            env: &[],
             timeout,
             output_cap: 1000,
             cancel: &cancel,

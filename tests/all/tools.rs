@@ -834,3 +834,116 @@ async fn agent_scoped_rules_apply_only_while_that_agent_card_runs() {
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert!(!agent.cwd().join("plain.txt").exists());
 }
+
+/// Secret-looking variables in the agent's environment.
+const SECRETS: [(&str, &str); 4] = [
+    ("OPENAI_API_KEY", "sk-test-value-1"),
+    ("MY_SERVICE_API_KEY", "svc-test-value-2"),
+    ("GITHUB_TOKEN", "ghp-test-value-3"),
+    ("DB_PASSWORD", "pw-test-value-4"),
+];
+
+/// What the model read back from its one tool call.
+fn first_tool_result(server: &LlmServer) -> String {
+    let chat = server.chat_requests();
+    let last = chat[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    last["content"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn commands_get_no_secret_named_variables_and_do_get_set_ones() {
+    let server = LlmServer::start(scripted_model(vec![("shell", json!({"command": "env"}))])).await;
+    let config = format!(
+        "{}\n[shell_environment]\nset = {{ CRUCIBLE_TEST_SET = \"from-config\" }}\n",
+        auto_config(&server)
+    );
+    let mut env: Vec<(&str, &str)> = SECRETS.to_vec();
+    env.push(("PATH", env!("PATH")));
+    let mut agent = Agent::spawn_with(&config, &[], &env).await;
+    let session = agent.new_session().await;
+    let (_, response) = agent.prompt(&session, "show the environment").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let text = first_tool_result(&server);
+    assert!(text.starts_with("Exit code: 0\n"), "{text}");
+    assert!(text.contains("\nPATH="), "{text}");
+    assert!(text.contains("\nHOME="), "{text}");
+    assert!(text.contains("CRUCIBLE_TEST_SET=from-config"), "{text}");
+    for (name, value) in SECRETS {
+        assert!(!text.contains(name), "{name} reached the model: {text}");
+        assert!(!text.contains(value), "{name} reached the model: {text}");
+    }
+}
+
+#[tokio::test]
+async fn include_only_keeps_just_the_named_variables() {
+    let server = LlmServer::start(scripted_model(vec![("shell", json!({"command": "env"}))])).await;
+    let config = format!(
+        "{}\n[shell_environment]\ninclude_only = [\"PATH\", \"shown_*\"]\n",
+        auto_config(&server)
+    );
+    let env = [
+        ("SHOWN_A", "visible"),
+        ("HIDDEN_B", "invisible"),
+        ("PATH", env!("PATH")),
+    ];
+    let mut agent = Agent::spawn_with(&config, &[], &env).await;
+    let session = agent.new_session().await;
+    let (_, response) = agent.prompt(&session, "show the environment").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let text = first_tool_result(&server);
+    assert!(text.contains("SHOWN_A=visible"), "{text}");
+    assert!(text.contains("PATH="), "{text}");
+    assert!(!text.contains("HIDDEN_B"), "{text}");
+    assert!(!text.contains("HOME="), "{text}");
+}
+
+#[tokio::test]
+async fn the_editors_terminal_is_given_the_filtered_environment() {
+    let server = LlmServer::start(scripted_model(vec![("shell", json!({"command": "env"}))])).await;
+    let config = format!(
+        "{}\n[shell_environment]\nset = {{ CRUCIBLE_TEST_SET = \"from-config\" }}\n",
+        auto_config(&server)
+    );
+    let mut agent = Agent::spawn_with(&config, &[], &SECRETS).await;
+    let session = initialize_with_terminal(&mut agent).await;
+    let prompt = agent.start_prompt(&session, "show the environment").await;
+    let (seen, response) = respond_until(&mut agent, prompt, |message| {
+        let result = match message["method"].as_str() {
+            Some("terminal/create") => json!({"terminalId": "term-env"}),
+            Some("terminal/wait_for_exit") => json!({"exitCode": 0}),
+            Some("terminal/output") => json!({"output": "", "truncated": false}),
+            Some("terminal/release") => json!({}),
+            _ => return Vec::new(),
+        };
+        vec![result_for(message, result)]
+    })
+    .await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let create = seen
+        .iter()
+        .find(|m| m["method"] == "terminal/create")
+        .unwrap();
+    let env: Vec<(String, String)> = create["params"]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|var| {
+            (
+                var["name"].as_str().unwrap().to_string(),
+                var["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let has = |name: &str| env.iter().any(|(n, _)| n == name);
+    assert!(has("PATH") && has("HOME"), "{env:?}");
+    assert!(env.contains(&("CRUCIBLE_TEST_SET".into(), "from-config".into())));
+    for (name, value) in SECRETS {
+        assert!(!has(name), "{name}: {env:?}");
+        assert!(!env.iter().any(|(_, v)| v == value), "{name}: {env:?}");
+    }
+}

@@ -64,9 +64,11 @@ async fn run_command(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolEr
             )));
         }
     };
+    let environment = ctx.settings.environment.for_command();
     let run = ShellRun {
         command: &args.command,
         cwd: &ctx.cwd,
+        env: &environment.variables,
         timeout,
         output_cap: ctx.settings.output_cap,
         cancel: &ctx.cancel,
