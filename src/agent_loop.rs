@@ -20,6 +20,7 @@ use crate::permissions::{Permission, PermissionGate};
 use crate::providers::{
     ChatRequest, FinishReason, Provider, ProviderError, ProviderEvent, ToolChoice, Usage, retry,
 };
+use crate::tools::redact::Redactor;
 use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry, parse_arguments};
 
 /// What a turn reports for the session store the moment it happens, so a
@@ -386,6 +387,16 @@ async fn run_tools(
         decisions.push(decision);
     }
 
+    // Values the session's environment policy withholds from commands are
+    // secrets: they are not read back either.
+    let redactor = &Redactor::new(
+        input
+            .tool_context
+            .settings
+            .environment
+            .for_command()
+            .withheld,
+    );
     let runs = prepared
         .iter()
         .zip(decisions)
@@ -432,7 +443,7 @@ async fn run_tools(
                 }
                 Err(err) => Err(err),
             };
-            finish_call(call, outcome, emit)
+            finish_call(call, outcome, redactor, emit)
         });
     futures::future::join_all(runs).await
 }
@@ -440,9 +451,10 @@ async fn run_tools(
 fn finish_call(
     call: &PreparedCall,
     outcome: Result<crate::tools::ToolOutput, ToolError>,
+    redactor: &Redactor,
     emit: &(dyn Fn(AgentEvent) + Send + Sync),
 ) -> Part {
-    let (progress, content, is_error) = match outcome {
+    let (progress, content, is_error) = match outcome.map(|output| redactor.output(output)) {
         Ok(output) => (
             ToolCallProgress {
                 id: call.info.id.clone(),
@@ -455,7 +467,7 @@ fn finish_call(
             false,
         ),
         Err(err) => {
-            let message = err.to_string();
+            let message = redactor.text(&err.to_string());
             (
                 ToolCallProgress {
                     id: call.info.id.clone(),

@@ -12,6 +12,7 @@ mod client_fs;
 mod context;
 pub mod environment;
 mod fs;
+pub mod redact;
 mod shell;
 mod terminal;
 #[cfg(test)]

@@ -947,3 +947,35 @@ async fn the_editors_terminal_is_given_the_filtered_environment() {
         assert!(!env.iter().any(|(_, v)| v == value), "{name}: {env:?}");
     }
 }
+
+#[tokio::test]
+async fn a_secret_printed_by_a_command_arrives_redacted() {
+    let server = LlmServer::start(scripted_model(vec![(
+        "shell",
+        json!({"command": "echo \"found: $(cat leak.txt)\""}),
+    )]))
+    .await;
+    let mut agent = Agent::spawn_with(&auto_config(&server), &[], &SECRETS).await;
+    let (name, value) = SECRETS[1];
+    std::fs::write(agent.cwd().join("leak.txt"), value).unwrap();
+    let session = agent.new_session().await;
+    let (seen, response) = agent.prompt(&session, "read the file").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let text = first_tool_result(&server);
+    assert!(text.contains("found: [redacted]"), "{text}");
+    assert!(!text.contains(value), "{name}: {text}");
+    // Nor does the editor (or the store, which records what it is shown).
+    let shown = serde_json::to_string(&seen).unwrap();
+    assert!(!shown.contains(value), "{name}: {shown}");
+    assert!(shown.contains("found: [redacted]"), "{shown}");
+    let dir = agent.session_dir(&session);
+    let mut stored = String::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            stored.push_str(&String::from_utf8_lossy(&std::fs::read(path).unwrap()));
+        }
+    }
+    assert!(stored.contains("found: [redacted]"), "{dir:?}: {stored}");
+    assert!(!stored.contains(value), "{name}: {stored}");
+}
