@@ -10,6 +10,7 @@ use crate::config::{Config, ConfigReport, Overrides};
 use crate::mcp::McpTransport;
 use crate::providers::Providers;
 use crate::providers::settings::ProviderKind;
+use crate::tools::environment::Inherit;
 
 /// How long an endpoint may take to list its models.
 const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -86,6 +87,7 @@ pub async fn run(
             report_keys(&config.report, &mut checks);
             check_providers(&config, &mut checks).await;
             check_mcp(&config, &mut checks);
+            check_environment(&config, &mut checks);
         }
         Err(err) => checks.push(Check::fail(
             "config",
@@ -248,6 +250,51 @@ fn check_mcp(config: &Config, checks: &mut Vec<Check>) {
             }
         }
     }
+}
+
+/// The effective `[shell_environment]` here: counts, never values.
+fn check_environment(config: &Config, checks: &mut Vec<Check>) {
+    let policy = &config.shell_environment;
+    let env = policy.for_command();
+    let inherit = match policy.inherit {
+        Inherit::All => "all",
+        Inherit::Core => "core",
+        Inherit::None => "none",
+    };
+    checks.push(Check::ok(
+        "shell environment",
+        format!(
+            "inherit {inherit}: commands get {} variable(s) ({} set by the config); {} left out, {} of them by an exclude (their values are redacted from tool results)",
+            env.variables.len(),
+            policy.set.len(),
+            env.left_out,
+            env.excluded,
+        ),
+    ));
+    let inheriting: Vec<&str> = config
+        .mcp_servers
+        .iter()
+        .filter(|server| {
+            matches!(
+                server.transport,
+                McpTransport::Stdio {
+                    inherit_env: true,
+                    ..
+                }
+            )
+        })
+        .map(|server| server.name.as_str())
+        .collect();
+    let detail = if inheriting.is_empty() {
+        "stdio servers get PATH, HOME, USER, LOGNAME, SHELL, TERM, LANG, TMPDIR and their own env"
+            .to_string()
+    } else {
+        format!(
+            "stdio servers get PATH, HOME, USER, LOGNAME, SHELL, TERM, LANG, TMPDIR and their own env; the agent's whole environment: {}",
+            inheriting.join(", ")
+        )
+    };
+    checks.push(Check::ok("mcp environment", detail));
 }
 
 fn check_data_dir(data_dir: &Path) -> Check {

@@ -61,6 +61,10 @@ pub struct CommandEnvironment {
     /// The values of variables left out by an exclude (default or own):
     /// secrets that must not come back in a result either.
     pub withheld: Vec<String>,
+    /// How many of the agent's variables were left out (by any rule).
+    pub left_out: usize,
+    /// How many of them by an exclude (default or own).
+    pub excluded: usize,
 }
 
 impl EnvironmentPolicy {
@@ -86,15 +90,19 @@ impl EnvironmentPolicy {
                 Inherit::None => false,
             };
             if !inherited {
+                result.left_out += 1;
                 continue;
             }
             if any(&default_excludes, &name) || any(&self.exclude, &name) {
+                result.left_out += 1;
+                result.excluded += 1;
                 if !value.is_empty() {
                     result.withheld.push(value);
                 }
                 continue;
             }
             if !self.include_only.is_empty() && !any(&self.include_only, &name) {
+                result.left_out += 1;
                 continue;
             }
             result.variables.push((name, value));
@@ -143,6 +151,7 @@ mod tests {
         let env = EnvironmentPolicy::default().apply(agent());
         assert_eq!(names(&env), ["PATH", "HOME", "EDITOR", "RUST_LOG"]);
         assert_eq!(env.withheld, ["sk-1", "ghp-2", "pw-3"]);
+        assert_eq!((env.left_out, env.excluded), (3, 3));
         let all = EnvironmentPolicy {
             ignore_default_excludes: true,
             ..Default::default()
@@ -158,7 +167,9 @@ mod tests {
             inherit: Inherit::Core,
             ..Default::default()
         };
-        assert_eq!(names(&core.apply(agent())), ["PATH", "HOME"]);
+        let env = core.apply(agent());
+        assert_eq!(names(&env), ["PATH", "HOME"]);
+        assert_eq!((env.left_out, env.excluded), (5, 0));
         let none = EnvironmentPolicy {
             inherit: Inherit::None,
             set: vec![("A".into(), "1".into())],

@@ -234,3 +234,41 @@ async fn sessions_subcommands_list_show_and_delete_what_the_agent_stored() {
         stderr(&output)
     );
 }
+
+#[tokio::test]
+async fn doctor_shows_the_environment_policy_as_counts_never_values() {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[shell_environment]\nexclude = [\"DOCTOR_HIDDEN_*\"]\nset = { CI = \"1\" }\n[mcp_servers.wide]\ncommand = \"sh\"\ninherit_env = true\n",
+    )
+    .unwrap();
+    let secret = "doctor-secret-value-1";
+    let output = run(
+        home.path(),
+        &["--config", config.to_str().unwrap(), "doctor"],
+        &[
+            ("DOCTOR_API_KEY", secret),
+            ("DOCTOR_HIDDEN_X", "hidden-value-2"),
+        ],
+    )
+    .await;
+    let report = stdout(&output);
+    assert!(report.contains("shell environment"), "{report}");
+    assert!(report.contains("(1 set by the config)"), "{report}");
+    // At least the two variables given here are left out by an exclude.
+    let excluded: usize = report
+        .split(" left out, ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(excluded >= 2, "{report}");
+    assert!(
+        report.contains("the agent's whole environment: wide"),
+        "{report}"
+    );
+    assert!(!report.contains(secret), "{report}");
+    assert!(!report.contains("hidden-value-2"), "{report}");
+}
