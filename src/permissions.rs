@@ -17,6 +17,7 @@ mod command_line;
 pub mod patterns;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
@@ -25,6 +26,7 @@ use crate::client::{ClientSink, PermissionChoice};
 use crate::events::{ToolCallInfo, ToolKind};
 use crate::modes::ModePolicy;
 use crate::tools::Tool;
+use crate::tools::sensitive::sensitive_pattern;
 use crate::util::lock;
 use patterns::{PatternLists, Verdict};
 
@@ -265,6 +267,18 @@ impl SessionPermissions {
                 call.title
             )));
         }
+        // A file that usually holds secrets is read only when the user says
+        // so (or in auto mode), whatever allows reads in general; a rule
+        // that forbids the read still does.
+        if !tool.mutates() && policy != ModePolicy::Auto && sensitive_location(call).is_some() {
+            return match self.decided(call, tool) {
+                Some((Decision::Deny, RuleScope::Session)) => Some(rejected(call)),
+                Some((Decision::Deny, _)) => Some(forbidden(call, None)),
+                // The user's own "always allow".
+                Some((Decision::Allow, RuleScope::Session)) => Some(Permission::Allow),
+                _ => None,
+            };
+        }
         let verdict = self
             .lists
             .evaluate(tool.name(), tool.kind(), &call.raw_input);
@@ -344,6 +358,14 @@ impl SessionPermissions {
     }
 }
 
+/// The first place of the call that is a sensitive file, and why.
+fn sensitive_location(call: &ToolCallInfo) -> Option<(&Path, &'static str)> {
+    call.locations.iter().find_map(|location| {
+        let pattern = sensitive_pattern(&location.path)?;
+        Some((location.path.as_path(), pattern))
+    })
+}
+
 fn rejected(call: &ToolCallInfo) -> Permission {
     Permission::Reject(format!(
         "The user declined to let you run this ({}). Do not try it again another way; ask the user what they want instead.",
@@ -372,7 +394,18 @@ impl PermissionGate for SessionPermissions {
             if let Some(decided) = self.decide(call, tool) {
                 return decided;
             }
-            match self.sink.request_permission(&self.session_id, call).await {
+            // The question says why a read asks.
+            let mut asked = call.clone();
+            if !tool.mutates()
+                && let Some((path, pattern)) = sensitive_location(call)
+            {
+                asked.title = format!(
+                    "{} — {} may hold secrets (sensitive file: `{pattern}`)",
+                    call.title,
+                    path.display()
+                );
+            }
+            match self.sink.request_permission(&self.session_id, &asked).await {
                 Ok(PermissionChoice::AllowOnce) => Permission::Allow,
                 Ok(PermissionChoice::AllowAlways) => {
                     self.answered_always(tool.name(), true);

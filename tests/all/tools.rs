@@ -979,3 +979,61 @@ async fn a_secret_printed_by_a_command_arrives_redacted() {
     assert!(stored.contains("found: [redacted]"), "{dir:?}: {stored}");
     assert!(!stored.contains(value), "{name}: {stored}");
 }
+
+#[tokio::test]
+async fn reading_a_dotenv_file_asks_in_act_mode_and_says_why() {
+    let server = LlmServer::start(scripted_model(vec![
+        ("read_file", json!({"path": "notes.txt"})),
+        ("read_file", json!({"path": ".env"})),
+    ]))
+    .await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    std::fs::write(agent.cwd().join(".env"), "LOCAL_VALUE=1\n").unwrap();
+    std::fs::write(agent.cwd().join("notes.txt"), "plain\n").unwrap();
+    let session = agent.new_session().await;
+    let prompt = agent.start_prompt(&session, "read them").await;
+    // The plain read runs at once; only the .env read asks.
+    let asked = answer_permission(&mut agent, "allow_once").await;
+    let title = asked["params"]["toolCall"]["title"].as_str().unwrap();
+    assert!(title.contains(".env"), "{title}");
+    assert!(title.contains("may hold secrets"), "{title}");
+    let (_, response) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let chat = server.chat_requests();
+    assert!(chat[2].body.to_string().contains("LOCAL_VALUE=1"));
+}
+
+#[tokio::test]
+async fn grep_and_glob_skip_secret_files_unless_named() {
+    let server = LlmServer::start(scripted_model(vec![
+        ("grep", json!({"pattern": "MARKER"})),
+        ("glob", json!({"pattern": "*"})),
+        ("grep", json!({"pattern": "MARKER", "glob": ".env"})),
+    ]))
+    .await;
+    let mut agent = Agent::spawn(&auto_config(&server)).await;
+    std::fs::write(agent.cwd().join(".env"), "MARKER=in-dotenv\n").unwrap();
+    std::fs::write(agent.cwd().join("notes.txt"), "MARKER in notes\n").unwrap();
+    let session = agent.new_session().await;
+    let (_, response) = agent.prompt(&session, "search").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let chat = server.chat_requests();
+    let result = |index: usize| {
+        chat[index].body["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let grep = result(1);
+    assert!(grep.contains("notes.txt"), "{grep}");
+    assert!(!grep.contains("in-dotenv"), "{grep}");
+    let glob = result(2);
+    assert!(glob.contains("notes.txt"), "{glob}");
+    assert!(!glob.contains(".env"), "{glob}");
+    let named = result(3);
+    assert!(named.contains("in-dotenv"), "{named}");
+}

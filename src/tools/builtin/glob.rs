@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::walk::{is_file, require_dir, walk};
+use super::walk::{is_file, require_dir, skipped_as_sensitive, walk};
 use super::{Target, path_location, place, search_title};
 use crate::events::{Location, ToolKind};
 use crate::tools::{ToolContext, ToolError, ToolOutput, TypedTool, display_path};
@@ -75,6 +75,7 @@ async fn find(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     require_dir(&base).await?;
 
     let root = base.path.clone();
+    let pattern_given = pattern.to_string();
     let (paths, total) = walk(
         ctx,
         &base.path,
@@ -86,7 +87,10 @@ async fn find(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
                 .path()
                 .strip_prefix(&root)
                 .is_ok_and(|relative| matcher.is_match(relative));
-            if is_file(&entry) && matches {
+            if is_file(&entry)
+                && matches
+                && !skipped_as_sensitive(entry.path(), &root, Some(&pattern_given))
+            {
                 *total += 1;
                 if paths.len() < MAX_MATCHES {
                     paths.push(entry.into_path());

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::glob::compile_glob;
-use super::walk::{is_file, walk};
+use super::walk::{is_file, skipped_as_sensitive, walk};
 use super::{Target, path_location, place, plural, search_title};
 use crate::events::{Location, ToolKind};
 use crate::tools::fs::{io_error, looks_binary};
@@ -123,6 +123,7 @@ async fn search(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> 
         .map_err(|err| base.error(io_error(&base.path, err)))?;
 
     let root = base.path.clone();
+    let named = args.glob.clone();
     let found = walk(
         ctx,
         &base.path,
@@ -134,6 +135,7 @@ async fn search(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> 
                 .is_none_or(|filter| filter.accepts(entry.path(), &root));
             if is_file(&entry)
                 && wanted
+                && !skipped_as_sensitive(entry.path(), &root, named.as_deref())
                 && let Some(text) = read_searchable(entry.path())
             {
                 search_text(&regex, entry.path(), &text, found);

@@ -48,6 +48,18 @@ where
     .map_err(|err| ToolError::Failed(format!("the directory walk stopped unexpectedly: {err}")))?
 }
 
+/// Whether grep or glob leave the file at `path` out as one that usually
+/// holds secrets ([`crate::tools::sensitive`]): yes, unless it was asked for
+/// by name, as the walk's `root` itself or by a `pattern` whose last part
+/// has no wildcard.
+pub(super) fn skipped_as_sensitive(path: &Path, root: &Path, pattern: Option<&str>) -> bool {
+    let named = pattern.is_some_and(|pattern| {
+        let last = pattern.rsplit('/').next().unwrap_or(pattern);
+        !last.contains(['*', '?', '[', '{'])
+    });
+    path != root && !named && crate::tools::sensitive::sensitive_pattern(path).is_some()
+}
+
 /// Whether the entry is a file (symlinks are not followed, so not them).
 pub(super) fn is_file(entry: &ignore::DirEntry) -> bool {
     entry.file_type().is_some_and(|kind| kind.is_file())
