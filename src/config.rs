@@ -44,6 +44,7 @@ use crate::permissions::Rule;
 use crate::permissions::patterns::PatternLists;
 use crate::providers::settings::{ProviderSettings, Surroundings};
 use crate::tools::environment::EnvironmentPolicy;
+use crate::tools::sensitive::SensitiveFiles;
 use error::invalid;
 
 /// Model calls per turn when the config does not say.
@@ -87,6 +88,8 @@ pub struct Config {
     pub mcp_options: McpOptions,
     /// `[shell_environment]`: what commands get of the agent's environment.
     pub shell_environment: EnvironmentPolicy,
+    /// `[sensitive_files]`: files whose reads ask first.
+    pub sensitive_files: SensitiveFiles,
     /// Non-fatal findings (a provider left out, a plaintext key) to log once at start.
     pub warnings: Vec<String>,
     /// Keys used and ignored, and which won where two set the same thing.
@@ -115,6 +118,7 @@ impl Config {
             mcp_servers: Vec::new(),
             mcp_options: McpOptions::default(),
             shell_environment: EnvironmentPolicy::default(),
+            sensitive_files: SensitiveFiles::default(),
             warnings: Vec::new(),
             report: ConfigReport::default(),
         }
@@ -233,6 +237,8 @@ fn compose(
     let context = context::validate_context(raw.context.unwrap_or_default(), path)?;
     let shell_environment =
         shell_environment::validate(raw.shell_environment.unwrap_or_default(), path)?;
+    let sensitive_files =
+        shell_environment::sensitive_files(raw.sensitive_files.unwrap_or_default(), path)?;
     let agent = raw.agent.unwrap_or_default();
     let default_mode = default_mode(agent.default_mode, &modes, path)?;
     let max_turn_requests = non_zero(
@@ -268,6 +274,7 @@ fn compose(
         mcp_servers,
         mcp_options,
         shell_environment,
+        sensitive_files,
         warnings,
         report,
     })

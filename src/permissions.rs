@@ -26,7 +26,7 @@ use crate::client::{ClientSink, PermissionChoice};
 use crate::events::{ToolCallInfo, ToolKind};
 use crate::modes::ModePolicy;
 use crate::tools::Tool;
-use crate::tools::sensitive::sensitive_pattern;
+use crate::tools::sensitive::SensitiveFiles;
 use crate::util::lock;
 use patterns::{PatternLists, Verdict};
 
@@ -174,6 +174,8 @@ pub struct SessionPermissions {
     /// The agent (card) the session runs, for agent-scoped rules.
     agent: Mutex<Option<String>>,
     /// The session's mode; changed by the session actor, read by running turns.
+    /// Files whose reads ask first (`[sensitive_files]`).
+    sensitive_files: Arc<SensitiveFiles>,
     policy: Mutex<ModePolicy>,
     /// Told the "always" answers each time one is given, so they are saved
     /// at once, not when the turn ends.
@@ -194,6 +196,7 @@ impl SessionPermissions {
             sink,
             rules,
             lists: Arc::default(),
+            sensitive_files: Arc::default(),
             session_rules: Mutex::default(),
             agent: Mutex::default(),
             policy: Mutex::new(policy),
@@ -204,6 +207,12 @@ impl SessionPermissions {
     /// Check Crucible's `[permissions]` lists too.
     pub fn with_lists(mut self, lists: Arc<PatternLists>) -> Self {
         self.lists = lists;
+        self
+    }
+
+    /// Reads of these files ask first (the default list otherwise).
+    pub fn with_sensitive_files(mut self, files: Arc<SensitiveFiles>) -> Self {
+        self.sensitive_files = files;
         self
     }
 
@@ -270,7 +279,8 @@ impl SessionPermissions {
         // A file that usually holds secrets is read only when the user says
         // so (or in auto mode), whatever allows reads in general; a rule
         // that forbids the read still does.
-        if !tool.mutates() && policy != ModePolicy::Auto && sensitive_location(call).is_some() {
+        if !tool.mutates() && policy != ModePolicy::Auto && self.sensitive_location(call).is_some()
+        {
             return match self.decided(call, tool) {
                 Some((Decision::Deny, RuleScope::Session)) => Some(rejected(call)),
                 Some((Decision::Deny, _)) => Some(forbidden(call, None)),
@@ -353,17 +363,17 @@ impl SessionPermissions {
         rules.insert(0, Rule::for_tool(RuleScope::Session, tool, decision));
     }
 
+    /// The first place of the call that is a sensitive file, and why.
+    fn sensitive_location<'c>(&'c self, call: &'c ToolCallInfo) -> Option<(&'c Path, &'c str)> {
+        call.locations.iter().find_map(|location| {
+            let pattern = self.sensitive_files.matching(&location.path)?;
+            Some((location.path.as_path(), pattern))
+        })
+    }
+
     fn lock_session_rules(&self) -> std::sync::MutexGuard<'_, Vec<Rule>> {
         crate::util::lock(&self.session_rules)
     }
-}
-
-/// The first place of the call that is a sensitive file, and why.
-fn sensitive_location(call: &ToolCallInfo) -> Option<(&Path, &'static str)> {
-    call.locations.iter().find_map(|location| {
-        let pattern = sensitive_pattern(&location.path)?;
-        Some((location.path.as_path(), pattern))
-    })
 }
 
 fn rejected(call: &ToolCallInfo) -> Permission {
@@ -397,7 +407,7 @@ impl PermissionGate for SessionPermissions {
             // The question says why a read asks.
             let mut asked = call.clone();
             if !tool.mutates()
-                && let Some((path, pattern)) = sensitive_location(call)
+                && let Some((path, pattern)) = self.sensitive_location(call)
             {
                 asked.title = format!(
                     "{} — {} may hold secrets (sensitive file: `{pattern}`)",

@@ -19,6 +19,7 @@ pub struct RawConfig {
     pub modes: Option<BTreeMap<String, RawMode>>,
     pub context: Option<RawContext>,
     pub shell_environment: Option<RawShellEnvironment>,
+    pub sensitive_files: Option<RawSensitiveFiles>,
     /// `[acp]`: how the Crucible TUI hosts ACP agents (this agent is one).
     pub acp: Option<RawAcp>,
     /// Other top-level tables belong to the rest of Crucible.
@@ -187,6 +188,14 @@ pub struct RawShellEnvironment {
     pub exclude: Option<Vec<String>>,
     pub include_only: Option<Vec<String>>,
     pub set: Option<BTreeMap<String, String>>,
+}
+
+/// `[sensitive_files]`: files whose reads ask first.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSensitiveFiles {
+    pub add: Option<Vec<String>>,
+    pub remove: Option<Vec<String>>,
 }
 
 /// `[mcp_servers.NAME]`: a server every session starts with.

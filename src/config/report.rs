@@ -79,7 +79,10 @@ fn verdict(path: &[&str]) -> Verdict {
     use Verdict::*;
     match path {
         // This agent's own sections, and the seed's.
-        ["agent" | "modes" | "mcp_servers" | "permissions" | "shell_environment"] => Used,
+        [
+            "agent" | "modes" | "mcp_servers" | "permissions" | "shell_environment"
+            | "sensitive_files",
+        ] => Used,
         ["chat"] | ["llm"] | ["llm", "providers"] | ["llm", "providers", _] => Descend,
         [
             "chat",

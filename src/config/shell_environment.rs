@@ -1,11 +1,48 @@
 //! `[shell_environment]`: how a command's environment is built from the
-//! agent's (the policy is the tools domain's [`EnvironmentPolicy`]).
+//! agent's (the policy is the tools domain's [`EnvironmentPolicy`]); and
+//! `[sensitive_files]`, the files whose reads ask first.
 
 use std::path::Path;
 
 use super::error::{ConfigError, invalid};
-use super::raw::RawShellEnvironment;
+use super::raw::{RawSensitiveFiles, RawShellEnvironment};
 use crate::tools::environment::{EnvironmentPolicy, Inherit};
+use crate::tools::sensitive::SensitiveFiles;
+
+/// The default list, plus `add`, less `remove`.
+pub(super) fn sensitive_files(
+    raw: RawSensitiveFiles,
+    path: &Path,
+) -> Result<SensitiveFiles, ConfigError> {
+    let mut files = SensitiveFiles::default();
+    let remove = raw.remove.unwrap_or_default();
+    for (index, pattern) in remove.iter().enumerate() {
+        if !files.patterns.contains(pattern) {
+            return Err(invalid(
+                path,
+                format!("sensitive_files.remove[{index}]"),
+                format!("`{pattern}` is not in the default list"),
+                format!(
+                    "Name one of the defaults exactly: {}.",
+                    files.patterns.join(", ")
+                ),
+            ));
+        }
+    }
+    files.patterns.retain(|pattern| !remove.contains(pattern));
+    for (index, pattern) in raw.add.unwrap_or_default().into_iter().enumerate() {
+        if pattern.trim().is_empty() {
+            return Err(invalid(
+                path,
+                format!("sensitive_files.add[{index}]"),
+                "is empty",
+                "Give a file name or glob such as \"*.secret\", or a path end such as \".kube/config\".",
+            ));
+        }
+        files.patterns.push(pattern);
+    }
+    Ok(files)
+}
 
 pub(super) fn validate(
     raw: RawShellEnvironment,
@@ -87,5 +124,16 @@ mod tests {
         assert!(err.contains("shell_environment.set.A=B"), "{err}");
         let err = refusal("[shell_environment]\ninhrit = \"all\"");
         assert!(err.contains("inhrit"), "{err}");
+    }
+
+    #[test]
+    fn sensitive_files_add_to_and_remove_from_the_defaults() {
+        let text = "[sensitive_files]\nadd = [\".kube/config\"]\nremove = [\".npmrc\"]";
+        let files = load(text, &[]).unwrap().sensitive_files;
+        assert!(files.patterns.contains(&".kube/config".to_string()));
+        assert!(!files.patterns.contains(&".npmrc".to_string()));
+        assert!(files.patterns.contains(&".env".to_string()));
+        let err = refusal("[sensitive_files]\nremove = [\"*.txt\"]");
+        assert!(err.contains("sensitive_files.remove[0]"), "{err}");
     }
 }

@@ -58,6 +58,8 @@ pub struct Defaults {
     pub mcp_options: McpOptions,
     /// `[shell_environment]`: what commands get of the agent's environment.
     pub shell_environment: Arc<crate::tools::environment::EnvironmentPolicy>,
+    /// `[sensitive_files]`: files whose reads ask first.
+    pub sensitive_files: Arc<crate::tools::sensitive::SensitiveFiles>,
     pub context: crate::context::ContextSettings,
     /// `--agent` or `[chat] default_agent`.
     pub agent: Option<String>,
@@ -83,6 +85,7 @@ impl Defaults {
             mcp_servers: config.mcp_servers.clone(),
             mcp_options: config.mcp_options.clone(),
             shell_environment: Arc::new(config.shell_environment.clone()),
+            sensitive_files: Arc::new(config.sensitive_files.clone()),
             context: config.context,
             agent: config.default_agent.clone(),
             system_prompt: config.system_prompt.clone(),

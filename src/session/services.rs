@@ -73,6 +73,7 @@ impl Services {
         record::remembered_permissions(recorder.as_ref(), &permissions);
         let mut tool_context = tool_context(&start.id, &start.cwd, start.client, &client);
         tool_context.settings.environment = Arc::clone(&shared.defaults.shell_environment);
+        tool_context.settings.sensitive_files = Arc::clone(&shared.defaults.sensitive_files);
         let mcp_servers = std::mem::take(&mut start.mcp_servers);
         let mcp = start_mcp(mcp_servers, &shared.defaults, mailbox.clone());
         Self {
@@ -119,7 +120,8 @@ fn permissions(
     });
     let rules = defaults.rules.iter().cloned().chain(card_rules).collect();
     let gate = SessionPermissions::new(id.to_string(), Arc::clone(client), Arc::new(rules), policy)
-        .with_lists(Arc::clone(&defaults.permission_lists));
+        .with_lists(Arc::clone(&defaults.permission_lists))
+        .with_sensitive_files(Arc::clone(&defaults.sensitive_files));
     Arc::new(gate)
 }
 

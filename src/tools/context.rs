@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::environment::EnvironmentPolicy;
+use super::sensitive::SensitiveFiles;
 use super::{FileSystem, LocalFs, LocalShell, Shell, ToolError};
 use crate::events::{TodoItem, ToolContent};
 
@@ -58,6 +59,8 @@ pub struct ToolSettings {
     pub max_read_bytes: u64,
     /// `[shell_environment]`: what commands get of the agent's environment.
     pub environment: Arc<EnvironmentPolicy>,
+    /// `[sensitive_files]`: what grep and glob skip unless named.
+    pub sensitive_files: Arc<SensitiveFiles>,
 }
 
 impl Default for ToolSettings {
@@ -67,6 +70,7 @@ impl Default for ToolSettings {
             output_cap: 100 * 1024,
             max_read_bytes: 256 * 1024,
             environment: Arc::default(),
+            sensitive_files: Arc::default(),
         }
     }
 }

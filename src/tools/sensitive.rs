@@ -24,17 +24,40 @@ pub const DEFAULT_SENSITIVE_FILES: &[&str] = &[
     ".docker/config.json",
 ];
 
-/// Why `path` is sensitive, if it is: the pattern it matches.
-pub fn sensitive_pattern(path: &Path) -> Option<&'static str> {
-    let name = path.file_name()?.to_string_lossy();
-    let whole = path.to_string_lossy();
-    DEFAULT_SENSITIVE_FILES.iter().copied().find(|pattern| {
-        if pattern.contains('/') {
-            glob_matches(&format!("*/{pattern}"), &whole) || glob_matches(pattern, &whole)
-        } else {
-            glob_matches(pattern, &name)
+/// `[sensitive_files]`: the default list, with `add`ed patterns and
+/// without `remove`d ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SensitiveFiles {
+    pub patterns: Vec<String>,
+}
+
+impl Default for SensitiveFiles {
+    fn default() -> Self {
+        Self {
+            patterns: DEFAULT_SENSITIVE_FILES
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
         }
-    })
+    }
+}
+
+impl SensitiveFiles {
+    /// Why `path` is sensitive, if it is: the pattern it matches.
+    pub fn matching(&self, path: &Path) -> Option<&str> {
+        let name = path.file_name()?.to_string_lossy();
+        let whole = path.to_string_lossy();
+        self.patterns
+            .iter()
+            .find(|pattern| {
+                if pattern.contains('/') {
+                    glob_matches(&format!("*/{pattern}"), &whole) || glob_matches(pattern, &whole)
+                } else {
+                    glob_matches(pattern, &name)
+                }
+            })
+            .map(String::as_str)
+    }
 }
 
 #[cfg(test)]
@@ -43,6 +66,7 @@ mod tests {
 
     #[test]
     fn secret_files_are_known_by_name_or_by_their_place() {
+        let files = SensitiveFiles::default();
         for path in [
             "/p/.env",
             "/p/.env.local",
@@ -52,7 +76,7 @@ mod tests {
             "/home/u/.config/gcloud/application_default_credentials.json",
             "/home/u/.docker/config.json",
         ] {
-            assert!(sensitive_pattern(Path::new(path)).is_some(), "{path}");
+            assert!(files.matching(Path::new(path)).is_some(), "{path}");
         }
         for path in [
             "/p/src/env.rs",
@@ -60,7 +84,7 @@ mod tests {
             "/p/config.json",
             "/p/keys.rs",
         ] {
-            assert_eq!(sensitive_pattern(Path::new(path)), None, "{path}");
+            assert_eq!(files.matching(Path::new(path)), None, "{path}");
         }
     }
 }

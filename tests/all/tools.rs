@@ -1011,8 +1011,13 @@ async fn grep_and_glob_skip_secret_files_unless_named() {
         ("grep", json!({"pattern": "MARKER", "glob": ".env"})),
     ]))
     .await;
-    let mut agent = Agent::spawn(&auto_config(&server)).await;
+    let config = format!(
+        "{}\n[sensitive_files]\nadd = [\"*.secret\"]\n",
+        auto_config(&server)
+    );
+    let mut agent = Agent::spawn(&config).await;
     std::fs::write(agent.cwd().join(".env"), "MARKER=in-dotenv\n").unwrap();
+    std::fs::write(agent.cwd().join("x.secret"), "MARKER in added\n").unwrap();
     std::fs::write(agent.cwd().join("notes.txt"), "MARKER in notes\n").unwrap();
     let session = agent.new_session().await;
     let (_, response) = agent.prompt(&session, "search").await;
@@ -1031,9 +1036,11 @@ async fn grep_and_glob_skip_secret_files_unless_named() {
     let grep = result(1);
     assert!(grep.contains("notes.txt"), "{grep}");
     assert!(!grep.contains("in-dotenv"), "{grep}");
+    assert!(!grep.contains("in added"), "{grep}");
     let glob = result(2);
     assert!(glob.contains("notes.txt"), "{glob}");
     assert!(!glob.contains(".env"), "{glob}");
+    assert!(!glob.contains("x.secret"), "{glob}");
     let named = result(3);
     assert!(named.contains("in-dotenv"), "{named}");
 }

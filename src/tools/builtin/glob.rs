@@ -76,6 +76,7 @@ async fn find(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 
     let root = base.path.clone();
     let pattern_given = pattern.to_string();
+    let sensitive = std::sync::Arc::clone(&ctx.settings.sensitive_files);
     let (paths, total) = walk(
         ctx,
         &base.path,
@@ -89,7 +90,7 @@ async fn find(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
                 .is_ok_and(|relative| matcher.is_match(relative));
             if is_file(&entry)
                 && matches
-                && !skipped_as_sensitive(entry.path(), &root, Some(&pattern_given))
+                && !skipped_as_sensitive(&sensitive, entry.path(), &root, Some(&pattern_given))
             {
                 *total += 1;
                 if paths.len() < MAX_MATCHES {

@@ -124,6 +124,7 @@ async fn search(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> 
 
     let root = base.path.clone();
     let named = args.glob.clone();
+    let sensitive = std::sync::Arc::clone(&ctx.settings.sensitive_files);
     let found = walk(
         ctx,
         &base.path,
@@ -135,7 +136,7 @@ async fn search(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> 
                 .is_none_or(|filter| filter.accepts(entry.path(), &root));
             if is_file(&entry)
                 && wanted
-                && !skipped_as_sensitive(entry.path(), &root, named.as_deref())
+                && !skipped_as_sensitive(&sensitive, entry.path(), &root, named.as_deref())
                 && let Some(text) = read_searchable(entry.path())
             {
                 search_text(&regex, entry.path(), &text, found);

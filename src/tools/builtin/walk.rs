@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use super::Target;
+use crate::tools::sensitive::SensitiveFiles;
 use crate::tools::{ToolContext, ToolError};
 
 fn walker(root: &Path, max_depth: Option<usize>) -> ignore::Walk {
@@ -52,12 +53,17 @@ where
 /// holds secrets ([`crate::tools::sensitive`]): yes, unless it was asked for
 /// by name, as the walk's `root` itself or by a `pattern` whose last part
 /// has no wildcard.
-pub(super) fn skipped_as_sensitive(path: &Path, root: &Path, pattern: Option<&str>) -> bool {
+pub(super) fn skipped_as_sensitive(
+    files: &SensitiveFiles,
+    path: &Path,
+    root: &Path,
+    pattern: Option<&str>,
+) -> bool {
     let named = pattern.is_some_and(|pattern| {
         let last = pattern.rsplit('/').next().unwrap_or(pattern);
         !last.contains(['*', '?', '[', '{'])
     });
-    path != root && !named && crate::tools::sensitive::sensitive_pattern(path).is_some()
+    path != root && !named && files.matching(path).is_some()
 }
 
 /// Whether the entry is a file (symlinks are not followed, so not them).
