@@ -586,6 +586,40 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn sensitive_reads_ask_except_in_auto_and_deny_rules_still_deny() {
+        use PermissionChoice::AllowOnce;
+        let dotenv = json!({"path": ".env"});
+        let allow_reads = vec![Rule {
+            kind: Some(ToolKind::Read),
+            decision: Decision::Allow,
+            ..Rule::default()
+        }];
+        let deny_reads = vec![Rule {
+            kind: Some(ToolKind::Read),
+            decision: Decision::Deny,
+            ..Rule::default()
+        }];
+        let asked = |(permission, asked): (Permission, usize)| {
+            (matches!(permission, Permission::Allow), asked)
+        };
+        let ask = ModePolicy::Ask;
+        let read = |rules: Vec<Rule>, policy: ModePolicy, input: &Value| {
+            decide(policy, rules, AllowOnce, "read_file", input.clone())
+        };
+        assert_eq!(asked(read(Vec::new(), ask, &dotenv).await), (true, 1));
+        // A rule allowing reads does not spare the question…
+        assert_eq!(asked(read(allow_reads, ask, &dotenv).await), (true, 1));
+        // …one forbidding them still forbids.
+        assert_eq!(asked(read(deny_reads, ask, &dotenv).await), (false, 0));
+        assert_eq!(
+            asked(read(Vec::new(), ModePolicy::Auto, &dotenv).await),
+            (true, 0)
+        );
+        let plain = json!({"path": "a.txt"});
+        assert_eq!(asked(read(Vec::new(), ask, &plain).await), (true, 0));
+    }
+
+    #[tokio::test]
     async fn modes_rules_and_answers_decide_in_order() {
         use ModePolicy::{Ask, Auto, ReadOnly};
         use PermissionChoice::*;
