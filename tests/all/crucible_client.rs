@@ -17,7 +17,8 @@ use acp_crucible as old;
 use serde_json::{Value, json};
 
 use crate::support::harness::{
-    Agent, LlmServer, Recorded, Reply, Split, models_reply, openai_stream, stream_head,
+    Agent, LlmServer, Recorded, Reply, Split, agent_binary, models_reply, openai_stream,
+    stream_head,
 };
 
 /// Crucible's client over the agent's pipes, keeping the transcript.
@@ -371,9 +372,7 @@ async fn version_answers_with_stdin_closed_and_a_broken_config() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");
     std::fs::write(&config, "[llm.providers.x]\ntype = \"nonsense\"\n").unwrap();
-    let binary = std::env::var_os("CRUCIBLE_AGENT_BIN")
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_crucible-agent").into());
-    let output = tokio::process::Command::new(binary)
+    let output = tokio::process::Command::new(agent_binary())
         .arg("--version")
         .env("CRUCIBLE_CONFIG", &config)
         .stdin(std::process::Stdio::null())

@@ -511,6 +511,13 @@ pub struct Agent {
     pub dir: tempfile::TempDir,
 }
 
+/// The binary under test: `CRUCIBLE_AGENT_BIN` when set (`make test` runs
+/// the Crucible-client module on the release build too), else this build's.
+pub fn agent_binary() -> std::ffi::OsString {
+    std::env::var_os("CRUCIBLE_AGENT_BIN")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_crucible-agent").into())
+}
+
 pub fn config_for(server: &LlmServer, model: &str) -> String {
     format!(
         "[chat]\ndefault_provider = \"local\"\n\n[llm.providers.local]\ntype = \"openai\"\nendpoint = \"{}\"\ndefault_model = \"{model}\"\nretry_base_delay_ms = 20\n",
@@ -528,10 +535,7 @@ impl Agent {
         let dir = tempfile::tempdir().unwrap();
         let config_path = dir.path().join("config.toml");
         std::fs::write(&config_path, config).unwrap();
-        // `make test` runs the Crucible-client module on the release build too.
-        let binary = std::env::var_os("CRUCIBLE_AGENT_BIN")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_crucible-agent").into());
-        let mut command = Command::new(binary);
+        let mut command = Command::new(agent_binary());
         command
             .arg("--config")
             .arg(&config_path)
