@@ -5,6 +5,7 @@
 //! a server that dies is always started again. Crucible's `sse` transport
 //! is the legacy HTTP+SSE one; `auth_header` becomes `Authorization`.
 
+use std::cell::Cell;
 use std::path::Path;
 use std::time::Duration;
 
@@ -22,19 +23,30 @@ pub(super) fn validate_upstream(
 ) -> Result<Vec<McpServerSpec>, ConfigError> {
     let mut specs: Vec<McpServerSpec> = Vec::new();
     for (index, server) in servers.into_iter().enumerate() {
-        let entry = Entry { index, path, env };
-        // A server whose token is not exported is left out, not the agent:
-        // the TUI's users keep servers for which only some shells have keys.
-        if let Some((field, var)) = entry.unset_variable(&server) {
-            warnings.push(format!(
-                "{}: key `{}` refers to the variable {var}, which is not set; server `{}` is left out until {var} is exported",
-                path.display(),
-                entry.key(&field),
-                server.name.as_deref().unwrap_or("?"),
-            ));
-            continue;
-        }
-        let spec = entry.spec(server)?;
+        let entry = Entry {
+            index,
+            path,
+            env,
+            unset: Cell::new(None),
+        };
+        let name = server.name.clone();
+        let spec = match entry.spec(server) {
+            Ok(spec) => spec,
+            // A server whose token is not exported is left out, not the
+            // agent: the TUI's users keep servers for which only some
+            // shells have keys.
+            Err(err) => match entry.unset.take() {
+                Some((key, var)) => {
+                    warnings.push(format!(
+                        "{}: key `{key}` refers to the variable {var}, which is not set; server `{}` is left out until {var} is exported",
+                        path.display(),
+                        name.as_deref().unwrap_or("?"),
+                    ));
+                    continue;
+                }
+                None => return Err(err),
+            },
+        };
         if specs.iter().any(|other| other.name == spec.name) {
             return Err(invalid(
                 path,
@@ -65,27 +77,13 @@ struct Entry<'a> {
     index: usize,
     path: &'a Path,
     env: &'a dyn Fn(&str) -> Option<String>,
+    /// The key and variable of a token field (env, url, auth header) whose
+    /// expansion failed for want of the variable: that leaves the server
+    /// out rather than stopping the agent.
+    unset: Cell<Option<(String, String)>>,
 }
 
 impl Entry<'_> {
-    /// The first transport value naming a variable the environment lacks.
-    fn unset_variable(&self, server: &RawUpstreamServer) -> Option<(String, String)> {
-        let transport = server.transport.as_ref()?;
-        let env = transport
-            .env
-            .iter()
-            .flatten()
-            .map(|(name, value)| (format!("transport.env.{name}"), value));
-        let single = [
-            ("url", &transport.url),
-            ("auth_header", &transport.auth_header),
-        ]
-        .into_iter()
-        .filter_map(|(field, value)| Some((format!("transport.{field}"), value.as_ref()?)));
-        env.chain(single)
-            .find_map(|(field, value)| expand_env(value, self.env).err().map(|var| (field, var)))
-    }
-
     fn key(&self, field: &str) -> String {
         format!("mcp.servers[{}].{field}", self.index)
     }
@@ -96,6 +94,12 @@ impl Entry<'_> {
 
     fn expand(&self, field: &str, value: &str) -> Result<String, ConfigError> {
         expand_env(value, self.env).map_err(|var| {
+            // Tokens live in these; an unset variable in the command is a mistake.
+            let holds_tokens = field.starts_with("transport.env.")
+                || matches!(field, "transport.url" | "transport.auth_header");
+            if holds_tokens {
+                self.unset.set(Some((self.key(field), var.clone())));
+            }
             invalid(
                 self.path,
                 self.key(field),
