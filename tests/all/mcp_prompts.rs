@@ -4,33 +4,11 @@
 //! the user's turn, a missing argument is reported without calling the model,
 //! and `notifications/prompts/list_changed` advertises the commands again.
 
-use std::path::PathBuf;
-
 use serde_json::{Value, json};
 
 use crate::support::harness::{
-    Agent, LlmServer, agent_text, answer_permission, config_for, scripted_model,
+    Agent, LlmServer, agent_text, answer_permission, config_for, echo_mcp_server, scripted_model,
 };
-
-fn echo_server() -> Value {
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/echo_server.py");
-    json!({"name": "fx", "command": "python3", "args": [script], "env": []})
-}
-
-async fn new_session(agent: &mut Agent, servers: Value) -> String {
-    agent.initialize().await;
-    let (_, created) = agent
-        .call(
-            "session/new",
-            json!({"cwd": agent.cwd(), "mcpServers": servers}),
-        )
-        .await;
-    created["result"]["sessionId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{created}"))
-        .to_string()
-}
 
 fn commands(update: &Value) -> Vec<Value> {
     update["params"]["update"]["availableCommands"]
@@ -61,7 +39,7 @@ fn find<'a>(commands: &'a [Value], name: &str) -> &'a Value {
 async fn prompts_are_commands_that_feed_the_model() {
     let server = LlmServer::start(scripted_model(vec![])).await;
     let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
-    let session = new_session(&mut agent, json!([echo_server()])).await;
+    let session = agent.start_session_with(json!([echo_mcp_server()])).await;
 
     let offered = commands_with(&mut agent, "greet").await;
     let greet = find(&offered, "greet");
@@ -146,7 +124,7 @@ async fn a_changed_prompt_list_is_advertised_again() {
     )]))
     .await;
     let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
-    let session = new_session(&mut agent, json!([echo_server()])).await;
+    let session = agent.start_session_with(json!([echo_mcp_server()])).await;
     commands_with(&mut agent, "greet").await;
     let prompt = agent.start_prompt(&session, "add a prompt").await;
     answer_permission(&mut agent, "allow_once").await;

@@ -9,29 +9,9 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use crate::support::harness::{
-    Agent, LlmServer, agent_text, answer_permission, config_for, scripted_model, thought_text,
-    tool_updates,
+    Agent, LlmServer, agent_text, answer_permission, config_for, echo_mcp_server, scripted_model,
+    thought_text, tool_updates,
 };
-
-fn echo_server() -> Value {
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/echo_server.py");
-    json!({"name": "fx", "command": "python3", "args": [script], "env": []})
-}
-
-async fn new_session(agent: &mut Agent, servers: Value) -> String {
-    agent.initialize().await;
-    let (_, created) = agent
-        .call(
-            "session/new",
-            json!({"cwd": agent.cwd(), "mcpServers": servers}),
-        )
-        .await;
-    created["result"]["sessionId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{created}"))
-        .to_string()
-}
 
 #[tokio::test]
 async fn tools_of_a_session_server_are_offered_and_run() {
@@ -41,7 +21,7 @@ async fn tools_of_a_session_server_are_offered_and_run() {
     ]))
     .await;
     let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
-    let session = new_session(&mut agent, json!([echo_server()])).await;
+    let session = agent.start_session_with(json!([echo_mcp_server()])).await;
     let prompt = agent.start_prompt(&session, "use the server").await;
     // `add` says it is read-only: it runs at once. `echo` does not: asked.
     let asked = answer_permission(&mut agent, "allow_once").await;
@@ -86,7 +66,9 @@ async fn a_server_that_cannot_start_is_reported_and_the_session_works() {
     let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
     let broken =
         json!({"name": "ghost", "command": "no-such-mcp-server-xyz", "args": [], "env": []});
-    let session = new_session(&mut agent, json!([broken, echo_server()])).await;
+    let session = agent
+        .start_session_with(json!([broken, echo_mcp_server()]))
+        .await;
     let (seen, response) = agent.prompt(&session, "hi").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let thoughts = thought_text(&seen, &session);
@@ -113,7 +95,7 @@ async fn config_servers_start_with_every_session_and_stop_with_it() {
         script.display().to_string()
     );
     let mut agent = Agent::spawn(&config).await;
-    let session = new_session(&mut agent, json!([])).await;
+    let session = agent.start_session_with(json!([])).await;
     let (seen, response) = agent.prompt(&session, "which pid?").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let done = tool_updates(&seen, "tool_call_update")
@@ -151,7 +133,7 @@ async fn server_progress_shows_as_in_progress_updates_of_the_call() {
         config_for(&server, "test-model")
     );
     let mut agent = Agent::spawn(&config).await;
-    let session = new_session(&mut agent, json!([echo_server()])).await;
+    let session = agent.start_session_with(json!([echo_mcp_server()])).await;
     let (seen, response) = agent.prompt(&session, "report progress").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let updates = tool_updates(&seen, "tool_call_update");
@@ -197,7 +179,7 @@ async fn read_only_hints_of_an_untrusted_config_server_do_not_skip_the_question(
         script.display().to_string()
     );
     let mut agent = Agent::spawn(&config).await;
-    let session = new_session(&mut agent, json!([])).await;
+    let session = agent.start_session_with(json!([])).await;
     let prompt = agent.start_prompt(&session, "add").await;
     // `add` claims readOnlyHint, but this server is not trusted: asked.
     let asked = answer_permission(&mut agent, "allow_once").await;
@@ -240,7 +222,7 @@ async fn stdio_servers_get_the_base_environment_and_their_own_env_only() {
         "args": [script, "--dump-env", narrow],
         "env": [{"name": "GIVEN_BY_EDITOR", "value": "yes"}],
     });
-    let session = new_session(&mut agent, json!([editor_server])).await;
+    let session = agent.start_session_with(json!([editor_server])).await;
     // The first prompt waits for the servers to start.
     let (_, response) = agent.prompt(&session, "hi").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");

@@ -511,6 +511,14 @@ pub struct Agent {
     pub dir: tempfile::TempDir,
 }
 
+/// The test MCP server (`tests/fixtures/mcp/echo_server.py`) as a
+/// `session/new` stdio entry named `fx`.
+pub fn echo_mcp_server() -> Value {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/echo_server.py");
+    json!({"name": "fx", "command": "python3", "args": [script], "env": []})
+}
+
 /// The binary under test: `CRUCIBLE_AGENT_BIN` when set (`make test` runs
 /// the Crucible-client module on the release build too), else this build's.
 pub fn agent_binary() -> std::ffi::OsString {
@@ -715,10 +723,20 @@ impl Agent {
         self.new_session().await
     }
 
+    /// `initialize`, then a session with `servers` as its `mcpServers`.
+    pub async fn start_session_with(&mut self, servers: Value) -> String {
+        self.initialize().await;
+        self.new_session_with(servers).await
+    }
+
     pub async fn new_session(&mut self) -> String {
+        self.new_session_with(json!([])).await
+    }
+
+    pub async fn new_session_with(&mut self, servers: Value) -> String {
         let cwd = self.cwd();
         let (_, response) = self
-            .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .call("session/new", json!({"cwd": cwd, "mcpServers": servers}))
             .await;
         response["result"]["sessionId"]
             .as_str()
