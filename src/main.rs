@@ -10,7 +10,8 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
-use crucible_agent::acp::Router;
+use crucible_agent::acp::handshake::Handshake;
+use crucible_agent::acp::{self, Router, Service, Unconfigured};
 use crucible_agent::cli;
 use crucible_agent::client::ClientSink;
 use crucible_agent::config::{Config, Overrides};
@@ -45,24 +46,34 @@ fn main() -> ExitCode {
             }
         };
     }
-    let config = match Config::load(&config_path, named, &overrides) {
-        Ok(config) => config,
-        Err(err) => {
-            tracing::error!("{err}");
-            eprintln!("crucible-agent: {err}");
-            return ExitCode::from(2);
+    // Answer `initialize` before building anything it does not need: editors
+    // spawn an agent per thread and wait for this line.
+    let handshake = {
+        let stdin = std::io::stdin();
+        let mut input = stdin.lock();
+        match transport::read_first_message(&mut input) {
+            Ok(Some(first)) => {
+                match acp::handshake::answer_first(first, &mut std::io::stdout().lock()) {
+                    Ok(handshake) => handshake,
+                    Err(err) => {
+                        tracing::info!(%err, "output closed before the handshake was answered");
+                        return ExitCode::SUCCESS;
+                    }
+                }
+            }
+            // The client left before saying anything.
+            Ok(None) => return ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("crucible-agent: cannot read stdin: {err}");
+                return ExitCode::FAILURE;
+            }
         }
     };
-    for warning in &config.warnings {
-        tracing::warn!("{warning}");
+    let config = Config::load(&config_path, named, &overrides).map_err(|err| err.to_string());
+    if let Ok(config) = &config {
+        log_config_report(config);
     }
-    for ignored in &config.report.ignored {
-        tracing::debug!(key = %ignored.key, "config key ignored: {}", ignored.why);
-    }
-    for decision in &config.report.decisions {
-        tracing::debug!("config: {decision}");
-    }
-    tracing::debug!(config = ?config.source, data_dir = %cli.data_dir().display(), "starting");
+    tracing::debug!(data_dir = %cli.data_dir().display(), "starting");
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -73,7 +84,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(config, cli.data_dir())) {
+    match runtime.block_on(serve(config, cli.data_dir(), handshake)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
@@ -81,6 +92,19 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn log_config_report(config: &Config) {
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
+    for ignored in &config.report.ignored {
+        tracing::debug!(key = %ignored.key, "config key ignored: {}", ignored.why);
+    }
+    for decision in &config.report.decisions {
+        tracing::debug!("config: {decision}");
+    }
+    tracing::debug!(config = ?config.source, "config read");
 }
 
 /// A subcommand for people: it may print to stdout. `Ok(false)` when it
@@ -128,26 +152,37 @@ fn run_command(
     Ok(true)
 }
 
-/// Speak ACP on stdin/stdout until stdin closes.
-async fn serve(config: Config, data_dir: std::path::PathBuf) -> anyhow::Result<()> {
+/// Speak ACP on stdin/stdout until stdin closes. `initialize` may already
+/// be answered (`handshake`); a config that cannot be used still serves the
+/// client, answering every session request with its error.
+async fn serve(
+    config: Result<Config, String>,
+    data_dir: std::path::PathBuf,
+    handshake: Handshake,
+) -> anyhow::Result<()> {
     let (connection, lines) = Connection::new();
     let mut writer =
         transport::spawn_stdout_writer(lines).context("cannot start the stdout writer thread")?;
-    let defaults = Defaults::from_config(&config).context("no default provider is configured")?;
-    let providers = Arc::new(Providers::new(config.providers.clone()));
-    let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());
-    let store = Arc::new(Store::new(&data_dir));
-    let sessions = SessionManager::new(providers, sink, defaults)
-        .with_store(store, config.default_agent.clone());
-    let mut router = Router::new(connection, sessions);
-
+    let mut service = match config.and_then(|config| sessions(&config, &connection, &data_dir)) {
+        Ok(sessions) => Service::Ready(Box::new(
+            Router::new(connection, sessions).after_handshake(handshake.client),
+        )),
+        Err(why) => {
+            tracing::error!("{why}");
+            eprintln!("crucible-agent: {why}");
+            Service::Unconfigured(Unconfigured::new(connection, why))
+        }
+    };
+    if let Some(first) = handshake.pending {
+        service.handle(first);
+    }
     let stdin = tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin());
     let read_result = tokio::select! {
-        result = transport::run_reader(stdin, |message| router.handle(message)) => result,
+        result = transport::run_reader(stdin, |message| service.handle(message)) => result,
         // The client closed stdout: nobody is listening any more.
         written = &mut writer => {
             tracing::info!(?written, "output closed");
-            router.shutdown().await;
+            service.shutdown().await;
             return Ok(());
         }
     };
@@ -155,8 +190,8 @@ async fn serve(config: Config, data_dir: std::path::PathBuf) -> anyhow::Result<(
         tracing::warn!(%err, "reading stdin failed; shutting down");
     }
     // EOF: cancel every turn, let them answer, flush, exit 0.
-    router.shutdown().await;
-    drop(router);
+    service.shutdown().await;
+    drop(service);
     match tokio::time::timeout(FLUSH_GRACE, writer).await {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(err))) => tracing::debug!(%err, "output closed while flushing"),
@@ -164,6 +199,22 @@ async fn serve(config: Config, data_dir: std::path::PathBuf) -> anyhow::Result<(
         Err(_) => tracing::warn!("output did not drain within {FLUSH_GRACE:?}"),
     }
     Ok(())
+}
+
+/// The session manager the config describes.
+fn sessions(
+    config: &Config,
+    connection: &Connection,
+    data_dir: &std::path::Path,
+) -> Result<SessionManager, String> {
+    let defaults = Defaults::from_config(config).ok_or_else(|| {
+        "no default provider is configured; add an [llm.providers.NAME] table (see `crucible-agent config init`)".to_string()
+    })?;
+    let providers = Arc::new(Providers::new(config.providers.clone()));
+    let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());
+    let store = Arc::new(Store::new(data_dir));
+    Ok(SessionManager::new(providers, sink, defaults)
+        .with_store(store, config.default_agent.clone()))
 }
 
 fn init_logging(cli: &cli::Cli) -> anyhow::Result<()> {

@@ -277,6 +277,35 @@ fn write_lines(
     output.flush()
 }
 
+/// The peer's first message, read with blocking I/O before any runtime or
+/// thread exists (see `acp::handshake`). Blank lines are skipped; `None` at
+/// EOF. Whatever the client sent after it stays buffered in `input`.
+pub fn read_first_message(input: &mut impl std::io::BufRead) -> std::io::Result<Option<Incoming>> {
+    let mut line = Vec::with_capacity(1024);
+    loop {
+        line.clear();
+        if input.read_until(b'\n', &mut line)? == 0 {
+            return Ok(None);
+        }
+        if let Some(message) = jsonrpc::parse_line(&line) {
+            return Ok(Some(message));
+        }
+    }
+}
+
+/// Answer a request straight to `output` and flush: only for the
+/// handshake, before the writer thread owns the output.
+pub fn respond_now(
+    output: &mut impl Write,
+    id: &RequestId,
+    result: &Result<Value, RpcError>,
+) -> std::io::Result<()> {
+    let mut line = jsonrpc::response_line(id, result);
+    line.push(b'\n');
+    output.write_all(&line)?;
+    output.flush()
+}
+
 /// Read lines until EOF, handing each parsed message to `on_message`.
 /// Lines are split on `\n` as bytes, so UTF-8 is decoded only on whole lines.
 pub async fn run_reader(

@@ -30,6 +30,20 @@ pub struct ClientInfo {
 }
 
 impl ClientInfo {
+    /// What `initialize` tells about the client (logged: it is the first
+    /// thing to look at when a client misbehaves).
+    pub fn from_request(request: &acp::InitializeRequest) -> Self {
+        let caps = &request.client_capabilities;
+        let info = Self {
+            read_text_file: caps.fs.read_text_file,
+            write_text_file: caps.fs.write_text_file,
+            terminal: caps.terminal,
+            name: request.client_info.as_ref().map(|info| info.name.clone()),
+        };
+        tracing::info!(client = ?info, requested = %request.protocol_version, "initialize");
+        info
+    }
+
     /// Whether the client takes notifications between a request and its
     /// answer. Clients that name themselves (`clientInfo`: Zed, acpx, the
     /// SDKs) do; Crucible's own client sends none and reads the next line
@@ -78,6 +92,13 @@ impl Router {
             client: None,
             last_reopen: None,
         }
+    }
+
+    /// A router for a client whose `initialize` was already answered
+    /// (see [`super::handshake`]).
+    pub fn after_handshake(mut self, client: Option<ClientInfo>) -> Self {
+        self.client = client;
+        self
     }
 
     pub fn client(&self) -> Option<&ClientInfo> {
@@ -169,14 +190,7 @@ impl Router {
     }
 
     fn initialize(&mut self, request: acp::InitializeRequest, responder: Responder) {
-        let caps = &request.client_capabilities;
-        self.client = Some(ClientInfo {
-            read_text_file: caps.fs.read_text_file,
-            write_text_file: caps.fs.write_text_file,
-            terminal: caps.terminal,
-            name: request.client_info.as_ref().map(|info| info.name.clone()),
-        });
-        tracing::info!(client = ?self.client, requested = %request.protocol_version, "initialize");
+        self.client = Some(ClientInfo::from_request(&request));
         responder.respond_with(Ok(initialize_response()));
     }
 
@@ -511,7 +525,7 @@ struct SetModelRequest {
 
 /// Params made acceptable where clients differ from the schema in ways
 /// with one sensible reading; refused with a pointed message where not.
-fn tolerate(method: &str, mut params: Value) -> Result<Value, RpcError> {
+pub(super) fn tolerate(method: &str, mut params: Value) -> Result<Value, RpcError> {
     match method {
         // Version negotiation: whatever the client asks for (a string such
         // as "1", a version we do not know), the answer names the version

@@ -171,28 +171,59 @@ async fn authenticate_and_logout_succeed_without_auth() {
 }
 
 #[tokio::test]
-async fn a_broken_config_stops_start_up_naming_file_key_and_fix() {
+async fn a_broken_config_is_named_to_every_session_request_and_on_stderr() {
     let mut agent = Agent::spawn(
         "[llm.providers.local]\ntype = \"openai\"\nendpoint = \"http://127.0.0.1:1/v1\"\ndefault_modle = \"x\"\n",
     )
     .await;
-    let status = agent.wait_exit().await;
-    assert_eq!(status.code(), Some(2));
+    // The handshake needs no config; it is answered before the config is read.
+    let response = agent.initialize().await;
+    assert_eq!(response["result"]["protocolVersion"], 1, "{response}");
+    let cwd = tempfile::tempdir().unwrap();
+    let (_, response) = agent
+        .call(
+            "session/new",
+            json!({"cwd": cwd.path(), "mcpServers": []}),
+        )
+        .await;
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("config.toml"), "{response}");
+    assert!(message.contains("llm.providers.local.default_modle"), "{response}");
+    let (_, response) = agent.call("session/list", json!({})).await;
+    assert!(response["error"]["message"].as_str().unwrap_or_default().contains("default_modle"), "{response}");
+    // Still serving: the handshake works again, and the process ends cleanly.
+    let (_, response) = agent
+        .call("initialize", json!({"protocolVersion": 1}))
+        .await;
+    assert_eq!(response["result"]["protocolVersion"], 1, "{response}");
+    agent.close_stdin();
+    assert_eq!(agent.wait_exit().await.code(), Some(0));
     let stderr = agent.stderr();
     assert!(stderr.contains("config.toml"), "{stderr}");
     assert!(
         stderr.contains("llm.providers.local.default_modle"),
         "{stderr}"
     );
-    assert!(agent.drain().await.is_empty(), "nothing on stdout");
 }
 
 #[tokio::test]
 async fn a_config_with_a_wrong_type_names_the_key() {
     let mut agent = Agent::spawn("[llm.providers.local]\ncontext_window = \"big\"\n").await;
-    assert_eq!(agent.wait_exit().await.code(), Some(2));
-    let stderr = agent.stderr();
-    assert!(stderr.contains("context_window"), "{stderr}");
+    agent.initialize().await;
+    let cwd = tempfile::tempdir().unwrap();
+    let (_, response) = agent
+        .call(
+            "session/new",
+            json!({"cwd": cwd.path(), "mcpServers": []}),
+        )
+        .await;
+    assert!(
+        response["error"]["message"].as_str().unwrap_or_default().contains("context_window"),
+        "{response}"
+    );
+    agent.close_stdin();
+    agent.wait_exit().await;
+    assert!(agent.stderr().contains("context_window"));
 }
 
 #[tokio::test]
