@@ -7,9 +7,10 @@
 use std::io::Write;
 
 use agent_client_protocol_schema::v1 as acp;
+use serde_json::Value;
 
 use super::router::{self, ClientInfo};
-use crate::transport::{self, Incoming};
+use crate::transport::{self, Incoming, RpcError};
 
 /// What the early answer leaves for the router.
 #[derive(Debug, Default)]
@@ -35,18 +36,7 @@ pub fn answer_first(first: Incoming, output: &mut impl Write) -> std::io::Result
             pending: Some(Incoming::Request { id, method, params }),
         });
     }
-    let request = router::tolerate(&method, params)
-        .and_then(|params| router::parse::<acp::InitializeRequest>(&method, params));
-    let (client, answer) = match request {
-        Ok(request) => {
-            let client = ClientInfo::from_request(&request);
-            let answer = serde_json::to_value(router::initialize_response()).map_err(|err| {
-                transport::RpcError::internal(format!("could not encode the result: {err}"))
-            });
-            (Some(client), answer)
-        }
-        Err(err) => (None, Err(err)),
-    };
+    let (client, answer) = initialize(params);
     transport::respond_now(output, &id, &answer)?;
     Ok(Handshake {
         client,
@@ -54,11 +44,27 @@ pub fn answer_first(first: Incoming, output: &mut impl Write) -> std::io::Result
     })
 }
 
+/// `initialize` answered from its raw params, as the router would answer
+/// it, with what the client said about itself when the params were good.
+pub(super) fn initialize(params: Value) -> (Option<ClientInfo>, Result<Value, RpcError>) {
+    const METHOD: &str = "initialize";
+    let request = router::tolerate(METHOD, params)
+        .and_then(|params| router::parse::<acp::InitializeRequest>(METHOD, params));
+    match request {
+        Ok(request) => {
+            let client = ClientInfo::from_request(&request);
+            let answer = serde_json::to_value(router::initialize_response())
+                .map_err(|err| RpcError::internal(format!("could not encode the result: {err}")));
+            (Some(client), answer)
+        }
+        Err(err) => (None, Err(err)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::transport::jsonrpc::parse_line;
-    use serde_json::Value;
 
     fn first(line: &str) -> (Handshake, Vec<Value>) {
         let mut out = Vec::new();
@@ -91,9 +97,15 @@ mod tests {
 
     #[test]
     fn a_broken_initialize_gets_the_routers_error_and_leaves_no_client() {
-        let (handshake, out) = first(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#);
+        let (handshake, out) =
+            first(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#);
         assert_eq!(out[0]["error"]["code"], -32602, "{}", out[0]);
-        assert!(out[0]["error"]["message"].as_str().unwrap().contains("protocolVersion"));
+        assert!(
+            out[0]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("protocolVersion")
+        );
         assert!(handshake.client.is_none());
     }
 
@@ -102,7 +114,9 @@ mod tests {
         let (handshake, out) =
             first(r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}"#);
         assert!(out.is_empty());
-        assert!(matches!(handshake.pending, Some(Incoming::Request { ref method, .. }) if method == "session/new"));
+        assert!(
+            matches!(handshake.pending, Some(Incoming::Request { ref method, .. }) if method == "session/new")
+        );
         let (handshake, out) = first("not json");
         assert!(out.is_empty());
         assert!(matches!(handshake.pending, Some(Incoming::Invalid { .. })));

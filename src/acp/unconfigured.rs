@@ -7,7 +7,6 @@
 use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;
 
-use super::router::{self, ClientInfo};
 use crate::transport::jsonrpc::INTERNAL_ERROR;
 use crate::transport::{Connection, Incoming, RpcError};
 
@@ -45,12 +44,7 @@ impl Unconfigured {
             value.map_err(|err| RpcError::internal(format!("could not encode the result: {err}")))
         };
         match method {
-            "initialize" => {
-                let request = router::tolerate(method, params)
-                    .and_then(|params| router::parse::<acp::InitializeRequest>(method, params))?;
-                ClientInfo::from_request(&request);
-                encode(serde_json::to_value(router::initialize_response()))
-            }
+            "initialize" => super::handshake::initialize(params).1,
             "authenticate" => encode(serde_json::to_value(acp::AuthenticateResponse::new())),
             "logout" => encode(serde_json::to_value(acp::LogoutResponse::new())),
             _ => Err(RpcError::new(
@@ -86,7 +80,11 @@ mod tests {
         while let Ok(line) = lines.try_recv() {
             answers.push(serde_json::from_slice::<Value>(&line).unwrap());
         }
-        assert_eq!(answers.len(), 3, "one answer per request, none for the notification");
+        assert_eq!(
+            answers.len(),
+            3,
+            "one answer per request, none for the notification"
+        );
         assert_eq!(answers[0]["result"]["protocolVersion"], 1);
         for answer in &answers[1..] {
             let message = answer["error"]["message"].as_str().unwrap();

@@ -181,16 +181,22 @@ async fn a_broken_config_is_named_to_every_session_request_and_on_stderr() {
     assert_eq!(response["result"]["protocolVersion"], 1, "{response}");
     let cwd = tempfile::tempdir().unwrap();
     let (_, response) = agent
-        .call(
-            "session/new",
-            json!({"cwd": cwd.path(), "mcpServers": []}),
-        )
+        .call("session/new", json!({"cwd": cwd.path(), "mcpServers": []}))
         .await;
     let message = response["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("config.toml"), "{response}");
-    assert!(message.contains("llm.providers.local.default_modle"), "{response}");
+    assert!(
+        message.contains("llm.providers.local.default_modle"),
+        "{response}"
+    );
     let (_, response) = agent.call("session/list", json!({})).await;
-    assert!(response["error"]["message"].as_str().unwrap_or_default().contains("default_modle"), "{response}");
+    assert!(
+        response["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("default_modle"),
+        "{response}"
+    );
     // Still serving: the handshake works again, and the process ends cleanly.
     let (_, response) = agent
         .call("initialize", json!({"protocolVersion": 1}))
@@ -212,13 +218,13 @@ async fn a_config_with_a_wrong_type_names_the_key() {
     agent.initialize().await;
     let cwd = tempfile::tempdir().unwrap();
     let (_, response) = agent
-        .call(
-            "session/new",
-            json!({"cwd": cwd.path(), "mcpServers": []}),
-        )
+        .call("session/new", json!({"cwd": cwd.path(), "mcpServers": []}))
         .await;
     assert!(
-        response["error"]["message"].as_str().unwrap_or_default().contains("context_window"),
+        response["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("context_window"),
         "{response}"
     );
     agent.close_stdin();
