@@ -465,7 +465,7 @@ mod tests {
         }
     }
 
-    fn call_of(tool: &dyn Tool, input: Value) -> ToolCallInfo {
+    pub(super) fn call_of(tool: &dyn Tool, input: Value) -> ToolCallInfo {
         ToolCallInfo {
             id: "c".into(),
             title: tool.title(&input),

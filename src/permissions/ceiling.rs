@@ -52,13 +52,7 @@ mod tests {
 
     fn call(tool: &dyn Tool) -> ToolCallInfo {
         let input = json!({"command": "ls", "path": "a.txt", "content": "x"});
-        ToolCallInfo {
-            id: "c".into(),
-            title: tool.title(&input),
-            kind: tool.kind(),
-            locations: Vec::new(),
-            raw_input: input,
-        }
+        super::super::tests::call_of(tool, input)
     }
 
     #[test]

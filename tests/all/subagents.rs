@@ -31,29 +31,26 @@ enum Step {
     Fail,
 }
 
-fn first_user_text(request: &Recorded) -> String {
+/// The request's messages of `role`.
+fn messages_of(request: &Recorded, role: &str) -> Vec<Value> {
     let messages = request.body["messages"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    messages
-        .iter()
-        .find(|m| m["role"] == "user")
-        .map(|m| match &m["content"] {
-            Value::String(text) => text.clone(),
-            other => other.to_string(),
-        })
-        .unwrap_or_default()
+    messages.into_iter().filter(|m| m["role"] == role).collect()
+}
+
+fn first_user_text(request: &Recorded) -> String {
+    match messages_of(request, "user").first().map(|m| &m["content"]) {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
 }
 
 fn tool_results(request: &Recorded) -> Vec<String> {
-    let messages = request.body["messages"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    messages
+    messages_of(request, "tool")
         .iter()
-        .filter(|m| m["role"] == "tool")
         .map(|m| m["content"].as_str().unwrap_or_default().to_string())
         .collect()
 }
@@ -85,9 +82,7 @@ fn routed(routes: Vec<(&'static str, Vec<Step>)>) -> impl Fn(&Recorded) -> Reply
                 json!({"error": {"message": format!("unscripted: {first}")}}),
             );
         };
-        let round = request.body["messages"]
-            .as_array()
-            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+        let round = messages_of(request, "assistant").len();
         let step = steps
             .get(round)
             .cloned()
@@ -135,7 +130,7 @@ fn parent(tasks: Vec<(&'static str, Value)>) -> Vec<Step> {
     vec![Step::Calls(tasks), Step::Answer("Parent heard:")]
 }
 
-fn delegate_updates<'a>(seen: &'a [Value]) -> Vec<&'a Value> {
+fn delegate_updates(seen: &[Value]) -> Vec<&Value> {
     let calls: Vec<&Value> = tool_updates(seen, "tool_call")
         .into_iter()
         .filter(|c| {
@@ -158,6 +153,17 @@ fn text_of(update: &Value) -> String {
         .to_string()
 }
 
+/// A child that calls `tool` (only once the other such child has asked
+/// the model too), then answers.
+fn together(
+    task: &'static str,
+    tool: (&'static str, Value),
+    answer: &'static str,
+) -> (&'static str, Vec<Step>) {
+    let first = Step::Together(Box::new(Step::Calls(vec![tool])));
+    (task, vec![first, Step::Answer(answer)])
+}
+
 #[tokio::test]
 async fn two_delegations_run_at_once_use_tools_and_both_answers_reach_the_parent() {
     let server = LlmServer::start(routed(vec![
@@ -168,25 +174,15 @@ async fn two_delegations_run_at_once_use_tools_and_both_answers_reach_the_parent
                 delegate("explorer", "Find beta"),
             ]),
         ),
-        (
+        together(
             "Find alpha",
-            vec![
-                Step::Together(Box::new(Step::Calls(vec![(
-                    "read_file",
-                    json!({"path": "alpha.txt"}),
-                )]))),
-                Step::Answer("alpha says:"),
-            ],
+            ("read_file", json!({"path": "alpha.txt"})),
+            "alpha says:",
         ),
-        (
+        together(
             "Find beta",
-            vec![
-                Step::Together(Box::new(Step::Calls(vec![(
-                    "grep",
-                    json!({"pattern": "beta-marker"}),
-                )]))),
-                Step::Answer("beta says:"),
-            ],
+            ("grep", json!({"pattern": "beta-marker"})),
+            "beta says:",
         ),
     ]))
     .await;
@@ -345,23 +341,31 @@ async fn a_failing_child_is_a_failed_call_the_parent_model_reads() {
     );
 }
 
-#[tokio::test]
-async fn a_child_never_gets_past_its_parents_plan_mode() {
+/// A parent that delegates `task` to `agent`, whose child writes `path`.
+async fn child_writes(
+    prompt: &'static str,
+    agent: &str,
+    task: &'static str,
+    path: &str,
+) -> (LlmServer, Agent) {
     let server = LlmServer::start(routed(vec![
-        ("Plan it", parent(vec![delegate("coder", "Write the file")])),
+        (prompt, parent(vec![delegate(agent, task)])),
         (
-            "Write the file",
+            task,
             vec![
-                Step::Calls(vec![(
-                    "write_file",
-                    json!({"path": "out.txt", "content": "x"}),
-                )]),
-                Step::Answer("coder done:"),
+                Step::Calls(vec![("write_file", json!({"path": path, "content": "x"}))]),
+                Step::Answer("written:"),
             ],
         ),
     ]))
     .await;
-    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    (server, agent)
+}
+
+#[tokio::test]
+async fn a_child_never_gets_past_its_parents_plan_mode() {
+    let (server, mut agent) = child_writes("Plan it", "coder", "Write the file", "out.txt").await;
     let session = agent.start_session().await;
     let (_, response) = agent
         .call(
@@ -399,21 +403,7 @@ async fn a_child_never_gets_past_its_parents_plan_mode() {
 
 #[tokio::test]
 async fn a_childs_question_reaches_the_client_under_the_parent_and_its_answer_is_obeyed() {
-    let server = LlmServer::start(routed(vec![
-        ("Go write", parent(vec![delegate("writer", "Write notes")])),
-        (
-            "Write notes",
-            vec![
-                Step::Calls(vec![(
-                    "write_file",
-                    json!({"path": "notes.txt", "content": "x"}),
-                )]),
-                Step::Answer("writer done:"),
-            ],
-        ),
-    ]))
-    .await;
-    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let (server, mut agent) = child_writes("Go write", "writer", "Write notes", "notes.txt").await;
     // A card asking for auto mode: under an act parent it still asks.
     let cards = agent.cwd().join(".crucible/agents");
     std::fs::create_dir_all(&cards).unwrap();
@@ -440,8 +430,7 @@ async fn a_childs_question_reaches_the_client_under_the_parent_and_its_answer_is
     let child_last = server
         .chat_requests()
         .into_iter()
-        .filter(|r| first_user_text(r) == "Write notes")
-        .last()
+        .rfind(|r| first_user_text(r) == "Write notes")
         .unwrap();
     let results = tool_results(&child_last);
     assert!(results[0].contains("declined"), "{results:?}");
