@@ -13,9 +13,6 @@ pub struct SubagentSettings {
     /// Tokens (prompt and completion, every model call) one child may use
     /// before it is stopped; None for no limit.
     pub token_budget: Option<u64>,
-    /// Also send the schema's unstable subagent updates (the tool-call
-    /// summary is sent either way).
-    pub unstable_updates: bool,
 }
 
 impl Default for SubagentSettings {
@@ -24,7 +21,6 @@ impl Default for SubagentSettings {
             max_depth: 1,
             max_per_turn: 4,
             token_budget: None,
-            unstable_updates: false,
         }
     }
 }

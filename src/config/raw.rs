@@ -198,7 +198,6 @@ pub struct RawSubagents {
     pub max_depth: Option<u32>,
     pub max_per_turn: Option<u32>,
     pub token_budget: Option<u64>,
-    pub unstable_updates: Option<bool>,
 }
 
 /// `[sensitive_files]`: files whose reads ask first.

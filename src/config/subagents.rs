@@ -27,7 +27,6 @@ pub(super) fn validate(raw: RawSubagents, path: &Path) -> Result<SubagentSetting
         max_depth: raw.max_depth.unwrap_or(defaults.max_depth),
         max_per_turn: max_per_turn.unwrap_or(defaults.max_per_turn),
         token_budget,
-        unstable_updates: raw.unstable_updates.unwrap_or(defaults.unstable_updates),
     })
 }
 
