@@ -411,9 +411,11 @@ async fn run_tools(
                         raw_output: None,
                     }));
                     let (progress, mut reports) = Progress::channel();
-                    let context = input
-                        .tool_context
-                        .for_call(input.cancel.child_token(), progress);
+                    let context = input.tool_context.for_call(
+                        &call.info.id,
+                        input.cancel.child_token(),
+                        progress,
+                    );
                     let in_progress = |content| {
                         emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
                             id: call.info.id.clone(),

@@ -8,6 +8,7 @@
 //! `.crucible/agents/` and the project's `.crucible/agents/`.
 
 mod front_matter;
+mod subagents;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,9 +16,11 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use front_matter::Value;
+pub use subagents::SubagentSettings;
 
-const BUILTIN: [(&str, &str); 2] = [
+const BUILTIN: [(&str, &str); 3] = [
     ("coder.md", include_str!("../prompts/agents/coder.md")),
+    ("explorer.md", include_str!("../prompts/agents/explorer.md")),
     ("reviewer.md", include_str!("../prompts/agents/reviewer.md")),
 ];
 

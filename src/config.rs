@@ -26,6 +26,7 @@ pub mod raw;
 mod references;
 mod report;
 mod shell_environment;
+mod subagents;
 mod upstream;
 
 use std::collections::BTreeMap;
@@ -36,7 +37,7 @@ pub use error::ConfigError;
 pub use overrides::Overrides;
 pub use report::{ConfigReport, Ignored};
 
-use crate::agents::CardSettings;
+use crate::agents::{CardSettings, SubagentSettings};
 use crate::context::ContextSettings;
 use crate::mcp::{McpOptions, McpServerSpec};
 use crate::modes::ModeRegistry;
@@ -90,6 +91,8 @@ pub struct Config {
     pub shell_environment: EnvironmentPolicy,
     /// `[sensitive_files]`: files whose reads ask first.
     pub sensitive_files: SensitiveFiles,
+    /// `[subagents]`: how far delegation may go.
+    pub subagents: SubagentSettings,
     /// Non-fatal findings (a provider left out, a plaintext key) to log once at start.
     pub warnings: Vec<String>,
     /// Keys used and ignored, and which won where two set the same thing.
@@ -119,6 +122,7 @@ impl Config {
             mcp_options: McpOptions::default(),
             shell_environment: EnvironmentPolicy::default(),
             sensitive_files: SensitiveFiles::default(),
+            subagents: SubagentSettings::default(),
             warnings: Vec::new(),
             report: ConfigReport::default(),
         }
@@ -239,6 +243,7 @@ fn compose(
         shell_environment::validate(raw.shell_environment.unwrap_or_default(), path)?;
     let sensitive_files =
         shell_environment::sensitive_files(raw.sensitive_files.unwrap_or_default(), path)?;
+    let subagents = subagents::validate(raw.subagents.unwrap_or_default(), path)?;
     let agent = raw.agent.unwrap_or_default();
     let default_mode = default_mode(agent.default_mode, &modes, path)?;
     let max_turn_requests = non_zero(
@@ -275,6 +280,7 @@ fn compose(
         mcp_options,
         shell_environment,
         sensitive_files,
+        subagents,
         warnings,
         report,
     })

@@ -13,6 +13,7 @@
 //! 4. the lists' `default`, when it is allow or deny;
 //! 5. the mode. The session's other work goes on while a question waits.
 
+mod ceiling;
 mod command_line;
 pub mod patterns;
 
@@ -180,6 +181,9 @@ pub struct SessionPermissions {
     /// Told the "always" answers each time one is given, so they are saved
     /// at once, not when the turn ends.
     on_remember: std::sync::OnceLock<RememberFn>,
+    /// A delegated agent's parent: nothing runs here that it would refuse
+    /// or ask about (see `ceiling.rs`).
+    ceiling: Option<Arc<SessionPermissions>>,
 }
 
 type RememberFn = Box<dyn Fn(BTreeMap<String, bool>) + Send + Sync>;
@@ -201,6 +205,7 @@ impl SessionPermissions {
             agent: Mutex::default(),
             policy: Mutex::new(policy),
             on_remember: std::sync::OnceLock::new(),
+            ceiling: None,
         }
     }
 
@@ -220,6 +225,15 @@ impl SessionPermissions {
     pub fn on_remember(&self, notify: impl Fn(BTreeMap<String, bool>) + Send + Sync + 'static) {
         if self.on_remember.set(Box::new(notify)).is_err() {
             tracing::warn!(session = %self.session_id, "permission answers already have a listener");
+        }
+    }
+
+    /// Answers the user gave with "always" elsewhere (a delegated agent's
+    /// questions), remembered and reported as if given here.
+    pub fn adopt(&self, rules: BTreeMap<String, bool>) {
+        self.restore(rules);
+        if let Some(notify) = self.on_remember.get() {
+            notify(self.remembered_rules());
         }
     }
 
@@ -401,7 +415,7 @@ impl PermissionGate for SessionPermissions {
         tool: &'a dyn Tool,
     ) -> BoxFuture<'a, Permission> {
         Box::pin(async move {
-            if let Some(decided) = self.decide(call, tool) {
+            if let Some(decided) = self.bounded(call, tool) {
                 return decided;
             }
             // The question says why a read asks.
@@ -451,7 +465,7 @@ mod tests {
         }
     }
 
-    fn call_of(tool: &dyn Tool, input: Value) -> ToolCallInfo {
+    pub(super) fn call_of(tool: &dyn Tool, input: Value) -> ToolCallInfo {
         ToolCallInfo {
             id: "c".into(),
             title: tool.title(&input),

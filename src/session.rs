@@ -7,9 +7,11 @@
 pub mod manager;
 mod prompts;
 mod record;
+pub mod runtime;
 mod services;
 mod settings;
 mod slash;
+mod subagents;
 #[cfg(test)]
 mod tests;
 mod turn;
@@ -134,6 +136,9 @@ pub struct SessionStart {
     pub history: ContextManager,
     /// Where the session is saved; None keeps it in memory only.
     pub recorder: Option<Recorder>,
+    /// A delegated agent's parent and what it inherits; None for a session
+    /// the client started.
+    pub(crate) lineage: Option<subagents::Lineage>,
 }
 
 /// The session manager's handle on an actor.

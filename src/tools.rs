@@ -10,6 +10,7 @@
 pub mod builtin;
 mod client_fs;
 mod context;
+pub mod delegate;
 pub mod environment;
 mod fs;
 pub mod redact;
@@ -31,6 +32,7 @@ use crate::model::ToolDefinition;
 
 pub use client_fs::ClientFs;
 pub use context::{Progress, ToolContext, ToolSettings};
+pub use delegate::{DelegateTool, Delegation, Delegator};
 pub use fs::{FileSystem, FsFuture, LineWindow, LocalFs};
 pub use shell::{LocalShell, Shell, ShellOutput, ShellRun};
 pub use terminal::ClientTerminal;

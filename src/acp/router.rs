@@ -326,9 +326,11 @@ impl Router {
                 .sessions
                 .into_iter()
                 .map(|s| {
+                    let lineage = translate::lineage_meta(&s);
                     acp::SessionInfo::new(s.id, s.cwd)
                         .title(s.title)
                         .updated_at(s.updated_at)
+                        .meta(lineage)
                 })
                 .collect();
             responder.respond_with(Ok(

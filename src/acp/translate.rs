@@ -276,6 +276,28 @@ pub fn session_models(options: &[SelectOption]) -> Option<serde_json::Value> {
     }))
 }
 
+/// A delegated session's parent and a parent's children, for
+/// `session/list` (in `_meta`: the schema has no lineage fields).
+pub fn lineage_meta(session: &crate::store::Metadata) -> Option<acp::Meta> {
+    let mut meta = acp::Meta::new();
+    if let Some(parent) = &session.parent_id {
+        meta.insert("parentSessionId".into(), serde_json::json!(parent));
+    }
+    if let Some(call) = &session.parent_tool_call_id {
+        meta.insert("parentToolCallId".into(), serde_json::json!(call));
+    }
+    if let Some(agent) = &session.agent {
+        meta.insert("agent".into(), serde_json::json!(agent));
+    }
+    if !session.children.is_empty() {
+        meta.insert(
+            "childSessionIds".into(),
+            serde_json::json!(session.children),
+        );
+    }
+    (session.parent_id.is_some() || !session.children.is_empty()).then_some(meta)
+}
+
 /// A turn's token totals (unstable in the schema as end-turn token usage).
 pub fn turn_usage(usage: Usage) -> acp::Usage {
     acp::Usage::new(

@@ -33,10 +33,15 @@ pub fn list(
         "{:<36}  {:<24}  {:<8}  TITLE / CWD",
         "ID", "UPDATED", "MODE"
     )?;
-    for session in sessions {
+    for (depth, session) in as_tree(&sessions) {
+        let indent = "  ".repeat(depth);
+        let agent = match (&session.parent_id, &session.agent) {
+            (Some(_), Some(agent)) => format!("[{agent}] "),
+            _ => String::new(),
+        };
         writeln!(
             out,
-            "{:<36}  {:<24}  {:<8}  {}\n{:<72}  {}",
+            "{indent}{:<36}  {:<24}  {:<8}  {agent}{}\n{indent}{:<72}  {}",
             session.id,
             session.updated_at,
             session.mode,
@@ -46,6 +51,31 @@ pub fn list(
         )?;
     }
     Ok(())
+}
+
+/// Sessions in list order, each followed by the sessions it delegated to
+/// (indented one level deeper); a child whose parent is gone is a root.
+fn as_tree(sessions: &[store::Metadata]) -> Vec<(usize, &store::Metadata)> {
+    let listed = |id: &str| sessions.iter().any(|s| s.id == id);
+    let mut out = Vec::new();
+    let mut stack: Vec<(usize, &store::Metadata)> = sessions
+        .iter()
+        .rev()
+        .filter(|s| !s.parent_id.as_deref().is_some_and(listed))
+        .map(|s| (0, s))
+        .collect();
+    while let Some((depth, session)) = stack.pop() {
+        out.push((depth, session));
+        let children = sessions
+            .iter()
+            .rev()
+            .filter(|s| s.parent_id.as_deref() == Some(session.id.as_str()));
+        // A cycle (hand-edited files) must not loop forever.
+        if depth < 16 {
+            stack.extend(children.map(|child| (depth + 1, child)));
+        }
+    }
+    out
 }
 
 pub fn show(store: &Store, id: &str, json: bool, out: &mut dyn Write) -> Result<(), CliError> {
@@ -72,6 +102,12 @@ pub fn show(store: &Store, id: &str, json: bool, out: &mut dyn Write) -> Result<
     }
     if let Some(parent) = &metadata.parent_id {
         writeln!(out, "parent   {parent}")?;
+    }
+    if let Some(call) = &metadata.parent_tool_call_id {
+        writeln!(out, "by call  {call}")?;
+    }
+    for child in &metadata.children {
+        writeln!(out, "child    {child}")?;
     }
     for (tool, allowed) in &metadata.permissions {
         let answer = if *allowed {

@@ -20,6 +20,7 @@ pub struct RawConfig {
     pub context: Option<RawContext>,
     pub shell_environment: Option<RawShellEnvironment>,
     pub sensitive_files: Option<RawSensitiveFiles>,
+    pub subagents: Option<RawSubagents>,
     /// `[acp]`: how the Crucible TUI hosts ACP agents (this agent is one).
     pub acp: Option<RawAcp>,
     /// Other top-level tables belong to the rest of Crucible.
@@ -188,6 +189,15 @@ pub struct RawShellEnvironment {
     pub exclude: Option<Vec<String>>,
     pub include_only: Option<Vec<String>>,
     pub set: Option<BTreeMap<String, String>>,
+}
+
+/// `[subagents]`: how far delegation may go.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSubagents {
+    pub max_depth: Option<u32>,
+    pub max_per_turn: Option<u32>,
+    pub token_budget: Option<u64>,
 }
 
 /// `[sensitive_files]`: files whose reads ask first.

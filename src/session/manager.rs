@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
+use super::runtime::AgentRuntime;
 use super::{SessionHandle, SessionMsg, SessionStart, Settings, Shared};
 
 use crate::client::{ClientAbilities, ClientSink, Update};
@@ -65,6 +66,8 @@ pub struct Defaults {
     pub agent: Option<String>,
     /// `[chat] system_prompt`.
     pub system_prompt: Option<String>,
+    /// `[subagents]`: how far delegation may go.
+    pub subagents: crate::agents::SubagentSettings,
 }
 
 impl Defaults {
@@ -89,6 +92,7 @@ impl Defaults {
             context: config.context,
             agent: config.default_agent.clone(),
             system_prompt: config.system_prompt.clone(),
+            subagents: config.subagents,
         })
     }
 }
@@ -107,6 +111,7 @@ impl SessionManager {
         Self {
             sessions: HashMap::new(),
             shared: Shared {
+                runtime: Arc::new(AgentRuntime::new(None, defaults.subagents)),
                 defaults: Arc::new(defaults),
                 providers,
                 client: sink,
@@ -118,6 +123,10 @@ impl SessionManager {
 
     /// Save sessions in `store`, so they can be listed, loaded and resumed.
     pub fn with_store(mut self, store: Arc<Store>, agent: Option<String>) -> Self {
+        self.shared.runtime = Arc::new(AgentRuntime::new(
+            Some(Arc::clone(&store)),
+            self.shared.defaults.subagents,
+        ));
         self.store = Some(store);
         self.agent = agent;
         self
@@ -236,6 +245,7 @@ impl SessionManager {
                 agent_restored: true,
                 history: restored.context,
                 recorder: Some(recorder),
+                lineage: None,
             };
             let _ = ready.send(Ok(updates));
             super::run(start, shared, mailbox, rx).await;
@@ -299,6 +309,7 @@ impl SessionManager {
             agent_restored: false,
             history: ContextManager::new(),
             recorder,
+            lineage: None,
         };
         let handle = super::spawn(start, self.shared.clone());
         self.sessions.entry(id).or_insert(handle)

@@ -29,16 +29,28 @@ pub(super) fn recorded_client(
 }
 
 /// The user's "always" answers come back with the session and are saved
-/// as they are given.
+/// as they are given; a delegated agent's also hold for its parent (the
+/// user gave them in the parent's session).
 pub(super) fn remembered_permissions(
     recorder: Option<&Recorder>,
     permissions: &SessionPermissions,
+    parent: Option<Arc<SessionPermissions>>,
 ) {
     if let Some(recorder) = recorder {
         permissions.restore(recorder.metadata().permissions);
-        let recorder = recorder.clone();
-        permissions.on_remember(move |rules| recorder.permissions_remembered(rules));
     }
+    if recorder.is_none() && parent.is_none() {
+        return;
+    }
+    let recorder = recorder.cloned();
+    permissions.on_remember(move |rules| {
+        if let Some(parent) = &parent {
+            parent.adopt(rules.clone());
+        }
+        if let Some(recorder) = &recorder {
+            recorder.permissions_remembered(rules);
+        }
+    });
 }
 
 /// A loaded session's turn that a crash cut short ends here, with what the

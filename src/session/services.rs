@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
+use super::runtime::{AgentRuntime, TurnTally};
+use super::subagents::Lineage;
 use super::{Defaults, SessionMsg, SessionStart, prompts, record};
 
 use crate::agents::{AgentCard, ToolPolicy};
@@ -17,7 +19,7 @@ use crate::permissions::patterns::our_tool_name;
 use crate::permissions::{Decision, Rule, RuleScope, SessionPermissions};
 use crate::providers::Providers;
 use crate::store::Recorder;
-use crate::tools::{ClientFs, ClientTerminal, LocalFs, ToolContext, ToolRegistry};
+use crate::tools::{ClientFs, ClientTerminal, DelegateTool, LocalFs, ToolContext, ToolRegistry};
 
 pub(super) struct Services {
     pub id: String,
@@ -38,6 +40,11 @@ pub(super) struct Services {
     pub tool_context: ToolContext,
     pub permissions: Arc<SessionPermissions>,
     pub mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
+    pub runtime: Arc<AgentRuntime>,
+    /// How many levels below a session the client started (0 for one).
+    pub depth: u32,
+    /// The current turn's delegations.
+    pub tally: Arc<TurnTally>,
 }
 
 /// What every session shares: the manager hands each one a clone.
@@ -46,6 +53,8 @@ pub struct Shared {
     pub defaults: Arc<Defaults>,
     pub providers: Arc<Providers>,
     pub client: Arc<dyn ClientSink>,
+    /// The delegated agents running now, and where they are saved.
+    pub runtime: Arc<AgentRuntime>,
 }
 
 impl Services {
@@ -63,17 +72,32 @@ impl Services {
         for card in &mut agents {
             card.rename_tools(&our_tool_name);
         }
+        let lineage = start.lineage.take();
         let permissions = permissions(
             &start.id,
             &start.settings.mode,
             &shared.defaults,
             &agents,
             &client,
+            lineage.as_ref(),
         );
-        record::remembered_permissions(recorder.as_ref(), &permissions);
+        let parent_permissions = lineage.as_ref().map(|l| Arc::clone(&l.ceiling));
+        record::remembered_permissions(recorder.as_ref(), &permissions, parent_permissions);
         let mut tool_context = tool_context(&start.id, &start.cwd, start.client, &client);
         tool_context.settings.environment = Arc::clone(&shared.defaults.shell_environment);
         tool_context.settings.sensitive_files = Arc::clone(&shared.defaults.sensitive_files);
+        let mut tools = ToolRegistry::builtin();
+        let depth = lineage.as_ref().map_or(0, |lineage| lineage.depth);
+        if let Some(lineage) = lineage {
+            tool_context.fs = lineage.fs;
+            tool_context.shell = lineage.shell;
+        }
+        if depth < shared.runtime.settings.max_depth {
+            let cards = agents
+                .iter()
+                .map(|c| (c.name.as_str(), c.description.as_str()));
+            tools.register(Arc::new(DelegateTool::new(cards)));
+        }
         let mcp_servers = std::mem::take(&mut start.mcp_servers);
         let mcp = start_mcp(mcp_servers, &shared.defaults, mailbox.clone());
         Self {
@@ -85,10 +109,13 @@ impl Services {
             recorder,
             agents,
             mcp,
-            tools: ToolRegistry::builtin(),
+            tools,
             tool_context,
             permissions,
             mailbox,
+            runtime: shared.runtime,
+            depth,
+            tally: Arc::default(),
         }
     }
 }
@@ -101,6 +128,7 @@ fn permissions(
     defaults: &Defaults,
     agents: &[AgentCard],
     client: &Arc<dyn ClientSink>,
+    lineage: Option<&Lineage>,
 ) -> Arc<SessionPermissions> {
     let policy = defaults
         .modes
@@ -119,9 +147,15 @@ fn permissions(
         })
     });
     let rules = defaults.rules.iter().cloned().chain(card_rules).collect();
-    let gate = SessionPermissions::new(id.to_string(), Arc::clone(client), Arc::new(rules), policy)
-        .with_lists(Arc::clone(&defaults.permission_lists))
-        .with_sensitive_files(Arc::clone(&defaults.sensitive_files));
+    let mut gate =
+        SessionPermissions::new(id.to_string(), Arc::clone(client), Arc::new(rules), policy)
+            .with_lists(Arc::clone(&defaults.permission_lists))
+            .with_sensitive_files(Arc::clone(&defaults.sensitive_files));
+    if let Some(lineage) = lineage {
+        // The parent's "always" answers hold for its children too.
+        gate.restore(lineage.ceiling.remembered_rules());
+        gate = gate.with_ceiling(Arc::clone(&lineage.ceiling));
+    }
     Arc::new(gate)
 }
 

@@ -62,8 +62,10 @@ async fn session() -> Fixture {
         agent_restored: false,
         history: ContextManager::new(),
         recorder: None,
+        lineage: None,
     };
     let shared = Shared {
+        runtime: Arc::new(runtime::AgentRuntime::new(None, defaults.subagents)),
         defaults: Arc::new(defaults),
         providers: Arc::new(Providers::new(config.providers.clone())),
         client: Arc::clone(&client) as Arc<dyn ClientSink>,

@@ -11,8 +11,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::runtime::with_children;
 use super::settings::Settings;
-use super::{Defaults, PromptReply, SessionActor, SessionError, TurnEnd};
+use super::subagents::TurnDelegator;
+use super::{Defaults, PromptReply, SessionActor, SessionError, Shared, TurnEnd};
 use crate::util::lock;
 
 use crate::agent_loop::{self, Journal, JournalFn, TurnInput, TurnOutcome};
@@ -170,6 +172,26 @@ impl SessionActor {
             turn && !std::mem::replace(&mut self.conversation.mcp_failures_told, true);
         let journaled: Journaled = Arc::default();
         let services = &self.services;
+        let mut tool_context = services.tool_context.clone();
+        tool_context.delegator = Some(Arc::new(TurnDelegator {
+            shared: Shared {
+                defaults: Arc::clone(&services.defaults),
+                providers: Arc::clone(&services.providers),
+                client: Arc::clone(&services.client),
+                runtime: Arc::clone(&services.runtime),
+            },
+            parent_id: services.id.clone(),
+            cwd: services.cwd.clone(),
+            settings: settings.clone(),
+            depth: services.depth,
+            agents: services.agents.clone(),
+            permissions: Arc::clone(&services.permissions),
+            client: Arc::clone(&services.client),
+            recorder: services.recorder.clone(),
+            tally: Arc::clone(&services.tally),
+            fs: Arc::clone(&services.tool_context.fs),
+            shell: Arc::clone(&services.tool_context.shell),
+        }));
         let context = TurnContext {
             session_id: services.id.clone(),
             client: Arc::clone(&services.client),
@@ -184,7 +206,7 @@ impl SessionActor {
             card,
             layers,
             cwd: services.cwd.clone(),
-            tool_context: services.tool_context.clone(),
+            tool_context,
             permissions: Arc::clone(&services.permissions) as Arc<dyn PermissionGate>,
             journal: self.journal(Arc::clone(&journaled)),
         };
@@ -198,6 +220,7 @@ impl SessionActor {
         content: Vec<Part>,
         cancel: CancellationToken,
     ) -> Result<Started, SessionError> {
+        self.services.tally.reset();
         if let Some(command) = crate::commands::from_parts(&content) {
             return self.start_command(command, cancel);
         }
@@ -235,7 +258,7 @@ impl SessionActor {
                 self.record_turn(&outcome, turn.started.command);
                 // The turn's copy holds its messages, compactions and drops.
                 self.conversation.context = outcome.context;
-                let usage = outcome.usage;
+                let usage = with_children(outcome.usage, self.services.tally.take_usage());
                 outcome
                     .result
                     .map(|stop| TurnEnd { stop, usage })

@@ -46,6 +46,12 @@ pub struct Metadata {
     /// The session this one was started from (a subagent's parent).
     #[serde(default)]
     pub parent_id: Option<String>,
+    /// The parent's `delegate` call that started this session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_tool_call_id: Option<String>,
+    /// Sessions this one delegated to, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<String>,
 }
 
 /// `metadata.json` as written: the format first, then the metadata.

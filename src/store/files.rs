@@ -29,6 +29,8 @@ impl Metadata {
             mode: mode.to_string(),
             permissions: BTreeMap::new(),
             parent_id: None,
+            parent_tool_call_id: None,
+            children: Vec::new(),
         }
     }
 }

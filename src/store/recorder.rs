@@ -142,6 +142,11 @@ impl Recorder {
         self.update(|m| m.permissions = rules);
     }
 
+    /// A child session was started from this one (a `delegate` call).
+    pub fn child_started(&self, child_id: &str) {
+        self.update(|m| m.children.push(child_id.to_string()));
+    }
+
     /// A sink that forwards to `inner` and records what the client is
     /// shown, in the order it is shown.
     pub fn wrap(&self, inner: Arc<dyn ClientSink>) -> Arc<dyn ClientSink> {

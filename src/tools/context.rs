@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::environment::EnvironmentPolicy;
 use super::sensitive::SensitiveFiles;
-use super::{FileSystem, LocalFs, LocalShell, Shell, ToolError};
+use super::{Delegator, FileSystem, LocalFs, LocalShell, Shell, ToolError};
 use crate::events::{TodoItem, ToolContent};
 
 /// How a running call shows what it is doing before it finishes (an ACP
@@ -91,6 +91,10 @@ pub struct ToolContext {
     pub settings: ToolSettings,
     /// The running call's progress hook (set per call by the agent loop).
     pub progress: Progress,
+    /// The running call's id as the client knows it (set per call).
+    pub call_id: Option<String>,
+    /// Runs `delegate` calls in child sessions; None where there is none.
+    pub delegator: Option<Arc<dyn Delegator>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -117,6 +121,8 @@ impl ToolContext {
             todos: Arc::default(),
             settings: ToolSettings::default(),
             progress: Progress::default(),
+            call_id: None,
+            delegator: None,
         }
     }
 
@@ -128,11 +134,13 @@ impl ToolContext {
         }
     }
 
-    /// The same context for one call: its own cancel token and progress hook.
-    pub fn for_call(&self, cancel: CancellationToken, progress: Progress) -> Self {
+    /// The same context for one call: its id, its own cancel token and
+    /// progress hook.
+    pub fn for_call(&self, call_id: &str, cancel: CancellationToken, progress: Progress) -> Self {
         Self {
             cancel,
             progress,
+            call_id: Some(call_id.to_string()),
             ..self.clone()
         }
     }

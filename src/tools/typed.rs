@@ -82,7 +82,7 @@ impl<T: TypedTool> Tool for T {
 }
 
 /// Arguments into a tool's struct; the error names the field at fault.
-fn deserialize_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, ToolError> {
+pub(crate) fn deserialize_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, ToolError> {
     // Models sometimes send `null` for "no arguments".
     let arguments = match arguments {
         Value::Null => Value::Object(Map::new()),
@@ -164,7 +164,7 @@ fn blank_value(property: &Value) -> Value {
 /// the top, every subschema inline (small models stumble over `$ref`), an
 /// optional field typed as what it is when given (not also `null`), and
 /// none of the generator's meta data (`$schema`, `title`, `format`).
-fn schema_for<A: JsonSchema>() -> Value {
+pub(crate) fn schema_for<A: JsonSchema>() -> Value {
     let mut settings = SchemaSettings::draft07();
     settings.inline_subschemas = true;
     settings.meta_schema = None;

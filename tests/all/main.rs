@@ -32,4 +32,5 @@ mod real_llm;
 mod sessions;
 mod store_fixture;
 mod streaming;
+mod subagents;
 mod tools;
