@@ -3,8 +3,10 @@ CARGO ?= cargo
 
 .PHONY: build test e2e bench fmt demo llm-server clean
 
+# The shipped binary (statically linked on Linux/glibc: see scripts/build.sh),
+# at target/release/crucible-agent.
 build:
-	$(CARGO) build --release
+	CARGO=$(CARGO) bash scripts/build.sh
 
 # Formatting, lints, then tests; stops at the first step that fails. The
 # Crucible-client chat runs once more against the release binary, the one
@@ -13,7 +15,7 @@ test:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) test
-	$(CARGO) build --release
+	CARGO=$(CARGO) bash scripts/build.sh
 	CRUCIBLE_AGENT_BIN=$(CURDIR)/target/release/crucible-agent $(CARGO) test --test all crucible_client::
 
 # End-to-end: the release binary driven by acpx and the Python and TypeScript

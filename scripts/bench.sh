@@ -20,7 +20,7 @@ command -v npm >/dev/null 2>&1 || die "npm is not installed (codex-acp, the peer
 [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ] || die "the codex-acp peer binary used here is for Linux x86_64 only"
 
 echo "== bench: building the release binary"
-"$CARGO" build --release
+CARGO="$CARGO" bash scripts/build.sh >/dev/null
 
 if ! grep -q "\"version\": \"$CODEX_VERSION\"" "$CODEX_PKG/package.json" 2>/dev/null; then
   echo "== bench: installing codex-acp $CODEX_VERSION into $CODEX_NPM"

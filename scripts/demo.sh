@@ -29,8 +29,8 @@ die() {
 command -v cargo >/dev/null 2>&1 || die "cargo not found" "install Rust (https://rustup.rs) and run 'make demo' again"
 command -v python3 >/dev/null 2>&1 || die "python3 not found" "install Python 3.11 or newer and run 'make demo' again"
 
-step "1/4 building crucible-agent (cargo build --release)"
-cargo build --release
+step "1/4 building crucible-agent (scripts/build.sh: cargo build --release)"
+bash scripts/build.sh >/dev/null
 [ -x "$AGENT" ] || die "cargo finished but $AGENT is missing"
 
 step "2/4 starting the local LLM server on 127.0.0.1:$PORT"

@@ -40,7 +40,7 @@ need python3 "install Python 3.10 or newer (with the venv module)"
 npm_installed() { grep -q "\"version\": \"$3\"" "$1/node_modules/$2/package.json" 2>/dev/null; }
 
 say "building the release binary"
-"$CARGO" build --release
+CARGO="$CARGO" bash scripts/build.sh >/dev/null
 [ -x "$AGENT" ] || die "cargo finished but $AGENT is missing"
 
 say "ACP clients (pinned, cached in $CACHE)"
