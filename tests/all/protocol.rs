@@ -213,6 +213,29 @@ async fn a_broken_config_is_named_to_every_session_request_and_on_stderr() {
 }
 
 #[tokio::test]
+async fn requests_written_with_the_handshake_in_one_go_are_all_answered() {
+    // `initialize` is read and answered before the runtime starts; whatever
+    // came with it in the same write must still reach the router, in order.
+    let server = server().await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let cwd = agent.cwd();
+    let lines = [
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}),
+        json!({"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":cwd,"mcpServers":[]}}),
+        json!({"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}),
+    ]
+    .map(|line| line.to_string())
+    .join("\n");
+    agent.send_raw(&lines).await;
+    let (_, first) = agent.response(1).await;
+    assert_eq!(first["result"]["protocolVersion"], 1, "{first}");
+    let (_, new) = agent.response(2).await;
+    assert!(new["result"]["sessionId"].is_string(), "{new}");
+    let (_, list) = agent.response(3).await;
+    assert!(list["result"]["sessions"].is_array(), "{list}");
+}
+
+#[tokio::test]
 async fn a_config_with_a_wrong_type_names_the_key() {
     let mut agent = Agent::spawn("[llm.providers.local]\ncontext_window = \"big\"\n").await;
     agent.initialize().await;
