@@ -413,7 +413,8 @@ async fn run_tools(
                     let (progress, mut reports) = Progress::channel();
                     let context = input
                         .tool_context
-                        .for_call(input.cancel.child_token(), progress);
+                        .for_call(input.cancel.child_token(), progress)
+                        .with_call_id(call.info.id.clone());
                     let in_progress = |content| {
                         emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
                             id: call.info.id.clone(),

@@ -13,6 +13,7 @@ mod context;
 pub mod environment;
 mod fs;
 pub mod redact;
+pub mod sandbox;
 pub mod sensitive;
 mod shell;
 mod terminal;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::environment::EnvironmentPolicy;
+use super::sandbox::SessionSandbox;
 use super::sensitive::SensitiveFiles;
 use super::{FileSystem, LocalFs, LocalShell, Shell, ToolError};
 use crate::events::{TodoItem, ToolContent};
@@ -91,6 +92,11 @@ pub struct ToolContext {
     pub settings: ToolSettings,
     /// The running call's progress hook (set per call by the agent loop).
     pub progress: Progress,
+    /// The running call's id (set per call by the agent loop), for
+    /// questions asked during it.
+    pub call_id: Option<String>,
+    /// Where commands run: the session's sandbox ([`SessionSandbox::off`] outside one).
+    pub sandbox: Arc<SessionSandbox>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -100,6 +106,7 @@ impl std::fmt::Debug for ToolContext {
             .field("roots", &self.roots)
             .field("cancelled", &self.cancel.is_cancelled())
             .field("settings", &self.settings)
+            .field("sandbox", &self.sandbox)
             .finish_non_exhaustive()
     }
 }
@@ -117,6 +124,8 @@ impl ToolContext {
             todos: Arc::default(),
             settings: ToolSettings::default(),
             progress: Progress::default(),
+            call_id: None,
+            sandbox: Arc::new(SessionSandbox::off()),
         }
     }
 
@@ -135,6 +144,12 @@ impl ToolContext {
             progress,
             ..self.clone()
         }
+    }
+
+    /// The same context, knowing the id of the call it runs.
+    pub fn with_call_id(mut self, id: impl Into<String>) -> Self {
+        self.call_id = Some(id.into());
+        self
     }
 
     /// A snapshot of the todo list.

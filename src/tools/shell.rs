@@ -13,6 +13,7 @@ use tokio::process::{ChildStderr, ChildStdout};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::sandbox::Confinement;
 use super::{Progress, ToolError};
 
 /// How a command ended and what it printed.
@@ -55,11 +56,20 @@ pub struct ShellRun<'a> {
     pub cancel: &'a CancellationToken,
     /// May show the command while it runs.
     pub progress: &'a Progress,
+    /// The sandbox it runs in; None runs it with the user's full rights.
+    /// Only a shell that [`Shell::can_confine`] accepts one.
+    pub confinement: Option<&'a Confinement>,
 }
 
 /// Runs a command line.
 pub trait Shell: Send + Sync {
     fn run<'a>(&'a self, run: ShellRun<'a>) -> BoxFuture<'a, Result<ShellOutput, ToolError>>;
+
+    /// Whether it can run a command in the sandbox (an editor's terminal
+    /// cannot: the editor starts the process).
+    fn can_confine(&self) -> bool {
+        false
+    }
 }
 
 /// `sh -c` on this machine, in a process group of its own so a timeout or a
@@ -77,6 +87,10 @@ impl Shell for LocalShell {
     fn run<'a>(&'a self, run: ShellRun<'a>) -> BoxFuture<'a, Result<ShellOutput, ToolError>> {
         Box::pin(run_local(run))
     }
+
+    fn can_confine(&self) -> bool {
+        true
+    }
 }
 
 enum Ending {
@@ -90,7 +104,13 @@ async fn run_local(run: ShellRun<'_>) -> Result<ShellOutput, ToolError> {
     if cancel.is_cancelled() {
         return Err(ToolError::Cancelled);
     }
-    let mut child = tokio::process::Command::new("sh")
+    let mut command = tokio::process::Command::new("sh");
+    if let Some(confinement) = run.confinement {
+        confinement
+            .confine(&mut command)
+            .map_err(|err| ToolError::Failed(err.to_string()))?;
+    }
+    let mut child = command
         .arg("-c")
         .arg(run.command)
         .env_clear()
@@ -383,6 +403,7 @@ mod tests {
             output_cap: 1000,
             cancel,
             progress: &progress,
+            confinement: None,
         };
         LocalShell.run(run).await
     }

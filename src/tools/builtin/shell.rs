@@ -7,8 +7,12 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::titled;
-use crate::events::{ToolContent, ToolKind};
-use crate::tools::{ShellOutput, ShellRun, ToolContext, ToolError, ToolOutput, TypedTool, shorten};
+use crate::events::{ToolCallInfo, ToolContent, ToolKind};
+use crate::tools::sandbox::Escalated;
+use crate::tools::{
+    LocalShell, Shell, ShellOutput, ShellRun, ToolContext, ToolError, ToolOutput, TypedTool,
+    shorten,
+};
 
 /// The longest timeout the model may ask for.
 pub const MAX_TIMEOUT_SECS: u64 = 3600;
@@ -65,6 +69,13 @@ async fn run_command(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolEr
         }
     };
     let environment = ctx.settings.environment.for_command();
+    let confinement = (ctx.sandbox).confinement(&ctx.allowed_roots(), &environment.variables);
+    // The editor's terminal cannot confine a command: a sandboxed one runs
+    // here instead (README, "Sandbox").
+    let shell: &dyn Shell = match &confinement {
+        Some(_) if !ctx.shell.can_confine() => &LocalShell,
+        _ => &*ctx.shell,
+    };
     let run = ShellRun {
         command: &args.command,
         cwd: &ctx.cwd,
@@ -73,8 +84,30 @@ async fn run_command(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolEr
         output_cap: ctx.settings.output_cap,
         cancel: &ctx.cancel,
         progress: &ctx.progress,
+        confinement: confinement.as_ref(),
     };
-    let out = ctx.shell.run(run).await?;
+    let mut out = shell.run(run).await?;
+    let mut note = None;
+    if let Some(confinement) = &confinement
+        && !out.success()
+        && !out.timed_out
+        && let Some(blocked) = confinement.explain(&out.output, &ctx.cwd)
+    {
+        match escalate(&args, ctx, &blocked).await {
+            Escalated::Granted => {
+                let unconfined = ShellRun {
+                    confinement: None,
+                    ..run
+                };
+                out = ctx.shell.run(unconfined).await?;
+                note = Some(format!(
+                    "[{blocked}; the user let it run once outside the sandbox, and this is that run's result]"
+                ));
+            }
+            Escalated::Refused(reason) => note = Some(format!("[{blocked}. {reason}]")),
+            Escalated::Cancelled => return Err(ToolError::Cancelled),
+        }
+    }
     if out.timed_out {
         return Err(ToolError::Timeout {
             seconds: timeout.as_secs(),
@@ -82,20 +115,51 @@ async fn run_command(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolEr
         });
     }
     let shown = shown_output(&out.output);
-    let text = format!("{}\n{shown}", ending(&out));
+    let mut text = format!("{}\n{shown}", ending(&out));
+    if let Some(note) = &note {
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(note);
+    }
     // The output too: some clients (Crucible's) show a result only from here.
-    let mut output = ToolOutput::text(text).with_raw_output(json!({
+    let mut raw = json!({
         "output": shown,
         "exit_code": out.exit_code,
         "signal": out.signal,
         "omitted_bytes": out.omitted_bytes,
-    }));
+    });
+    if let Some(note) = &note {
+        raw["sandbox"] = json!(note);
+    }
+    let mut output = ToolOutput::text(text).with_raw_output(raw);
     if let Some(terminal_id) = out.terminal_id {
         // The editor keeps showing the released terminal's output.
         output.content = vec![ToolContent::Terminal { terminal_id }];
+        if let Some(note) = note {
+            output.content.push(ToolContent::Text(note));
+        }
     }
     Ok(output)
 }
+
+/// Asks whether a command the sandbox blocked may run once outside it.
+async fn escalate(args: &Args, ctx: &ToolContext, blocked: &str) -> Escalated {
+    let Some(escalation) = ctx.sandbox.escalation() else {
+        return Escalated::Refused(NOT_ESCALATED.into());
+    };
+    let call = ToolCallInfo {
+        id: ctx.call_id.clone().unwrap_or_default(),
+        title: ShellTool.title_for(args),
+        kind: ToolKind::Execute,
+        raw_input: json!({ "command": args.command }),
+        locations: Vec::new(),
+    };
+    escalation.escalate(&call, blocked).await
+}
+
+/// What the model reads when a blocked command was not let out.
+pub const NOT_ESCALATED: &str = "Do not try to get around the sandbox. Work inside the project directory, or tell the user what the command needs (they can allow it, or change the session's sandbox option)";
 
 fn ending(out: &ShellOutput) -> String {
     match (out.exit_code, out.signal) {
