@@ -25,6 +25,7 @@ mod permissions;
 pub mod raw;
 mod references;
 mod report;
+mod sandbox;
 mod shell_environment;
 mod upstream;
 
@@ -44,6 +45,7 @@ use crate::permissions::Rule;
 use crate::permissions::patterns::PatternLists;
 use crate::providers::settings::{ProviderSettings, Surroundings};
 use crate::tools::environment::EnvironmentPolicy;
+use crate::tools::sandbox::SandboxSettings;
 use crate::tools::sensitive::SensitiveFiles;
 use error::invalid;
 
@@ -90,6 +92,8 @@ pub struct Config {
     pub shell_environment: EnvironmentPolicy,
     /// `[sensitive_files]`: files whose reads ask first.
     pub sensitive_files: SensitiveFiles,
+    /// `[sandbox]`: how commands are confined.
+    pub sandbox: SandboxSettings,
     /// Non-fatal findings (a provider left out, a plaintext key) to log once at start.
     pub warnings: Vec<String>,
     /// Keys used and ignored, and which won where two set the same thing.
@@ -119,6 +123,7 @@ impl Config {
             mcp_options: McpOptions::default(),
             shell_environment: EnvironmentPolicy::default(),
             sensitive_files: SensitiveFiles::default(),
+            sandbox: SandboxSettings::default(),
             warnings: Vec::new(),
             report: ConfigReport::default(),
         }
@@ -239,6 +244,8 @@ fn compose(
         shell_environment::validate(raw.shell_environment.unwrap_or_default(), path)?;
     let sensitive_files =
         shell_environment::sensitive_files(raw.sensitive_files.unwrap_or_default(), path)?;
+    let home = (around.env)("HOME").map(PathBuf::from);
+    let sandbox = sandbox::validate(raw.sandbox.unwrap_or_default(), path, home)?;
     let agent = raw.agent.unwrap_or_default();
     let default_mode = default_mode(agent.default_mode, &modes, path)?;
     let max_turn_requests = non_zero(
@@ -275,6 +282,7 @@ fn compose(
         mcp_options,
         shell_environment,
         sensitive_files,
+        sandbox,
         warnings,
         report,
     })

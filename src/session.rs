@@ -7,6 +7,7 @@
 pub mod manager;
 mod prompts;
 mod record;
+mod sandbox;
 mod services;
 mod settings;
 mod slash;

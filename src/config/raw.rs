@@ -20,6 +20,7 @@ pub struct RawConfig {
     pub context: Option<RawContext>,
     pub shell_environment: Option<RawShellEnvironment>,
     pub sensitive_files: Option<RawSensitiveFiles>,
+    pub sandbox: Option<RawSandbox>,
     /// `[acp]`: how the Crucible TUI hosts ACP agents (this agent is one).
     pub acp: Option<RawAcp>,
     /// Other top-level tables belong to the rest of Crucible.
@@ -188,6 +189,15 @@ pub struct RawShellEnvironment {
     pub exclude: Option<Vec<String>>,
     pub include_only: Option<Vec<String>>,
     pub set: Option<BTreeMap<String, String>>,
+}
+
+/// `[sandbox]`: how commands are confined.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSandbox {
+    pub mode: Option<String>,
+    pub network: Option<bool>,
+    pub writable: Option<Vec<String>>,
 }
 
 /// `[sensitive_files]`: files whose reads ask first.

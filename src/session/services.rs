@@ -17,6 +17,7 @@ use crate::permissions::patterns::our_tool_name;
 use crate::permissions::{Decision, Rule, RuleScope, SessionPermissions};
 use crate::providers::Providers;
 use crate::store::Recorder;
+use crate::tools::sandbox::{Escalation, SessionSandbox, Support};
 use crate::tools::{ClientFs, ClientTerminal, LocalFs, ToolContext, ToolRegistry};
 
 pub(super) struct Services {
@@ -63,17 +64,26 @@ impl Services {
         for card in &mut agents {
             card.rename_tools(&our_tool_name);
         }
+        let sandbox = Arc::new(SessionSandbox::new(
+            shared.defaults.sandbox.clone(),
+            Support::probe(),
+        ));
         let permissions = permissions(
             &start.id,
             &start.settings.mode,
             &shared.defaults,
             &agents,
             &client,
-        );
+        )
+        .with_sandbox(Arc::clone(&sandbox));
+        let permissions = Arc::new(permissions);
+        let escalation: Arc<dyn Escalation> = permissions.clone();
+        sandbox.set_escalation(Arc::downgrade(&escalation));
         record::remembered_permissions(recorder.as_ref(), &permissions);
         let mut tool_context = tool_context(&start.id, &start.cwd, start.client, &client);
         tool_context.settings.environment = Arc::clone(&shared.defaults.shell_environment);
         tool_context.settings.sensitive_files = Arc::clone(&shared.defaults.sensitive_files);
+        tool_context.sandbox = sandbox;
         let mcp_servers = std::mem::take(&mut start.mcp_servers);
         let mcp = start_mcp(mcp_servers, &shared.defaults, mailbox.clone());
         Self {
@@ -101,7 +111,7 @@ fn permissions(
     defaults: &Defaults,
     agents: &[AgentCard],
     client: &Arc<dyn ClientSink>,
-) -> Arc<SessionPermissions> {
+) -> SessionPermissions {
     let policy = defaults
         .modes
         .find(mode)
@@ -119,10 +129,9 @@ fn permissions(
         })
     });
     let rules = defaults.rules.iter().cloned().chain(card_rules).collect();
-    let gate = SessionPermissions::new(id.to_string(), Arc::clone(client), Arc::new(rules), policy)
+    SessionPermissions::new(id.to_string(), Arc::clone(client), Arc::new(rules), policy)
         .with_lists(Arc::clone(&defaults.permission_lists))
-        .with_sensitive_files(Arc::clone(&defaults.sensitive_files));
-    Arc::new(gate)
+        .with_sensitive_files(Arc::clone(&defaults.sensitive_files))
 }
 
 /// Files and commands go through the editor where it offers them.

@@ -100,6 +100,10 @@ impl TurnContext {
                 self.tools.register(tool);
             }
         }
+        // Once per session: commands run unconfined although the sandbox is wanted.
+        if let Some(notice) = self.tool_context.sandbox.unavailable_notice() {
+            emit(AgentEvent::Thought(notice));
+        }
         let mut tools = self.tools;
         if self.read_only {
             tools = tools.filtered(|tool| !tool.mutates());

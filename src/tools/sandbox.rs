@@ -12,7 +12,7 @@ mod landlock;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use futures::future::BoxFuture;
 
@@ -180,7 +180,8 @@ pub struct SessionSandbox {
     support: Support,
     /// Whether the session was told that commands run unconfined.
     told_unavailable: AtomicBool,
-    escalation: OnceLock<Arc<dyn Escalation>>,
+    /// Weak: the session's permissions, which answer, hold the sandbox.
+    escalation: OnceLock<Weak<dyn Escalation>>,
 }
 
 impl std::fmt::Debug for SessionSandbox {
@@ -255,14 +256,14 @@ impl SessionSandbox {
     }
 
     /// Who answers "Run outside the sandbox?" (set once, by the session).
-    pub fn set_escalation(&self, escalation: Arc<dyn Escalation>) {
+    pub fn set_escalation(&self, escalation: Weak<dyn Escalation>) {
         if self.escalation.set(escalation).is_err() {
             tracing::warn!("the sandbox already has an escalation handler");
         }
     }
 
-    pub fn escalation(&self) -> Option<&Arc<dyn Escalation>> {
-        self.escalation.get()
+    pub fn escalation(&self) -> Option<Arc<dyn Escalation>> {
+        self.escalation.get()?.upgrade()
     }
 }
 
