@@ -10,23 +10,37 @@ use std::path::{Path, PathBuf};
 
 use super::{Confinement, SandboxMode};
 
-const DENIALS: [&str; 2] = ["Permission denied", "Operation not permitted"];
+/// How a denial reads (compared in lower case).
+const DENIALS: [&str; 3] = ["permission denied", "operation not permitted", "eacces"];
+
+/// How programs report a refused connection without the errno (curl).
+const NETWORK_FAILURES: [&str; 1] = ["couldn't connect to server"];
 
 /// What the sandbox blocked, for the model, or None when the output shows
 /// no denial the sandbox could have caused (e.g. a denied path inside the
 /// writable directories is a file's own permissions).
 pub(super) fn explain(confinement: &Confinement, output: &str, cwd: &Path) -> Option<String> {
-    let denied_lines: Vec<&str> = output
-        .lines()
-        .filter(|line| DENIALS.iter().any(|denial| line.contains(denial)))
-        .collect();
-    if denied_lines.is_empty() {
-        return None;
-    }
     let sandbox = match confinement.mode {
         SandboxMode::ReadOnly => "the read-only sandbox",
         _ => "the workspace sandbox",
     };
+    let lower = output.to_lowercase();
+    let denied_lines: Vec<&str> = output
+        .lines()
+        .zip(lower.lines())
+        .filter(|(_, lower)| DENIALS.iter().any(|denial| lower.contains(denial)))
+        .map(|(line, _)| line)
+        .collect();
+    if denied_lines.is_empty() {
+        let refused = NETWORK_FAILURES
+            .iter()
+            .any(|failure| lower.contains(failure));
+        return (refused && !confinement.network).then(|| {
+            format!(
+                "blocked by {sandbox}: a network connection (commands have no network; `[sandbox] network = true` allows it)"
+            )
+        });
+    }
     let where_ = confinement.writable_list();
     let paths: Vec<PathBuf> = denied_lines
         .iter()
@@ -58,28 +72,34 @@ pub(super) fn explain(confinement: &Confinement, output: &str, cwd: &Path) -> Op
 /// denial (`cannot create /x: Permission denied`). A word without `/` counts
 /// only if it exists in `cwd` (so `127.0.0.1:` is not a path).
 fn denied_path(line: &str, cwd: &Path) -> Option<PathBuf> {
-    let quoted = quoted_parts(line).into_iter().find(|part| !part.is_empty());
-    let before_denial = || {
-        let at = DENIALS
+    let lower = line.to_lowercase();
+    if let Some(quoted) = quoted_parts(line).into_iter().find(|part| !part.is_empty()) {
+        return Some(cwd.join(expand_home(quoted)?));
+    }
+    let at = DENIALS
+        .iter()
+        .filter_map(|denial| lower.find(denial))
+        .min()?;
+    let before = line.get(..at)?.trim_end();
+    let word = before.split_whitespace().next_back()?.trim_end_matches(':');
+    if word.is_empty() || word.ends_with(']') {
+        return None;
+    }
+    let path = cwd.join(expand_home(word)?);
+    // `cannot create x:` names a file; `127.0.0.1:` does not.
+    let names_a_file = word.contains('/')
+        || std::fs::symlink_metadata(&path).is_ok()
+        || ["cannot create", "cannot open", "can't create"]
             .iter()
-            .filter_map(|denial| line.find(denial))
-            .min()?;
-        let word = line[..at].trim_end().split_whitespace().next_back()?;
-        let word = word.trim_end_matches(':');
-        (!word.is_empty() && !word.ends_with(']')).then_some(word)
-    };
-    let text = quoted.or_else(before_denial)?;
-    let text = match text.strip_prefix("~/") {
-        Some(rest) => std::env::var("HOME")
-            .ok()
-            .map(|home| format!("{home}/{rest}"))?,
-        None => text.to_string(),
-    };
-    let path = cwd.join(&text);
-    if text.contains('/') || std::fs::symlink_metadata(&path).is_ok() {
-        Some(path)
-    } else {
-        None
+            .any(|verb| before.contains(verb));
+    names_a_file.then_some(path)
+}
+
+/// `~/x` with the home directory for `~`.
+fn expand_home(text: &str) -> Option<PathBuf> {
+    match text.strip_prefix("~/") {
+        Some(rest) => Some(PathBuf::from(std::env::var_os("HOME")?).join(rest)),
+        None => Some(PathBuf::from(text)),
     }
 }
 
