@@ -29,6 +29,11 @@ impl Progress {
         (Self(Some(tx)), rx)
     }
 
+    /// Whether anyone sees the reports.
+    pub fn is_live(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// Replaces the call's shown content.
     pub fn report(&self, content: Vec<ToolContent>) {
         if let Some(tx) = &self.0 {

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::sandbox::Confinement;
-use super::{Progress, ToolError};
+use super::{Progress, ToolContent, ToolError};
 
 /// How a command ended and what it printed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +82,9 @@ pub struct LocalShell;
 const OUTPUT_GRACE: Duration = Duration::from_millis(500);
 /// How long to wait for the output and the exit after a kill.
 const AFTER_KILL: Duration = Duration::from_secs(2);
+/// How often a running command's output so far is shown (a command done
+/// sooner shows only its result).
+const SHOW_EVERY: Duration = Duration::from_millis(500);
 
 impl Shell for LocalShell {
     fn run<'a>(&'a self, run: ShellRun<'a>) -> BoxFuture<'a, Result<ShellOutput, ToolError>> {
@@ -136,6 +139,9 @@ async fn run_local(run: ShellRun<'_>) -> Result<ShellOutput, ToolError> {
     let deadline = Instant::now() + run.timeout;
     let mut status = None;
     let mut grace_until = None;
+    let mut show_at = Instant::now() + SHOW_EVERY;
+    // Output came that was not shown yet.
+    let mut unshown = false;
 
     let ending = loop {
         if pipes.closed()
@@ -149,7 +155,12 @@ async fn run_local(run: ShellRun<'_>) -> Result<ShellOutput, ToolError> {
             biased;
             () = cancel.cancelled() => break Ending::Cancelled,
             () = tokio::time::sleep_until(deadline) => break Ending::TimedOut,
-            () = pipes.read_into(&mut output) => {}
+            () = pipes.read_into(&mut output) => unshown = run.progress.is_live(),
+            () = tokio::time::sleep_until(show_at), if unshown => {
+                unshown = false;
+                show_at = Instant::now() + SHOW_EVERY;
+                run.progress.report(vec![ToolContent::Text(output.preview())]);
+            }
             exit = child.wait(), if status.is_none() && grace_until.is_none() => {
                 status = Some(exit);
                 grace_until = Some(Instant::now() + OUTPUT_GRACE);
@@ -333,6 +344,16 @@ impl CappedOutput {
             self.tail.drain(..excess);
             self.omitted += excess as u64;
         }
+    }
+
+    /// The text so far, for showing while the command runs.
+    fn preview(&self) -> String {
+        let mut bytes = self.head.clone();
+        if self.omitted > 0 {
+            bytes.extend_from_slice(b"\n[...]\n");
+        }
+        bytes.extend(self.tail.iter());
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 
     /// The text, and how many bytes were left out.
@@ -549,6 +570,32 @@ mod tests {
         unsafe {
             libc::kill(pid, libc::SIGKILL);
         }
+    }
+
+    #[tokio::test]
+    async fn output_is_shown_while_the_command_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cancel, (progress, mut reports)) = (CancellationToken::new(), Progress::channel());
+        let run = ShellRun {
+            command: "echo begun; sleep 2; echo ended",
+            cwd: dir.path(),
+            env: &[],
+            timeout: Duration::from_secs(10),
+            output_cap: 1000,
+            cancel: &cancel,
+            progress: &progress,
+            confinement: None,
+        };
+        let shown = tokio::spawn(async move {
+            let first = reports.recv().await;
+            (first, std::time::Instant::now())
+        });
+        let out = LocalShell.run(run).await.unwrap();
+        let ended = std::time::Instant::now();
+        let (first, shown_at) = shown.await.unwrap();
+        assert_eq!(first, Some(vec![ToolContent::Text("begun\n".into())]));
+        assert!(shown_at < ended, "shown before the end");
+        assert_eq!(out.output, "begun\nended\n");
     }
 
     #[tokio::test]

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::client::{respond_until, result_for};
+use crate::support::client::{initialize_with_terminal, respond_until, result_for};
 use crate::support::harness::{Agent, LlmServer, config_for, scripted_model, thought_text};
 
 /// A project directory and a HOME, both outside the temp directories.
@@ -402,4 +402,42 @@ async fn the_session_option_switches_the_sandbox() {
             .any(|m| m["method"] == "session/request_permission")
     );
     assert!(dirs.home().join("switched").exists(), "unconfined");
+}
+
+#[tokio::test]
+async fn a_sandboxed_command_runs_here_even_when_the_editor_offers_a_terminal() {
+    let server = LlmServer::start(scripted_model(vec![
+        ("shell", json!({"command": "echo here > here.txt"})),
+        ("shell", json!({"command": "touch ~/there"})),
+    ]))
+    .await;
+    let dirs = Dirs::new();
+    let config = format!(
+        "{}\n[agent]\ndefault_mode = \"auto\"\n",
+        config_for(&server, "test-model")
+    );
+    let home = dirs.home().to_str().unwrap();
+    let mut agent = Agent::spawn_with(&config, &[], &[("HOME", home)]).await;
+    let session = initialize_with_terminal(&mut agent).await;
+    let prompt = agent.start_prompt(&session, "go").await;
+    let mut methods = Vec::new();
+    let (_, response) = respond_until(&mut agent, prompt, |message| {
+        let Some(method) = message["method"].as_str() else {
+            return Vec::new();
+        };
+        methods.push(method.to_string());
+        if method == "session/request_permission" {
+            let reject = json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}});
+            return vec![result_for(message, reject)];
+        }
+        Vec::new()
+    })
+    .await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(
+        !methods.iter().any(|m| m.starts_with("terminal/")),
+        "{methods:?}"
+    );
+    assert!(agent.cwd().join("here.txt").exists());
+    assert!(!dirs.home().join("there").exists(), "confined");
 }
