@@ -11,7 +11,9 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::support::client::{initialize_with_terminal, respond_until, result_for};
-use crate::support::harness::{Agent, LlmServer, config_for, scripted_model, thought_text};
+use crate::support::harness::{
+    Agent, LlmServer, agent_binary, config_for, scripted_model, thought_text,
+};
 
 /// A project directory and a HOME, both outside the temp directories.
 struct Dirs {
@@ -440,4 +442,44 @@ async fn a_sandboxed_command_runs_here_even_when_the_editor_offers_a_terminal() 
     );
     assert!(agent.cwd().join("here.txt").exists());
     assert!(!dirs.home().join("there").exists(), "confined");
+}
+
+/// `doctor`'s sandbox line under `config`, with `env` set.
+async fn doctor_sandbox_line(config: &str, env: &[(&str, &str)]) -> String {
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("config.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut command = tokio::process::Command::new(agent_binary());
+    command
+        .args(["--config", path.to_str().unwrap(), "doctor"])
+        .env("HOME", home.path())
+        .env_remove("CRUCIBLE_AGENT_SANDBOX_UNAVAILABLE");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = command.output().await.unwrap();
+    let report = String::from_utf8_lossy(&output.stdout).into_owned();
+    report
+        .lines()
+        .find(|line| line.starts_with("sandbox "))
+        .unwrap_or_else(|| panic!("{report}"))
+        .to_string()
+}
+
+#[tokio::test]
+async fn doctor_shows_whether_the_sandbox_is_available_and_its_abi() {
+    let line = doctor_sandbox_line("", &[]).await;
+    assert!(line.contains("available (Landlock ABI "), "{line}");
+    assert!(
+        line.contains("commands run workspace-write, network off"),
+        "{line}"
+    );
+    let line = doctor_sandbox_line("[sandbox]\nnetwork = true\n", &[]).await;
+    assert!(line.contains("network on"), "{line}");
+    let missing = [("CRUCIBLE_AGENT_SANDBOX_UNAVAILABLE", "1")];
+    let line = doctor_sandbox_line("", &missing).await;
+    assert!(
+        line.contains("not available: disabled by CRUCIBLE_AGENT_SANDBOX_UNAVAILABLE"),
+        "{line}"
+    );
 }
