@@ -223,6 +223,8 @@ pub struct RawMcpServer {
     pub headers: Option<BTreeMap<String, String>>,
     pub enabled: Option<bool>,
     pub trust_read_only_hints: Option<bool>,
+    /// Run it in the command sandbox (`[sandbox]`).
+    pub sandbox: Option<bool>,
 }
 
 /// `[modes.ID]`: a mode besides the built-in plan, act and auto.

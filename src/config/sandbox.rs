@@ -67,4 +67,22 @@ mod tests {
         let err = refusal("[sandbox]\nnetwrk = true");
         assert!(err.contains("netwrk"), "{err}");
     }
+
+    #[test]
+    fn a_stdio_server_may_ask_for_the_sandbox_and_a_remote_one_may_not() {
+        let text =
+            "[mcp_servers.a]\ncommand = \"x\"\nsandbox = true\n[mcp_servers.b]\ncommand = \"y\"";
+        let servers = load(text, &[]).unwrap().mcp_servers;
+        let sandboxes: Vec<_> = servers
+            .iter()
+            .map(|server| match &server.transport {
+                crate::mcp::McpTransport::Stdio { sandbox, .. } => sandbox.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        use crate::mcp::StdioSandbox;
+        assert_eq!(sandboxes, [StdioSandbox::Wanted, StdioSandbox::Off]);
+        let err = refusal("[mcp_servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\nsandbox = true");
+        assert!(err.contains("mcp_servers.r.sandbox"), "{err}");
+    }
 }

@@ -84,7 +84,12 @@ impl Services {
         tool_context.settings.environment = Arc::clone(&shared.defaults.shell_environment);
         tool_context.settings.sensitive_files = Arc::clone(&shared.defaults.sensitive_files);
         tool_context.sandbox = sandbox;
-        let mcp_servers = std::mem::take(&mut start.mcp_servers);
+        let mut mcp_servers = std::mem::take(&mut start.mcp_servers);
+        for spec in &mut mcp_servers {
+            let confinement =
+                (tool_context.sandbox).confinement(&tool_context.allowed_roots(), &[]);
+            spec.confine(confinement, tool_context.sandbox.unavailable_reason());
+        }
         let mcp = start_mcp(mcp_servers, &shared.defaults, mailbox.clone());
         Self {
             id: start.id.clone(),

@@ -232,6 +232,14 @@ impl SessionSandbox {
         self.mode() != SandboxMode::Off && !self.support.is_available()
     }
 
+    /// Why commands cannot be confined although the sandbox is wanted.
+    pub fn unavailable_reason(&self) -> Option<String> {
+        match &self.support {
+            Support::Unavailable(reason) if self.mode() != SandboxMode::Off => Some(reason.clone()),
+            _ => None,
+        }
+    }
+
     /// What a command gets now, or None when it runs unconfined (mode off,
     /// or no Landlock).
     pub fn confinement(&self, roots: &[PathBuf], env: &[(String, String)]) -> Option<Confinement> {

@@ -483,3 +483,47 @@ async fn doctor_shows_whether_the_sandbox_is_available_and_its_abi() {
         "{line}"
     );
 }
+
+/// A config whose `fx` MCP server (the echo server) asks for the sandbox
+/// and first tries to write to `$HOME/mcp-outside`.
+fn sandboxed_mcp_config(server: &LlmServer) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/echo_server.py");
+    let start = format!(
+        "touch \"$HOME/mcp-outside\" 2>/dev/null; exec /usr/bin/python3 {}",
+        script.display()
+    );
+    format!(
+        "{}\n[agent]\ndefault_mode = \"auto\"\n\n[mcp_servers.fx]\ncommand = \"sh\"\nargs = [\"-c\", {start:?}]\nsandbox = true\n",
+        config_for(server, "test-model")
+    )
+}
+
+#[tokio::test]
+async fn an_mcp_server_may_opt_in_to_the_sandbox() {
+    let server = LlmServer::start(scripted_model(vec![("fx__echo", json!({"text": "hi"}))])).await;
+    let dirs = Dirs::new();
+    let home = dirs.home().to_str().unwrap();
+    let mut agent = Agent::spawn_with(&sandboxed_mcp_config(&server), &[], &[("HOME", home)]).await;
+    let session = agent.start_session().await;
+    let (seen, response) = agent.prompt(&session, "echo").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let results = crate::support::harness::tool_updates(&seen, "tool_call_update");
+    assert!(
+        results.iter().any(|u| u["status"] == "completed"),
+        "the confined server works: {seen:?}"
+    );
+    assert!(!dirs.home().join("mcp-outside").exists(), "confined");
+
+    // Without Landlock it does not start unconfined.
+    let mut agent = Agent::spawn_with(
+        &sandboxed_mcp_config(&server),
+        &[],
+        &[("HOME", home), ("CRUCIBLE_AGENT_SANDBOX_UNAVAILABLE", "1")],
+    )
+    .await;
+    let session = agent.start_session().await;
+    let (seen, _) = agent.prompt(&session, "echo").await;
+    let thoughts = thought_text(&seen, &session);
+    assert!(thoughts.contains("asks for the sandbox"), "{thoughts}");
+    assert!(!dirs.home().join("mcp-outside").exists());
+}
