@@ -338,4 +338,51 @@ mod tests {
         assert!(!refused.success());
         assert!(!cwd.path().join("mine").exists());
     }
+    /// The attacks of docs/sandbox-attacks.md that the sandbox stops.
+    #[tokio::test]
+    async fn the_listed_attacks_are_blocked() {
+        if !available() {
+            return;
+        }
+        let target = concat!(env!("CARGO_MANIFEST_DIR"), "/target");
+        let (cwd, outside) = (
+            tempfile::tempdir_in(target).unwrap(),
+            tempfile::tempdir_in(target).unwrap(),
+        );
+        let o = outside.path().display();
+        std::fs::write(outside.path().join("victim"), "v\n").unwrap();
+        std::fs::create_dir(outside.path().join("dir")).unwrap();
+        let roots = [cwd.path().to_path_buf()];
+        let settings = SandboxSettings::default();
+        let c = Confinement::new(SandboxMode::WorkspaceWrite, &settings, &roots, &[]).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let failing = [
+            format!("rm -rf {o}/dir"),
+            format!("mv {o}/victim ./stolen"),
+            format!("ln {o}/victim ./hard && echo x >> ./hard"),
+            format!("ln -s {o}/victim ./soft && echo x >> ./soft"),
+            format!("echo x >> /proc/self/root{o}/victim"),
+            format!("truncate -s 0 {o}/victim"),
+            format!("mkfifo {o}/fifo"),
+            format!("unshare -m sh -c 'mount -t tmpfs none {o}/dir && touch {o}/dir/x'"),
+            format!("cd / && touch {o}/abs"),
+            format!("bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'"),
+            "/usr/bin/python3 -c \"import socket; s=socket.socket(); s.bind(('127.0.0.1', 0))\""
+                .to_string(),
+        ];
+        for attack in &failing {
+            let out = confined(cwd.path(), attack, &c).await;
+            assert!(!out.success(), "{attack}: {}", out.output);
+        }
+        // Something left running keeps the sandbox.
+        let late = format!("(sleep 0.2; touch {o}/late) & sleep 0.5");
+        confined(cwd.path(), &late, &c).await;
+        let victim = std::fs::read_to_string(outside.path().join("victim")).unwrap();
+        assert_eq!(victim, "v\n");
+        assert!(outside.path().join("dir").is_dir());
+        for made in ["late", "abs", "fifo", "dir/x"] {
+            assert!(!outside.path().join(made).exists(), "{made}");
+        }
+    }
 }
