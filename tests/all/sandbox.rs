@@ -39,6 +39,13 @@ impl Dirs {
     }
 }
 
+fn auto_config(server: &LlmServer) -> String {
+    format!(
+        "{}\n[agent]\ndefault_mode = \"auto\"\n",
+        config_for(server, "test-model")
+    )
+}
+
 /// What a run of commands showed.
 struct Run {
     seen: Vec<Value>,
@@ -64,21 +71,8 @@ async fn run(
         .map(|command| ("shell", json!({ "command": command })))
         .collect();
     let server = LlmServer::start(scripted_model(calls)).await;
-    let config = format!(
-        "{}\n[agent]\ndefault_mode = \"auto\"\n\n[sandbox]\n{sandbox}\n",
-        config_for(&server, "test-model")
-    );
-    let home = dirs.home().to_str().unwrap();
-    let mut env = env.to_vec();
-    env.push(("HOME", home));
-    let mut agent = Agent::spawn_with(&config, &[], &env).await;
-    agent.initialize().await;
-    let (_, created) = agent
-        .call(
-            "session/new",
-            json!({"cwd": dirs.project(), "mcpServers": []}),
-        )
-        .await;
+    let config = format!("{}\n[sandbox]\n{sandbox}\n", auto_config(&server));
+    let (mut agent, created) = start(dirs, &config, env).await;
     let session = created["result"]["sessionId"].as_str().unwrap().to_string();
     let prompt = agent
         .request(
@@ -119,6 +113,27 @@ async fn run(
         asked,
         results,
     }
+}
+
+/// The agent under `config` with HOME at `dirs.home()` (and `env`), and
+/// the answer to `session/new` in `dirs.project()`.
+async fn start(dirs: &Dirs, config: &str, env: &[(&str, &str)]) -> (Agent, Value) {
+    let home = dirs.home().to_str().unwrap();
+    let mut env = env.to_vec();
+    env.push(("HOME", home));
+    let mut agent = Agent::spawn_with(config, &[], &env).await;
+    agent.initialize().await;
+    let (_, created) = agent
+        .call(
+            "session/new",
+            json!({"cwd": dirs.project(), "mcpServers": []}),
+        )
+        .await;
+    (agent, created)
+}
+
+fn assert_starts(result: &str, start: &str) {
+    assert!(result.starts_with(start), "{result}");
 }
 
 fn assert_blocked(result: &str, what: &str) {
@@ -167,11 +182,7 @@ async fn workspace_write_keeps_writes_inside_the_project() {
         &[],
     )
     .await;
-    assert!(
-        run.results[0].starts_with("Exit code: 0\ninside\n/tmp/"),
-        "{}",
-        run.results[0]
-    );
+    assert_starts(&run.results[0], "Exit code: 0\ninside\n/tmp/");
     assert!(dirs.project().join("inside.txt").exists());
     let outside = dirs.home().join("outside");
     assert_blocked(&run.results[1], &format!("writing {}", outside.display()));
@@ -235,16 +246,8 @@ async fn the_network_is_off_unless_the_config_allows_it() {
         );
     }
     let on = run(&dirs, &[&python, &curl], "network = true", &[], &[]).await;
-    assert!(
-        on.results[0].starts_with("Exit code: 0\nconnected"),
-        "{}",
-        on.results[0]
-    );
-    assert!(
-        on.results[1].starts_with("Exit code: 0\nhello"),
-        "{}",
-        on.results[1]
-    );
+    assert_starts(&on.results[0], "Exit code: 0\nconnected");
+    assert_starts(&on.results[1], "Exit code: 0\nhello");
     assert!(on.asked.is_empty(), "{:?}", on.asked);
 }
 
@@ -269,11 +272,7 @@ async fn read_only_blocks_writes_in_the_project_but_not_in_temp() {
         run.results[0]
     );
     assert!(!mine.exists());
-    assert!(
-        run.results[1].starts_with("Exit code: 0\n/tmp/"),
-        "{}",
-        run.results[1]
-    );
+    assert_starts(&run.results[1], "Exit code: 0\n/tmp/");
 }
 
 #[tokio::test]
@@ -294,11 +293,7 @@ async fn a_granted_escalation_runs_the_command_outside_once() {
         run.asked
     );
     assert!(dirs.home().join("granted").exists());
-    assert!(
-        run.results[0].starts_with("Exit code: 0\n"),
-        "{}",
-        run.results[0]
-    );
+    assert_starts(&run.results[0], "Exit code: 0\n");
     assert!(
         run.results[0].contains("let it run once outside the sandbox"),
         "{}",
@@ -360,30 +355,16 @@ async fn the_session_option_switches_the_sandbox() {
     )]))
     .await;
     let dirs = Dirs::new();
-    let config = format!(
-        "{}\n[agent]\ndefault_mode = \"auto\"\n",
-        config_for(&server, "test-model")
-    );
-    let home = dirs.home().to_str().unwrap();
-    let mut agent = Agent::spawn_with(&config, &[], &[("HOME", home)]).await;
-    agent.initialize().await;
-    let (_, created) = agent
-        .call(
-            "session/new",
-            json!({"cwd": dirs.project(), "mcpServers": []}),
-        )
-        .await;
+    let config = auto_config(&server);
+    let (mut agent, created) = start(&dirs, &config, &[]).await;
     let session = created["result"]["sessionId"].as_str().unwrap().to_string();
     let options = created["result"]["configOptions"].as_array().unwrap();
     let sandbox = options.iter().find(|o| o["id"] == "sandbox").unwrap();
     assert_eq!(sandbox["currentValue"], "workspace-write");
-    let values: Vec<&str> = sandbox["options"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["value"].as_str().unwrap())
-        .collect();
-    assert_eq!(values, ["read-only", "workspace-write", "off"]);
+    let offered = &sandbox["options"];
+    for (index, value) in ["read-only", "workspace-write", "off"].iter().enumerate() {
+        assert_eq!(offered[index]["value"], *value, "{offered}");
+    }
     let (_, set) = agent
         .call(
             "session/set_config_option",
@@ -398,26 +379,22 @@ async fn the_session_option_switches_the_sandbox() {
     );
     let (seen, response) = agent.prompt(&session, "go").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    assert!(
-        !seen
-            .iter()
-            .any(|m| m["method"] == "session/request_permission")
-    );
+    let asked = seen
+        .iter()
+        .filter(|m| m["method"] == "session/request_permission");
+    assert_eq!(asked.count(), 0, "auto runs it unasked");
     assert!(dirs.home().join("switched").exists(), "unconfined");
 }
 
 #[tokio::test]
 async fn a_sandboxed_command_runs_here_even_when_the_editor_offers_a_terminal() {
+    let dirs = Dirs::new();
     let server = LlmServer::start(scripted_model(vec![
         ("shell", json!({"command": "echo here > here.txt"})),
         ("shell", json!({"command": "touch ~/there"})),
     ]))
     .await;
-    let dirs = Dirs::new();
-    let config = format!(
-        "{}\n[agent]\ndefault_mode = \"auto\"\n",
-        config_for(&server, "test-model")
-    );
+    let config = auto_config(&server);
     let home = dirs.home().to_str().unwrap();
     let mut agent = Agent::spawn_with(&config, &[], &[("HOME", home)]).await;
     let session = initialize_with_terminal(&mut agent).await;
@@ -493,8 +470,8 @@ fn sandboxed_mcp_config(server: &LlmServer) -> String {
         script.display()
     );
     format!(
-        "{}\n[agent]\ndefault_mode = \"auto\"\n\n[mcp_servers.fx]\ncommand = \"sh\"\nargs = [\"-c\", {start:?}]\nsandbox = true\n",
-        config_for(server, "test-model")
+        "{}\n[mcp_servers.fx]\ncommand = \"sh\"\nargs = [\"-c\", {start:?}]\nsandbox = true\n",
+        auto_config(server)
     )
 }
 
