@@ -120,8 +120,11 @@ impl Confinement {
                 .cloned()
                 .collect(),
         };
-        writable.extend(temp_dirs(env));
-        writable.dedup();
+        for dir in temp_dirs(env) {
+            if !writable.contains(&dir) {
+                writable.push(dir);
+            }
+        }
         Some(Self {
             mode,
             writable,

@@ -66,12 +66,27 @@ async fn run(
     env: &[(&str, &str)],
     answers: &[&str],
 ) -> Run {
+    run_in_mode("auto", dirs, commands, sandbox, env, answers).await
+}
+
+/// [`run`] in `mode`.
+async fn run_in_mode(
+    mode: &str,
+    dirs: &Dirs,
+    commands: &[&str],
+    sandbox: &str,
+    env: &[(&str, &str)],
+    answers: &[&str],
+) -> Run {
     let calls = commands
         .iter()
         .map(|command| ("shell", json!({ "command": command })))
         .collect();
     let server = LlmServer::start(scripted_model(calls)).await;
-    let config = format!("{}\n[sandbox]\n{sandbox}\n", auto_config(&server));
+    let config = format!(
+        "{}\n[agent]\ndefault_mode = {mode:?}\n\n[sandbox]\n{sandbox}\n",
+        config_for(&server, "test-model")
+    );
     let (mut agent, created) = start(dirs, &config, env).await;
     let session = created["result"]["sessionId"].as_str().unwrap().to_string();
     let prompt = agent
@@ -301,6 +316,28 @@ async fn a_granted_escalation_runs_the_command_outside_once() {
     );
     assert!(!dirs.home().join("again").exists(), "only once");
     assert_blocked(&run.results[1], "writing");
+}
+
+#[tokio::test]
+async fn act_mode_asks_first_and_still_confines_the_approved_command() {
+    let dirs = Dirs::new();
+    let run = run_in_mode(
+        "act",
+        &dirs,
+        &["touch ~/approved"],
+        "",
+        &[],
+        &["allow_once", "reject_once"],
+    )
+    .await;
+    assert_eq!(run.asked.len(), 2, "{:?}", run.asked);
+    assert_eq!(run.asked[0], "Run `touch ~/approved`");
+    assert_starts(
+        &run.asked[1],
+        "Run outside the sandbox? Run `touch ~/approved` — blocked by the workspace sandbox: writing ",
+    );
+    assert!(!dirs.home().join("approved").exists());
+    assert_blocked(&run.results[0], "writing");
 }
 
 #[tokio::test]
