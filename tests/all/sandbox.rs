@@ -269,15 +269,9 @@ async fn the_network_is_off_unless_the_config_allows_it() {
 #[tokio::test]
 async fn read_only_blocks_writes_in_the_project_but_not_in_temp() {
     let dirs = Dirs::new();
-    let run = run(
-        &dirs,
-        &["touch mine.txt", "mktemp"],
-        "mode = \"read-only\"",
-        &[],
-        &[],
-    )
-    .await;
     let mine = dirs.project().join("mine.txt");
+    let commands = ["touch mine.txt", "mktemp"];
+    let run = run(&dirs, &commands, "mode = \"read-only\"", &[], &[]).await;
     assert!(
         run.results[0].contains(&format!(
             "blocked by the read-only sandbox: writing {}",
