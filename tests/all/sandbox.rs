@@ -56,21 +56,10 @@ struct Run {
     results: Vec<String>,
 }
 
-/// Runs `commands` as `shell` calls in one prompt, in auto mode with
+/// Runs `commands` as `shell` calls in one prompt, in `mode`, with
 /// `sandbox` as the `[sandbox]` table, answering every permission request
 /// with `answers` in turn (then `reject_once`).
 async fn run(
-    dirs: &Dirs,
-    commands: &[&str],
-    sandbox: &str,
-    env: &[(&str, &str)],
-    answers: &[&str],
-) -> Run {
-    run_in_mode("auto", dirs, commands, sandbox, env, answers).await
-}
-
-/// [`run`] in `mode`.
-async fn run_in_mode(
     mode: &str,
     dirs: &Dirs,
     commands: &[&str],
@@ -185,6 +174,7 @@ async fn workspace_write_keeps_writes_inside_the_project() {
     let escape = dirs.home().join("escape.txt");
     std::os::unix::fs::symlink(&escape, dirs.project().join("link")).unwrap();
     let run = run(
+        "auto",
         &dirs,
         &[
             "echo inside > inside.txt && cat inside.txt && mktemp",
@@ -252,7 +242,7 @@ async fn the_network_is_off_unless_the_config_allows_it() {
     );
     let curl = format!("curl -sS http://127.0.0.1:{port}/");
     let dirs = Dirs::new();
-    let off = run(&dirs, &[&python, &curl], "", &[], &[]).await;
+    let off = run("auto", &dirs, &[&python, &curl], "", &[], &[]).await;
     for result in &off.results {
         assert_blocked(result, "a network connection");
         assert!(
@@ -260,7 +250,7 @@ async fn the_network_is_off_unless_the_config_allows_it() {
             "{result}"
         );
     }
-    let on = run(&dirs, &[&python, &curl], "network = true", &[], &[]).await;
+    let on = run("auto", &dirs, &[&python, &curl], "network = true", &[], &[]).await;
     assert_starts(&on.results[0], "Exit code: 0\nconnected");
     assert_starts(&on.results[1], "Exit code: 0\nhello");
     assert!(on.asked.is_empty(), "{:?}", on.asked);
@@ -271,7 +261,7 @@ async fn read_only_blocks_writes_in_the_project_but_not_in_temp() {
     let dirs = Dirs::new();
     let mine = dirs.project().join("mine.txt");
     let commands = ["touch mine.txt", "mktemp"];
-    let run = run(&dirs, &commands, "mode = \"read-only\"", &[], &[]).await;
+    let run = run("auto", &dirs, &commands, "mode = \"read-only\"", &[], &[]).await;
     assert!(
         run.results[0].contains(&format!(
             "blocked by the read-only sandbox: writing {}",
@@ -288,6 +278,7 @@ async fn read_only_blocks_writes_in_the_project_but_not_in_temp() {
 async fn a_granted_escalation_runs_the_command_outside_once() {
     let dirs = Dirs::new();
     let run = run(
+        "auto",
         &dirs,
         &["touch ~/granted", "touch ~/again"],
         "",
@@ -315,7 +306,7 @@ async fn a_granted_escalation_runs_the_command_outside_once() {
 #[tokio::test]
 async fn act_mode_asks_first_and_still_confines_the_approved_command() {
     let dirs = Dirs::new();
-    let run = run_in_mode(
+    let run = run(
         "act",
         &dirs,
         &["touch ~/approved"],
@@ -338,7 +329,7 @@ async fn act_mode_asks_first_and_still_confines_the_approved_command() {
 async fn an_allow_rule_lets_a_blocked_command_out_without_asking() {
     let dirs = Dirs::new();
     let rule = "\n[[permissions.rules]]\ntool = \"shell\"\ncommand_prefix = \"touch ~/ruled\"\ndecision = \"allow\"\n";
-    let run = run(&dirs, &["touch ~/ruled"], rule, &[], &[]).await;
+    let run = run("auto", &dirs, &["touch ~/ruled"], rule, &[], &[]).await;
     assert!(run.asked.is_empty(), "{:?}", run.asked);
     assert!(dirs.home().join("ruled").exists());
 }
@@ -348,6 +339,7 @@ async fn without_landlock_auto_asks_before_each_command() {
     let dirs = Dirs::new();
     let unavailable = [("CRUCIBLE_AGENT_SANDBOX_UNAVAILABLE", "1")];
     let run = run(
+        "auto",
         &dirs,
         &["touch ~/asked", "touch ~/refused"],
         "",
@@ -375,7 +367,15 @@ async fn without_landlock_auto_asks_before_each_command() {
 
 async fn run_off(dirs: &Dirs) -> Run {
     let unavailable = [("CRUCIBLE_AGENT_SANDBOX_UNAVAILABLE", "1")];
-    run(dirs, &["touch ~/free"], "mode = \"off\"", &unavailable, &[]).await
+    run(
+        "auto",
+        dirs,
+        &["touch ~/free"],
+        "mode = \"off\"",
+        &unavailable,
+        &[],
+    )
+    .await
 }
 
 #[tokio::test]
