@@ -68,6 +68,24 @@ async fn run_command(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolEr
             )));
         }
     };
+    let (out, note) = run_in_sandbox(&args, ctx, timeout).await?;
+    if out.timed_out {
+        return Err(ToolError::Timeout {
+            seconds: timeout.as_secs(),
+            output: out.output,
+        });
+    }
+    Ok(result(out, note))
+}
+
+/// Runs the command in the session's sandbox; when the sandbox blocked it,
+/// once more outside if allowed. Also returns the note for the model on
+/// what the sandbox blocked.
+async fn run_in_sandbox(
+    args: &Args,
+    ctx: &ToolContext,
+    timeout: Duration,
+) -> Result<(ShellOutput, Option<String>), ToolError> {
     let environment = ctx.settings.environment.for_command();
     let confinement = (ctx.sandbox).confinement(&ctx.allowed_roots(), &environment.variables);
     // The editor's terminal cannot confine a command: a sandboxed one runs
@@ -86,34 +104,35 @@ async fn run_command(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolEr
         progress: &ctx.progress,
         confinement: confinement.as_ref(),
     };
-    let mut out = shell.run(run).await?;
-    let mut note = None;
-    if let Some(confinement) = &confinement
-        && !out.success()
-        && !out.timed_out
-        && let Some(blocked) = confinement.explain(&out.output, &ctx.cwd)
-    {
-        match escalate(&args, ctx, &blocked).await {
-            Escalated::Granted => {
-                let unconfined = ShellRun {
-                    confinement: None,
-                    ..run
-                };
-                out = ctx.shell.run(unconfined).await?;
-                note = Some(format!(
-                    "[{blocked}; the user let it run once outside the sandbox, and this is that run's result]"
-                ));
-            }
-            Escalated::Refused(reason) => note = Some(format!("[{blocked}. {reason}]")),
-            Escalated::Cancelled => return Err(ToolError::Cancelled),
+    let out = shell.run(run).await?;
+    let blocked = match &confinement {
+        Some(confinement) if !out.success() && !out.timed_out => {
+            confinement.explain(&out.output, &ctx.cwd)
         }
+        _ => None,
+    };
+    let Some(blocked) = blocked else {
+        return Ok((out, None));
+    };
+    match escalate(args, ctx, &blocked).await {
+        Escalated::Granted => {
+            let unconfined = ShellRun {
+                confinement: None,
+                ..run
+            };
+            let out = ctx.shell.run(unconfined).await?;
+            let note = format!(
+                "[{blocked}; the user let it run once outside the sandbox, and this is that run's result]"
+            );
+            Ok((out, Some(note)))
+        }
+        Escalated::Refused(reason) => Ok((out, Some(format!("[{blocked}. {reason}]")))),
+        Escalated::Cancelled => Err(ToolError::Cancelled),
     }
-    if out.timed_out {
-        return Err(ToolError::Timeout {
-            seconds: timeout.as_secs(),
-            output: out.output,
-        });
-    }
+}
+
+/// The result: exit, output and the sandbox's note, for the model and the editor.
+fn result(out: ShellOutput, note: Option<String>) -> ToolOutput {
     let shown = shown_output(&out.output);
     let mut text = format!("{}\n{shown}", ending(&out));
     if let Some(note) = &note {
@@ -136,11 +155,9 @@ async fn run_command(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolEr
     if let Some(terminal_id) = out.terminal_id {
         // The editor keeps showing the released terminal's output.
         output.content = vec![ToolContent::Terminal { terminal_id }];
-        if let Some(note) = note {
-            output.content.push(ToolContent::Text(note));
-        }
+        output.content.extend(note.map(ToolContent::Text));
     }
-    Ok(output)
+    output
 }
 
 /// Asks whether a command the sandbox blocked may run once outside it.
@@ -155,7 +172,11 @@ async fn escalate(args: &Args, ctx: &ToolContext, blocked: &str) -> Escalated {
         raw_input: json!({ "command": args.command }),
         locations: Vec::new(),
     };
-    escalation.escalate(&call, blocked).await
+    tokio::select! {
+        biased;
+        () = ctx.cancel.cancelled() => Escalated::Cancelled,
+        answer = escalation.escalate(&call, blocked) => answer,
+    }
 }
 
 /// What the model reads when a blocked command was not let out.
