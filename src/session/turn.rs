@@ -100,8 +100,8 @@ impl TurnContext {
                 self.tools.register(tool);
             }
         }
-        // Once per session: commands run unconfined although the sandbox is wanted.
-        if let Some(notice) = self.tool_context.sandbox.unavailable_notice() {
+        // Once per session: what the sandbox cannot do here.
+        if let Some(notice) = self.tool_context.sandbox.notice() {
             emit(AgentEvent::Thought(notice));
         }
         let mut tools = self.tools;

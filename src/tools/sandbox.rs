@@ -181,8 +181,8 @@ pub struct SessionSandbox {
     mode: Mutex<SandboxMode>,
     settings: SandboxSettings,
     support: Support,
-    /// Whether the session was told that commands run unconfined.
-    told_unavailable: AtomicBool,
+    /// Whether the session was given the [`Self::notice`].
+    told: AtomicBool,
     /// Weak: the session's permissions, which answer, hold the sandbox.
     escalation: OnceLock<Weak<dyn Escalation>>,
 }
@@ -203,7 +203,7 @@ impl SessionSandbox {
             mode: Mutex::new(settings.mode),
             settings,
             support,
-            told_unavailable: AtomicBool::new(false),
+            told: AtomicBool::new(false),
             escalation: OnceLock::new(),
         }
     }
@@ -252,18 +252,25 @@ impl SessionSandbox {
         Confinement::new(self.mode(), &self.settings, roots, env)
     }
 
-    /// The notice that the sandbox is missing, the first time it matters
-    /// in the session (then never again).
-    pub fn unavailable_notice(&self) -> Option<String> {
-        if !self.wanted_but_unavailable() || self.told_unavailable.swap(true, Ordering::Relaxed) {
-            return None;
-        }
-        let Support::Unavailable(reason) = &self.support else {
-            return None;
+    /// What the session is told once, the first time it matters: that the
+    /// sandbox is missing, or that this kernel cannot turn the network off.
+    pub fn notice(&self) -> Option<String> {
+        let text = match &self.support {
+            Support::Unavailable(reason) if self.wanted_but_unavailable() => format!(
+                "The command sandbox is not available: {reason}. Commands run with the user's full rights, so in auto mode each command asks first.\n"
+            ),
+            Support::Available { abi }
+                if self.mode() != SandboxMode::Off
+                    && !self.settings.network
+                    && !self.support.controls_network() =>
+            {
+                format!(
+                    "The command sandbox confines writes, but this kernel (Landlock ABI {abi}) cannot turn the network off for commands (ABI {NETWORK_ABI}, Linux 6.7, is needed).\n"
+                )
+            }
+            _ => return None,
         };
-        Some(format!(
-            "The command sandbox is not available: {reason}. Commands run with the user's full rights, so in auto mode each command asks first.\n"
-        ))
+        (!self.told.swap(true, Ordering::Relaxed)).then_some(text)
     }
 
     /// Who answers "Run outside the sandbox?" (set once, by the session).
@@ -341,6 +348,37 @@ mod tests {
         assert!(!refused.success());
         assert!(!cwd.path().join("mine").exists());
     }
+    #[test]
+    fn the_session_is_told_once_what_the_sandbox_cannot_do_here() {
+        let missing = SessionSandbox::new(
+            SandboxSettings::default(),
+            Support::Unavailable("no".into()),
+        );
+        assert!(
+            missing
+                .notice()
+                .is_some_and(|text| text.contains("not available: no"))
+        );
+        assert_eq!(missing.notice(), None, "once");
+        let old_kernel =
+            SessionSandbox::new(SandboxSettings::default(), Support::Available { abi: 3 });
+        assert!(
+            old_kernel
+                .notice()
+                .is_some_and(|text| text.contains("cannot turn the network off"))
+        );
+        let off = SandboxSettings {
+            mode: SandboxMode::Off,
+            ..SandboxSettings::default()
+        };
+        assert_eq!(
+            SessionSandbox::new(off, Support::Unavailable("no".into())).notice(),
+            None
+        );
+        let fine = SessionSandbox::new(SandboxSettings::default(), Support::Available { abi: 7 });
+        assert_eq!(fine.notice(), None);
+    }
+
     /// The attacks of docs/sandbox-attacks.md that the sandbox stops.
     #[tokio::test]
     async fn the_listed_attacks_are_blocked() {
