@@ -25,6 +25,7 @@ mod permissions;
 pub mod raw;
 mod references;
 mod report;
+mod sandbox;
 mod shell_environment;
 mod subagents;
 mod upstream;
@@ -45,6 +46,7 @@ use crate::permissions::Rule;
 use crate::permissions::patterns::PatternLists;
 use crate::providers::settings::{ProviderSettings, Surroundings};
 use crate::tools::environment::EnvironmentPolicy;
+use crate::tools::sandbox::SandboxSettings;
 use crate::tools::sensitive::SensitiveFiles;
 use error::invalid;
 
@@ -93,6 +95,8 @@ pub struct Config {
     pub sensitive_files: SensitiveFiles,
     /// `[subagents]`: how far delegation may go.
     pub subagents: SubagentSettings,
+    /// `[sandbox]`: how commands are confined.
+    pub sandbox: SandboxSettings,
     /// Non-fatal findings (a provider left out, a plaintext key) to log once at start.
     pub warnings: Vec<String>,
     /// Keys used and ignored, and which won where two set the same thing.
@@ -123,6 +127,7 @@ impl Config {
             shell_environment: EnvironmentPolicy::default(),
             sensitive_files: SensitiveFiles::default(),
             subagents: SubagentSettings::default(),
+            sandbox: SandboxSettings::default(),
             warnings: Vec::new(),
             report: ConfigReport::default(),
         }
@@ -244,6 +249,8 @@ fn compose(
     let sensitive_files =
         shell_environment::sensitive_files(raw.sensitive_files.unwrap_or_default(), path)?;
     let subagents = subagents::validate(raw.subagents.unwrap_or_default(), path)?;
+    let home = (around.env)("HOME").map(PathBuf::from);
+    let sandbox = sandbox::validate(raw.sandbox.unwrap_or_default(), path, home)?;
     let agent = raw.agent.unwrap_or_default();
     let default_mode = default_mode(agent.default_mode, &modes, path)?;
     let max_turn_requests = non_zero(
@@ -281,6 +288,7 @@ fn compose(
         shell_environment,
         sensitive_files,
         subagents,
+        sandbox,
         warnings,
         report,
     })

@@ -33,7 +33,7 @@ pub use error::{McpCallError, McpError, StartError};
 pub use names::{MAX_TOOL_NAME, NameAllocator, sanitize};
 pub use prompt::{McpPrompt, McpPromptArgument};
 pub use server::McpServer;
-pub use spec::{McpServerSpec, McpTransport, SpecError, ToolSelection};
+pub use spec::{McpServerSpec, McpTransport, SpecError, StdioSandbox, ToolSelection};
 pub use tool::McpTool;
 
 use crate::model::Message;

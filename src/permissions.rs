@@ -15,6 +15,7 @@
 
 mod ceiling;
 mod command_line;
+mod escalation;
 pub mod patterns;
 
 use std::collections::BTreeMap;
@@ -27,6 +28,7 @@ use crate::client::{ClientSink, PermissionChoice};
 use crate::events::{ToolCallInfo, ToolKind};
 use crate::modes::ModePolicy;
 use crate::tools::Tool;
+use crate::tools::sandbox::SessionSandbox;
 use crate::tools::sensitive::SensitiveFiles;
 use crate::util::lock;
 use patterns::{PatternLists, Verdict};
@@ -178,6 +180,8 @@ pub struct SessionPermissions {
     /// Files whose reads ask first (`[sensitive_files]`).
     sensitive_files: Arc<SensitiveFiles>,
     policy: Mutex<ModePolicy>,
+    /// Where commands run: without it (no Landlock), auto asks before each.
+    sandbox: Option<Arc<SessionSandbox>>,
     /// Told the "always" answers each time one is given, so they are saved
     /// at once, not when the turn ends.
     on_remember: std::sync::OnceLock<RememberFn>,
@@ -204,6 +208,7 @@ impl SessionPermissions {
             session_rules: Mutex::default(),
             agent: Mutex::default(),
             policy: Mutex::new(policy),
+            sandbox: None,
             on_remember: std::sync::OnceLock::new(),
             ceiling: None,
         }
@@ -219,6 +224,24 @@ impl SessionPermissions {
     pub fn with_sensitive_files(mut self, files: Arc<SensitiveFiles>) -> Self {
         self.sensitive_files = files;
         self
+    }
+
+    /// Commands run in this sandbox: when it is wanted but missing, auto
+    /// mode asks before each command rather than run it unconfined.
+    pub fn with_sandbox(mut self, sandbox: Arc<SessionSandbox>) -> Self {
+        self.sandbox = Some(sandbox);
+        self
+    }
+
+    /// Whether the mode lets `tool` run without asking: auto does, except
+    /// a command that would run unconfined although the sandbox is wanted.
+    fn mode_allows(&self, policy: ModePolicy, tool: &dyn Tool) -> bool {
+        policy == ModePolicy::Auto
+            && !(escalation::runs_commands(tool)
+                && self
+                    .sandbox
+                    .as_ref()
+                    .is_some_and(|sandbox| sandbox.wanted_but_unavailable()))
     }
 
     /// Call `notify` with every "always" answer whenever the user gives one.
@@ -316,7 +339,7 @@ impl SessionPermissions {
                 return match self.session_answer(tool.name()) {
                     Some(Decision::Allow) => Some(Permission::Allow),
                     Some(Decision::Deny) => Some(rejected(call)),
-                    _ if policy == ModePolicy::Auto => Some(Permission::Allow),
+                    _ if self.mode_allows(policy, tool) => Some(Permission::Allow),
                     _ => None,
                 };
             }
@@ -336,7 +359,7 @@ impl SessionPermissions {
                 "The user's permission settings deny anything no rule allows, and no rule allows this ({}). Do not try it another way; tell the user what you wanted to do.",
                 call.title
             ))),
-            Decision::Ask if !tool.mutates() || policy == ModePolicy::Auto => {
+            Decision::Ask if !tool.mutates() || self.mode_allows(policy, tool) => {
                 Some(Permission::Allow)
             }
             Decision::Ask => None,

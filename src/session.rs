@@ -8,6 +8,7 @@ pub mod manager;
 mod prompts;
 mod record;
 pub mod runtime;
+mod sandbox;
 mod services;
 mod settings;
 mod slash;

@@ -14,6 +14,7 @@ pub mod delegate;
 pub mod environment;
 mod fs;
 pub mod redact;
+pub mod sandbox;
 pub mod sensitive;
 mod shell;
 mod terminal;

@@ -246,6 +246,9 @@ pub fn config_options(options: &[SelectOption]) -> Vec<acp::SessionConfigOption>
                     acp::SessionConfigOptionCategory::Other("_provider".into())
                 }
                 OptionCategory::Agent => acp::SessionConfigOptionCategory::Other("_agent".into()),
+                OptionCategory::Sandbox => {
+                    acp::SessionConfigOptionCategory::Other("_sandbox".into())
+                }
             })
         })
         .collect()

@@ -11,6 +11,7 @@ use crate::mcp::McpTransport;
 use crate::providers::Providers;
 use crate::providers::settings::ProviderKind;
 use crate::tools::environment::Inherit;
+use crate::tools::sandbox::{NETWORK_ABI, SandboxMode, SandboxSettings, Support};
 
 /// How long an endpoint may take to list its models.
 const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -88,6 +89,7 @@ pub async fn run(
             check_providers(&config, &mut checks).await;
             check_mcp(&config, &mut checks);
             check_environment(&config, &mut checks);
+            checks.push(check_sandbox(&config.sandbox, &Support::probe()));
         }
         Err(err) => checks.push(Check::fail(
             "config",
@@ -295,6 +297,36 @@ fn check_environment(config: &Config, checks: &mut Vec<Check>) {
         )
     };
     checks.push(Check::ok("mcp environment", detail));
+}
+
+/// Whether commands can be confined here, and how they will be.
+fn check_sandbox(settings: &SandboxSettings, support: &Support) -> Check {
+    let mode = settings.mode.as_str();
+    let network = if settings.network { "on" } else { "off" };
+    match (support, settings.mode) {
+        (Support::Available { abi }, SandboxMode::Off) => Check::ok(
+            "sandbox",
+            format!("available (Landlock ABI {abi}), but [sandbox] mode = \"off\": commands run with your full rights"),
+        ),
+        (Support::Available { abi }, _) if *abi < NETWORK_ABI && !settings.network => Check::warn(
+            "sandbox",
+            format!("Landlock ABI {abi}: commands run {mode}, but this kernel cannot turn their network off (ABI {NETWORK_ABI}, Linux 6.7, is needed)"),
+            None,
+        ),
+        (Support::Available { abi }, _) => Check::ok(
+            "sandbox",
+            format!("available (Landlock ABI {abi}): commands run {mode}, network {network}"),
+        ),
+        (Support::Unavailable(reason), SandboxMode::Off) => Check::ok(
+            "sandbox",
+            format!("off; it would not be available here: {reason}"),
+        ),
+        (Support::Unavailable(reason), _) => Check::warn(
+            "sandbox",
+            format!("not available: {reason}. Commands run with your full rights; in auto mode each asks first"),
+            Some("use a kernel with Landlock, or set [sandbox] mode = \"off\" to run commands unasked in auto mode".into()),
+        ),
+    }
 }
 
 fn check_data_dir(data_dir: &Path) -> Check {

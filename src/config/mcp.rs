@@ -133,11 +133,21 @@ impl ServerTable<'_> {
         if let Some(cwd) = server.cwd {
             spec = spec.with_cwd(cwd);
         }
-        Ok(spec.with_inherit_env(server.inherit_env.unwrap_or(false)))
+        Ok(spec
+            .with_inherit_env(server.inherit_env.unwrap_or(false))
+            .with_sandbox(server.sandbox.unwrap_or(false)))
     }
 
     /// Streamable HTTP, or the older SSE transport.
     fn remote(&self, http: bool, server: RawMcpServer) -> Result<McpServerSpec, ConfigError> {
+        if server.sandbox == Some(true) {
+            return Err(invalid(
+                self.path,
+                self.key("sandbox"),
+                "only a stdio server is a process the sandbox can confine",
+                "Remove `sandbox`, or run the server over stdio (command = …).",
+            ));
+        }
         let url = self.required(
             server.url,
             "url",

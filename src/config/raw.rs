@@ -21,6 +21,7 @@ pub struct RawConfig {
     pub shell_environment: Option<RawShellEnvironment>,
     pub sensitive_files: Option<RawSensitiveFiles>,
     pub subagents: Option<RawSubagents>,
+    pub sandbox: Option<RawSandbox>,
     /// `[acp]`: how the Crucible TUI hosts ACP agents (this agent is one).
     pub acp: Option<RawAcp>,
     /// Other top-level tables belong to the rest of Crucible.
@@ -200,6 +201,15 @@ pub struct RawSubagents {
     pub token_budget: Option<u64>,
 }
 
+/// `[sandbox]`: how commands are confined.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSandbox {
+    pub mode: Option<String>,
+    pub network: Option<bool>,
+    pub writable: Option<Vec<String>>,
+}
+
 /// `[sensitive_files]`: files whose reads ask first.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -223,6 +233,8 @@ pub struct RawMcpServer {
     pub headers: Option<BTreeMap<String, String>>,
     pub enabled: Option<bool>,
     pub trust_read_only_hints: Option<bool>,
+    /// Run it in the command sandbox (`[sandbox]`).
+    pub sandbox: Option<bool>,
 }
 
 /// `[modes.ID]`: a mode besides the built-in plan, act and auto.

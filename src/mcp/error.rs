@@ -45,6 +45,8 @@ pub enum StartError {
     Unreachable { url: String, reason: String },
     #[error("listing its tools failed: {0}")]
     ListTools(String),
+    #[error("it asks for the sandbox (`sandbox = true`), which cannot confine it: {0}")]
+    Sandbox(String),
 }
 
 /// Why a tool call failed (besides the tool reporting an error itself,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::tools::sandbox::Confinement;
 use crate::util::glob_matches;
 
 /// One MCP server to start.
@@ -22,6 +23,20 @@ pub struct McpServerSpec {
     pub tools: ToolSelection,
     /// How long one call may take, when not the options' `call_timeout`.
     pub call_timeout: Option<Duration>,
+}
+
+/// Whether a stdio server runs in the command sandbox.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StdioSandbox {
+    #[default]
+    Off,
+    /// Asked for (`sandbox = true`), not yet settled by a session: the
+    /// server does not start so.
+    Wanted,
+    /// Writes only in the session's roots and temp; network as configured.
+    Confined(Confinement),
+    /// Asked for, but not available here (why): the server does not start.
+    Unavailable(String),
 }
 
 /// Crucible's `prefix`, `allowed_tools` and `blocked_tools` for a server.
@@ -59,6 +74,8 @@ pub enum McpTransport {
         inherit_env: bool,
         /// The working directory; the agent's own when None.
         cwd: Option<PathBuf>,
+        /// Whether it runs in the command sandbox (`sandbox = true`).
+        sandbox: StdioSandbox,
     },
     /// Streamable HTTP (MCP 2025-03-26 and later).
     Http {
@@ -87,6 +104,7 @@ impl std::fmt::Debug for McpTransport {
                 env,
                 inherit_env,
                 cwd,
+                sandbox,
             } => f
                 .debug_struct("Stdio")
                 .field("command", command)
@@ -94,6 +112,7 @@ impl std::fmt::Debug for McpTransport {
                 .field("env", &names(env))
                 .field("inherit_env", inherit_env)
                 .field("cwd", cwd)
+                .field("sandbox", sandbox)
                 .finish(),
             McpTransport::Http { url, headers } => f
                 .debug_struct("Http")
@@ -138,6 +157,7 @@ impl McpServerSpec {
                 env: Vec::new(),
                 inherit_env: false,
                 cwd: None,
+                sandbox: StdioSandbox::Off,
             },
             trust_read_only_hints: true,
             tools: ToolSelection::default(),
@@ -206,6 +226,33 @@ impl McpServerSpec {
             *cwd = Some(dir.into());
         }
         self
+    }
+
+    /// Asks for the command sandbox (stdio only; ignored otherwise); the
+    /// session decides how ([`Self::confine`]).
+    pub fn with_sandbox(mut self, wanted: bool) -> Self {
+        if let McpTransport::Stdio { sandbox, .. } = &mut self.transport
+            && wanted
+        {
+            *sandbox = StdioSandbox::Wanted;
+        }
+        self
+    }
+
+    /// Settles a wanted sandbox: `confinement` is what the session's
+    /// sandbox gives (None: it gives none); `unavailable` says why, when the
+    /// sandbox is wanted but cannot be had (then the server does not start).
+    pub fn confine(&mut self, confinement: Option<Confinement>, unavailable: Option<String>) {
+        if let McpTransport::Stdio { sandbox, .. } = &mut self.transport
+            && *sandbox == StdioSandbox::Wanted
+        {
+            *sandbox = match (confinement, unavailable) {
+                (Some(confinement), _) => StdioSandbox::Confined(confinement),
+                (None, Some(reason)) => StdioSandbox::Unavailable(reason),
+                // The session's sandbox is off: so is the server's.
+                (None, None) => StdioSandbox::Off,
+            };
+        }
     }
 
     /// Names and filters its tools.

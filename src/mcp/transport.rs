@@ -35,6 +35,7 @@ pub(crate) async fn serve<H: ClientHandler>(
             env,
             inherit_env,
             cwd,
+            sandbox,
         } => {
             stderr.clear();
             let environment = if *inherit_env {
@@ -48,6 +49,7 @@ pub(crate) async fn serve<H: ClientHandler>(
                 args,
                 environment,
                 cwd.as_deref(),
+                sandbox,
                 stderr.clone(),
             )?;
             match handler.serve((stdout, stdin)).await {

@@ -61,6 +61,8 @@ pub struct Defaults {
     pub shell_environment: Arc<crate::tools::environment::EnvironmentPolicy>,
     /// `[sensitive_files]`: files whose reads ask first.
     pub sensitive_files: Arc<crate::tools::sensitive::SensitiveFiles>,
+    /// `[sandbox]`: how commands are confined.
+    pub sandbox: crate::tools::sandbox::SandboxSettings,
     pub context: crate::context::ContextSettings,
     /// `--agent` or `[chat] default_agent`.
     pub agent: Option<String>,
@@ -89,6 +91,7 @@ impl Defaults {
             mcp_options: config.mcp_options.clone(),
             shell_environment: Arc::new(config.shell_environment.clone()),
             sensitive_files: Arc::new(config.sensitive_files.clone()),
+            sandbox: config.sandbox.clone(),
             context: config.context,
             agent: config.default_agent.clone(),
             system_prompt: config.system_prompt.clone(),

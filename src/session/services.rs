@@ -19,6 +19,7 @@ use crate::permissions::patterns::our_tool_name;
 use crate::permissions::{Decision, Rule, RuleScope, SessionPermissions};
 use crate::providers::Providers;
 use crate::store::Recorder;
+use crate::tools::sandbox::{Escalation, SessionSandbox, Support};
 use crate::tools::{ClientFs, ClientTerminal, DelegateTool, LocalFs, ToolContext, ToolRegistry};
 
 pub(super) struct Services {
@@ -73,6 +74,14 @@ impl Services {
             card.rename_tools(&our_tool_name);
         }
         let lineage = start.lineage.take();
+        let sandbox = match &lineage {
+            // A child works in its parent's sandbox and asks through it.
+            Some(lineage) => Arc::clone(&lineage.sandbox),
+            None => Arc::new(SessionSandbox::new(
+                shared.defaults.sandbox.clone(),
+                Support::probe(),
+            )),
+        };
         let permissions = permissions(
             &start.id,
             &start.settings.mode,
@@ -80,12 +89,18 @@ impl Services {
             &agents,
             &client,
             lineage.as_ref(),
+            &sandbox,
         );
+        if lineage.is_none() {
+            let escalation: Arc<dyn Escalation> = permissions.clone();
+            sandbox.set_escalation(Arc::downgrade(&escalation));
+        }
         let parent_permissions = lineage.as_ref().map(|l| Arc::clone(&l.ceiling));
         record::remembered_permissions(recorder.as_ref(), &permissions, parent_permissions);
         let mut tool_context = tool_context(&start.id, &start.cwd, start.client, &client);
         tool_context.settings.environment = Arc::clone(&shared.defaults.shell_environment);
         tool_context.settings.sensitive_files = Arc::clone(&shared.defaults.sensitive_files);
+        tool_context.sandbox = sandbox;
         let mut tools = ToolRegistry::builtin();
         let depth = lineage.as_ref().map_or(0, |lineage| lineage.depth);
         if let Some(lineage) = lineage {
@@ -98,7 +113,12 @@ impl Services {
                 .map(|c| (c.name.as_str(), c.description.as_str()));
             tools.register(Arc::new(DelegateTool::new(cards)));
         }
-        let mcp_servers = std::mem::take(&mut start.mcp_servers);
+        let mut mcp_servers = std::mem::take(&mut start.mcp_servers);
+        for spec in &mut mcp_servers {
+            let confinement =
+                (tool_context.sandbox).confinement(&tool_context.allowed_roots(), &[]);
+            spec.confine(confinement, tool_context.sandbox.unavailable_reason());
+        }
         let mcp = start_mcp(mcp_servers, &shared.defaults, mailbox.clone());
         Self {
             id: start.id.clone(),
@@ -129,6 +149,7 @@ fn permissions(
     agents: &[AgentCard],
     client: &Arc<dyn ClientSink>,
     lineage: Option<&Lineage>,
+    sandbox: &Arc<SessionSandbox>,
 ) -> Arc<SessionPermissions> {
     let policy = defaults
         .modes
@@ -150,7 +171,8 @@ fn permissions(
     let mut gate =
         SessionPermissions::new(id.to_string(), Arc::clone(client), Arc::new(rules), policy)
             .with_lists(Arc::clone(&defaults.permission_lists))
-            .with_sensitive_files(Arc::clone(&defaults.sensitive_files));
+            .with_sensitive_files(Arc::clone(&defaults.sensitive_files))
+            .with_sandbox(Arc::clone(sandbox));
     if let Some(lineage) = lineage {
         // The parent's "always" answers hold for its children too.
         gate.restore(lineage.ceiling.remembered_rules());

@@ -11,7 +11,7 @@ use super::{SessionActor, SessionError, SessionMsg};
 use crate::agents::AgentCard;
 use crate::client::{
     AGENT_OPTION, MODE_OPTION, MODEL_OPTION, OptionCategory, OptionValue, PROVIDER_OPTION,
-    SelectOption, Update,
+    SANDBOX_OPTION, SelectOption, Update,
 };
 use crate::providers::ModelInfo;
 
@@ -42,6 +42,7 @@ pub enum SettingChange {
     Mode(String),
     Provider(String),
     Agent(String),
+    Sandbox(String),
 }
 
 impl SettingChange {
@@ -53,6 +54,7 @@ impl SettingChange {
             MODE_OPTION => Some(Self::Mode(value)),
             PROVIDER_OPTION => Some(Self::Provider(value)),
             AGENT_OPTION => Some(Self::Agent(value)),
+            SANDBOX_OPTION => Some(Self::Sandbox(value)),
             _ => None,
         }
     }
@@ -129,7 +131,13 @@ impl SessionActor {
                 })
                 .collect(),
         };
-        vec![model, mode, provider, self.agent_option()]
+        vec![
+            model,
+            mode,
+            provider,
+            self.agent_option(),
+            self.sandbox_option(),
+        ]
     }
 
     fn agent_option(&self) -> SelectOption {
@@ -233,6 +241,7 @@ impl SessionActor {
                 }
                 report
             }
+            SettingChange::Sandbox(mode) => self.switch_sandbox(&mode, notify)?,
         };
         self.record_settings();
         Ok(report)

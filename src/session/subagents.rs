@@ -28,6 +28,7 @@ use crate::model::Part;
 use crate::modes::ModePolicy;
 use crate::permissions::SessionPermissions;
 use crate::store::{Metadata, Recorder};
+use crate::tools::sandbox::SessionSandbox;
 use crate::tools::{
     Delegation, Delegator, FileSystem, Progress, Shell, ToolContext, ToolError, ToolFuture,
     ToolOutput, shorten,
@@ -46,6 +47,9 @@ pub(crate) struct Lineage {
     /// the parent's session id, when it offers them).
     pub fs: Arc<dyn FileSystem>,
     pub shell: Arc<dyn Shell>,
+    /// The parent's sandbox: a child's commands are confined as the
+    /// parent's are, and leaving it is asked through the parent.
+    pub sandbox: Arc<SessionSandbox>,
 }
 
 /// Starts children for one turn of a session (a snapshot of the parent
@@ -127,6 +131,7 @@ impl TurnDelegator {
                 ceiling: Arc::clone(&self.permissions),
                 fs: Arc::clone(&self.fs),
                 shell: Arc::clone(&self.shell),
+                sandbox: Arc::clone(&ctx.sandbox),
             }),
         };
         let shared = Shared {

@@ -235,7 +235,7 @@ async fn unknown_options_and_values_name_the_choices() {
     let err = fixture.set_option("colour", "red").await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "unknown config option `colour`; this session has: model, mode, provider, agent"
+        "unknown config option `colour`; this session has: model, mode, provider, agent, sandbox"
     );
     let err = fixture
         .set_option(PROVIDER_OPTION, "nowhere")

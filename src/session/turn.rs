@@ -102,6 +102,10 @@ impl TurnContext {
                 self.tools.register(tool);
             }
         }
+        // Once per session: what the sandbox cannot do here.
+        if let Some(notice) = self.tool_context.sandbox.notice() {
+            emit(AgentEvent::Thought(notice));
+        }
         let mut tools = self.tools;
         if self.read_only {
             tools = tools.filtered(|tool| !tool.mutates());

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::environment::EnvironmentPolicy;
+use super::sandbox::SessionSandbox;
 use super::sensitive::SensitiveFiles;
 use super::{Delegator, FileSystem, LocalFs, LocalShell, Shell, ToolError};
 use crate::events::{TodoItem, ToolContent};
@@ -26,6 +27,11 @@ impl Progress {
     pub fn channel() -> (Self, tokio::sync::mpsc::UnboundedReceiver<Vec<ToolContent>>) {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         (Self(Some(tx)), rx)
+    }
+
+    /// Whether anyone sees the reports.
+    pub fn is_live(&self) -> bool {
+        self.0.is_some()
     }
 
     /// Replaces the call's shown content.
@@ -95,6 +101,8 @@ pub struct ToolContext {
     pub call_id: Option<String>,
     /// Runs `delegate` calls in child sessions; None where there is none.
     pub delegator: Option<Arc<dyn Delegator>>,
+    /// Where commands run: the session's sandbox ([`SessionSandbox::off`] outside one).
+    pub sandbox: Arc<SessionSandbox>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -104,6 +112,7 @@ impl std::fmt::Debug for ToolContext {
             .field("roots", &self.roots)
             .field("cancelled", &self.cancel.is_cancelled())
             .field("settings", &self.settings)
+            .field("sandbox", &self.sandbox)
             .finish_non_exhaustive()
     }
 }
@@ -123,6 +132,7 @@ impl ToolContext {
             progress: Progress::default(),
             call_id: None,
             delegator: None,
+            sandbox: Arc::new(SessionSandbox::off()),
         }
     }
 

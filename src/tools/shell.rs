@@ -13,7 +13,8 @@ use tokio::process::{ChildStderr, ChildStdout};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Progress, ToolError};
+use super::sandbox::Confinement;
+use super::{Progress, ToolContent, ToolError};
 
 /// How a command ended and what it printed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,11 +56,20 @@ pub struct ShellRun<'a> {
     pub cancel: &'a CancellationToken,
     /// May show the command while it runs.
     pub progress: &'a Progress,
+    /// The sandbox it runs in; None runs it with the user's full rights.
+    /// Only a shell that [`Shell::can_confine`] accepts one.
+    pub confinement: Option<&'a Confinement>,
 }
 
 /// Runs a command line.
 pub trait Shell: Send + Sync {
     fn run<'a>(&'a self, run: ShellRun<'a>) -> BoxFuture<'a, Result<ShellOutput, ToolError>>;
+
+    /// Whether it can run a command in the sandbox (an editor's terminal
+    /// cannot: the editor starts the process).
+    fn can_confine(&self) -> bool {
+        false
+    }
 }
 
 /// `sh -c` on this machine, in a process group of its own so a timeout or a
@@ -72,10 +82,17 @@ pub struct LocalShell;
 const OUTPUT_GRACE: Duration = Duration::from_millis(500);
 /// How long to wait for the output and the exit after a kill.
 const AFTER_KILL: Duration = Duration::from_secs(2);
+/// How often a running command's output so far is shown (a command done
+/// sooner shows only its result).
+const SHOW_EVERY: Duration = Duration::from_millis(500);
 
 impl Shell for LocalShell {
     fn run<'a>(&'a self, run: ShellRun<'a>) -> BoxFuture<'a, Result<ShellOutput, ToolError>> {
         Box::pin(run_local(run))
+    }
+
+    fn can_confine(&self) -> bool {
+        true
     }
 }
 
@@ -90,7 +107,13 @@ async fn run_local(run: ShellRun<'_>) -> Result<ShellOutput, ToolError> {
     if cancel.is_cancelled() {
         return Err(ToolError::Cancelled);
     }
-    let mut child = tokio::process::Command::new("sh")
+    let mut command = tokio::process::Command::new("sh");
+    if let Some(confinement) = run.confinement {
+        confinement
+            .confine(&mut command)
+            .map_err(|err| ToolError::Failed(err.to_string()))?;
+    }
+    let mut child = command
         .arg("-c")
         .arg(run.command)
         .env_clear()
@@ -116,6 +139,9 @@ async fn run_local(run: ShellRun<'_>) -> Result<ShellOutput, ToolError> {
     let deadline = Instant::now() + run.timeout;
     let mut status = None;
     let mut grace_until = None;
+    let mut show_at = Instant::now() + SHOW_EVERY;
+    // Output came that was not shown yet.
+    let mut unshown = false;
 
     let ending = loop {
         if pipes.closed()
@@ -129,7 +155,12 @@ async fn run_local(run: ShellRun<'_>) -> Result<ShellOutput, ToolError> {
             biased;
             () = cancel.cancelled() => break Ending::Cancelled,
             () = tokio::time::sleep_until(deadline) => break Ending::TimedOut,
-            () = pipes.read_into(&mut output) => {}
+            () = pipes.read_into(&mut output) => unshown = run.progress.is_live(),
+            () = tokio::time::sleep_until(show_at), if unshown => {
+                unshown = false;
+                show_at = Instant::now() + SHOW_EVERY;
+                run.progress.report(vec![ToolContent::Text(output.preview())]);
+            }
             exit = child.wait(), if status.is_none() && grace_until.is_none() => {
                 status = Some(exit);
                 grace_until = Some(Instant::now() + OUTPUT_GRACE);
@@ -315,6 +346,16 @@ impl CappedOutput {
         }
     }
 
+    /// The text so far, for showing while the command runs.
+    fn preview(&self) -> String {
+        let mut bytes = self.head.clone();
+        if self.omitted > 0 {
+            bytes.extend_from_slice(b"\n[...]\n");
+        }
+        bytes.extend(self.tail.iter());
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
     /// The text, and how many bytes were left out.
     pub(super) fn finish(self) -> (String, u64) {
         let mut head = self.head;
@@ -383,6 +424,7 @@ mod tests {
             output_cap: 1000,
             cancel,
             progress: &progress,
+            confinement: None,
         };
         LocalShell.run(run).await
     }
@@ -528,6 +570,32 @@ mod tests {
         unsafe {
             libc::kill(pid, libc::SIGKILL);
         }
+    }
+
+    #[tokio::test]
+    async fn output_is_shown_while_the_command_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cancel, (progress, mut reports)) = (CancellationToken::new(), Progress::channel());
+        let run = ShellRun {
+            command: "echo begun; sleep 2; echo ended",
+            cwd: dir.path(),
+            env: &[],
+            timeout: Duration::from_secs(10),
+            output_cap: 1000,
+            cancel: &cancel,
+            progress: &progress,
+            confinement: None,
+        };
+        let shown = tokio::spawn(async move {
+            let first = reports.recv().await;
+            (first, std::time::Instant::now())
+        });
+        let out = LocalShell.run(run).await.unwrap();
+        let ended = std::time::Instant::now();
+        let (first, shown_at) = shown.await.unwrap();
+        assert_eq!(first, Some(vec![ToolContent::Text("begun\n".into())]));
+        assert!(shown_at < ended, "shown before the end");
+        assert_eq!(out.output, "begun\nended\n");
     }
 
     #[tokio::test]

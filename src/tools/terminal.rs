@@ -44,6 +44,11 @@ impl ClientTerminal {
         if run.cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
+        if run.confinement.is_some() {
+            return Err(ToolError::Failed(
+                "a command in the editor's terminal cannot be confined to the sandbox".into(),
+            ));
+        }
         let request = CreateTerminal {
             session_id: self.session_id.clone(),
             command: "sh".into(),
@@ -268,6 +273,7 @@ mod tests {
             output_cap: 1000,
             cancel: &cancel,
             progress: &progress,
+            confinement: None,
         };
         let result = terminal.run(run).await;
         let mut shown = Vec::new();

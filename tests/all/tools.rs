@@ -528,6 +528,12 @@ fn auto_config(server: &LlmServer) -> String {
     )
 }
 
+/// Auto mode without the sandbox: only then do commands run in the
+/// editor's terminal (which cannot be confined).
+fn terminal_config(server: &LlmServer) -> String {
+    format!("{}\n[sandbox]\nmode = \"off\"\n", auto_config(server))
+}
+
 #[tokio::test]
 async fn shell_runs_in_the_editors_terminal_when_it_offers_one() {
     let server = LlmServer::start(scripted_model(vec![(
@@ -535,7 +541,7 @@ async fn shell_runs_in_the_editors_terminal_when_it_offers_one() {
         json!({"command": "cargo test"}),
     )]))
     .await;
-    let mut agent = Agent::spawn(&auto_config(&server)).await;
+    let mut agent = Agent::spawn(&terminal_config(&server)).await;
     let session = initialize_with_terminal(&mut agent).await;
     let prompt = agent.start_prompt(&session, "run the tests").await;
     let mut methods = Vec::new();
@@ -606,7 +612,7 @@ async fn cancel_during_a_terminal_command_kills_and_releases_it() {
         json!({"command": "sleep 600"}),
     )]))
     .await;
-    let mut agent = Agent::spawn(&auto_config(&server)).await;
+    let mut agent = Agent::spawn(&terminal_config(&server)).await;
     let session = initialize_with_terminal(&mut agent).await;
     let prompt = agent.start_prompt(&session, "wait a while").await;
     let mut methods = Vec::new();
@@ -907,7 +913,7 @@ async fn the_editors_terminal_is_given_the_filtered_environment() {
     let server = LlmServer::start(scripted_model(vec![("shell", json!({"command": "env"}))])).await;
     let config = format!(
         "{}\n[shell_environment]\nset = {{ CRUCIBLE_TEST_SET = \"from-config\" }}\n",
-        auto_config(&server)
+        terminal_config(&server)
     );
     let mut agent = Agent::spawn_with(&config, &[], &SECRETS).await;
     let session = initialize_with_terminal(&mut agent).await;

@@ -13,6 +13,7 @@ use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::watch;
 
 use crate::mcp::error::StartError;
+use crate::mcp::spec::StdioSandbox;
 use crate::util::lock;
 
 /// How long a closed server gets to exit before SIGTERM, and again before SIGKILL.
@@ -79,6 +80,7 @@ impl ChildProcess {
         args: &[String],
         env: Environment<'_>,
         cwd: Option<&Path>,
+        sandbox: &StdioSandbox,
         stderr_tail: StderrTail,
     ) -> Result<(Self, ChildStdout, ChildStdin), StartError> {
         if let Some(dir) = cwd
@@ -95,6 +97,18 @@ impl ChildProcess {
             _ => command.to_path_buf(),
         };
         let mut cmd = tokio::process::Command::new(&program);
+        match sandbox {
+            StdioSandbox::Off => {}
+            StdioSandbox::Confined(confinement) => confinement
+                .confine(&mut cmd)
+                .map_err(|err| StartError::Sandbox(err.to_string()))?,
+            StdioSandbox::Wanted => {
+                return Err(StartError::Sandbox("no session set the sandbox up".into()));
+            }
+            StdioSandbox::Unavailable(reason) => {
+                return Err(StartError::Sandbox(reason.clone()));
+            }
+        }
         let own = match env {
             Environment::Inherited(own) => own,
             Environment::Base(own) => {

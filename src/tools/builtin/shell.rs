@@ -7,8 +7,12 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::titled;
-use crate::events::{ToolContent, ToolKind};
-use crate::tools::{ShellOutput, ShellRun, ToolContext, ToolError, ToolOutput, TypedTool, shorten};
+use crate::events::{ToolCallInfo, ToolContent, ToolKind};
+use crate::tools::sandbox::Escalated;
+use crate::tools::{
+    LocalShell, Shell, ShellOutput, ShellRun, ToolContext, ToolError, ToolOutput, TypedTool,
+    shorten,
+};
 
 /// The longest timeout the model may ask for.
 pub const MAX_TIMEOUT_SECS: u64 = 3600;
@@ -64,7 +68,32 @@ async fn run_command(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolEr
             )));
         }
     };
+    let (out, note) = run_in_sandbox(&args, ctx, timeout).await?;
+    if out.timed_out {
+        return Err(ToolError::Timeout {
+            seconds: timeout.as_secs(),
+            output: out.output,
+        });
+    }
+    Ok(result(out, note))
+}
+
+/// Runs the command in the session's sandbox; when the sandbox blocked it,
+/// once more outside if allowed. Also returns the note for the model on
+/// what the sandbox blocked.
+async fn run_in_sandbox(
+    args: &Args,
+    ctx: &ToolContext,
+    timeout: Duration,
+) -> Result<(ShellOutput, Option<String>), ToolError> {
     let environment = ctx.settings.environment.for_command();
+    let confinement = (ctx.sandbox).confinement(&ctx.allowed_roots(), &environment.variables);
+    // The editor's terminal cannot confine a command: a sandboxed one runs
+    // here instead (README, "Sandbox").
+    let shell: &dyn Shell = match &confinement {
+        Some(_) if !ctx.shell.can_confine() => &LocalShell,
+        _ => &*ctx.shell,
+    };
     let run = ShellRun {
         command: &args.command,
         cwd: &ctx.cwd,
@@ -73,29 +102,85 @@ async fn run_command(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolEr
         output_cap: ctx.settings.output_cap,
         cancel: &ctx.cancel,
         progress: &ctx.progress,
+        confinement: confinement.as_ref(),
     };
-    let out = ctx.shell.run(run).await?;
-    if out.timed_out {
-        return Err(ToolError::Timeout {
-            seconds: timeout.as_secs(),
-            output: out.output,
-        });
+    let out = shell.run(run).await?;
+    let blocked = match &confinement {
+        Some(confinement) if !out.success() && !out.timed_out => {
+            confinement.explain(&out.output, &ctx.cwd)
+        }
+        _ => None,
+    };
+    let Some(blocked) = blocked else {
+        return Ok((out, None));
+    };
+    match escalate(args, ctx, &blocked).await {
+        Escalated::Granted => {
+            let unconfined = ShellRun {
+                confinement: None,
+                ..run
+            };
+            let out = ctx.shell.run(unconfined).await?;
+            let note = format!(
+                "[{blocked}; the user let it run once outside the sandbox, and this is that run's result]"
+            );
+            Ok((out, Some(note)))
+        }
+        Escalated::Refused(reason) => Ok((out, Some(format!("[{blocked}. {reason}]")))),
+        Escalated::Cancelled => Err(ToolError::Cancelled),
     }
+}
+
+/// The result: exit, output and the sandbox's note, for the model and the editor.
+fn result(out: ShellOutput, note: Option<String>) -> ToolOutput {
     let shown = shown_output(&out.output);
-    let text = format!("{}\n{shown}", ending(&out));
+    let mut text = format!("{}\n{shown}", ending(&out));
+    if let Some(note) = &note {
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(note);
+    }
     // The output too: some clients (Crucible's) show a result only from here.
-    let mut output = ToolOutput::text(text).with_raw_output(json!({
+    let mut raw = json!({
         "output": shown,
         "exit_code": out.exit_code,
         "signal": out.signal,
         "omitted_bytes": out.omitted_bytes,
-    }));
+    });
+    if let Some(note) = &note {
+        raw["sandbox"] = json!(note);
+    }
+    let mut output = ToolOutput::text(text).with_raw_output(raw);
     if let Some(terminal_id) = out.terminal_id {
         // The editor keeps showing the released terminal's output.
         output.content = vec![ToolContent::Terminal { terminal_id }];
+        output.content.extend(note.map(ToolContent::Text));
     }
-    Ok(output)
+    output
 }
+
+/// Asks whether a command the sandbox blocked may run once outside it.
+async fn escalate(args: &Args, ctx: &ToolContext, blocked: &str) -> Escalated {
+    let Some(escalation) = ctx.sandbox.escalation() else {
+        return Escalated::Refused(NOT_ESCALATED.into());
+    };
+    let call = ToolCallInfo {
+        id: ctx.call_id.clone().unwrap_or_default(),
+        title: ShellTool.title_for(args),
+        kind: ToolKind::Execute,
+        raw_input: json!({ "command": args.command }),
+        locations: Vec::new(),
+    };
+    tokio::select! {
+        biased;
+        () = ctx.cancel.cancelled() => Escalated::Cancelled,
+        answer = escalation.escalate(&call, blocked) => answer,
+    }
+}
+
+/// What the model reads when a blocked command was not let out.
+pub const NOT_ESCALATED: &str = "Do not try to get around the sandbox. Work inside the project directory, or tell the user what the command needs (they can allow it, or change the session's sandbox option)";
 
 fn ending(out: &ShellOutput) -> String {
     match (out.exit_code, out.signal) {

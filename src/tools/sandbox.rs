@@ -1,0 +1,429 @@
+//! The sandbox for commands the model runs (`shell`, and MCP stdio servers
+//! that opt in): on Linux with Landlock, a command may read everywhere but
+//! write only in the session's roots and the temp directories (or only in
+//! temp), and opens no TCP connection unless the network is allowed. The
+//! agent itself stays unconfined; each command confines itself between fork
+//! and exec ([`landlock`]). A denied action is explained to the model
+//! ([`denial`]); the user may let one blocked command run outside
+//! ([`Escalation`]). See the README, "Sandbox".
+
+mod denial;
+mod landlock;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use futures::future::BoxFuture;
+
+pub use self::landlock::{NETWORK_ABI, Support, UNAVAILABLE_VAR};
+use crate::events::ToolCallInfo;
+use crate::util::lock;
+
+/// How far commands are confined (`[sandbox] mode`, and the session's
+/// `sandbox` option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SandboxMode {
+    /// Commands read everywhere and write only in temp directories.
+    ReadOnly,
+    /// Commands write only in the session's roots and temp directories.
+    #[default]
+    WorkspaceWrite,
+    /// Commands run with the user's full rights.
+    Off,
+}
+
+impl SandboxMode {
+    pub const ALL: [SandboxMode; 3] = [Self::ReadOnly, Self::WorkspaceWrite, Self::Off];
+
+    /// The name the config and the session option use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read-only",
+            Self::WorkspaceWrite => "workspace-write",
+            Self::Off => "off",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|mode| mode.as_str() == text)
+    }
+
+    /// What the mode means, for the client's selector.
+    pub fn description(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "Commands may read anything and write only in temp directories",
+            Self::WorkspaceWrite => {
+                "Commands may write only in the project and temp directories; no network unless allowed"
+            }
+            Self::Off => "Commands run with your full rights",
+        }
+    }
+}
+
+/// `[sandbox]`: the defaults every session starts with.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SandboxSettings {
+    pub mode: SandboxMode,
+    /// Commands may open TCP connections and listen.
+    pub network: bool,
+    /// More directories commands may write to in `workspace-write` (caches
+    /// such as `~/.cargo`), absolute.
+    pub writable: Vec<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("could not set up the sandbox: {0}")]
+    Ruleset(String),
+}
+
+/// What one command may do; built before it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confinement {
+    pub mode: SandboxMode,
+    /// Where it may write (temp directories included).
+    pub writable: Vec<PathBuf>,
+    pub network: bool,
+}
+
+/// The temp directories every confined command may write to: /tmp,
+/// /var/tmp, /dev/shm and the command's TMPDIR.
+fn temp_dirs(env: &[(String, String)]) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = ["/tmp", "/var/tmp", "/dev/shm"]
+        .into_iter()
+        .map(PathBuf::from)
+        .collect();
+    if let Some((_, tmpdir)) = env.iter().find(|(name, _)| name == "TMPDIR")
+        && Path::new(tmpdir).is_absolute()
+    {
+        dirs.push(PathBuf::from(tmpdir));
+    }
+    dirs
+}
+
+impl Confinement {
+    /// What a command in `mode` gets; None when `mode` is off. `roots`: the
+    /// session's directories; `env`: the command's environment (its TMPDIR).
+    pub fn new(
+        mode: SandboxMode,
+        settings: &SandboxSettings,
+        roots: &[PathBuf],
+        env: &[(String, String)],
+    ) -> Option<Self> {
+        let mut writable = match mode {
+            SandboxMode::Off => return None,
+            SandboxMode::ReadOnly => Vec::new(),
+            SandboxMode::WorkspaceWrite => roots
+                .iter()
+                .chain(settings.writable.iter())
+                .cloned()
+                .collect(),
+        };
+        for dir in temp_dirs(env) {
+            if !writable.contains(&dir) {
+                writable.push(dir);
+            }
+        }
+        Some(Self {
+            mode,
+            writable,
+            network: settings.network,
+        })
+    }
+
+    /// Makes `command` confine itself when it starts.
+    pub fn confine(&self, command: &mut tokio::process::Command) -> Result<(), SandboxError> {
+        let ruleset = landlock::ruleset(&self.writable, self.network)?;
+        landlock::restrict_child(command, ruleset);
+        Ok(())
+    }
+
+    /// What the sandbox probably blocked, judging by a failed command's
+    /// output ("writing /etc/hosts …"), or None when nothing in it points
+    /// at the sandbox.
+    pub fn explain(&self, output: &str, cwd: &Path) -> Option<String> {
+        denial::explain(self, output, cwd)
+    }
+
+    /// The directories it may write to, for messages.
+    fn writable_list(&self) -> String {
+        self.writable
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The answer to "Run outside the sandbox?".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Escalated {
+    /// Run it once more, unconfined.
+    Granted,
+    /// Not allowed; the reason is what the model reads.
+    Refused(String),
+    /// The user cancelled the turn while being asked.
+    Cancelled,
+}
+
+/// Who decides whether a command the sandbox blocked may run once outside
+/// it (the session's permissions: a rule, or the user).
+pub trait Escalation: Send + Sync {
+    /// `call`: the blocked call; `blocked`: what the sandbox blocked.
+    fn escalate<'a>(&'a self, call: &'a ToolCallInfo, blocked: &'a str)
+    -> BoxFuture<'a, Escalated>;
+}
+
+/// A session's sandbox: the mode (which the client may change), the
+/// config's settings, what the kernel supports, and who answers escalations.
+pub struct SessionSandbox {
+    mode: Mutex<SandboxMode>,
+    settings: SandboxSettings,
+    support: Support,
+    /// Whether the session was given the [`Self::notice`].
+    told: AtomicBool,
+    /// Weak: the session's permissions, which answer, hold the sandbox.
+    escalation: OnceLock<Weak<dyn Escalation>>,
+}
+
+impl std::fmt::Debug for SessionSandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionSandbox")
+            .field("mode", &self.mode())
+            .field("settings", &self.settings)
+            .field("support", &self.support)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionSandbox {
+    pub fn new(settings: SandboxSettings, support: Support) -> Self {
+        Self {
+            mode: Mutex::new(settings.mode),
+            settings,
+            support,
+            told: AtomicBool::new(false),
+            escalation: OnceLock::new(),
+        }
+    }
+
+    /// No sandbox: commands run unconfined (tools used outside a session).
+    pub fn off() -> Self {
+        let settings = SandboxSettings {
+            mode: SandboxMode::Off,
+            ..SandboxSettings::default()
+        };
+        Self::new(settings, Support::Unavailable("not a session".into()))
+    }
+
+    pub fn mode(&self) -> SandboxMode {
+        *lock(&self.mode)
+    }
+
+    pub fn set_mode(&self, mode: SandboxMode) {
+        *lock(&self.mode) = mode;
+    }
+
+    pub fn support(&self) -> &Support {
+        &self.support
+    }
+
+    /// The sandbox is wanted but the kernel cannot give it: commands run
+    /// unconfined, so `auto` asks before each.
+    pub fn wanted_but_unavailable(&self) -> bool {
+        self.mode() != SandboxMode::Off && !self.support.is_available()
+    }
+
+    /// Why commands cannot be confined although the sandbox is wanted.
+    pub fn unavailable_reason(&self) -> Option<String> {
+        match &self.support {
+            Support::Unavailable(reason) if self.mode() != SandboxMode::Off => Some(reason.clone()),
+            _ => None,
+        }
+    }
+
+    /// What a command gets now, or None when it runs unconfined (mode off,
+    /// or no Landlock).
+    pub fn confinement(&self, roots: &[PathBuf], env: &[(String, String)]) -> Option<Confinement> {
+        if !self.support.is_available() {
+            return None;
+        }
+        Confinement::new(self.mode(), &self.settings, roots, env)
+    }
+
+    /// What the session is told once, the first time it matters: that the
+    /// sandbox is missing, or that this kernel cannot turn the network off.
+    pub fn notice(&self) -> Option<String> {
+        let text = match &self.support {
+            Support::Unavailable(reason) if self.wanted_but_unavailable() => format!(
+                "The command sandbox is not available: {reason}. Commands run with the user's full rights, so in auto mode each command asks first.\n"
+            ),
+            Support::Available { abi }
+                if self.mode() != SandboxMode::Off
+                    && !self.settings.network
+                    && !self.support.controls_network() =>
+            {
+                format!(
+                    "The command sandbox confines writes, but this kernel (Landlock ABI {abi}) cannot turn the network off for commands (ABI {NETWORK_ABI}, Linux 6.7, is needed).\n"
+                )
+            }
+            _ => return None,
+        };
+        (!self.told.swap(true, Ordering::Relaxed)).then_some(text)
+    }
+
+    /// Who answers "Run outside the sandbox?" (set once, by the session).
+    pub fn set_escalation(&self, escalation: Weak<dyn Escalation>) {
+        if self.escalation.set(escalation).is_err() {
+            tracing::warn!("the sandbox already has an escalation handler");
+        }
+    }
+
+    pub fn escalation(&self) -> Option<Arc<dyn Escalation>> {
+        self.escalation.get()?.upgrade()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::tools::{LocalShell, Progress, Shell, ShellOutput, ShellRun};
+
+    fn available() -> bool {
+        let support = Support::probe();
+        if !support.is_available() {
+            eprintln!("skipped: no Landlock here ({support:?})");
+        }
+        support.is_available()
+    }
+
+    async fn confined(cwd: &Path, command: &str, confinement: &Confinement) -> ShellOutput {
+        let (cancel, progress) = (CancellationToken::new(), Progress::default());
+        let env: Vec<(String, String)> = std::env::vars().collect();
+        let run = ShellRun {
+            command,
+            cwd,
+            env: &env,
+            timeout: Duration::from_secs(20),
+            output_cap: 10_000,
+            cancel: &cancel,
+            progress: &progress,
+            confinement: Some(confinement),
+        };
+        LocalShell.run(run).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn writes_only_inside_the_roots_and_temp() {
+        if !available() {
+            return;
+        }
+        // Neither under /tmp, which every confined command may write to.
+        let target = concat!(env!("CARGO_MANIFEST_DIR"), "/target");
+        let cwd = tempfile::tempdir_in(target).unwrap();
+        let outside = tempfile::tempdir_in(target).unwrap();
+        let settings = SandboxSettings::default();
+        let roots = [cwd.path().to_path_buf()];
+        let confinement =
+            Confinement::new(SandboxMode::WorkspaceWrite, &settings, &roots, &[]).unwrap();
+        let inside = confined(cwd.path(), "echo hi > inside && cat inside", &confinement).await;
+        assert_eq!(inside.output, "hi\n");
+        let target = outside.path().join("f");
+        let command = format!("echo x > {}", target.display());
+        let blocked = confined(cwd.path(), &command, &confinement).await;
+        assert!(!blocked.success(), "{}", blocked.output);
+        assert!(!target.exists());
+        let explained = confinement.explain(&blocked.output, cwd.path()).unwrap();
+        assert!(
+            explained.contains(&target.display().to_string()),
+            "{explained}"
+        );
+        let read_only = Confinement::new(SandboxMode::ReadOnly, &settings, &roots, &[]).unwrap();
+        let refused = confined(cwd.path(), "touch mine", &read_only).await;
+        assert!(!refused.success());
+        assert!(!cwd.path().join("mine").exists());
+    }
+    #[test]
+    fn the_session_is_told_once_what_the_sandbox_cannot_do_here() {
+        let missing = SessionSandbox::new(
+            SandboxSettings::default(),
+            Support::Unavailable("no".into()),
+        );
+        assert!(
+            missing
+                .notice()
+                .is_some_and(|text| text.contains("not available: no"))
+        );
+        assert_eq!(missing.notice(), None, "once");
+        let old_kernel =
+            SessionSandbox::new(SandboxSettings::default(), Support::Available { abi: 3 });
+        assert!(
+            old_kernel
+                .notice()
+                .is_some_and(|text| text.contains("cannot turn the network off"))
+        );
+        let off = SandboxSettings {
+            mode: SandboxMode::Off,
+            ..SandboxSettings::default()
+        };
+        assert_eq!(
+            SessionSandbox::new(off, Support::Unavailable("no".into())).notice(),
+            None
+        );
+        let fine = SessionSandbox::new(SandboxSettings::default(), Support::Available { abi: 7 });
+        assert_eq!(fine.notice(), None);
+    }
+
+    /// The attacks of docs/sandbox-attacks.md that the sandbox stops.
+    #[tokio::test]
+    async fn the_listed_attacks_are_blocked() {
+        if !available() {
+            return;
+        }
+        let target = concat!(env!("CARGO_MANIFEST_DIR"), "/target");
+        let (cwd, outside) = (
+            tempfile::tempdir_in(target).unwrap(),
+            tempfile::tempdir_in(target).unwrap(),
+        );
+        let o = outside.path().display();
+        std::fs::write(outside.path().join("victim"), "v\n").unwrap();
+        std::fs::create_dir(outside.path().join("dir")).unwrap();
+        let roots = [cwd.path().to_path_buf()];
+        let settings = SandboxSettings::default();
+        let c = Confinement::new(SandboxMode::WorkspaceWrite, &settings, &roots, &[]).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let failing = [
+            format!("rm -rf {o}/dir"),
+            format!("mv {o}/victim ./stolen"),
+            format!("ln {o}/victim ./hard && echo x >> ./hard"),
+            format!("ln -s {o}/victim ./soft && echo x >> ./soft"),
+            format!("echo x >> /proc/self/root{o}/victim"),
+            format!("truncate -s 0 {o}/victim"),
+            format!("mkfifo {o}/fifo"),
+            format!("unshare -m sh -c 'mount -t tmpfs none {o}/dir && touch {o}/dir/x'"),
+            format!("cd / && touch {o}/abs"),
+            format!("bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'"),
+            "/usr/bin/python3 -c \"import socket; s=socket.socket(); s.bind(('127.0.0.1', 0))\""
+                .to_string(),
+        ];
+        for attack in &failing {
+            let out = confined(cwd.path(), attack, &c).await;
+            assert!(!out.success(), "{attack}: {}", out.output);
+        }
+        // Something left running keeps the sandbox.
+        let late = format!("(sleep 0.2; touch {o}/late) & sleep 0.5");
+        confined(cwd.path(), &late, &c).await;
+        let victim = std::fs::read_to_string(outside.path().join("victim")).unwrap();
+        assert_eq!(victim, "v\n");
+        assert!(outside.path().join("dir").is_dir());
+        for made in ["late", "abs", "fifo", "dir/x"] {
+            assert!(!outside.path().join(made).exists(), "{made}");
+        }
+    }
+}
