@@ -32,5 +32,6 @@ mod real_llm;
 mod sessions;
 mod store_fixture;
 mod streaming;
+mod subagent_limits;
 mod subagents;
 mod tools;

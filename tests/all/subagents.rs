@@ -17,7 +17,7 @@ use crate::support::harness::{
 
 /// One model answer of a scripted conversation.
 #[derive(Clone)]
-enum Step {
+pub(crate) enum Step {
     /// Tool calls, all in one answer.
     Calls(Vec<(&'static str, Value)>),
     /// Text, followed by every tool result the request carries.
@@ -32,7 +32,7 @@ enum Step {
 }
 
 /// The request's messages of `role`.
-fn messages_of(request: &Recorded, role: &str) -> Vec<Value> {
+pub(crate) fn messages_of(request: &Recorded, role: &str) -> Vec<Value> {
     let messages = request.body["messages"]
         .as_array()
         .cloned()
@@ -40,7 +40,7 @@ fn messages_of(request: &Recorded, role: &str) -> Vec<Value> {
     messages.into_iter().filter(|m| m["role"] == role).collect()
 }
 
-fn first_user_text(request: &Recorded) -> String {
+pub(crate) fn first_user_text(request: &Recorded) -> String {
     match messages_of(request, "user").first().map(|m| &m["content"]) {
         Some(Value::String(text)) => text.clone(),
         Some(other) => other.to_string(),
@@ -48,7 +48,7 @@ fn first_user_text(request: &Recorded) -> String {
     }
 }
 
-fn tool_results(request: &Recorded) -> Vec<String> {
+pub(crate) fn tool_results(request: &Recorded) -> Vec<String> {
     messages_of(request, "tool")
         .iter()
         .map(|m| m["content"].as_str().unwrap_or_default().to_string())
@@ -69,7 +69,7 @@ fn calls_reply(calls: &[(&'static str, Value)]) -> Vec<u8> {
 
 /// The model server: each conversation (by its first user message) plays
 /// its steps, one per model call (the number of assistant messages so far).
-fn routed(routes: Vec<(&'static str, Vec<Step>)>) -> impl Fn(&Recorded) -> Reply {
+pub(crate) fn routed(routes: Vec<(&'static str, Vec<Step>)>) -> impl Fn(&Recorded) -> Reply {
     let waiting: Arc<Mutex<Option<Arc<Notify>>>> = Arc::default();
     move |request| {
         if request.path.ends_with("/models") {
@@ -121,16 +121,16 @@ fn reply(step: Step, request: &Recorded, waiting: &Mutex<Option<Arc<Notify>>>) -
     }
 }
 
-fn delegate(agent: &str, task: &str) -> (&'static str, Value) {
+pub(crate) fn delegate(agent: &str, task: &str) -> (&'static str, Value) {
     ("delegate", json!({"agent": agent, "task": task}))
 }
 
 /// The parent delegates `tasks` at once, then answers with their results.
-fn parent(tasks: Vec<(&'static str, Value)>) -> Vec<Step> {
+pub(crate) fn parent(tasks: Vec<(&'static str, Value)>) -> Vec<Step> {
     vec![Step::Calls(tasks), Step::Answer("Parent heard:")]
 }
 
-fn delegate_updates(seen: &[Value]) -> Vec<&Value> {
+pub(crate) fn delegate_updates(seen: &[Value]) -> Vec<&Value> {
     let calls: Vec<&Value> = tool_updates(seen, "tool_call")
         .into_iter()
         .filter(|c| {
@@ -146,7 +146,7 @@ fn delegate_updates(seen: &[Value]) -> Vec<&Value> {
         .collect()
 }
 
-fn text_of(update: &Value) -> String {
+pub(crate) fn text_of(update: &Value) -> String {
     update["content"][0]["content"]["text"]
         .as_str()
         .unwrap_or_default()
@@ -155,7 +155,7 @@ fn text_of(update: &Value) -> String {
 
 /// A child that calls `tool` (only once the other such child has asked
 /// the model too), then answers.
-fn together(
+pub(crate) fn together(
     task: &'static str,
     tool: (&'static str, Value),
     answer: &'static str,
