@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use serde_json::json;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::runtime::{AgentRuntime, AgentState, TurnTally};
@@ -24,6 +24,7 @@ use crate::client::{
 };
 use crate::context::ContextManager;
 use crate::events::{AgentEvent, StopReason, ToolCallInfo, ToolContent, ToolStatus};
+use crate::mcp::McpManager;
 use crate::model::Part;
 use crate::modes::ModePolicy;
 use crate::permissions::SessionPermissions;
@@ -46,6 +47,9 @@ pub(crate) struct Lineage {
     /// the parent's session id, when it offers them).
     pub fs: Arc<dyn FileSystem>,
     pub shell: Arc<dyn Shell>,
+    /// The parent's MCP servers, offered to the child as the card allows
+    /// (the parent's session stops them, never the child's).
+    pub mcp: watch::Receiver<Option<McpManager>>,
 }
 
 /// Starts children for one turn of a session (a snapshot of the parent
@@ -64,6 +68,7 @@ pub(super) struct TurnDelegator {
     pub tally: Arc<TurnTally>,
     pub fs: Arc<dyn FileSystem>,
     pub shell: Arc<dyn Shell>,
+    pub mcp: watch::Receiver<Option<McpManager>>,
 }
 
 impl Delegator for TurnDelegator {
@@ -127,6 +132,7 @@ impl TurnDelegator {
                 ceiling: Arc::clone(&self.permissions),
                 fs: Arc::clone(&self.fs),
                 shell: Arc::clone(&self.shell),
+                mcp: self.mcp.clone(),
             }),
         };
         let shared = Shared {

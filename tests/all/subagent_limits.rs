@@ -260,7 +260,7 @@ async fn sessions_list_shows_each_parent_with_its_children_under_it() {
     let rows: Vec<(usize, &str)> = listing
         .lines()
         .filter_map(|line| {
-            let id = line.trim_start().split_whitespace().next()?;
+            let id = line.split_whitespace().next()?;
             let known = id == plain || id == parent_id || children.iter().any(|c| c == id);
             known.then(|| (line.len() - line.trim_start().len(), id))
         })
