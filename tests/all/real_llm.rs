@@ -316,8 +316,10 @@ async fn the_real_model_drives_a_whole_tool_loop_through_the_binary() {
 #[ignore = "needs a real llama-server: run `make e2e`"]
 async fn the_real_model_delegates_a_task_and_the_child_answers() {
     // The parent's first request offers only `delegate`, the call held to
-    // its schema (the card names are an enum); the child (an explorer,
-    // which may not delegate again) and the parent's answer go untouched.
+    // its schema (the card names are an enum); the child (which may not
+    // delegate again) and the parent's answer go untouched. The tiny model
+    // picks the card itself (not always the one asked for), and may make
+    // more than one call: one that completed is what must be there.
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let endpoint = steering_proxy(server_root(), Arc::clone(&seen), Some("delegate")).await;
     let config = format!(
@@ -342,50 +344,39 @@ async fn the_real_model_delegates_a_task_and_the_child_answers() {
             c["title"]
                 .as_str()
                 .unwrap_or_default()
-                .starts_with("Delegate to explorer")
+                .starts_with("Delegate to ")
         })
         .collect();
     assert!(!calls.is_empty(), "no delegation: {seen_updates:?}");
-    // The child ran (its own requests, the task as its prompt) and its
+    // A child ran (its own requests, the task as its prompt) and its
     // answer completed the call.
     let requests = seen.lock().unwrap().clone();
-    let children = requests
-        .iter()
-        .filter(|r| {
-            r["messages"][0]["content"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("# Agent: explorer")
-        })
-        .count();
-    assert!(children >= 1, "{requests:?}");
+    let is_child = |r: &Value| {
+        r["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("# Agent: ")
+    };
+    assert!(requests.iter().any(is_child), "{requests:?}");
     let completed: Vec<Value> = updates(&seen_updates, &session, "tool_call_update")
         .into_iter()
-        .filter(|u| u["toolCallId"] == calls[0]["toolCallId"] && u["status"] == "completed")
+        .filter(|u| u["status"] == "completed")
+        .filter(|u| calls.iter().any(|c| c["toolCallId"] == u["toolCallId"]))
         .collect();
-    assert_eq!(completed.len(), 1, "{seen_updates:?}");
+    assert!(!completed.is_empty(), "none completed: {seen_updates:?}");
     let summary = completed[0]["content"][0]["content"]["text"]
         .as_str()
         .unwrap_or_default();
-    assert!(summary.starts_with("explorer · done"), "{summary}");
+    assert!(summary.contains(" · done"), "{summary}");
     // The parent's model read the child's (non-empty) answer.
-    let answer = requests
+    let answered = requests
         .iter()
-        .filter(|r| {
-            !r["messages"][0]["content"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("# Agent:")
-        })
+        .filter(|r| !is_child(r))
         .flat_map(|r| r["messages"].as_array().cloned().unwrap_or_default())
-        .find(|m| m["role"] == "tool")
-        .expect("the parent's next request carries the result");
-    assert!(
-        !answer["content"]
-            .as_str()
-            .unwrap_or_default()
-            .trim()
-            .is_empty(),
-        "{answer}"
-    );
+        .filter(|m| m["role"] == "tool")
+        .any(|m| {
+            let text = m["content"].as_str().unwrap_or_default().trim();
+            !text.is_empty() && !text.starts_with("Error:")
+        });
+    assert!(answered, "{requests:?}");
 }
