@@ -288,8 +288,11 @@ impl SessionActor {
         if let Some(recorder) = &self.services.recorder {
             recorder.close().await;
         }
-        // MCP servers are children of the session: stop them with it.
-        let manager = self.services.mcp.borrow().clone();
+        // MCP servers are children of the session: stop them with it
+        // (a delegated agent's belong to its parent, who goes on).
+        let manager = (self.services.owns_mcp)
+            .then(|| self.services.mcp.borrow().clone())
+            .flatten();
         if let Some(manager) = manager {
             manager.shutdown().await;
         }

@@ -34,8 +34,12 @@ pub(super) struct Services {
     pub recorder: Option<Recorder>,
     /// Every agent card, loaded when the session starts.
     pub agents: Vec<AgentCard>,
-    /// The session's MCP servers, once started.
+    /// The session's MCP servers, once started (a delegated agent's are
+    /// its parent's).
     pub mcp: watch::Receiver<Option<McpManager>>,
+    /// Whether the servers stop with this session: not a delegated
+    /// agent's, which only borrows its parent's.
+    pub owns_mcp: bool,
     pub tools: ToolRegistry,
     /// Shared by every turn: the todo list lives here.
     pub tool_context: ToolContext,
@@ -103,9 +107,11 @@ impl Services {
         tool_context.sandbox = sandbox;
         let mut tools = ToolRegistry::builtin();
         let depth = lineage.as_ref().map_or(0, |lineage| lineage.depth);
+        let mut parent_mcp = None;
         if let Some(lineage) = lineage {
             tool_context.fs = lineage.fs;
             tool_context.shell = lineage.shell;
+            parent_mcp = Some(lineage.mcp);
         }
         if depth < shared.runtime.settings.max_depth {
             let cards = agents
@@ -119,7 +125,9 @@ impl Services {
                 (tool_context.sandbox).confinement(&tool_context.allowed_roots(), &[]);
             spec.confine(confinement, tool_context.sandbox.unavailable_reason());
         }
-        let mcp = start_mcp(mcp_servers, &shared.defaults, mailbox.clone());
+        let owns_mcp = parent_mcp.is_none();
+        let mcp =
+            parent_mcp.unwrap_or_else(|| start_mcp(mcp_servers, &shared.defaults, mailbox.clone()));
         Self {
             id: start.id.clone(),
             cwd: start.cwd.clone(),
@@ -129,6 +137,7 @@ impl Services {
             recorder,
             agents,
             mcp,
+            owns_mcp,
             tools,
             tool_context,
             permissions,

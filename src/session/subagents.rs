@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use serde_json::json;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::runtime::{AgentRuntime, AgentState, TurnTally};
@@ -24,6 +24,7 @@ use crate::client::{
 };
 use crate::context::ContextManager;
 use crate::events::{AgentEvent, StopReason, ToolCallInfo, ToolContent, ToolStatus};
+use crate::mcp::McpManager;
 use crate::model::Part;
 use crate::modes::ModePolicy;
 use crate::permissions::SessionPermissions;
@@ -50,6 +51,9 @@ pub(crate) struct Lineage {
     /// The parent's sandbox: a child's commands are confined as the
     /// parent's are, and leaving it is asked through the parent.
     pub sandbox: Arc<SessionSandbox>,
+    /// The parent's MCP servers, offered to the child as the card allows
+    /// (the parent's session stops them, never the child's).
+    pub mcp: watch::Receiver<Option<McpManager>>,
 }
 
 /// Starts children for one turn of a session (a snapshot of the parent
@@ -68,6 +72,7 @@ pub(super) struct TurnDelegator {
     pub tally: Arc<TurnTally>,
     pub fs: Arc<dyn FileSystem>,
     pub shell: Arc<dyn Shell>,
+    pub mcp: watch::Receiver<Option<McpManager>>,
 }
 
 impl Delegator for TurnDelegator {
@@ -132,6 +137,7 @@ impl TurnDelegator {
                 fs: Arc::clone(&self.fs),
                 shell: Arc::clone(&self.shell),
                 sandbox: Arc::clone(&ctx.sandbox),
+                mcp: self.mcp.clone(),
             }),
         };
         let shared = Shared {

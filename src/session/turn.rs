@@ -195,6 +195,7 @@ impl SessionActor {
             tally: Arc::clone(&services.tally),
             fs: Arc::clone(&services.tool_context.fs),
             shell: Arc::clone(&services.tool_context.shell),
+            mcp: services.mcp.clone(),
         }));
         let context = TurnContext {
             session_id: services.id.clone(),

@@ -24,6 +24,7 @@ pub struct DelegateArgs {
     /// The agent card to run the task, by name (one of those listed in this tool's description).
     pub agent: String,
     /// The task, complete in itself: the agent sees nothing of this conversation. Say what to find or do and what to report back.
+    #[schemars(length(min = 1))]
     pub task: String,
 }
 
@@ -46,18 +47,24 @@ pub trait Delegator: Send + Sync {
 /// The tool, listing the cards it can hand work to.
 pub struct DelegateTool {
     description: String,
+    /// The card names, an `enum` in the schema: a model whose calls are
+    /// held to the schema (llama.cpp's grammar, strict modes) cannot name
+    /// a card that does not exist.
+    names: Vec<String>,
 }
 
 impl DelegateTool {
     /// `cards`: (name, description) of every card a task can go to.
     pub fn new<'a>(cards: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let mut names = Vec::new();
         let mut description = String::from(
             "Hand a focused task to another agent, which works in a fresh context with its own instructions and tools and answers with a concise result. Use it for self-contained work (survey code, review a change, research how something works); several calls in one answer run at once. The agents:",
         );
         for (name, about) in cards {
             description.push_str(&format!("\n- {name}: {about}"));
+            names.push(name.to_string());
         }
-        Self { description }
+        Self { description, names }
     }
 }
 
@@ -71,7 +78,11 @@ impl Tool for DelegateTool {
     }
 
     fn parameters(&self) -> Value {
-        schema_for::<DelegateArgs>()
+        let mut schema = schema_for::<DelegateArgs>();
+        if !self.names.is_empty() {
+            schema["properties"]["agent"]["enum"] = Value::from(self.names.clone());
+        }
+        schema
     }
 
     fn kind(&self) -> ToolKind {
@@ -133,6 +144,11 @@ mod tests {
         assert!(tool.description().contains("- reviewer: Reviews"));
         let schema = tool.parameters();
         assert_eq!(schema["required"], serde_json::json!(["agent", "task"]));
+        assert_eq!(
+            schema["properties"]["agent"]["enum"],
+            serde_json::json!(["explorer", "reviewer"])
+        );
+        assert_eq!(schema["properties"]["task"]["minLength"], 1);
         assert_eq!(
             tool.title(&serde_json::json!({"agent": "explorer", "task": "find the parser\nmore"})),
             "Delegate to explorer: find the parser"

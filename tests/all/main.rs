@@ -33,5 +33,6 @@ mod sandbox;
 mod sessions;
 mod store_fixture;
 mod streaming;
+mod subagent_limits;
 mod subagents;
 mod tools;

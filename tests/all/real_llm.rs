@@ -192,20 +192,43 @@ async fn the_binary_answers_a_prompt_from_the_real_model_through_both_apis() {
 /// real tool call: a request with tools whose last message is the user's
 /// gets the `<tool_call>` prefill and `tool_choice: "required"` (see
 /// shared/docs/real-peers.md). After a tool result it forwards untouched, so
-/// the model answers in text. Every answer is the model's own.
-async fn steering_proxy(upstream: String, seen: Arc<std::sync::Mutex<Vec<Value>>>) -> String {
+/// the model answers in text. Every answer is the model's own. With
+/// `only` (a tool's name), only requests offering that tool are steered,
+/// and they offer only it.
+async fn steering_proxy(
+    upstream: String,
+    seen: Arc<std::sync::Mutex<Vec<Value>>>,
+    only: Option<&'static str>,
+) -> String {
     use axum::body::Body;
     use axum::extract::State;
     use axum::response::Response;
 
-    type Shared = (String, Arc<std::sync::Mutex<Vec<Value>>>, reqwest::Client);
-    async fn chat(State((upstream, seen, client)): State<Shared>, body: String) -> Response {
+    type Shared = (
+        String,
+        Arc<std::sync::Mutex<Vec<Value>>>,
+        reqwest::Client,
+        Option<&'static str>,
+    );
+    async fn chat(State((upstream, seen, client, only)): State<Shared>, body: String) -> Response {
         let mut request: Value = serde_json::from_str(&body).unwrap();
         let last_is_user = request["messages"]
             .as_array()
             .and_then(|m| m.last())
             .is_some_and(|m| m["role"] == "user");
-        if request.get("tools").is_some() && last_is_user {
+        let mut steer = request.get("tools").is_some() && last_is_user;
+        if let Some(only) = only {
+            let tools = request["tools"].as_array().cloned().unwrap_or_default();
+            let kept: Vec<Value> = tools
+                .into_iter()
+                .filter(|t| t["function"]["name"] == only)
+                .collect();
+            steer &= !kept.is_empty();
+            if steer {
+                request["tools"] = Value::from(kept);
+            }
+        }
+        if steer {
             request["messages"]
                 .as_array_mut()
                 .unwrap()
@@ -225,7 +248,7 @@ async fn steering_proxy(upstream: String, seen: Arc<std::sync::Mutex<Vec<Value>>
             .body(Body::from_stream(answer.bytes_stream()))
             .unwrap()
     }
-    async fn models(State((upstream, _, client)): State<Shared>) -> Response {
+    async fn models(State((upstream, _, client, _)): State<Shared>) -> Response {
         let answer = client
             .get(format!("{upstream}/v1/models"))
             .send()
@@ -236,7 +259,7 @@ async fn steering_proxy(upstream: String, seen: Arc<std::sync::Mutex<Vec<Value>>
     let app = axum::Router::new()
         .route("/v1/chat/completions", axum::routing::post(chat))
         .route("/v1/models", axum::routing::get(models))
-        .with_state((upstream, seen, reqwest::Client::new()));
+        .with_state((upstream, seen, reqwest::Client::new(), only));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -247,7 +270,7 @@ async fn steering_proxy(upstream: String, seen: Arc<std::sync::Mutex<Vec<Value>>
 #[ignore = "needs a real llama-server: run `make e2e`"]
 async fn the_real_model_drives_a_whole_tool_loop_through_the_binary() {
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let endpoint = steering_proxy(server_root(), Arc::clone(&seen)).await;
+    let endpoint = steering_proxy(server_root(), Arc::clone(&seen), None).await;
     let config = format!(
         "[chat]\ndefault_provider = \"real\"\n[llm.providers.real]\ntype = \"openai\"\nendpoint = \"{endpoint}\"\ndefault_model = \"{MODEL}\"\nmax_output_tokens = 64\n[agent]\ndefault_mode = \"plan\"\nmax_turn_requests = 4\n"
     );
@@ -287,4 +310,73 @@ async fn the_real_model_drives_a_whole_tool_loop_through_the_binary() {
         .filter(|m| m["role"] == "tool")
         .count();
     assert_eq!(tool_results, calls.len(), "{:?}", requests[1]);
+}
+
+#[tokio::test]
+#[ignore = "needs a real llama-server: run `make e2e`"]
+async fn the_real_model_delegates_a_task_and_the_child_answers() {
+    // The parent's first request offers only `delegate`, the call held to
+    // its schema (the card names are an enum); the child (which may not
+    // delegate again) and the parent's answer go untouched. The tiny model
+    // picks the card itself (not always the one asked for), and may make
+    // more than one call: one that completed is what must be there.
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let endpoint = steering_proxy(server_root(), Arc::clone(&seen), Some("delegate")).await;
+    let config = format!(
+        "[chat]\ndefault_provider = \"real\"\n[llm.providers.real]\ntype = \"openai\"\nendpoint = \"{endpoint}\"\ndefault_model = \"{MODEL}\"\nmax_output_tokens = 64\n[agent]\ndefault_mode = \"plan\"\nmax_turn_requests = 3\n"
+    );
+    let mut agent = Agent::spawn(&config).await;
+    let session = agent.start_session().await;
+    let (seen_updates, response) = agent
+        .prompt(
+            &session,
+            "Use the delegate tool: ask the explorer agent to list the files in this directory.",
+        )
+        .await;
+    let stop = response["result"]["stopReason"].as_str();
+    assert!(
+        matches!(stop, Some("end_turn" | "max_tokens" | "max_turn_requests")),
+        "{response}"
+    );
+    let calls: Vec<Value> = updates(&seen_updates, &session, "tool_call")
+        .into_iter()
+        .filter(|c| {
+            c["title"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("Delegate to ")
+        })
+        .collect();
+    assert!(!calls.is_empty(), "no delegation: {seen_updates:?}");
+    // A child ran (its own requests, the task as its prompt) and its
+    // answer completed the call.
+    let requests = seen.lock().unwrap().clone();
+    let is_child = |r: &Value| {
+        r["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("# Agent: ")
+    };
+    assert!(requests.iter().any(is_child), "{requests:?}");
+    let completed: Vec<Value> = updates(&seen_updates, &session, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["status"] == "completed")
+        .filter(|u| calls.iter().any(|c| c["toolCallId"] == u["toolCallId"]))
+        .collect();
+    assert!(!completed.is_empty(), "none completed: {seen_updates:?}");
+    let summary = completed[0]["content"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(summary.contains(" · done"), "{summary}");
+    // The parent's model read the child's (non-empty) answer.
+    let answered = requests
+        .iter()
+        .filter(|r| !is_child(r))
+        .flat_map(|r| r["messages"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["role"] == "tool")
+        .any(|m| {
+            let text = m["content"].as_str().unwrap_or_default().trim();
+            !text.is_empty() && !text.starts_with("Error:")
+        });
+    assert!(answered, "{requests:?}");
 }

@@ -12,12 +12,12 @@ use tokio::sync::Notify;
 
 use crate::support::harness::{
     Agent, LlmServer, PATIENCE, Recorded, Reply, Split, agent_text, answer_permission, config_for,
-    models_reply, openai_stream, stream_head, tool_updates,
+    conversation, echo_mcp_server, models_reply, openai_stream, stream_head, tool_updates,
 };
 
 /// One model answer of a scripted conversation.
 #[derive(Clone)]
-enum Step {
+pub(crate) enum Step {
     /// Tool calls, all in one answer.
     Calls(Vec<(&'static str, Value)>),
     /// Text, followed by every tool result the request carries.
@@ -32,7 +32,7 @@ enum Step {
 }
 
 /// The request's messages of `role`.
-fn messages_of(request: &Recorded, role: &str) -> Vec<Value> {
+pub(crate) fn messages_of(request: &Recorded, role: &str) -> Vec<Value> {
     let messages = request.body["messages"]
         .as_array()
         .cloned()
@@ -40,7 +40,7 @@ fn messages_of(request: &Recorded, role: &str) -> Vec<Value> {
     messages.into_iter().filter(|m| m["role"] == role).collect()
 }
 
-fn first_user_text(request: &Recorded) -> String {
+pub(crate) fn first_user_text(request: &Recorded) -> String {
     match messages_of(request, "user").first().map(|m| &m["content"]) {
         Some(Value::String(text)) => text.clone(),
         Some(other) => other.to_string(),
@@ -48,7 +48,7 @@ fn first_user_text(request: &Recorded) -> String {
     }
 }
 
-fn tool_results(request: &Recorded) -> Vec<String> {
+pub(crate) fn tool_results(request: &Recorded) -> Vec<String> {
     messages_of(request, "tool")
         .iter()
         .map(|m| m["content"].as_str().unwrap_or_default().to_string())
@@ -69,7 +69,7 @@ fn calls_reply(calls: &[(&'static str, Value)]) -> Vec<u8> {
 
 /// The model server: each conversation (by its first user message) plays
 /// its steps, one per model call (the number of assistant messages so far).
-fn routed(routes: Vec<(&'static str, Vec<Step>)>) -> impl Fn(&Recorded) -> Reply {
+pub(crate) fn routed(routes: Vec<(&'static str, Vec<Step>)>) -> impl Fn(&Recorded) -> Reply {
     let waiting: Arc<Mutex<Option<Arc<Notify>>>> = Arc::default();
     move |request| {
         if request.path.ends_with("/models") {
@@ -121,16 +121,16 @@ fn reply(step: Step, request: &Recorded, waiting: &Mutex<Option<Arc<Notify>>>) -
     }
 }
 
-fn delegate(agent: &str, task: &str) -> (&'static str, Value) {
+pub(crate) fn delegate(agent: &str, task: &str) -> (&'static str, Value) {
     ("delegate", json!({"agent": agent, "task": task}))
 }
 
 /// The parent delegates `tasks` at once, then answers with their results.
-fn parent(tasks: Vec<(&'static str, Value)>) -> Vec<Step> {
+pub(crate) fn parent(tasks: Vec<(&'static str, Value)>) -> Vec<Step> {
     vec![Step::Calls(tasks), Step::Answer("Parent heard:")]
 }
 
-fn delegate_updates(seen: &[Value]) -> Vec<&Value> {
+pub(crate) fn delegate_updates(seen: &[Value]) -> Vec<&Value> {
     let calls: Vec<&Value> = tool_updates(seen, "tool_call")
         .into_iter()
         .filter(|c| {
@@ -146,7 +146,7 @@ fn delegate_updates(seen: &[Value]) -> Vec<&Value> {
         .collect()
 }
 
-fn text_of(update: &Value) -> String {
+pub(crate) fn text_of(update: &Value) -> String {
     update["content"][0]["content"]["text"]
         .as_str()
         .unwrap_or_default()
@@ -155,13 +155,39 @@ fn text_of(update: &Value) -> String {
 
 /// A child that calls `tool` (only once the other such child has asked
 /// the model too), then answers.
-fn together(
+pub(crate) fn together(
     task: &'static str,
     tool: (&'static str, Value),
     answer: &'static str,
 ) -> (&'static str, Vec<Step>) {
     let first = Step::Together(Box::new(Step::Calls(vec![tool])));
     (task, vec![first, Step::Answer(answer)])
+}
+
+/// The turn as a reader follows it (set `CRUCIBLE_SUBAGENTS_TRANSCRIPT` to
+/// a file to get it): the prompt, the session's updates (text chunks
+/// joined), the answer; `->` the client's, `<-` the agent's, one per line.
+fn write_transcript(
+    path: &std::ffi::OsStr,
+    session: &str,
+    prompt: &str,
+    seen: &[Value],
+    response: &Value,
+) {
+    let mut out = format!(
+        "# A parent delegating two tasks at once to explorer children (scripted model):\n\
+         # each child's work streams as its delegate call's tool_call_update summary.\n\
+         # -> client to agent, <- agent to client; text chunks joined.\n-> {}\n",
+        json!({"jsonrpc": "2.0", "id": response["id"], "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": prompt}]}})
+    );
+    for update in conversation(seen, session) {
+        let message = json!({"jsonrpc": "2.0", "method": "session/update",
+            "params": {"sessionId": session, "update": update}});
+        out.push_str(&format!("<- {message}\n"));
+    }
+    out.push_str(&format!("<- {response}\n"));
+    std::fs::write(path, out).unwrap();
 }
 
 #[tokio::test]
@@ -181,7 +207,7 @@ async fn two_delegations_run_at_once_use_tools_and_both_answers_reach_the_parent
         ),
         together(
             "Find beta",
-            ("grep", json!({"pattern": "beta-marker"})),
+            ("grep", json!({"pattern": "beta-marker", "glob": "*.txt"})),
             "beta says:",
         ),
     ]))
@@ -192,6 +218,9 @@ async fn two_delegations_run_at_once_use_tools_and_both_answers_reach_the_parent
     let session = agent.start_session().await;
     let (seen, response) = agent.prompt(&session, "Survey the project").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    if let Some(path) = std::env::var_os("CRUCIBLE_SUBAGENTS_TRANSCRIPT") {
+        write_transcript(&path, &session, "Survey the project", &seen, &response);
+    }
 
     // The parent's model got both children's answers as tool results.
     let chat = server.chat_requests();
@@ -521,4 +550,45 @@ async fn lineage_survives_a_restart_in_the_list_the_store_and_the_replay() {
         )
         .await;
     assert!(response["error"].is_null(), "{response}");
+}
+
+#[tokio::test]
+async fn a_child_uses_its_parents_mcp_servers_which_outlive_it() {
+    let server = LlmServer::start(routed(vec![
+        (
+            "Add with help",
+            vec![
+                Step::Calls(vec![delegate("coder", "Add numbers")]),
+                // After the child stopped, the parent's server still answers.
+                Step::Calls(vec![("fx__add", json!({"a": 20, "b": 22}))]),
+                Step::Answer("Parent heard:"),
+            ],
+        ),
+        (
+            "Add numbers",
+            vec![
+                Step::Calls(vec![("fx__add", json!({"a": 2, "b": 3}))]),
+                Step::Answer("child sum:"),
+            ],
+        ),
+    ]))
+    .await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let session = agent.start_session_with(json!([echo_mcp_server()])).await;
+    let (_, response) = agent.prompt(&session, "Add with help").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let chat = server.chat_requests();
+    let child_last = chat
+        .iter()
+        .rfind(|r| first_user_text(r) == "Add numbers")
+        .unwrap();
+    assert_eq!(tool_results(child_last), ["5"]);
+    let parent_last = chat
+        .iter()
+        .rfind(|r| first_user_text(r) == "Add with help")
+        .unwrap();
+    let results = tool_results(parent_last);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[0].contains("child sum: 5"), "{results:?}");
+    assert_eq!(results[1], "42", "{results:?}");
 }
