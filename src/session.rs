@@ -121,6 +121,8 @@ pub enum SessionMsg {
 pub struct SessionStart {
     pub id: String,
     pub cwd: PathBuf,
+    /// Workspace roots besides `cwd` the tools may reach (ACP `additionalDirectories`).
+    pub additional_directories: Vec<PathBuf>,
     /// What the client offers to do for tools.
     pub client: ClientAbilities,
     /// Started in the background; the first prompt waits for them.

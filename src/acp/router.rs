@@ -185,13 +185,17 @@ impl Router {
     }
 
     fn new_session(&mut self, request: acp::NewSessionRequest, responder: Responder) {
-        let mcp_servers = match session_servers("session/new", &request.cwd, &request.mcp_servers) {
-            Ok(servers) => servers,
+        let checked = session_servers("session/new", &request.cwd, &request.mcp_servers)
+            .and_then(|servers| Ok((servers, check_roots(&request.additional_directories)?)));
+        let (mcp_servers, roots) = match checked {
+            Ok(checked) => checked,
             Err(err) => return responder.respond(Err(err)),
         };
         let client = self.abilities();
         let interleaves = self.interleaves();
-        let session = self.sessions.create(request.cwd, client, mcp_servers);
+        let session = self
+            .sessions
+            .create(request.cwd, roots, client, mcp_servers);
         let id = session.id.clone();
         let (reply, options) = oneshot::channel();
         session.send(SessionMsg::Options { reply });
@@ -229,13 +233,33 @@ impl Router {
     }
 
     fn load_session(&mut self, request: acp::LoadSessionRequest, responder: Responder) {
-        let (id, cwd) = (request.session_id, request.cwd);
-        self.reopen(Reopen::Load, &id.0, cwd, &request.mcp_servers, responder);
+        let (id, cwd, roots) = (
+            request.session_id,
+            request.cwd,
+            request.additional_directories,
+        );
+        self.reopen(
+            Reopen::Load,
+            &id.0,
+            (cwd, roots),
+            &request.mcp_servers,
+            responder,
+        );
     }
 
     fn resume_session(&mut self, request: acp::ResumeSessionRequest, responder: Responder) {
-        let (id, cwd) = (request.session_id, request.cwd);
-        self.reopen(Reopen::Resume, &id.0, cwd, &request.mcp_servers, responder);
+        let (id, cwd, roots) = (
+            request.session_id,
+            request.cwd,
+            request.additional_directories,
+        );
+        self.reopen(
+            Reopen::Resume,
+            &id.0,
+            (cwd, roots),
+            &request.mcp_servers,
+            responder,
+        );
     }
 
     /// `session/load` and `session/resume`: the session back in memory; a
@@ -245,18 +269,23 @@ impl Router {
         &mut self,
         how: Reopen,
         id: &str,
-        cwd: PathBuf,
+        (cwd, roots): (PathBuf, Vec<PathBuf>),
         servers: &[acp::McpServer],
         responder: Responder,
     ) {
-        let mcp_servers = match session_servers(how.method(), &cwd, servers) {
-            Ok(servers) => servers,
+        let checked = session_servers(how.method(), &cwd, servers)
+            .and_then(|servers| Ok((servers, check_roots(&roots)?)));
+        let (mcp_servers, roots) = match checked {
+            Ok(checked) => checked,
             Err(err) => return responder.respond(Err(err)),
         };
         let client = self.abilities();
         let interleaves = self.interleaves();
         let replay = how == Reopen::Load;
-        let (tx, loading) = match self.sessions.load(id, cwd, client, mcp_servers, replay) {
+        let loaded = self
+            .sessions
+            .load(id, cwd, roots, client, mcp_servers, replay);
+        let (tx, loading) = match loaded {
             Ok(loaded) => loaded,
             Err(err) => return responder.respond(Err(store_error(err))),
         };
@@ -313,6 +342,7 @@ impl Router {
                 .into_iter()
                 .map(|s| {
                     acp::SessionInfo::new(s.id, s.cwd)
+                        .additional_directories(s.additional_directories)
                         .title(s.title)
                         .updated_at(s.updated_at)
                 })
@@ -579,6 +609,7 @@ pub fn initialize_response() -> acp::InitializeResponse {
                         .list(acp::SessionListCapabilities::new())
                         .resume(acp::SessionResumeCapabilities::new())
                         .close(acp::SessionCloseCapabilities::new())
+                        .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new())
                         .delete(acp::SessionDeleteCapabilities::new()),
                 ),
         )
@@ -586,6 +617,22 @@ pub fn initialize_response() -> acp::InitializeResponse {
             acp::Implementation::new("crucible-agent", env!("CARGO_PKG_VERSION")).title("Crucible"),
         )
         .auth_methods(Vec::new())
+}
+
+/// `additionalDirectories`: each an absolute, existing directory (the
+/// error names its index); duplicates of one another are dropped.
+fn check_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>, RpcError> {
+    let mut checked: Vec<PathBuf> = Vec::new();
+    for (n, root) in roots.iter().enumerate() {
+        check_cwd(root).map_err(|err| {
+            let detail = err.message.trim_start_matches("cwd: ");
+            RpcError::invalid_params(format!("additionalDirectories[{n}]: {detail}"))
+        })?;
+        if !checked.contains(root) {
+            checked.push(root.clone());
+        }
+    }
+    Ok(checked)
 }
 
 fn check_cwd(cwd: &Path) -> Result<(), RpcError> {

@@ -152,6 +152,7 @@ impl SessionManager {
         &mut self,
         id: &str,
         cwd: PathBuf,
+        additional_directories: Vec<PathBuf>,
         client: ClientAbilities,
         mcp_servers: Vec<McpServerSpec>,
         replay: bool,
@@ -224,12 +225,15 @@ impl SessionManager {
             };
             let id = metadata.id.clone();
             let recorder = Recorder::start(open, metadata);
+            // The request's list is the complete one now (empty: none).
+            recorder.additional_directories(&additional_directories);
             if let Some(seen) = restored.cut_short {
                 super::record::end_cut_short_turn(&recorder, seen);
             }
             let start = SessionStart {
                 id,
                 cwd,
+                additional_directories,
                 client,
                 mcp_servers: servers,
                 settings,
@@ -261,6 +265,7 @@ impl SessionManager {
     pub fn create(
         &mut self,
         cwd: PathBuf,
+        additional_directories: Vec<PathBuf>,
         client: ClientAbilities,
         mcp_servers: Vec<McpServerSpec>,
     ) -> &SessionHandle {
@@ -275,6 +280,7 @@ impl SessionManager {
                 &self.shared.defaults.mode,
             );
             metadata.agent = self.agent.clone();
+            metadata.additional_directories = additional_directories.clone();
             match store.create(&metadata) {
                 Ok(open) => Some(Recorder::start(open, metadata)),
                 Err(err) => {
@@ -288,6 +294,7 @@ impl SessionManager {
         let start = SessionStart {
             id: id.clone(),
             cwd,
+            additional_directories,
             client,
             mcp_servers: servers,
             settings: Settings {

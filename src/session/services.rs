@@ -49,6 +49,12 @@ pub struct Shared {
 }
 
 impl Services {
+    /// Every directory the session's tools may reach: `cwd` first, then the
+    /// client's additional directories.
+    pub fn roots(&self) -> Vec<PathBuf> {
+        self.tool_context.allowed_roots()
+    }
+
     pub fn start(
         start: &mut SessionStart,
         shared: Shared,
@@ -72,6 +78,10 @@ impl Services {
         );
         record::remembered_permissions(recorder.as_ref(), &permissions);
         let mut tool_context = tool_context(&start.id, &start.cwd, start.client, &client);
+        // The file tools (and the shell's sandbox) confine to every root.
+        tool_context
+            .roots
+            .extend(start.additional_directories.iter().cloned());
         tool_context.settings.environment = Arc::clone(&shared.defaults.shell_environment);
         tool_context.settings.sensitive_files = Arc::clone(&shared.defaults.sensitive_files);
         let mcp_servers = std::mem::take(&mut start.mcp_servers);

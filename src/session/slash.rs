@@ -84,6 +84,7 @@ impl SessionActor {
             },
         }
         let (turn, journaled) = self.turn_context(false)?;
+        let roots = self.services.roots();
         let mut context = self.conversation.context.clone();
         let task_cancel = cancel;
         let task = tokio::spawn(async move {
@@ -141,6 +142,7 @@ impl SessionActor {
             ));
             if job.show {
                 text = context.report(fixed, &budget);
+                text.push_str(&roots_report(&roots));
             }
             emit(AgentEvent::AgentText(text));
             emit(AgentEvent::Usage {
@@ -161,4 +163,13 @@ impl SessionActor {
             journaled,
         })
     }
+}
+
+/// The workspace roots, for `/context`: what the file tools may reach.
+fn roots_report(roots: &[std::path::PathBuf]) -> String {
+    let mut out = String::from("\nWorkspace roots (the file tools stay inside these):");
+    for root in roots {
+        let _ = write!(out, "\n- {}", root.display());
+    }
+    out
 }

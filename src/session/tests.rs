@@ -51,6 +51,7 @@ async fn session() -> Fixture {
     let start = SessionStart {
         id: "s1".into(),
         cwd: std::env::temp_dir(),
+        additional_directories: Vec::new(),
         client: ClientAbilities::default(),
         mcp_servers: Vec::new(),
         settings: Settings {

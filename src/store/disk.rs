@@ -46,6 +46,10 @@ pub struct Metadata {
     /// The session this one was started from (a subagent's parent).
     #[serde(default)]
     pub parent_id: Option<String>,
+    /// Workspace roots besides `cwd` (ACP `additionalDirectories`), as last
+    /// activated; absent in sessions saved before they existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_directories: Vec<PathBuf>,
 }
 
 /// `metadata.json` as written: the format first, then the metadata.

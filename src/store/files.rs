@@ -29,6 +29,7 @@ impl Metadata {
             mode: mode.to_string(),
             permissions: BTreeMap::new(),
             parent_id: None,
+            additional_directories: Vec::new(),
         }
     }
 }

@@ -137,6 +137,14 @@ impl Recorder {
         }
     }
 
+    /// The workspace roots besides `cwd` a load or resume activated; saved
+    /// when they differ from the stored ones.
+    pub fn additional_directories(&self, roots: &[std::path::PathBuf]) {
+        if self.lock().additional_directories != roots {
+            self.update(|m| m.additional_directories = roots.to_vec());
+        }
+    }
+
     /// The "always" answers given so far, by tool name (true allows).
     pub fn permissions_remembered(&self, rules: BTreeMap<String, bool>) {
         self.update(|m| m.permissions = rules);

@@ -33,3 +33,4 @@ mod sessions;
 mod store_fixture;
 mod streaming;
 mod tools;
+mod workspace_roots;
