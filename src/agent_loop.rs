@@ -38,6 +38,8 @@ pub type JournalFn = Arc<dyn Fn(Journal) + Send + Sync>;
 pub struct TurnInput {
     pub provider: Arc<dyn Provider>,
     pub model: String,
+    /// The session's reasoning effort, where the model reasons.
+    pub reasoning: Option<crate::providers::Reasoning>,
     pub system: Option<String>,
     /// The conversation so far, ending with the user's new message.
     pub context: ContextManager,
@@ -116,6 +118,7 @@ pub async fn run_turn(
             tool_choice: ToolChoice::Auto,
             max_output_tokens: input.provider.config().max_output_tokens,
             context_window: Some(input.context_window),
+            reasoning: input.reasoning,
         };
         let call = call_model(
             &*input.provider,
@@ -780,6 +783,7 @@ mod tests {
         TurnInput {
             provider,
             model: "m".into(),
+            reasoning: None,
             system: Some("sys".into()),
             context: ContextManager::from_messages([Arc::new(Message::user_text("hi"))]),
             context_window: 100_000,

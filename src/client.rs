@@ -155,12 +155,15 @@ pub enum OptionCategory {
     Provider,
     Mode,
     Agent,
+    /// Reasoning effort.
+    ThoughtLevel,
 }
 
 pub const MODEL_OPTION: &str = "model";
 pub const AGENT_OPTION: &str = "agent";
 pub const PROVIDER_OPTION: &str = "provider";
 pub const MODE_OPTION: &str = "mode";
+pub const THOUGHT_OPTION: &str = "thought_level";
 
 /// The client capabilities tools can use instead of the local machine.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -42,6 +42,7 @@ use crate::mcp::{McpOptions, McpServerSpec};
 use crate::modes::ModeRegistry;
 use crate::permissions::Rule;
 use crate::permissions::patterns::PatternLists;
+use crate::providers::Reasoning;
 use crate::providers::settings::{ProviderSettings, Surroundings};
 use crate::tools::environment::EnvironmentPolicy;
 use crate::tools::sensitive::SensitiveFiles;
@@ -69,6 +70,8 @@ pub struct Config {
     pub max_turn_requests: u32,
     /// `[agent] first_token_notice_secs`: None when turned off (0).
     pub first_token_notice: Option<Duration>,
+    /// `[agent] thought_level`: the reasoning effort sessions start with.
+    pub thought_level: Reasoning,
     /// The mode sessions start in (`[agent] default_mode`).
     pub default_mode: String,
     /// The built-in modes and those of `[modes.ID]`.
@@ -109,6 +112,7 @@ impl Config {
             providers: BTreeMap::from([(provider.name.clone(), provider)]),
             max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
             first_token_notice: Some(DEFAULT_FIRST_TOKEN_NOTICE),
+            thought_level: Reasoning::default(),
             default_mode: crate::modes::DEFAULT_MODE.to_string(),
             modes: ModeRegistry::default(),
             permission_rules: Vec::new(),
@@ -254,6 +258,7 @@ fn compose(
         Some(0) => None,
         Some(secs) => Some(Duration::from_secs(secs)),
     };
+    let thought_level = thought_level(agent.thought_level.as_deref(), path)?;
     warnings.extend(unknown_chat_keys(&chat, path));
     let llm = llm::validate_llm(raw_llm, &chat, path, around, &mut warnings, &mut report)?;
     Ok(Config {
@@ -265,6 +270,7 @@ fn compose(
         providers: llm.providers,
         max_turn_requests,
         first_token_notice,
+        thought_level,
         default_mode,
         modes,
         permission_rules: permissions.rules,
@@ -277,6 +283,21 @@ fn compose(
         sensitive_files,
         warnings,
         report,
+    })
+}
+
+/// `[agent] thought_level`: one of the levels; off when not written.
+fn thought_level(written: Option<&str>, path: &Path) -> Result<Reasoning, ConfigError> {
+    let Some(written) = written else {
+        return Ok(Reasoning::default());
+    };
+    Reasoning::parse(written.trim()).ok_or_else(|| {
+        invalid(
+            path,
+            "agent.thought_level",
+            format!("is `{written}`"),
+            "Use one of off, low, medium, high (how hard reasoning models think; default off).",
+        )
     })
 }
 

@@ -241,6 +241,7 @@ pub fn config_options(options: &[SelectOption]) -> Vec<acp::SessionConfigOption>
             .category(match option.category {
                 OptionCategory::Model => acp::SessionConfigOptionCategory::Model,
                 OptionCategory::Mode => acp::SessionConfigOptionCategory::Mode,
+                OptionCategory::ThoughtLevel => acp::SessionConfigOptionCategory::ThoughtLevel,
                 // Not a category ACP defines; `_` names are free for extensions.
                 OptionCategory::Provider => {
                     acp::SessionConfigOptionCategory::Other("_provider".into())

@@ -67,6 +67,8 @@ pub struct RawAgent {
     /// Seconds without a first token before the client is told the turn
     /// is still alive (0: never).
     pub first_token_notice_secs: Option<u64>,
+    /// Reasoning effort sessions start with: off, low, medium or high.
+    pub thought_level: Option<String>,
 }
 
 /// `[context]`: how the conversation is kept within the model's window.

@@ -169,6 +169,7 @@ fn request(
         tool_choice: ToolChoice::None,
         max_output_tokens: Some(answer as u32),
         context_window: Some(budget.window),
+        reasoning: None,
     }
 }
 

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
+use super::Reasoning;
 use super::http::{WireFormat, model_list};
 use super::settings::ProviderSettings;
 use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder, text_at};
@@ -97,6 +98,17 @@ pub fn request_body(request: &ChatRequest, configured_max_tokens: Option<u32>) -
             ToolChoice::None => json!({ "type": "none" }),
             ToolChoice::Specific(name) => json!({ "type": "tool", "name": name }),
         };
+    }
+    // Extended thinking cannot be combined with a forced tool choice.
+    let free_choice = matches!(request.tool_choice, ToolChoice::Auto | ToolChoice::None);
+    if let Some(budget) = request.reasoning.and_then(Reasoning::thinking_budget)
+        && free_choice
+    {
+        body["thinking"] = json!({ "type": "enabled", "budget_tokens": budget });
+        // `max_tokens` counts the thinking too and must exceed its budget.
+        if max_tokens <= budget {
+            body["max_tokens"] = json!(budget + max_tokens);
+        }
     }
     body
 }
@@ -1004,6 +1016,7 @@ mod tests {
             tool_choice: ToolChoice::Auto,
             max_output_tokens: None,
             context_window: Some(1000),
+            reasoning: None,
         }
     }
 

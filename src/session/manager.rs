@@ -65,6 +65,8 @@ pub struct Defaults {
     pub agent: Option<String>,
     /// `[chat] system_prompt`.
     pub system_prompt: Option<String>,
+    /// `[agent] thought_level`.
+    pub thought_level: crate::providers::Reasoning,
 }
 
 impl Defaults {
@@ -89,6 +91,7 @@ impl Defaults {
             context: config.context,
             agent: config.default_agent.clone(),
             system_prompt: config.system_prompt.clone(),
+            thought_level: config.thought_level,
         })
     }
 }
@@ -222,6 +225,9 @@ impl SessionManager {
                 model: metadata.model.clone(),
                 mode: metadata.mode.clone(),
                 agent: metadata.agent.clone(),
+                thought_level: (metadata.thought_level.as_deref())
+                    .and_then(crate::providers::Reasoning::parse)
+                    .unwrap_or(defaults.thought_level),
             };
             let id = metadata.id.clone();
             let recorder = Recorder::start(open, metadata);
@@ -281,6 +287,7 @@ impl SessionManager {
             );
             metadata.agent = self.agent.clone();
             metadata.additional_directories = additional_directories.clone();
+            metadata.thought_level = Some(self.shared.defaults.thought_level.as_str().into());
             match store.create(&metadata) {
                 Ok(open) => Some(Recorder::start(open, metadata)),
                 Err(err) => {
@@ -302,6 +309,7 @@ impl SessionManager {
                 model: defaults.model.clone(),
                 mode: defaults.mode.clone(),
                 agent: defaults.agent.clone(),
+                thought_level: defaults.thought_level,
             },
             agent_restored: false,
             history: ContextManager::new(),

@@ -119,6 +119,7 @@ impl SessionActor {
             provider: &current.provider,
             model: &current.model,
             agent: current.agent.as_deref(),
+            thought_level: current.thought_level.as_str(),
         });
     }
 }

@@ -59,6 +59,7 @@ async fn session() -> Fixture {
             model: "test-model".into(),
             mode: "act".into(),
             agent: None,
+            thought_level: Default::default(),
         },
         agent_restored: false,
         history: ContextManager::new(),

@@ -126,6 +126,7 @@ impl TurnContext {
         });
         TurnInput {
             provider: self.provider,
+            reasoning: self.settings.reasoning(),
             model: self.settings.model,
             system: Some(system),
             context,

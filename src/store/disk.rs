@@ -50,6 +50,9 @@ pub struct Metadata {
     /// activated; absent in sessions saved before they existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub additional_directories: Vec<PathBuf>,
+    /// The reasoning effort chosen (`off`…`high`); absent: the config's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought_level: Option<String>,
 }
 
 /// `metadata.json` as written: the format first, then the metadata.

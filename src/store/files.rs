@@ -30,6 +30,7 @@ impl Metadata {
             permissions: BTreeMap::new(),
             parent_id: None,
             additional_directories: Vec::new(),
+            thought_level: None,
         }
     }
 }

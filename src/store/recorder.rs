@@ -43,6 +43,7 @@ pub struct Settings<'a> {
     pub provider: &'a str,
     pub model: &'a str,
     pub agent: Option<&'a str>,
+    pub thought_level: &'a str,
 }
 
 /// The session got its title: the client is told with this.
@@ -127,12 +128,14 @@ impl Recorder {
                 model: now.model.to_string(),
             });
         }
-        if mode_changed || model_changed || saved.agent.as_deref() != now.agent {
+        let thought_changed = saved.thought_level.as_deref() != Some(now.thought_level);
+        if mode_changed || model_changed || thought_changed || saved.agent.as_deref() != now.agent {
             self.update(|m| {
                 m.mode = now.mode.to_string();
                 m.provider = now.provider.to_string();
                 m.model = now.model.to_string();
                 m.agent = now.agent.map(str::to_string);
+                m.thought_level = Some(now.thought_level.to_string());
             });
         }
     }
@@ -338,7 +341,8 @@ mod tests {
     fn recording(id: &str) -> (tempfile::TempDir, Store, Recorder) {
         let data = tempfile::tempdir().unwrap();
         let store = Store::new(data.path());
-        let metadata = Metadata::new(id, PathBuf::from("/p"), "prov", "model", "act");
+        let mut metadata = Metadata::new(id, PathBuf::from("/p"), "prov", "model", "act");
+        metadata.thought_level = Some("off".into());
         let open = store.create(&metadata).unwrap();
         (data, store, Recorder::start(open, metadata))
     }
@@ -383,6 +387,7 @@ mod tests {
             provider: "prov",
             model,
             agent,
+            thought_level: "off",
         };
         recorder.prompt(&Message::user_text("first"));
         assert_eq!(recorder.prompt(&Message::user_text("second")), None);

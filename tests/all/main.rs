@@ -29,6 +29,7 @@ mod provider_errors;
 mod provider_types;
 mod providers;
 mod real_llm;
+mod reasoning;
 mod sessions;
 mod store_fixture;
 mod streaming;

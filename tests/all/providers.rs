@@ -65,6 +65,7 @@ fn request(tools: bool) -> ChatRequest {
         tool_choice: ToolChoice::Auto,
         max_output_tokens: None,
         context_window: Some(4096),
+        reasoning: None,
     }
 }
 
