@@ -40,6 +40,8 @@ pub struct TurnInput {
     pub model: String,
     /// The session's reasoning effort, where the model reasons.
     pub reasoning: Option<crate::providers::Reasoning>,
+    /// Prices the model's calls, where the config has its price.
+    pub cost: Option<crate::providers::pricing::CostMeter>,
     pub system: Option<String>,
     /// The conversation so far, ending with the user's new message.
     pub context: ContextManager,
@@ -126,6 +128,7 @@ pub async fn run_turn(
             &input.cancel,
             input.context_window,
             input.first_token_notice,
+            input.cost.as_ref(),
             emit,
         )
         .await;
@@ -133,6 +136,7 @@ pub async fn run_turn(
             let total = usage_total.get_or_insert_with(Usage::default);
             total.prompt_tokens += usage.prompt_tokens;
             total.completion_tokens += usage.completion_tokens;
+            total.cached_prompt_tokens += usage.cached_prompt_tokens;
             tracing::debug!(
                 estimated = context.estimator.tokens(request_chars),
                 reported = usage.prompt_tokens,
@@ -345,6 +349,7 @@ async fn run_tools(
                 provider_id,
                 info: ToolCallInfo {
                     id: format!("call-{}", uuid::Uuid::new_v4().simple()),
+                    name: name.clone(),
                     title,
                     kind,
                     raw_input,
@@ -408,6 +413,7 @@ async fn run_tools(
                 Ok((tool, arguments)) => {
                     emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
                         id: call.info.id.clone(),
+                        name: call.info.name.clone(),
                         status: ToolStatus::InProgress,
                         content: Vec::new(),
                         locations: Vec::new(),
@@ -420,6 +426,7 @@ async fn run_tools(
                     let in_progress = |content| {
                         emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
                             id: call.info.id.clone(),
+                            name: call.info.name.clone(),
                             status: ToolStatus::InProgress,
                             content,
                             locations: Vec::new(),
@@ -461,6 +468,7 @@ fn finish_call(
         Ok(output) => (
             ToolCallProgress {
                 id: call.info.id.clone(),
+                name: call.info.name.clone(),
                 status: ToolStatus::Completed,
                 content: output.content,
                 locations: output.locations,
@@ -474,6 +482,7 @@ fn finish_call(
             (
                 ToolCallProgress {
                     id: call.info.id.clone(),
+                    name: call.info.name.clone(),
                     status: ToolStatus::Failed,
                     content: vec![ToolContent::Text(message.clone())],
                     locations: Vec::new(),
@@ -511,6 +520,7 @@ async fn call_model(
     cancel: &CancellationToken,
     context_window: u64,
     first_token_notice: Option<Duration>,
+    meter: Option<&crate::providers::pricing::CostMeter>,
     emit: &(dyn Fn(AgentEvent) + Send + Sync),
 ) -> CallResult {
     let mut builder = AssistantBuilder::default();
@@ -574,9 +584,14 @@ async fn call_model(
                 ProviderEvent::ToolCallEnd { .. } => {}
                 ProviderEvent::Usage(reported) => {
                     usage = Some(reported);
+                    let cost = meter.map(|meter| {
+                        let (amount, currency) = meter.charge(&reported);
+                        crate::events::Cost { amount, currency }
+                    });
                     emit(AgentEvent::Usage {
                         used: reported.prompt_tokens + reported.completion_tokens,
                         size: context_window,
+                        cost,
                     });
                 }
                 ProviderEvent::Finish(reason) => finish = Some(reason),
@@ -784,6 +799,7 @@ mod tests {
             provider,
             model: "m".into(),
             reasoning: None,
+            cost: None,
             system: Some("sys".into()),
             context: ContextManager::from_messages([Arc::new(Message::user_text("hi"))]),
             context_window: 100_000,
@@ -865,6 +881,7 @@ mod tests {
                 Ok(ProviderEvent::Usage(Usage {
                     prompt_tokens: 10,
                     completion_tokens: 2,
+                    cached_prompt_tokens: 0,
                 })),
             ],
             false,
@@ -883,7 +900,8 @@ mod tests {
                 AgentEvent::AgentText("lo".into()),
                 AgentEvent::Usage {
                     used: 12,
-                    size: 100_000
+                    size: 100_000,
+                    cost: None,
                 },
             ]
         );

@@ -22,6 +22,7 @@ mod mcp;
 mod modes;
 mod overrides;
 mod permissions;
+mod prices;
 pub mod raw;
 mod references;
 mod report;
@@ -72,6 +73,8 @@ pub struct Config {
     pub first_token_notice: Option<Duration>,
     /// `[agent] thought_level`: the reasoning effort sessions start with.
     pub thought_level: Reasoning,
+    /// `[prices.MODEL]`: token prices by model.
+    pub prices: crate::providers::pricing::PriceTable,
     /// The mode sessions start in (`[agent] default_mode`).
     pub default_mode: String,
     /// The built-in modes and those of `[modes.ID]`.
@@ -113,6 +116,7 @@ impl Config {
             max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
             first_token_notice: Some(DEFAULT_FIRST_TOKEN_NOTICE),
             thought_level: Reasoning::default(),
+            prices: Default::default(),
             default_mode: crate::modes::DEFAULT_MODE.to_string(),
             modes: ModeRegistry::default(),
             permission_rules: Vec::new(),
@@ -259,6 +263,7 @@ fn compose(
         Some(secs) => Some(Duration::from_secs(secs)),
     };
     let thought_level = thought_level(agent.thought_level.as_deref(), path)?;
+    let prices = prices::validate_prices(raw.prices.unwrap_or_default(), path)?;
     warnings.extend(unknown_chat_keys(&chat, path));
     let llm = llm::validate_llm(raw_llm, &chat, path, around, &mut warnings, &mut report)?;
     Ok(Config {
@@ -271,6 +276,7 @@ fn compose(
         max_turn_requests,
         first_token_notice,
         thought_level,
+        prices,
         default_mode,
         modes,
         permission_rules: permissions.rules,

@@ -12,10 +12,12 @@ use serde_json::Value;
 pub enum AgentEvent {
     AgentText(String),
     Thought(String),
-    /// Tokens in use after a call, and the window they live in.
+    /// Tokens in use after a call, and the window they live in; with the
+    /// session's spending so far where the config prices the model.
     Usage {
         used: u64,
         size: u64,
+        cost: Option<Cost>,
     },
     /// The model asked for a tool (ACP `tool_call`, pending).
     ToolCall(ToolCallInfo),
@@ -29,6 +31,8 @@ pub enum AgentEvent {
 pub struct ToolCallInfo {
     /// Unique within the session (providers' own ids may repeat across turns).
     pub id: String,
+    /// The tool's programmatic name (as the model called it).
+    pub name: String,
     pub title: String,
     pub kind: ToolKind,
     pub raw_input: Value,
@@ -46,10 +50,20 @@ pub enum ToolStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallProgress {
     pub id: String,
+    /// The tool's name, repeated so a client that joins late still knows it.
+    pub name: String,
     pub status: ToolStatus,
     pub content: Vec<ToolContent>,
     pub locations: Vec<Location>,
     pub raw_output: Option<Value>,
+}
+
+/// Money (or credits) spent so far.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cost {
+    pub amount: f64,
+    /// ISO 4217 code ("USD") or another unit ("credits").
+    pub currency: String,
 }
 
 /// Why a turn ended.

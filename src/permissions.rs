@@ -454,6 +454,7 @@ mod tests {
     fn call_of(tool: &dyn Tool, input: Value) -> ToolCallInfo {
         ToolCallInfo {
             id: "c".into(),
+            name: "shell".into(),
             title: tool.title(&input),
             kind: tool.kind(),
             locations: Vec::new(),
@@ -576,6 +577,7 @@ mod tests {
         let ctx = ToolContext::local(std::env::temp_dir());
         let call = ToolCallInfo {
             id: "c".into(),
+            name: "shell".into(),
             title: tool.title(&input),
             kind: tool.kind(),
             locations: tool.locations(&input, &ctx),
@@ -826,6 +828,7 @@ mod tests {
         let tool = registry.get("shell").unwrap();
         let call = ToolCallInfo {
             id: "c".into(),
+            name: "shell".into(),
             title: "Run ls".into(),
             kind: tool.kind(),
             locations: Vec::new(),

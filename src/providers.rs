@@ -10,6 +10,7 @@ pub mod http;
 pub mod known_models;
 pub mod ollama;
 pub mod openai;
+pub mod pricing;
 pub mod reasoning;
 pub mod retry;
 pub mod settings;
@@ -66,6 +67,10 @@ pub struct ChatRequest {
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// The part of `prompt_tokens` read from the provider's prompt cache
+    /// (priced apart), where the provider says.
+    #[serde(default)]
+    pub cached_prompt_tokens: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -404,6 +404,7 @@ mod tests {
     async fn permission_questions_offer_the_four_choices_and_read_the_answer() {
         let call = ToolCallInfo {
             id: "c1".into(),
+            name: "shell".into(),
             title: "Run ls".into(),
             kind: ToolKind::Execute,
             locations: Vec::new(),

@@ -20,9 +20,12 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
         Update::Agent(AgentEvent::Thought(text)) => {
             acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(text_block(text)))
         }
-        Update::Agent(AgentEvent::Usage { used, size }) => {
-            acp::SessionUpdate::UsageUpdate(acp::UsageUpdate::new(*used, *size))
-        }
+        Update::Agent(AgentEvent::Usage { used, size, cost }) => acp::SessionUpdate::UsageUpdate(
+            acp::UsageUpdate::new(*used, *size).cost(
+                cost.as_ref()
+                    .map(|cost| acp::Cost::new(cost.amount, cost.currency.clone())),
+            ),
+        ),
         Update::Agent(AgentEvent::ToolCall(call)) => acp::SessionUpdate::ToolCall(tool_call(call)),
         Update::Agent(AgentEvent::ToolCallUpdate(progress)) => {
             acp::SessionUpdate::ToolCallUpdate(tool_call_update(progress))
@@ -75,6 +78,7 @@ pub fn mode_state(options: &[SelectOption]) -> Option<acp::SessionModeState> {
 
 pub fn tool_call(call: &ToolCallInfo) -> acp::ToolCall {
     acp::ToolCall::new(call.id.clone(), call.title.clone())
+        .name((!call.name.is_empty()).then(|| call.name.clone()))
         .kind(tool_kind(call.kind))
         .status(acp::ToolCallStatus::Pending)
         .locations(call.locations.iter().map(location).collect())
@@ -135,6 +139,9 @@ pub fn tool_call_update(progress: &ToolCallProgress) -> acp::ToolCallUpdate {
     }
     if let Some(raw) = &progress.raw_output {
         fields = fields.raw_output(raw.clone());
+    }
+    if !progress.name.is_empty() {
+        fields = fields.name(progress.name.clone());
     }
     acp::ToolCallUpdate::new(progress.id.clone(), fields)
 }
@@ -284,6 +291,7 @@ pub fn turn_usage(usage: Usage) -> acp::Usage {
         usage.prompt_tokens,
         usage.completion_tokens,
     )
+    .cached_read_tokens((usage.cached_prompt_tokens > 0).then_some(usage.cached_prompt_tokens))
 }
 
 pub fn stop_reason(reason: StopReason) -> acp::StopReason {
@@ -365,8 +373,20 @@ mod tests {
                 Update::Agent(AgentEvent::Usage {
                     used: 120,
                     size: 8192,
+                    cost: None,
                 }),
                 json!({"sessionUpdate":"usage_update","used":120,"size":8192}),
+            ),
+            (
+                Update::Agent(AgentEvent::Usage {
+                    used: 120,
+                    size: 8192,
+                    cost: Some(crate::events::Cost {
+                        amount: 0.25,
+                        currency: "USD".into(),
+                    }),
+                }),
+                json!({"sessionUpdate":"usage_update","used":120,"size":8192,"cost":{"amount":0.25,"currency":"USD"}}),
             ),
             (
                 Update::AvailableCommands(vec![

@@ -22,6 +22,8 @@ pub struct RawConfig {
     pub sensitive_files: Option<RawSensitiveFiles>,
     /// `[acp]`: how the Crucible TUI hosts ACP agents (this agent is one).
     pub acp: Option<RawAcp>,
+    /// `[prices.MODEL]`: token prices, for the cost sessions report.
+    pub prices: Option<BTreeMap<String, super::prices::RawPrice>>,
     /// Other top-level tables belong to the rest of Crucible.
     #[serde(flatten)]
     pub other: BTreeMap<String, toml::Value>,

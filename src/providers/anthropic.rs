@@ -230,6 +230,7 @@ pub struct StreamDecoder {
     usage_seen: bool,
     usage_sent: bool,
     prompt_tokens: u64,
+    cached_prompt_tokens: u64,
     completion_tokens: u64,
     /// Open blocks by the server's `index`; blocks may interleave.
     blocks: BTreeMap<usize, Block>,
@@ -255,6 +256,7 @@ impl WireDecoder for StreamDecoder {
                 if let Some(usage) = value.pointer("/message/usage") {
                     self.usage_seen = true;
                     self.prompt_tokens = prompt_tokens(usage);
+                    self.cached_prompt_tokens = count(usage, "cache_read_input_tokens");
                     self.completion_tokens = count(usage, "output_tokens");
                 }
             }
@@ -302,6 +304,7 @@ impl StreamDecoder {
             }
             if count(usage, "input_tokens") > 0 {
                 self.prompt_tokens = prompt_tokens(usage);
+                self.cached_prompt_tokens = count(usage, "cache_read_input_tokens");
             }
         }
         if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
@@ -417,6 +420,7 @@ impl StreamDecoder {
             out.push(ProviderEvent::Usage(Usage {
                 prompt_tokens: self.prompt_tokens,
                 completion_tokens: self.completion_tokens,
+                cached_prompt_tokens: self.cached_prompt_tokens,
             }));
         }
     }
@@ -632,6 +636,7 @@ mod tests {
         Some(Usage {
             prompt_tokens,
             completion_tokens,
+            cached_prompt_tokens: 0,
         })
     }
 
@@ -959,7 +964,12 @@ mod tests {
                 Ok(call_start(0, "a", "ls")),
                 Ok(ProviderEvent::ToolCallEnd { index: 0 }),
                 Ok(ProviderEvent::Finish(FinishReason::Length)),
-                Ok(usage_event(105, 2)),
+                // Cache reads count in the prompt, and apart for pricing.
+                Ok(ProviderEvent::Usage(Usage {
+                    prompt_tokens: 105,
+                    completion_tokens: 2,
+                    cached_prompt_tokens: 100,
+                })),
             ]
         );
     }

@@ -277,6 +277,7 @@ impl StreamDecoder {
         out.push(ProviderEvent::Usage(Usage {
             prompt_tokens: count("prompt_eval_count"),
             completion_tokens: count("eval_count"),
+            cached_prompt_tokens: 0,
         }));
     }
 
@@ -459,6 +460,7 @@ mod tests {
         Some(Usage {
             prompt_tokens,
             completion_tokens,
+            cached_prompt_tokens: 0,
         })
     }
 

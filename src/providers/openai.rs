@@ -226,6 +226,9 @@ impl WireDecoder for StreamDecoder {
             out.push(ProviderEvent::Usage(Usage {
                 prompt_tokens: count("prompt_tokens"),
                 completion_tokens: count("completion_tokens"),
+                cached_prompt_tokens: (usage.pointer("/prompt_tokens_details/cached_tokens"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
             }));
         }
         out.into_iter().map(Ok).collect()

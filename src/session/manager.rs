@@ -67,6 +67,8 @@ pub struct Defaults {
     pub system_prompt: Option<String>,
     /// `[agent] thought_level`.
     pub thought_level: crate::providers::Reasoning,
+    /// `[prices.MODEL]`.
+    pub prices: crate::providers::pricing::PriceTable,
 }
 
 impl Defaults {
@@ -92,6 +94,7 @@ impl Defaults {
             agent: config.default_agent.clone(),
             system_prompt: config.system_prompt.clone(),
             thought_level: config.thought_level,
+            prices: config.prices.clone(),
         })
     }
 }

@@ -16,6 +16,7 @@ use crate::modes::ModePolicy;
 use crate::permissions::patterns::our_tool_name;
 use crate::permissions::{Decision, Rule, RuleScope, SessionPermissions};
 use crate::providers::Providers;
+use crate::providers::pricing::Spending;
 use crate::store::Recorder;
 use crate::tools::{ClientFs, ClientTerminal, LocalFs, ToolContext, ToolRegistry};
 
@@ -38,6 +39,8 @@ pub(super) struct Services {
     pub tool_context: ToolContext,
     pub permissions: Arc<SessionPermissions>,
     pub mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
+    /// What the session's model calls cost so far (where they are priced).
+    pub spending: Spending,
 }
 
 /// What every session shares: the manager hands each one a clone.
@@ -99,6 +102,7 @@ impl Services {
             tool_context,
             permissions,
             mailbox,
+            spending: Spending::default(),
         }
     }
 }

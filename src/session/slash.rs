@@ -145,9 +145,14 @@ impl SessionActor {
                 text.push_str(&roots_report(&roots));
             }
             emit(AgentEvent::AgentText(text));
+            let cost = ready.cost.as_ref().map(|meter| {
+                let (amount, currency) = meter.so_far();
+                crate::events::Cost { amount, currency }
+            });
             emit(AgentEvent::Usage {
                 used: fixed + context.tokens(),
                 size: budget.window,
+                cost,
             });
             TurnOutcome {
                 new_messages: Vec::new(),

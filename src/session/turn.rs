@@ -24,6 +24,7 @@ use crate::model::{Message, Part, Role};
 use crate::modes::ModePolicy;
 use crate::permissions::PermissionGate;
 use crate::prompt::{PromptLayers, PromptVars};
+use crate::providers::pricing::{CostMeter, price_of};
 use crate::providers::{FALLBACK_CONTEXT_WINDOW, Provider, ProviderError, Providers};
 use crate::tools::{ToolContext, ToolRegistry};
 
@@ -65,6 +66,8 @@ pub(super) struct TurnContext {
     cwd: PathBuf,
     tool_context: ToolContext,
     permissions: Arc<dyn PermissionGate>,
+    /// Prices the model's calls, where the config has its price.
+    cost: Option<CostMeter>,
     /// Saves finished rounds and context operations at once, and keeps them.
     pub journal: JournalFn,
 }
@@ -127,6 +130,7 @@ impl TurnContext {
         TurnInput {
             provider: self.provider,
             reasoning: self.settings.reasoning(),
+            cost: self.cost,
             model: self.settings.model,
             system: Some(system),
             context,
@@ -153,6 +157,7 @@ impl SessionActor {
         turn: bool,
     ) -> Result<(TurnContext, Journaled), SessionError> {
         let settings = self.settings.current.clone();
+        let settings_model = settings.model.clone();
         let Some(provider) = self.services.providers.get(&settings.provider) else {
             return Err(SessionError::Provider(ProviderError::Setup {
                 provider: settings.provider.clone(),
@@ -187,6 +192,10 @@ impl SessionActor {
             cwd: services.cwd.clone(),
             tool_context: services.tool_context.clone(),
             permissions: Arc::clone(&services.permissions) as Arc<dyn PermissionGate>,
+            cost: price_of(&services.defaults.prices, &settings_model).map(|price| CostMeter {
+                price: price.clone(),
+                spending: services.spending.clone(),
+            }),
             journal: self.journal(Arc::clone(&journaled)),
         };
         Ok((context, journaled))

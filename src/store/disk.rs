@@ -155,6 +155,8 @@ mirrored_struct! {
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
     pub struct ToolCall = events::ToolCallInfo {
         id: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        name: String,
         title: String,
         kind: ToolKind,
         raw_input: Value,
@@ -166,6 +168,8 @@ mirrored_struct! {
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
     pub struct ToolCallProgress = events::ToolCallProgress {
         id: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        name: String,
         status: ToolStatus,
         content: Vec<ToolContent>,
         locations: Vec<Location>,

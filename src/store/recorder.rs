@@ -358,7 +358,14 @@ mod tests {
         for piece in ["a", "b", "c"] {
             sink.send("s1", Update::Agent(AgentEvent::AgentText(piece.into())));
         }
-        sink.send("s1", Update::Agent(AgentEvent::Usage { used: 1, size: 2 }));
+        sink.send(
+            "s1",
+            Update::Agent(AgentEvent::Usage {
+                used: 1,
+                size: 2,
+                cost: None,
+            }),
+        );
         sink.send("s1", Update::CurrentMode("auto".into()));
         sink.send("other", Update::Agent(AgentEvent::AgentText("no".into())));
         recorder.close().await;

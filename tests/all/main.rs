@@ -12,6 +12,8 @@ mod support;
 
 mod architecture;
 
+mod acp_fields;
+
 mod cancel;
 mod cli;
 mod commands;

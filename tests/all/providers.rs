@@ -180,6 +180,7 @@ fn usage(prompt_tokens: u64, completion_tokens: u64) -> Vec<Usage> {
     vec![Usage {
         prompt_tokens,
         completion_tokens,
+        cached_prompt_tokens: 0,
     }]
 }
 
