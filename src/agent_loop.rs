@@ -13,7 +13,8 @@ use tokio_util::sync::CancellationToken;
 use crate::context::compact::{self, CompactError};
 use crate::context::{self, ContextBudget, ContextManager, ContextOp, ContextSettings};
 use crate::events::{
-    AgentEvent, StopReason, ToolCallInfo, ToolCallProgress, ToolContent, ToolKind, ToolStatus,
+    AgentEvent, Compaction, CompactionOutcome, StopReason, ToolCallInfo, ToolCallProgress,
+    ToolContent, ToolKind, ToolStatus,
 };
 use crate::model::{Message, Part, Role};
 use crate::permissions::{Permission, PermissionGate};
@@ -76,6 +77,11 @@ pub struct TurnOutcome {
     pub context: ContextManager,
     /// Compactions and drops made during the turn, in order (for a store).
     pub context_ops: Vec<ContextOp>,
+}
+
+/// A compaction's id, unique in the session.
+pub fn compaction_id() -> String {
+    format!("compaction-{}", uuid::Uuid::new_v4().simple())
 }
 
 pub async fn run_turn(
@@ -256,33 +262,61 @@ async fn fit(
     }
     let keep = input.context_settings.keep_recent_turns;
     if let Some(entries) = compact::compactable(context, keep) {
-        emit(AgentEvent::Thought(format!(
-            "Context at ~{used} of {} tokens (compaction at {}): summarizing {entries} earlier entries…\n",
-            budget.window,
-            budget.compact_at()
-        )));
+        let id = compaction_id();
+        emit(AgentEvent::Compaction(Compaction::Started {
+            id: id.clone(),
+            thought: Some(format!(
+                "Context at ~{used} of {} tokens (compaction at {}): summarizing {entries} earlier entries…\n",
+                budget.window,
+                budget.compact_at()
+            )),
+        }));
+        let on_text = |text: &str| {
+            emit(AgentEvent::Compaction(Compaction::SummaryChunk {
+                id: id.clone(),
+                text: text.to_string(),
+            }))
+        };
+        let wanted = compact::SummaryWanted {
+            focus: None,
+            on_text: &on_text,
+        };
         let compacted = compact::compact(
             context,
             entries,
             &*input.provider,
             &input.model,
-            None,
+            wanted,
             budget,
             &input.cancel,
         )
         .await;
+        let ended = |outcome, thought| {
+            emit(AgentEvent::Compaction(Compaction::Ended {
+                id: id.clone(),
+                outcome,
+                thought,
+            }))
+        };
         match compacted {
             Ok(compact::Compacted { op, report }) => {
-                emit(AgentEvent::Thought(format!("{report}\n")));
+                ended(CompactionOutcome::Completed, Some(format!("{report}\n")));
                 journal(input, Journal::Op(op.clone()));
                 ops.push(op);
             }
             // The call that follows sees the cancel and sends nothing.
-            Err(CompactError::Cancelled) => return Ok(()),
-            Err(CompactError::Apply(err)) => {
-                tracing::warn!(%err, "compaction could not be applied")
+            Err(CompactError::Cancelled) => {
+                ended(CompactionOutcome::Cancelled, None);
+                return Ok(());
             }
-            Err(err) => emit(AgentEvent::Thought(format!("{err}\n"))),
+            Err(CompactError::Apply(err)) => {
+                tracing::warn!(%err, "compaction could not be applied");
+                ended(CompactionOutcome::Failed(err.to_string()), None);
+            }
+            Err(err) => ended(
+                CompactionOutcome::Failed(err.to_string()),
+                Some(format!("{err}\n")),
+            ),
         }
     }
     let room = budget.limit().saturating_sub(fixed);
@@ -525,7 +559,15 @@ async fn call_model(
 ) -> CallResult {
     let mut builder = AssistantBuilder::default();
     let mut usage = None;
-    let notify = |notice: retry::RetryNotice| emit(AgentEvent::Thought(notice.message()));
+    let notify = |notice: retry::RetryNotice| {
+        let thought = notice.message();
+        emit(AgentEvent::Notice(crate::events::Notice {
+            severity: crate::events::Severity::Warning,
+            title: format!("Provider `{}` failed; retrying", notice.provider),
+            detail: Some(thought.trim().to_string()),
+            thought,
+        }))
+    };
     let mut waiting = FirstTokenWait::new(first_token_notice);
     let start = retry::start_stream(provider, &request, &notify);
     tokio::pin!(start);
@@ -1208,7 +1250,8 @@ mod tests {
             .unwrap()
             .into_iter()
             .filter_map(|e| match e {
-                AgentEvent::Thought(t) => Some(t),
+                // What a client without compaction updates is shown.
+                AgentEvent::Compaction(Compaction::Started { thought, .. }) => thought,
                 _ => None,
             })
             .collect();
@@ -1261,10 +1304,12 @@ mod tests {
         let start = turn.context.clone();
         let journal = journaled(&mut turn);
         let texts = Mutex::new(String::new());
-        let outcome = run_turn(turn, &|e| {
-            if let AgentEvent::AgentText(t) | AgentEvent::Thought(t) = e {
-                texts.lock().unwrap().push_str(&t)
-            }
+        let outcome = run_turn(turn, &|e| match e {
+            AgentEvent::AgentText(t)
+            | AgentEvent::Compaction(Compaction::Ended {
+                thought: Some(t), ..
+            }) => texts.lock().unwrap().push_str(&t),
+            _ => {}
         })
         .await;
         assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);

@@ -171,6 +171,10 @@ pub struct ClientAbilities {
     pub read_text_file: bool,
     pub write_text_file: bool,
     pub terminal: bool,
+    /// Shows notices (ACP `session.notices`); else they go out as thoughts.
+    pub notices: bool,
+    /// Shows compactions (ACP `session.compaction`).
+    pub compaction: bool,
 }
 
 /// The user's answer to one permission request.

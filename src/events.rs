@@ -19,6 +19,13 @@ pub enum AgentEvent {
         size: u64,
         cost: Option<Cost>,
     },
+    /// Something the user should hear of outside the conversation (ACP
+    /// `notice` where the client takes them, a thought elsewhere).
+    Notice(Notice),
+    /// A compaction's start, streamed summary and end (ACP
+    /// `compaction_update` / `compaction_summary_chunk` where the client
+    /// takes them).
+    Compaction(Compaction),
     /// The model asked for a tool (ACP `tool_call`, pending).
     ToolCall(ToolCallInfo),
     /// A tool call started, finished or failed (ACP `tool_call_update`).
@@ -56,6 +63,51 @@ pub struct ToolCallProgress {
     pub content: Vec<ToolContent>,
     pub locations: Vec<Location>,
     pub raw_output: Option<Value>,
+}
+
+/// A live message for the user: a retry wait, an MCP server down, a
+/// session that cannot be saved. Not part of the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub severity: Severity,
+    /// Stands alone, plain text.
+    pub title: String,
+    pub detail: Option<String>,
+    /// What a client that takes no notices is shown instead, as a thought.
+    pub thought: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+/// One step of a compaction, named by its id (unique in the session).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Compaction {
+    /// `thought`: what a client without compaction updates is told instead.
+    Started {
+        id: String,
+        thought: Option<String>,
+    },
+    SummaryChunk {
+        id: String,
+        text: String,
+    },
+    Ended {
+        id: String,
+        outcome: CompactionOutcome,
+        thought: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompactionOutcome {
+    Completed,
+    Failed(String),
+    Cancelled,
 }
 
 /// Money (or credits) spent so far.

@@ -4,6 +4,7 @@
 //! turn (one at a time, with its cancellation token). Everything else talks
 //! to it through its mailbox, so sessions never lock or block each other.
 
+mod live;
 pub mod manager;
 mod prompts;
 mod record;
@@ -32,7 +33,7 @@ use turn::RunningTurn;
 
 use crate::client::{ClientAbilities, CommandInfo, MODE_OPTION, SelectOption, Update};
 use crate::context::ContextManager;
-use crate::events::StopReason;
+use crate::events::{AgentEvent, Notice, StopReason};
 use crate::mcp::McpServerSpec;
 use crate::model::Part;
 use crate::providers::{ModelInfo, ProviderError, Usage};
@@ -136,6 +137,9 @@ pub struct SessionStart {
     pub history: ContextManager,
     /// Where the session is saved; None keeps it in memory only.
     pub recorder: Option<Recorder>,
+    /// Problems with the saved session (it cannot be saved, a setting it
+    /// was saved with is gone), told once the client has the session.
+    pub notices: Vec<Notice>,
 }
 
 /// The session manager's handle on an actor.
@@ -213,6 +217,9 @@ impl SessionActor {
                 in_turn: false,
             },
         };
+        for notice in std::mem::take(&mut start.notices) {
+            actor.send(Update::Agent(AgentEvent::Notice(notice)));
+        }
         if let Some(name) = agent {
             if start.agent_restored {
                 actor.restore_agent(&name);
@@ -229,6 +236,9 @@ impl SessionActor {
     /// waits for the next turn when the client cannot take it now. Of the
     /// waiting state updates only the newest of each kind is kept.
     fn send(&mut self, update: Update) {
+        let Some(update) = live::for_client(update, self.services.abilities) else {
+            return;
+        };
         let conversation = &mut self.conversation;
         match conversation.held.as_mut() {
             Some(held) if !conversation.in_turn => {

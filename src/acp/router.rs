@@ -26,6 +26,8 @@ pub struct ClientInfo {
     pub read_text_file: bool,
     pub write_text_file: bool,
     pub terminal: bool,
+    pub notices: bool,
+    pub compaction: bool,
     pub name: Option<String>,
 }
 
@@ -174,6 +176,11 @@ impl Router {
             read_text_file: caps.fs.read_text_file,
             write_text_file: caps.fs.write_text_file,
             terminal: caps.terminal,
+            notices: caps.session.as_ref().is_some_and(|s| s.notices.is_some()),
+            compaction: caps
+                .session
+                .as_ref()
+                .is_some_and(|s| s.compaction.is_some()),
             name: request.client_info.as_ref().map(|info| info.name.clone()),
         });
         tracing::info!(client = ?self.client, requested = %request.protocol_version, "initialize");
@@ -228,6 +235,8 @@ impl Router {
                 read_text_file: info.read_text_file,
                 write_text_file: info.write_text_file,
                 terminal: info.terminal,
+                notices: info.notices,
+                compaction: info.compaction,
             })
             .unwrap_or_default()
     }

@@ -6,8 +6,8 @@ use agent_client_protocol_schema::v1 as acp;
 
 use crate::client::{CommandInfo, OptionCategory, PermissionChoice, SelectOption, Update};
 use crate::events::{
-    AgentEvent, Location, StopReason, TodoItem, TodoPriority, TodoStatus, ToolCallInfo,
-    ToolCallProgress, ToolContent, ToolKind, ToolStatus,
+    AgentEvent, Compaction, CompactionOutcome, Location, Severity, StopReason, TodoItem,
+    TodoPriority, TodoStatus, ToolCallInfo, ToolCallProgress, ToolContent, ToolKind, ToolStatus,
 };
 use crate::model::Part;
 use crate::providers::Usage;
@@ -31,6 +31,18 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
             acp::SessionUpdate::ToolCallUpdate(tool_call_update(progress))
         }
         Update::Agent(AgentEvent::Plan(todos)) => acp::SessionUpdate::Plan(plan(todos)),
+        Update::Agent(AgentEvent::Notice(notice)) => acp::SessionUpdate::Notice(
+            acp::Notice::new(
+                match notice.severity {
+                    Severity::Info => acp::NoticeSeverity::Info,
+                    Severity::Warning => acp::NoticeSeverity::Warning,
+                    Severity::Error => acp::NoticeSeverity::Error,
+                },
+                notice.title.clone(),
+            )
+            .description(notice.detail.clone()),
+        ),
+        Update::Agent(AgentEvent::Compaction(step)) => compaction(step),
         Update::ConfigOptions(options) => acp::SessionUpdate::ConfigOptionUpdate(
             acp::ConfigOptionUpdate::new(config_options(options)),
         ),
@@ -60,6 +72,27 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
 
 /// ACP's `modes` view of the session's `mode` option, for clients that
 /// predate config options.
+fn compaction(step: &Compaction) -> acp::SessionUpdate {
+    let update = |id: &str, status| acp::CompactionUpdate::new(id.to_string(), status);
+    match step {
+        Compaction::Started { id, .. } => {
+            acp::SessionUpdate::CompactionUpdate(update(id, acp::CompactionStatus::InProgress))
+        }
+        Compaction::SummaryChunk { id, text } => acp::SessionUpdate::CompactionSummaryChunk(
+            acp::CompactionSummaryChunk::new(id.to_string(), text_block(text)),
+        ),
+        Compaction::Ended { id, outcome, .. } => {
+            acp::SessionUpdate::CompactionUpdate(match outcome {
+                CompactionOutcome::Completed => update(id, acp::CompactionStatus::Completed),
+                CompactionOutcome::Cancelled => update(id, acp::CompactionStatus::Cancelled),
+                CompactionOutcome::Failed(error) => {
+                    update(id, acp::CompactionStatus::Failed).error(error.clone())
+                }
+            })
+        }
+    }
+}
+
 pub fn mode_state(options: &[SelectOption]) -> Option<acp::SessionModeState> {
     let mode = options
         .iter()

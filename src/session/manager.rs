@@ -214,8 +214,13 @@ impl SessionManager {
                 }
             };
             let defaults = &shared.defaults;
+            let mut notices = Vec::new();
             if shared.providers.config(&metadata.provider).is_none() {
                 tracing::warn!(session = %metadata.id, provider = %metadata.provider, "the session's provider is no longer configured; using the default");
+                notices.push(saved_session_notice(format!(
+                    "It was saved with provider `{}`, which is no longer configured; it continues with `{}`.",
+                    metadata.provider, defaults.provider
+                )));
                 metadata.provider = defaults.provider.clone();
                 metadata.model = defaults.model.clone();
             }
@@ -249,6 +254,7 @@ impl SessionManager {
                 agent_restored: true,
                 history: restored.context,
                 recorder: Some(recorder),
+                notices,
             };
             let _ = ready.send(Ok(updates));
             super::run(start, shared, mailbox, rx).await;
@@ -280,6 +286,7 @@ impl SessionManager {
     ) -> &SessionHandle {
         let servers = self.servers(mcp_servers);
         let id = uuid::Uuid::new_v4().to_string();
+        let mut notices = Vec::new();
         let recorder = self.store.as_ref().and_then(|store| {
             let mut metadata = Metadata::new(
                 &id,
@@ -296,6 +303,9 @@ impl SessionManager {
                 Err(err) => {
                     // The session still works; it just will not survive a restart.
                     tracing::warn!(session = %id, %err, "cannot save the new session");
+                    notices.push(saved_session_notice(format!(
+                        "This session works but will not survive a restart: {err}"
+                    )));
                     None
                 }
             }
@@ -317,6 +327,7 @@ impl SessionManager {
             agent_restored: false,
             history: ContextManager::new(),
             recorder,
+            notices,
         };
         let handle = super::spawn(start, self.shared.clone());
         self.sessions.entry(id).or_insert(handle)
@@ -359,6 +370,16 @@ impl SessionManager {
         {
             tracing::warn!("some sessions did not close within {CLOSE_GRACE:?}");
         }
+    }
+}
+
+/// A problem with the saved session, for the user.
+fn saved_session_notice(detail: String) -> crate::events::Notice {
+    crate::events::Notice {
+        severity: crate::events::Severity::Warning,
+        title: "Saved session problem".into(),
+        thought: format!("{detail}\n"),
+        detail: Some(detail),
     }
 }
 

@@ -23,6 +23,8 @@ use crate::tools::{ClientFs, ClientTerminal, LocalFs, ToolContext, ToolRegistry}
 pub(super) struct Services {
     pub id: String,
     pub cwd: PathBuf,
+    /// What the client offers and shows (files, terminals, notices…).
+    pub abilities: ClientAbilities,
     /// The config's session defaults, shared by every session.
     pub defaults: Arc<Defaults>,
     pub providers: Arc<Providers>,
@@ -92,6 +94,7 @@ impl Services {
         Self {
             id: start.id.clone(),
             cwd: start.cwd.clone(),
+            abilities: start.client,
             defaults: shared.defaults,
             providers: shared.providers,
             client,

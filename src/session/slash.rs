@@ -11,12 +11,12 @@ use tokio_util::sync::CancellationToken;
 use super::turn::Started;
 use super::{SessionActor, SessionError, SettingChange};
 
-use crate::agent_loop::TurnOutcome;
+use crate::agent_loop::{TurnOutcome, compaction_id};
 use crate::client::{MODE_OPTION, MODEL_OPTION, Update};
 use crate::commands::{self, Command, CommandError, ContextCommand};
 use crate::context::compact::{self, CompactError};
 use crate::context::{ContextOp, budget};
-use crate::events::{AgentEvent, StopReason};
+use crate::events::{AgentEvent, Compaction, CompactionOutcome, StopReason};
 
 /// What the command's task does after the actor's part.
 #[derive(Default)]
@@ -112,27 +112,55 @@ impl SessionActor {
                         "Nothing to compact yet: only the latest turn (or an existing summary) is in the context.",
                     ),
                     Some(entries) => {
+                        // The report is the command's answer; the steps go
+                        // only to clients that show compactions.
+                        let id = compaction_id();
+                        let step = |step| emit(AgentEvent::Compaction(step));
+                        step(Compaction::Started {
+                            id: id.clone(),
+                            thought: None,
+                        });
+                        let on_text = |text: &str| {
+                            step(Compaction::SummaryChunk {
+                                id: id.clone(),
+                                text: text.to_string(),
+                            })
+                        };
+                        let wanted = compact::SummaryWanted {
+                            focus: focus.as_deref(),
+                            on_text: &on_text,
+                        };
                         let compacted = compact::compact(
                             &mut context,
                             entries,
                             &*ready.provider,
                             &ready.model,
-                            focus.as_deref(),
+                            wanted,
                             &budget,
                             &task_cancel,
                         )
                         .await;
-                        match compacted {
+                        let outcome = match compacted {
                             Ok(compact::Compacted { op, report }) => {
                                 text.push_str(&report);
                                 ops.push(op);
+                                CompactionOutcome::Completed
                             }
                             Err(CompactError::Cancelled) => {
                                 result = Ok(StopReason::Cancelled);
                                 text.push_str(&CompactError::Cancelled.to_string());
+                                CompactionOutcome::Cancelled
                             }
-                            Err(err) => text.push_str(&err.to_string()),
-                        }
+                            Err(err) => {
+                                text.push_str(&err.to_string());
+                                CompactionOutcome::Failed(err.to_string())
+                            }
+                        };
+                        step(Compaction::Ended {
+                            id,
+                            outcome,
+                            thought: None,
+                        });
                     }
                 }
             }

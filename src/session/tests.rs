@@ -64,6 +64,7 @@ async fn session() -> Fixture {
         agent_restored: false,
         history: ContextManager::new(),
         recorder: None,
+        notices: Vec::new(),
     };
     let shared = Shared {
         defaults: Arc::new(defaults),

@@ -17,8 +17,8 @@ use crate::util::lock;
 
 use crate::agent_loop::{self, Journal, JournalFn, TurnInput, TurnOutcome};
 use crate::agents::AgentCard;
-use crate::client::{ClientSink, Update};
-use crate::events::AgentEvent;
+use crate::client::{ClientAbilities, ClientSink, Update};
+use crate::events::{AgentEvent, Notice, Severity};
 use crate::mcp::McpManager;
 use crate::model::{Message, Part, Role};
 use crate::modes::ModePolicy;
@@ -51,6 +51,7 @@ pub(super) struct Started {
 pub(super) struct TurnContext {
     session_id: String,
     client: Arc<dyn ClientSink>,
+    abilities: ClientAbilities,
     provider: Arc<dyn Provider>,
     settings: Settings,
     defaults: Arc<Defaults>,
@@ -77,7 +78,12 @@ impl TurnContext {
     pub fn emitter(&self) -> impl Fn(AgentEvent) + Send + Sync + 'static {
         let client = Arc::clone(&self.client);
         let session_id = self.session_id.clone();
-        move |event: AgentEvent| client.send(&session_id, Update::Agent(event))
+        let abilities = self.abilities;
+        move |event: AgentEvent| {
+            if let Some(update) = super::live::for_client(Update::Agent(event), abilities) {
+                client.send(&session_id, update);
+            }
+        }
     }
 
     /// The agent loop's input: waits for the MCP servers (bounded by their
@@ -95,8 +101,13 @@ impl TurnContext {
         };
         if let Some(manager) = manager {
             if self.tell_failures {
-                for (_, reason) in manager.failures() {
-                    emit(AgentEvent::Thought(format!("{reason}\n")));
+                for (server, reason) in manager.failures() {
+                    emit(AgentEvent::Notice(Notice {
+                        severity: Severity::Warning,
+                        title: format!("MCP server `{server}` is unavailable"),
+                        detail: Some(reason.to_string()),
+                        thought: format!("{reason}\n"),
+                    }));
                 }
             }
             for tool in manager.tools() {
@@ -179,6 +190,7 @@ impl SessionActor {
         let context = TurnContext {
             session_id: services.id.clone(),
             client: Arc::clone(&services.client),
+            abilities: services.abilities,
             provider,
             settings,
             defaults: Arc::clone(&services.defaults),

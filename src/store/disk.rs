@@ -318,7 +318,8 @@ impl StoredUpdate {
             Event::Plan(entries) => Self::Plan {
                 entries: entries.clone().across(),
             },
-            Event::Usage { .. } => return None,
+            // Live events, not history.
+            Event::Usage { .. } | Event::Notice(_) | Event::Compaction(_) => return None,
         })
     }
 
