@@ -42,6 +42,35 @@ pub trait ClientSink: Send + Sync {
     /// Stop the command; the terminal stays until it is released.
     fn kill_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()>;
     fn release_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()>;
+    /// Ask the user a question in a form of the editor's (ACP elicitation);
+    /// only for clients that offer it ([`ClientAbilities::ask_user`]).
+    fn ask_user(&self, _question: Question) -> ClientFuture<'_, Answer> {
+        Box::pin(async {
+            Err(ClientError::Failed(
+                "this client cannot ask the user".into(),
+            ))
+        })
+    }
+}
+
+/// A question for the user: one answer, picked from `choices` when there
+/// are any, else typed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    pub session_id: String,
+    pub message: String,
+    /// (value, label) pairs; empty asks for a short text.
+    pub choices: Vec<(String, String)>,
+}
+
+/// What the user did with a [`Question`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Given(String),
+    /// Said no (or answered with nothing).
+    Declined,
+    /// Dismissed the question.
+    Cancelled,
 }
 
 /// Why a request to the client did not get the answer asked for. The
@@ -175,6 +204,8 @@ pub struct ClientAbilities {
     pub notices: bool,
     /// Shows compactions (ACP `session.compaction`).
     pub compaction: bool,
+    /// Asks the user questions in forms (ACP `elicitation.form`).
+    pub ask_user: bool,
 }
 
 /// The user's answer to one permission request.

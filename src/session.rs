@@ -6,6 +6,7 @@
 
 mod live;
 pub mod manager;
+mod pick;
 mod prompts;
 mod record;
 mod services;

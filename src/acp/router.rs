@@ -28,6 +28,7 @@ pub struct ClientInfo {
     pub terminal: bool,
     pub notices: bool,
     pub compaction: bool,
+    pub elicitation: bool,
     pub name: Option<String>,
 }
 
@@ -181,6 +182,8 @@ impl Router {
                 .session
                 .as_ref()
                 .is_some_and(|s| s.compaction.is_some()),
+            elicitation: (caps.elicitation.as_ref())
+                .is_some_and(acp::ElicitationCapabilities::supports_form),
             name: request.client_info.as_ref().map(|info| info.name.clone()),
         });
         tracing::info!(client = ?self.client, requested = %request.protocol_version, "initialize");
@@ -237,6 +240,7 @@ impl Router {
                 terminal: info.terminal,
                 notices: info.notices,
                 compaction: info.compaction,
+                ask_user: info.elicitation,
             })
             .unwrap_or_default()
     }

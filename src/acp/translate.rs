@@ -4,7 +4,9 @@
 
 use agent_client_protocol_schema::v1 as acp;
 
-use crate::client::{CommandInfo, OptionCategory, PermissionChoice, SelectOption, Update};
+use crate::client::{
+    Answer, CommandInfo, OptionCategory, PermissionChoice, Question, SelectOption, Update,
+};
 use crate::events::{
     AgentEvent, Compaction, CompactionOutcome, Location, Severity, StopReason, TodoItem,
     TodoPriority, TodoStatus, ToolCallInfo, ToolCallProgress, ToolContent, ToolKind, ToolStatus,
@@ -90,6 +92,54 @@ fn compaction(step: &Compaction) -> acp::SessionUpdate {
                 }
             })
         }
+    }
+}
+
+/// A question as an ACP form: one required `answer` field, a choice
+/// among titled options when there are any.
+pub fn elicitation(question: &Question) -> acp::CreateElicitationRequest {
+    let mut field = acp::StringPropertySchema::new().title("Answer".to_string());
+    if !question.choices.is_empty() {
+        field = field.one_of(
+            question
+                .choices
+                .iter()
+                .map(|(value, label)| acp::EnumOption::new(value.clone(), label.clone()))
+                .collect::<Vec<_>>(),
+        );
+    }
+    let schema = acp::ElicitationSchema::new().property(ANSWER_FIELD, field, true);
+    let scope = acp::ElicitationScope::Session(acp::ElicitationSessionScope::new(
+        question.session_id.clone(),
+    ));
+    acp::CreateElicitationRequest::new(
+        acp::ElicitationMode::Form(acp::ElicitationFormMode::new(scope, schema)),
+        question.message.clone(),
+    )
+}
+
+const ANSWER_FIELD: &str = "answer";
+
+/// The user's action on a question's form.
+pub fn answer(response: acp::CreateElicitationResponse) -> Answer {
+    match response.action {
+        acp::ElicitationAction::Accept(accepted) => {
+            let given = accepted
+                .content
+                .and_then(|mut content| content.remove(ANSWER_FIELD))
+                .and_then(|value| match value {
+                    acp::ElicitationContentValue::String(text) => Some(text),
+                    acp::ElicitationContentValue::StringArray(items) => Some(items.join(", ")),
+                    acp::ElicitationContentValue::Integer(n) => Some(n.to_string()),
+                    acp::ElicitationContentValue::Number(n) => Some(n.to_string()),
+                    acp::ElicitationContentValue::Boolean(b) => Some(b.to_string()),
+                    _ => None,
+                })
+                .filter(|text| !text.trim().is_empty());
+            given.map_or(Answer::Declined, Answer::Given)
+        }
+        acp::ElicitationAction::Decline => Answer::Declined,
+        _ => Answer::Cancelled,
     }
 }
 

@@ -159,6 +159,12 @@ fn tool_context(
             local: LocalFs::default(),
         });
     }
+    if abilities.ask_user {
+        tool_context.asker = Some(crate::tools::Asker {
+            session_id: id.to_string(),
+            sink: Arc::clone(client),
+        });
+    }
     if abilities.terminal {
         tool_context.shell = Arc::new(ClientTerminal {
             session_id: id.to_string(),

@@ -12,7 +12,7 @@ use super::turn::Started;
 use super::{SessionActor, SessionError, SettingChange};
 
 use crate::agent_loop::{TurnOutcome, compaction_id};
-use crate::client::{MODE_OPTION, MODEL_OPTION, Update};
+use crate::client::{AGENT_OPTION, MODE_OPTION, MODEL_OPTION, Update};
 use crate::commands::{self, Command, CommandError, ContextCommand};
 use crate::context::compact::{self, CompactError};
 use crate::context::{ContextOp, budget};
@@ -26,6 +26,8 @@ struct Job {
     show: bool,
     /// `/compact` and `/context summarize`, with the user's focus.
     summarize: Option<Option<String>>,
+    /// `/agent` or `/model` without a name, asked in a form.
+    pick: Option<super::pick::Pick>,
 }
 
 impl SessionActor {
@@ -64,13 +66,19 @@ impl SessionActor {
         match command {
             Err(err) => job.text = err.to_string(),
             Ok(Command::Help) => job.text = commands::help(&self.prompt_commands()),
-            Ok(Command::Agent(None)) => job.text = self.agent_list(),
+            Ok(Command::Agent(None)) => match self.picker(AGENT_OPTION) {
+                Some(pick) => job.pick = Some(pick),
+                None => job.text = self.agent_list(),
+            },
             Ok(Command::Agent(Some(name))) => {
                 job.text = self
                     .apply(SettingChange::Agent(name), true)
                     .unwrap_or_else(|err| err);
             }
             Ok(Command::Mode(value)) => job.text = self.option_command(MODE_OPTION, value),
+            Ok(Command::Model(None)) if let Some(pick) = self.picker(MODEL_OPTION) => {
+                job.pick = Some(pick);
+            }
             Ok(Command::Model(value)) => job.text = self.option_command(MODEL_OPTION, value),
             Ok(Command::Clear) => job.op = Some(ContextOp::Reset),
             Ok(Command::Compact { focus }) => job.summarize = Some(focus),
@@ -97,6 +105,9 @@ impl SessionActor {
             let mut ops = Vec::new();
             let mut result = Ok(StopReason::EndTurn);
             let mut text = job.text;
+            if let Some(pick) = job.pick {
+                text = pick.run(&task_cancel).await;
+            }
             if let Some(op) = job.op {
                 match context.apply(&op) {
                     Ok(report) => {
@@ -169,8 +180,8 @@ impl SessionActor {
                 &ready.tools.definitions(),
             ));
             if job.show {
-                text = context.report(fixed, &budget);
-                text.push_str(&roots_report(&roots));
+                text = roots_report(&roots);
+                text.push_str(&context.report(fixed, &budget));
             }
             emit(AgentEvent::AgentText(text));
             let cost = ready.cost.as_ref().map(|meter| {
@@ -200,9 +211,10 @@ impl SessionActor {
 
 /// The workspace roots, for `/context`: what the file tools may reach.
 fn roots_report(roots: &[std::path::PathBuf]) -> String {
-    let mut out = String::from("\nWorkspace roots (the file tools stay inside these):");
+    let mut out = String::from("Workspace roots (the file tools stay inside these):\n");
     for root in roots {
-        let _ = write!(out, "\n- {}", root.display());
+        let _ = writeln!(out, "- {}", root.display());
     }
+    out.push('\n');
     out
 }

@@ -115,6 +115,10 @@ impl TurnContext {
             }
         }
         let mut tools = self.tools;
+        if !self.abilities.ask_user {
+            // Only an editor that shows forms can ask the user.
+            tools = tools.filtered(|tool| tool.name() != crate::tools::builtin::ask_user::NAME);
+        }
         if self.read_only {
             tools = tools.filtered(|tool| !tool.mutates());
         }

@@ -326,6 +326,13 @@ impl ClientSink for RecordingSink {
     fn release_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()> {
         self.inner.release_terminal(terminal)
     }
+
+    fn ask_user(
+        &self,
+        question: crate::client::Question,
+    ) -> ClientFuture<'_, crate::client::Answer> {
+        self.inner.ask_user(question)
+    }
 }
 
 #[cfg(test)]

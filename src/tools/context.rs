@@ -91,6 +91,15 @@ pub struct ToolContext {
     pub settings: ToolSettings,
     /// The running call's progress hook (set per call by the agent loop).
     pub progress: Progress,
+    /// Where `ask_user` asks; None when the editor cannot show questions.
+    pub asker: Option<Asker>,
+}
+
+/// The editor a session's questions go to.
+#[derive(Clone)]
+pub struct Asker {
+    pub session_id: String,
+    pub sink: Arc<dyn crate::client::ClientSink>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -117,6 +126,7 @@ impl ToolContext {
             todos: Arc::default(),
             settings: ToolSettings::default(),
             progress: Progress::default(),
+            asker: None,
         }
     }
 

@@ -22,6 +22,7 @@ mod context_real_llm;
 mod crucible_client;
 mod crucible_config;
 mod crucible_permissions;
+mod elicitation;
 mod live_updates;
 mod mcp;
 mod mcp_prompts;
