@@ -27,6 +27,7 @@ pub mod raw;
 mod references;
 mod report;
 mod shell_environment;
+mod unstable;
 mod upstream;
 
 use std::collections::BTreeMap;
@@ -48,6 +49,7 @@ use crate::providers::settings::{ProviderSettings, Surroundings};
 use crate::tools::environment::EnvironmentPolicy;
 use crate::tools::sensitive::SensitiveFiles;
 use error::invalid;
+pub use unstable::Unstable;
 
 /// Model calls per turn when the config does not say.
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 25;
@@ -75,6 +77,8 @@ pub struct Config {
     pub thought_level: Reasoning,
     /// `[prices.MODEL]`: token prices by model.
     pub prices: crate::providers::pricing::PriceTable,
+    /// `[acp] unstable`: the unstable ACP features turned on.
+    pub unstable: Unstable,
     /// The mode sessions start in (`[agent] default_mode`).
     pub default_mode: String,
     /// The built-in modes and those of `[modes.ID]`.
@@ -117,6 +121,7 @@ impl Config {
             first_token_notice: Some(DEFAULT_FIRST_TOKEN_NOTICE),
             thought_level: Reasoning::default(),
             prices: Default::default(),
+            unstable: Unstable::default(),
             default_mode: crate::modes::DEFAULT_MODE.to_string(),
             modes: ModeRegistry::default(),
             permission_rules: Vec::new(),
@@ -209,12 +214,14 @@ impl Config {
 
 /// Validate every section of the file at `path` and put them together.
 fn compose(
-    raw: raw::RawConfig,
+    mut raw: raw::RawConfig,
     path: &Path,
     around: Surroundings<'_>,
     mut warnings: Vec<String>,
     mut report: ConfigReport,
 ) -> Result<Config, ConfigError> {
+    let unstable =
+        unstable::validate_unstable(raw.acp.as_mut().and_then(|acp| acp.unstable.take()), path)?;
     let chat = raw.chat.unwrap_or_default();
     let mut raw_llm = raw.llm.unwrap_or_default();
     let permissions = permissions::validate(raw.permissions.unwrap_or_default(), raw.acp, path)?;
@@ -277,6 +284,7 @@ fn compose(
         first_token_notice,
         thought_level,
         prices,
+        unstable,
         default_mode,
         modes,
         permission_rules: permissions.rules,

@@ -112,6 +112,11 @@ pub enum SessionMsg {
         provider: String,
         models: Vec<ModelInfo>,
     },
+    /// `session/set_title`: the title now (as stored).
+    SetTitle {
+        title: String,
+        reply: oneshot::Sender<String>,
+    },
     /// Cancel any turn, wait for it to answer, then stop.
     Close {
         reply: oneshot::Sender<()>,
@@ -374,6 +379,9 @@ impl SessionActor {
             }
             SessionMsg::CommandsChanged => self.advertise_commands(false),
             SessionMsg::ModelsLoaded { provider, models } => self.models_loaded(provider, models),
+            SessionMsg::SetTitle { title, reply } => {
+                let _ = reply.send(self.retitle(title));
+            }
             SessionMsg::Close { reply } => return Some(reply),
         }
         None

@@ -129,6 +129,13 @@ impl Router {
             "session/resume" => Self::dispatch(Self::resume_session),
             "session/list" => Self::dispatch(Self::list_sessions),
             "session/delete" => Self::dispatch(Self::delete_session),
+            // Unstable: served only when `[acp] unstable` names them.
+            "session/set_title" if self.sessions.unstable().set_title => {
+                Self::dispatch(Self::set_title)
+            }
+            "session/status" if self.sessions.unstable().status => {
+                Self::dispatch(Self::session_status)
+            }
             _ => return responder.respond(Err(RpcError::method_not_found(method))),
         };
         handler(self, method, params, responder);
@@ -187,7 +194,7 @@ impl Router {
             name: request.client_info.as_ref().map(|info| info.name.clone()),
         });
         tracing::info!(client = ?self.client, requested = %request.protocol_version, "initialize");
-        responder.respond_with(Ok(initialize_response()));
+        responder.respond_with(Ok(initialize_response_with(self.sessions.unstable())));
     }
 
     fn authenticate(&mut self, _: acp::AuthenticateRequest, responder: Responder) {
@@ -497,6 +504,55 @@ impl Router {
         });
     }
 
+    fn set_title(&mut self, request: acp::SetSessionTitleRequest, responder: Responder) {
+        let Some(session) = self.sessions.get(&request.session_id.0) else {
+            return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
+        };
+        let title = request.title.trim().to_string();
+        if title.is_empty() {
+            return responder.respond(Err(RpcError::invalid_params(
+                "session/set_title: field `title` is empty; send the title to show",
+            )));
+        }
+        let (reply, answer) = oneshot::channel();
+        session.send(SessionMsg::SetTitle { title, reply });
+        tokio::spawn(async move {
+            let answer = match answer.await {
+                Ok(title) => Ok(acp::SetSessionTitleResponse::new(title)),
+                Err(_) => Err(RpcError::internal("the session stopped before answering")),
+            };
+            responder.respond_with(answer);
+        });
+    }
+
+    /// Open here, saved on disk, or unknown.
+    fn session_status(&mut self, request: acp::SessionStatusRequest, responder: Responder) {
+        let id = request.session_id.0.to_string();
+        if self.sessions.get(&id).is_some() {
+            return responder.respond_with(Ok(acp::SessionStatusResponse::new(
+                acp::SessionStatus::Open,
+            )));
+        }
+        let store = self.sessions.store();
+        tokio::spawn(async move {
+            let saved = match store {
+                Some(store) => {
+                    let id = id.clone();
+                    tokio::task::spawn_blocking(move || store.metadata(&id).is_ok())
+                        .await
+                        .unwrap_or(false)
+                }
+                None => false,
+            };
+            let answer = if saved {
+                Ok(acp::SessionStatusResponse::new(acp::SessionStatus::Saved))
+            } else {
+                Err(RpcError::session_not_found(&id))
+            };
+            responder.respond_with(answer);
+        });
+    }
+
     fn close_session(&mut self, request: acp::CloseSessionRequest, responder: Responder) {
         let Some(session) = self.sessions.remove(&request.session_id.0) else {
             return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
@@ -604,6 +660,19 @@ async fn session_answer<T>(
         Ok(Err(err)) => Err(session_error(err)),
         Err(_) => Err(RpcError::internal("the session stopped before answering")),
     }
+}
+
+/// What this agent offers, the unstable features the config turned on included.
+pub fn initialize_response_with(unstable: crate::config::Unstable) -> acp::InitializeResponse {
+    let mut response = initialize_response();
+    let sessions = &mut response.agent_capabilities.session_capabilities;
+    if unstable.set_title {
+        sessions.title = Some(acp::SessionTitleCapabilities::new());
+    }
+    if unstable.status {
+        sessions.status = Some(acp::SessionStatusCapabilities::new());
+    }
+    response
 }
 
 pub fn initialize_response() -> acp::InitializeResponse {

@@ -102,6 +102,8 @@ pub struct RawPermissions {
 #[derive(Debug, Default, Deserialize)]
 pub struct RawAcp {
     pub agents: Option<BTreeMap<String, RawAcpAgent>>,
+    /// Unstable ACP features to turn on (this agent's own key).
+    pub unstable: Option<Vec<String>>,
     #[serde(flatten)]
     pub other: BTreeMap<String, toml::Value>,
 }

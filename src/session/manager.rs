@@ -69,6 +69,8 @@ pub struct Defaults {
     pub thought_level: crate::providers::Reasoning,
     /// `[prices.MODEL]`.
     pub prices: crate::providers::pricing::PriceTable,
+    /// `[acp] unstable`.
+    pub unstable: crate::config::Unstable,
 }
 
 impl Defaults {
@@ -95,6 +97,7 @@ impl Defaults {
             system_prompt: config.system_prompt.clone(),
             thought_level: config.thought_level,
             prices: config.prices.clone(),
+            unstable: config.unstable,
         })
     }
 }
@@ -131,6 +134,11 @@ impl SessionManager {
 
     pub fn store(&self) -> Option<Arc<Store>> {
         self.store.clone()
+    }
+
+    /// The unstable ACP features the config turned on.
+    pub fn unstable(&self) -> crate::config::Unstable {
+        self.shared.defaults.unstable
     }
 
     /// Config servers, with those of the client's request replacing any of the same name.

@@ -148,6 +148,15 @@ impl Recorder {
         }
     }
 
+    /// A title the user gave (it replaces the one from the first prompt).
+    pub fn retitle(&self, title: &str) -> Titled {
+        let updated_at = self.update(|m| m.title = Some(title.to_string()));
+        Titled {
+            title: title.to_string(),
+            updated_at,
+        }
+    }
+
     /// The "always" answers given so far, by tool name (true allows).
     pub fn permissions_remembered(&self, rules: BTreeMap<String, bool>) {
         self.update(|m| m.permissions = rules);

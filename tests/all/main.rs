@@ -38,4 +38,5 @@ mod sessions;
 mod store_fixture;
 mod streaming;
 mod tools;
+mod unstable;
 mod workspace_roots;
