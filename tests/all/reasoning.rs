@@ -60,9 +60,7 @@ async fn each_provider_type_is_asked_for_the_chosen_effort() {
         let cfg = config(wire, &server, reasoning_model(wire), "low");
         let mut agent = Agent::spawn(&cfg).await;
         agent.initialize().await;
-        let (_, created) = agent
-            .call("session/new", json!({"cwd": agent.cwd(), "mcpServers": []}))
-            .await;
+        let created = agent.new_session_answer(json!({})).await;
         let option = thought_option(&created).unwrap_or_else(|| panic!("{wire:?}: {created}"));
         assert_eq!(option["category"], "thought_level", "{wire:?}");
         assert_eq!(option["currentValue"], "low", "{wire:?}");
@@ -108,9 +106,7 @@ async fn models_that_do_not_reason_get_no_option_and_no_parameter() {
         };
         let mut agent = Agent::spawn(&config(wire, &server, model, "high")).await;
         agent.initialize().await;
-        let (_, created) = agent
-            .call("session/new", json!({"cwd": agent.cwd(), "mcpServers": []}))
-            .await;
+        let created = agent.new_session_answer(json!({})).await;
         assert_eq!(thought_option(&created), None, "{wire:?}: {created}");
         let session = created["result"]["sessionId"].as_str().unwrap().to_string();
         agent.prompt(&session, "hi").await;
@@ -131,17 +127,7 @@ async fn the_chosen_effort_is_kept_with_the_session() {
         )
         .await;
     agent.prompt(&session, "hi").await;
-    agent.close_stdin();
-    agent.wait_exit().await;
-
-    let mut again = Agent::spawn_sharing(&cfg, &agent).await;
-    again.initialize().await;
-    let (_, resumed) = again
-        .call(
-            "session/resume",
-            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (mut again, resumed) = agent.resumed_elsewhere(&cfg, &session).await;
     assert_eq!(
         thought_option(&resumed).unwrap()["currentValue"],
         "medium",

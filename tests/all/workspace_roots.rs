@@ -17,6 +17,15 @@ fn statuses(seen: &[serde_json::Value]) -> Vec<String> {
         .collect()
 }
 
+/// A session with `root` as its one additional directory; its id.
+async fn session_with_root(agent: &mut Agent, root: &std::path::Path) -> String {
+    let response = agent
+        .new_session_answer(json!({"additionalDirectories": [root]}))
+        .await;
+    let id = response["result"]["sessionId"].as_str();
+    id.unwrap_or_else(|| panic!("{response}")).to_string()
+}
+
 #[tokio::test]
 async fn the_file_tools_reach_every_root_and_nothing_else() {
     let extra = tempfile::tempdir().unwrap();
@@ -38,16 +47,7 @@ async fn the_file_tools_reach_every_root_and_nothing_else() {
             .is_object(),
         "{init}"
     );
-    let (_, response) = agent
-        .call(
-            "session/new",
-            json!({"cwd": agent.cwd(), "mcpServers": [], "additionalDirectories": [extra.path()]}),
-        )
-        .await;
-    let session = response["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let session = session_with_root(&mut agent, extra.path()).await;
 
     let (seen, _) = agent.prompt(&session, "read both").await;
     assert_eq!(statuses(&seen), ["completed", "failed"], "{seen:?}");
@@ -84,38 +84,16 @@ async fn a_resume_replaces_the_roots_and_bad_roots_are_refused() {
     let config = config_for(&server, "test-model");
     let mut agent = Agent::spawn(&config).await;
     agent.initialize().await;
-    let (_, refused) = agent
-        .call(
-            "session/new",
-            json!({"cwd": agent.cwd(), "mcpServers": [], "additionalDirectories": ["relative/dir"]}),
-        )
+    let refused = agent
+        .new_session_answer(json!({"additionalDirectories": ["relative/dir"]}))
         .await;
     assert!(
         error_message(&refused).contains("additionalDirectories[0]"),
         "{refused}"
     );
-    let (_, response) = agent
-        .call(
-            "session/new",
-            json!({"cwd": agent.cwd(), "mcpServers": [], "additionalDirectories": [extra.path()]}),
-        )
-        .await;
-    let session = response["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let session = session_with_root(&mut agent, extra.path()).await;
     agent.prompt(&session, "hello").await;
-    agent.close_stdin();
-    agent.wait_exit().await;
-
-    let mut again = Agent::spawn_sharing(&config, &agent).await;
-    again.initialize().await;
-    let (_, resumed) = again
-        .call(
-            "session/resume",
-            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (mut again, resumed) = agent.resumed_elsewhere(&config, &session).await;
     assert!(resumed.get("result").is_some(), "{resumed}");
     let (seen, _) = again.prompt(&session, "/context").await;
     let shown = agent_text(&seen, &session);
