@@ -13,7 +13,8 @@ use tokio_util::sync::CancellationToken;
 use crate::context::compact::{self, CompactError};
 use crate::context::{self, ContextBudget, ContextManager, ContextOp, ContextSettings};
 use crate::events::{
-    AgentEvent, StopReason, ToolCallInfo, ToolCallProgress, ToolContent, ToolKind, ToolStatus,
+    AgentEvent, Compaction, CompactionOutcome, StopReason, ToolCallInfo, ToolCallProgress,
+    ToolContent, ToolKind, ToolStatus,
 };
 use crate::model::{Message, Part, Role};
 use crate::permissions::{Permission, PermissionGate};
@@ -38,6 +39,10 @@ pub type JournalFn = Arc<dyn Fn(Journal) + Send + Sync>;
 pub struct TurnInput {
     pub provider: Arc<dyn Provider>,
     pub model: String,
+    /// The session's reasoning effort, where the model reasons.
+    pub reasoning: Option<crate::providers::Reasoning>,
+    /// Prices the model's calls, where the config has its price.
+    pub cost: Option<crate::providers::pricing::CostMeter>,
     pub system: Option<String>,
     /// The conversation so far, ending with the user's new message.
     pub context: ContextManager,
@@ -72,6 +77,11 @@ pub struct TurnOutcome {
     pub context: ContextManager,
     /// Compactions and drops made during the turn, in order (for a store).
     pub context_ops: Vec<ContextOp>,
+}
+
+/// A compaction's id, unique in the session.
+pub fn compaction_id() -> String {
+    format!("compaction-{}", uuid::Uuid::new_v4().simple())
 }
 
 pub async fn run_turn(
@@ -116,6 +126,7 @@ pub async fn run_turn(
             tool_choice: ToolChoice::Auto,
             max_output_tokens: input.provider.config().max_output_tokens,
             context_window: Some(input.context_window),
+            reasoning: input.reasoning,
         };
         let call = call_model(
             &*input.provider,
@@ -123,6 +134,7 @@ pub async fn run_turn(
             &input.cancel,
             input.context_window,
             input.first_token_notice,
+            input.cost.as_ref(),
             emit,
         )
         .await;
@@ -130,6 +142,7 @@ pub async fn run_turn(
             let total = usage_total.get_or_insert_with(Usage::default);
             total.prompt_tokens += usage.prompt_tokens;
             total.completion_tokens += usage.completion_tokens;
+            total.cached_prompt_tokens += usage.cached_prompt_tokens;
             tracing::debug!(
                 estimated = context.estimator.tokens(request_chars),
                 reported = usage.prompt_tokens,
@@ -249,33 +262,61 @@ async fn fit(
     }
     let keep = input.context_settings.keep_recent_turns;
     if let Some(entries) = compact::compactable(context, keep) {
-        emit(AgentEvent::Thought(format!(
-            "Context at ~{used} of {} tokens (compaction at {}): summarizing {entries} earlier entries…\n",
-            budget.window,
-            budget.compact_at()
-        )));
+        let id = compaction_id();
+        emit(AgentEvent::Compaction(Compaction::Started {
+            id: id.clone(),
+            thought: Some(format!(
+                "Context at ~{used} of {} tokens (compaction at {}): summarizing {entries} earlier entries…\n",
+                budget.window,
+                budget.compact_at()
+            )),
+        }));
+        let on_text = |text: &str| {
+            emit(AgentEvent::Compaction(Compaction::SummaryChunk {
+                id: id.clone(),
+                text: text.to_string(),
+            }))
+        };
+        let wanted = compact::SummaryWanted {
+            focus: None,
+            on_text: &on_text,
+        };
         let compacted = compact::compact(
             context,
             entries,
             &*input.provider,
             &input.model,
-            None,
+            wanted,
             budget,
             &input.cancel,
         )
         .await;
+        let ended = |outcome, thought| {
+            emit(AgentEvent::Compaction(Compaction::Ended {
+                id: id.clone(),
+                outcome,
+                thought,
+            }))
+        };
         match compacted {
             Ok(compact::Compacted { op, report }) => {
-                emit(AgentEvent::Thought(format!("{report}\n")));
+                ended(CompactionOutcome::Completed, Some(format!("{report}\n")));
                 journal(input, Journal::Op(op.clone()));
                 ops.push(op);
             }
             // The call that follows sees the cancel and sends nothing.
-            Err(CompactError::Cancelled) => return Ok(()),
-            Err(CompactError::Apply(err)) => {
-                tracing::warn!(%err, "compaction could not be applied")
+            Err(CompactError::Cancelled) => {
+                ended(CompactionOutcome::Cancelled, None);
+                return Ok(());
             }
-            Err(err) => emit(AgentEvent::Thought(format!("{err}\n"))),
+            Err(CompactError::Apply(err)) => {
+                tracing::warn!(%err, "compaction could not be applied");
+                ended(CompactionOutcome::Failed(err.to_string()), None);
+            }
+            Err(err) => ended(
+                CompactionOutcome::Failed(err.to_string()),
+                Some(format!("{err}\n")),
+            ),
         }
     }
     let room = budget.limit().saturating_sub(fixed);
@@ -342,6 +383,7 @@ async fn run_tools(
                 provider_id,
                 info: ToolCallInfo {
                     id: format!("call-{}", uuid::Uuid::new_v4().simple()),
+                    name: name.clone(),
                     title,
                     kind,
                     raw_input,
@@ -405,6 +447,7 @@ async fn run_tools(
                 Ok((tool, arguments)) => {
                     emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
                         id: call.info.id.clone(),
+                        name: call.info.name.clone(),
                         status: ToolStatus::InProgress,
                         content: Vec::new(),
                         locations: Vec::new(),
@@ -419,6 +462,7 @@ async fn run_tools(
                     let in_progress = |content| {
                         emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
                             id: call.info.id.clone(),
+                            name: call.info.name.clone(),
                             status: ToolStatus::InProgress,
                             content,
                             locations: Vec::new(),
@@ -460,6 +504,7 @@ fn finish_call(
         Ok(output) => (
             ToolCallProgress {
                 id: call.info.id.clone(),
+                name: call.info.name.clone(),
                 status: ToolStatus::Completed,
                 content: output.content,
                 locations: output.locations,
@@ -473,6 +518,7 @@ fn finish_call(
             (
                 ToolCallProgress {
                     id: call.info.id.clone(),
+                    name: call.info.name.clone(),
                     status: ToolStatus::Failed,
                     content: vec![ToolContent::Text(message.clone())],
                     locations: Vec::new(),
@@ -510,11 +556,20 @@ async fn call_model(
     cancel: &CancellationToken,
     context_window: u64,
     first_token_notice: Option<Duration>,
+    meter: Option<&crate::providers::pricing::CostMeter>,
     emit: &(dyn Fn(AgentEvent) + Send + Sync),
 ) -> CallResult {
     let mut builder = AssistantBuilder::default();
     let mut usage = None;
-    let notify = |notice: retry::RetryNotice| emit(AgentEvent::Thought(notice.message()));
+    let notify = |notice: retry::RetryNotice| {
+        let thought = notice.message();
+        emit(AgentEvent::Notice(crate::events::Notice {
+            severity: crate::events::Severity::Warning,
+            title: format!("Provider `{}` failed; retrying", notice.provider),
+            detail: Some(thought.trim().to_string()),
+            thought,
+        }))
+    };
     let mut waiting = FirstTokenWait::new(first_token_notice);
     let start = retry::start_stream(provider, &request, &notify);
     tokio::pin!(start);
@@ -573,9 +628,14 @@ async fn call_model(
                 ProviderEvent::ToolCallEnd { .. } => {}
                 ProviderEvent::Usage(reported) => {
                     usage = Some(reported);
+                    let cost = meter.map(|meter| {
+                        let (amount, currency) = meter.charge(&reported);
+                        crate::events::Cost { amount, currency }
+                    });
                     emit(AgentEvent::Usage {
                         used: reported.prompt_tokens + reported.completion_tokens,
                         size: context_window,
+                        cost,
                     });
                 }
                 ProviderEvent::Finish(reason) => finish = Some(reason),
@@ -782,6 +842,8 @@ mod tests {
         TurnInput {
             provider,
             model: "m".into(),
+            reasoning: None,
+            cost: None,
             system: Some("sys".into()),
             context: ContextManager::from_messages([Arc::new(Message::user_text("hi"))]),
             context_window: 100_000,
@@ -863,6 +925,7 @@ mod tests {
                 Ok(ProviderEvent::Usage(Usage {
                     prompt_tokens: 10,
                     completion_tokens: 2,
+                    cached_prompt_tokens: 0,
                 })),
             ],
             false,
@@ -881,7 +944,8 @@ mod tests {
                 AgentEvent::AgentText("lo".into()),
                 AgentEvent::Usage {
                     used: 12,
-                    size: 100_000
+                    size: 100_000,
+                    cost: None,
                 },
             ]
         );
@@ -1188,7 +1252,8 @@ mod tests {
             .unwrap()
             .into_iter()
             .filter_map(|e| match e {
-                AgentEvent::Thought(t) => Some(t),
+                // What a client without compaction updates is shown.
+                AgentEvent::Compaction(Compaction::Started { thought, .. }) => thought,
                 _ => None,
             })
             .collect();
@@ -1241,10 +1306,12 @@ mod tests {
         let start = turn.context.clone();
         let journal = journaled(&mut turn);
         let texts = Mutex::new(String::new());
-        let outcome = run_turn(turn, &|e| {
-            if let AgentEvent::AgentText(t) | AgentEvent::Thought(t) = e {
-                texts.lock().unwrap().push_str(&t)
-            }
+        let outcome = run_turn(turn, &|e| match e {
+            AgentEvent::AgentText(t)
+            | AgentEvent::Compaction(Compaction::Ended {
+                thought: Some(t), ..
+            }) => texts.lock().unwrap().push_str(&t),
+            _ => {}
         })
         .await;
         assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);

@@ -50,6 +50,8 @@ pub struct AgentCard {
     pub mcps: Option<Vec<String>>,
     /// Model calls one turn may make while the card is active.
     pub max_turns: Option<u32>,
+    /// The reasoning effort the card asks for (`off`, `low`, `medium`, `high`).
+    pub thought_level: Option<String>,
     /// The kind of model wanted, looked up in `[llm.models]`.
     pub specialty: Option<String>,
     pub body: String,
@@ -68,7 +70,7 @@ pub enum CardError {
     #[error("{file}: line `{line}` is not `key: value` (or a list or map under a key)")]
     BadLine { file: String, line: String },
     #[error(
-        "{file}: unknown key `{key}`; known keys: name, description, model, provider, mode, tools, mcps, max_turns, specialty (and Crucible's version, tags, temperature, max_tokens, which are not used)"
+        "{file}: unknown key `{key}`; known keys: name, description, model, provider, mode, tools, mcps, max_turns, specialty, thought_level (and Crucible's version, tags, temperature, max_tokens, which are not used)"
     )]
     UnknownKey { file: String, key: String },
     #[error("{file}: key `{key}`: {problem}")]
@@ -140,6 +142,7 @@ impl AgentCard {
             "provider" => self.provider = optional(text(value)?),
             "mode" => self.mode = optional(text(value)?),
             "specialty" => self.specialty = optional(text(value)?),
+            "thought_level" => self.thought_level = optional(text(value)?),
             "mcps" | "mcp_servers" => self.mcps = Some(value.into_list()),
             "max_turns" => {
                 let written = text(value)?;

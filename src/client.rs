@@ -42,6 +42,35 @@ pub trait ClientSink: Send + Sync {
     /// Stop the command; the terminal stays until it is released.
     fn kill_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()>;
     fn release_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()>;
+    /// Ask the user a question in a form of the editor's (ACP elicitation);
+    /// only for clients that offer it ([`ClientAbilities::ask_user`]).
+    fn ask_user(&self, _question: Question) -> ClientFuture<'_, Answer> {
+        Box::pin(async {
+            Err(ClientError::Failed(
+                "this client cannot ask the user".into(),
+            ))
+        })
+    }
+}
+
+/// A question for the user: one answer, picked from `choices` when there
+/// are any, else typed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    pub session_id: String,
+    pub message: String,
+    /// (value, label) pairs; empty asks for a short text.
+    pub choices: Vec<(String, String)>,
+}
+
+/// What the user did with a [`Question`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Given(String),
+    /// Said no (or answered with nothing).
+    Declined,
+    /// Dismissed the question.
+    Cancelled,
 }
 
 /// Why a request to the client did not get the answer asked for. The
@@ -157,6 +186,8 @@ pub enum OptionCategory {
     Agent,
     /// How commands are confined (not a category ACP defines).
     Sandbox,
+    /// Reasoning effort.
+    ThoughtLevel,
 }
 
 pub const MODEL_OPTION: &str = "model";
@@ -164,6 +195,7 @@ pub const AGENT_OPTION: &str = "agent";
 pub const PROVIDER_OPTION: &str = "provider";
 pub const MODE_OPTION: &str = "mode";
 pub const SANDBOX_OPTION: &str = "sandbox";
+pub const THOUGHT_OPTION: &str = "thought_level";
 
 /// The client capabilities tools can use instead of the local machine.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -171,6 +203,12 @@ pub struct ClientAbilities {
     pub read_text_file: bool,
     pub write_text_file: bool,
     pub terminal: bool,
+    /// Shows notices (ACP `session.notices`); else they go out as thoughts.
+    pub notices: bool,
+    /// Shows compactions (ACP `session.compaction`).
+    pub compaction: bool,
+    /// Asks the user questions in forms (ACP `elicitation.form`).
+    pub ask_user: bool,
 }
 
 /// The user's answer to one permission request.

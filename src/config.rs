@@ -22,12 +22,14 @@ mod mcp;
 mod modes;
 mod overrides;
 mod permissions;
+mod prices;
 pub mod raw;
 mod references;
 mod report;
 mod sandbox;
 mod shell_environment;
 mod subagents;
+mod unstable;
 mod upstream;
 
 use std::collections::BTreeMap;
@@ -44,11 +46,13 @@ use crate::mcp::{McpOptions, McpServerSpec};
 use crate::modes::ModeRegistry;
 use crate::permissions::Rule;
 use crate::permissions::patterns::PatternLists;
+use crate::providers::Reasoning;
 use crate::providers::settings::{ProviderSettings, Surroundings};
 use crate::tools::environment::EnvironmentPolicy;
 use crate::tools::sandbox::SandboxSettings;
 use crate::tools::sensitive::SensitiveFiles;
 use error::invalid;
+pub use unstable::Unstable;
 
 /// Model calls per turn when the config does not say.
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 25;
@@ -72,6 +76,12 @@ pub struct Config {
     pub max_turn_requests: u32,
     /// `[agent] first_token_notice_secs`: None when turned off (0).
     pub first_token_notice: Option<Duration>,
+    /// `[agent] thought_level`: the reasoning effort sessions start with.
+    pub thought_level: Reasoning,
+    /// `[prices.MODEL]`: token prices by model.
+    pub prices: crate::providers::pricing::PriceTable,
+    /// `[acp] unstable`: the unstable ACP features turned on.
+    pub unstable: Unstable,
     /// The mode sessions start in (`[agent] default_mode`).
     pub default_mode: String,
     /// The built-in modes and those of `[modes.ID]`.
@@ -116,6 +126,9 @@ impl Config {
             providers: BTreeMap::from([(provider.name.clone(), provider)]),
             max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
             first_token_notice: Some(DEFAULT_FIRST_TOKEN_NOTICE),
+            thought_level: Reasoning::default(),
+            prices: Default::default(),
+            unstable: Unstable::default(),
             default_mode: crate::modes::DEFAULT_MODE.to_string(),
             modes: ModeRegistry::default(),
             permission_rules: Vec::new(),
@@ -131,6 +144,19 @@ impl Config {
             warnings: Vec::new(),
             report: ConfigReport::default(),
         }
+    }
+
+    /// Whether the file at `path` may turn on an unstable ACP feature,
+    /// judged from its text alone and erring towards yes (a file it pulls
+    /// in, an escaped key). `initialize`, whose answer lists those
+    /// features, is answered before the config is read only when it cannot.
+    /// A file that cannot be read turns nothing on: the config's error says why.
+    pub fn may_enable_unstable(path: &Path) -> bool {
+        const MAY: [&[u8]; 6] = [b"unstable", b"include", b"{file:", b"{dir:", b"\\u", b"\\U"];
+        std::fs::read(path).is_ok_and(|text| {
+            MAY.iter()
+                .any(|needle| text.windows(needle.len()).any(|window| window == *needle))
+        })
     }
 
     /// Load from `path`. A missing file gives the built-in default only when
@@ -210,12 +236,14 @@ impl Config {
 
 /// Validate every section of the file at `path` and put them together.
 fn compose(
-    raw: raw::RawConfig,
+    mut raw: raw::RawConfig,
     path: &Path,
     around: Surroundings<'_>,
     mut warnings: Vec<String>,
     mut report: ConfigReport,
 ) -> Result<Config, ConfigError> {
+    let unstable =
+        unstable::validate_unstable(raw.acp.as_mut().and_then(|acp| acp.unstable.take()), path)?;
     let chat = raw.chat.unwrap_or_default();
     let mut raw_llm = raw.llm.unwrap_or_default();
     let permissions = permissions::validate(raw.permissions.unwrap_or_default(), raw.acp, path)?;
@@ -266,6 +294,8 @@ fn compose(
         Some(0) => None,
         Some(secs) => Some(Duration::from_secs(secs)),
     };
+    let thought_level = thought_level(agent.thought_level.as_deref(), path)?;
+    let prices = prices::validate_prices(raw.prices.unwrap_or_default(), path)?;
     warnings.extend(unknown_chat_keys(&chat, path));
     let llm = llm::validate_llm(raw_llm, &chat, path, around, &mut warnings, &mut report)?;
     Ok(Config {
@@ -277,6 +307,9 @@ fn compose(
         providers: llm.providers,
         max_turn_requests,
         first_token_notice,
+        thought_level,
+        prices,
+        unstable,
         default_mode,
         modes,
         permission_rules: permissions.rules,
@@ -291,6 +324,21 @@ fn compose(
         sandbox,
         warnings,
         report,
+    })
+}
+
+/// `[agent] thought_level`: one of the levels; off when not written.
+fn thought_level(written: Option<&str>, path: &Path) -> Result<Reasoning, ConfigError> {
+    let Some(written) = written else {
+        return Ok(Reasoning::default());
+    };
+    Reasoning::parse(written.trim()).ok_or_else(|| {
+        invalid(
+            path,
+            "agent.thought_level",
+            format!("is `{written}`"),
+            "Use one of off, low, medium, high (how hard reasoning models think; default off).",
+        )
     })
 }
 
@@ -356,6 +404,33 @@ fn unknown_chat_keys(chat: &raw::RawChat, path: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_config_that_may_turn_on_unstable_features_is_read_before_initialize() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        assert!(!Config::may_enable_unstable(&path), "no file");
+        for (text, may) in [
+            ("[llm.providers.local]\ntype = \"ollama\"\n", false),
+            ("[acp]\nunstable = [\"status\"]\n", true),
+            ("[include]\nacp = \"acp.toml\"\n", true),
+            ("acp = \"{file:acp.toml}\"\n", true),
+            ("[acp]\n\"\\u0075nstable\" = [\"status\"]\n", true),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            assert_eq!(Config::may_enable_unstable(&path), may, "{text}");
+        }
+        let sample = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/crucible/reference.toml"
+        ))
+        .unwrap();
+        std::fs::write(&path, sample).unwrap();
+        assert!(
+            !Config::may_enable_unstable(&path),
+            "Crucible's reference config is answered early"
+        );
+    }
     use crate::providers::settings::{
         KeySource, OLLAMA_DEFAULT_ENDPOINT, OPENAI_DEFAULT_ENDPOINT, ProviderKind,
     };

@@ -12,11 +12,20 @@ use serde_json::Value;
 pub enum AgentEvent {
     AgentText(String),
     Thought(String),
-    /// Tokens in use after a call, and the window they live in.
+    /// Tokens in use after a call, and the window they live in; with the
+    /// session's spending so far where the config prices the model.
     Usage {
         used: u64,
         size: u64,
+        cost: Option<Cost>,
     },
+    /// Something the user should hear of outside the conversation (ACP
+    /// `notice` where the client takes them, a thought elsewhere).
+    Notice(Notice),
+    /// A compaction's start, streamed summary and end (ACP
+    /// `compaction_update` / `compaction_summary_chunk` where the client
+    /// takes them).
+    Compaction(Compaction),
     /// The model asked for a tool (ACP `tool_call`, pending).
     ToolCall(ToolCallInfo),
     /// A tool call started, finished or failed (ACP `tool_call_update`).
@@ -29,6 +38,8 @@ pub enum AgentEvent {
 pub struct ToolCallInfo {
     /// Unique within the session (providers' own ids may repeat across turns).
     pub id: String,
+    /// The tool's programmatic name (as the model called it).
+    pub name: String,
     pub title: String,
     pub kind: ToolKind,
     pub raw_input: Value,
@@ -46,10 +57,65 @@ pub enum ToolStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallProgress {
     pub id: String,
+    /// The tool's name, repeated so a client that joins late still knows it.
+    pub name: String,
     pub status: ToolStatus,
     pub content: Vec<ToolContent>,
     pub locations: Vec<Location>,
     pub raw_output: Option<Value>,
+}
+
+/// A live message for the user: a retry wait, an MCP server down, a
+/// session that cannot be saved. Not part of the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub severity: Severity,
+    /// Stands alone, plain text.
+    pub title: String,
+    pub detail: Option<String>,
+    /// What a client that takes no notices is shown instead, as a thought.
+    pub thought: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+/// One step of a compaction, named by its id (unique in the session).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Compaction {
+    /// `thought`: what a client without compaction updates is told instead.
+    Started {
+        id: String,
+        thought: Option<String>,
+    },
+    SummaryChunk {
+        id: String,
+        text: String,
+    },
+    Ended {
+        id: String,
+        outcome: CompactionOutcome,
+        thought: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompactionOutcome {
+    Completed,
+    Failed(String),
+    Cancelled,
+}
+
+/// Money (or credits) spent so far.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cost {
+    pub amount: f64,
+    /// ISO 4217 code ("USD") or another unit ("credits").
+    pub currency: String,
 }
 
 /// Why a turn ended.

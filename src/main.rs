@@ -46,26 +46,18 @@ fn main() -> ExitCode {
             }
         };
     }
-    // Answer `initialize` before building anything it does not need: editors
-    // spawn an agent per thread and wait for this line.
-    let handshake = {
-        let stdin = std::io::stdin();
-        let mut input = stdin.lock();
-        match transport::read_first_message(&mut input) {
-            Ok(Some(first)) => {
-                match acp::handshake::answer_first(first, &mut std::io::stdout().lock()) {
-                    Ok(handshake) => handshake,
-                    Err(err) => {
-                        tracing::info!(%err, "output closed before the handshake was answered");
-                        return ExitCode::SUCCESS;
-                    }
-                }
-            }
-            // The client left before saying anything.
-            Ok(None) => return ExitCode::SUCCESS,
+    // Answer `initialize` before building anything it does not need:
+    // editors spawn an agent per thread and wait for this line. Only a
+    // config that may turn on unstable features (which the answer lists)
+    // is read first.
+    let handshake = if Config::may_enable_unstable(&config_path) {
+        Handshake::default()
+    } else {
+        match early_handshake() {
+            Ok(handshake) => handshake,
             Err(err) => {
-                eprintln!("crucible-agent: cannot read stdin: {err}");
-                return ExitCode::FAILURE;
+                tracing::info!(%err, "the client went away during the handshake");
+                return ExitCode::SUCCESS;
             }
         }
     };
@@ -91,6 +83,17 @@ fn main() -> ExitCode {
             eprintln!("crucible-agent: {err:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Read the client's first message and answer it if it is `initialize`.
+/// At EOF there is nothing to answer; the reader will see it again.
+fn early_handshake() -> std::io::Result<Handshake> {
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    match transport::read_first_message(&mut input)? {
+        Some(first) => acp::handshake::answer_first(first, &mut std::io::stdout().lock()),
+        None => Ok(Handshake::default()),
     }
 }
 

@@ -491,6 +491,7 @@ mod tests {
     pub(super) fn call_of(tool: &dyn Tool, input: Value) -> ToolCallInfo {
         ToolCallInfo {
             id: "c".into(),
+            name: "shell".into(),
             title: tool.title(&input),
             kind: tool.kind(),
             locations: Vec::new(),
@@ -613,6 +614,7 @@ mod tests {
         let ctx = ToolContext::local(std::env::temp_dir());
         let call = ToolCallInfo {
             id: "c".into(),
+            name: "shell".into(),
             title: tool.title(&input),
             kind: tool.kind(),
             locations: tool.locations(&input, &ctx),
@@ -863,6 +865,7 @@ mod tests {
         let tool = registry.get("shell").unwrap();
         let call = ToolCallInfo {
             id: "c".into(),
+            name: "shell".into(),
             title: "Run ls".into(),
             kind: tool.kind(),
             locations: Vec::new(),

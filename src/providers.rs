@@ -10,6 +10,8 @@ pub mod http;
 pub mod known_models;
 pub mod ollama;
 pub mod openai;
+pub mod pricing;
+pub mod reasoning;
 pub mod retry;
 pub mod settings;
 pub mod stream;
@@ -30,6 +32,7 @@ use anthropic::AnthropicFormat;
 use http::HttpProvider;
 use ollama::OllamaFormat;
 use openai::OpenAiFormat;
+pub use reasoning::Reasoning;
 use settings::{ProviderKind, ProviderSettings};
 
 use crate::util::lock;
@@ -54,6 +57,9 @@ pub struct ChatRequest {
     /// The window the session budgets for. Ollama must be told (`num_ctx`),
     /// or it silently cuts the prompt to its small default.
     pub context_window: Option<u64>,
+    /// How hard to think; None sends no reasoning parameter (the model is
+    /// not known to reason, or the call is the agent's own, e.g. compaction).
+    pub reasoning: Option<Reasoning>,
 }
 
 /// Token counts the provider reported for one call.
@@ -61,6 +67,10 @@ pub struct ChatRequest {
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// The part of `prompt_tokens` read from the provider's prompt cache
+    /// (priced apart), where the provider says.
+    #[serde(default)]
+    pub cached_prompt_tokens: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,9 @@
 //! turn (one at a time, with its cancellation token). Everything else talks
 //! to it through its mailbox, so sessions never lock or block each other.
 
+mod live;
 pub mod manager;
+mod pick;
 mod prompts;
 mod record;
 pub mod runtime;
@@ -35,7 +37,7 @@ use turn::RunningTurn;
 
 use crate::client::{ClientAbilities, CommandInfo, MODE_OPTION, SelectOption, Update};
 use crate::context::ContextManager;
-use crate::events::StopReason;
+use crate::events::{AgentEvent, Notice, StopReason};
 use crate::mcp::McpServerSpec;
 use crate::model::Part;
 use crate::providers::{ModelInfo, ProviderError, Usage};
@@ -113,6 +115,11 @@ pub enum SessionMsg {
         provider: String,
         models: Vec<ModelInfo>,
     },
+    /// `session/set_title`: the title now (as stored).
+    SetTitle {
+        title: String,
+        reply: oneshot::Sender<String>,
+    },
     /// Cancel any turn, wait for it to answer, then stop.
     Close {
         reply: oneshot::Sender<()>,
@@ -124,6 +131,8 @@ pub enum SessionMsg {
 pub struct SessionStart {
     pub id: String,
     pub cwd: PathBuf,
+    /// Workspace roots besides `cwd` the tools may reach (ACP `additionalDirectories`).
+    pub additional_directories: Vec<PathBuf>,
     /// What the client offers to do for tools.
     pub client: ClientAbilities,
     /// Started in the background; the first prompt waits for them.
@@ -140,6 +149,9 @@ pub struct SessionStart {
     /// A delegated agent's parent and what it inherits; None for a session
     /// the client started.
     pub(crate) lineage: Option<subagents::Lineage>,
+    /// Problems with the saved session (it cannot be saved, a setting it
+    /// was saved with is gone), told once the client has the session.
+    pub notices: Vec<Notice>,
 }
 
 /// The session manager's handle on an actor.
@@ -217,6 +229,9 @@ impl SessionActor {
                 in_turn: false,
             },
         };
+        for notice in std::mem::take(&mut start.notices) {
+            actor.send(Update::Agent(AgentEvent::Notice(notice)));
+        }
         if let Some(name) = agent {
             if start.agent_restored {
                 actor.restore_agent(&name);
@@ -233,6 +248,9 @@ impl SessionActor {
     /// waits for the next turn when the client cannot take it now. Of the
     /// waiting state updates only the newest of each kind is kept.
     fn send(&mut self, update: Update) {
+        let Some(update) = live::for_client(update, self.services.abilities) else {
+            return;
+        };
         let conversation = &mut self.conversation;
         match conversation.held.as_mut() {
             Some(held) if !conversation.in_turn => {
@@ -370,6 +388,9 @@ impl SessionActor {
             }
             SessionMsg::CommandsChanged => self.advertise_commands(false),
             SessionMsg::ModelsLoaded { provider, models } => self.models_loaded(provider, models),
+            SessionMsg::SetTitle { title, reply } => {
+                let _ = reply.send(self.retitle(title));
+            }
             SessionMsg::Close { reply } => return Some(reply),
         }
         None

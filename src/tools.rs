@@ -32,7 +32,7 @@ pub use crate::events::{Location, TodoItem, ToolContent, ToolKind};
 use crate::model::ToolDefinition;
 
 pub use client_fs::ClientFs;
-pub use context::{Progress, ToolContext, ToolSettings};
+pub use context::{Asker, Progress, ToolContext, ToolSettings};
 pub use delegate::{DelegateTool, Delegation, Delegator};
 pub use fs::{FileSystem, FsFuture, LineWindow, LocalFs};
 pub use shell::{LocalShell, Shell, ShellOutput, ShellRun};
@@ -294,7 +294,7 @@ mod tests {
     fn builtin_definitions_are_json_schema_objects_with_valid_unique_names() {
         let registry = ToolRegistry::builtin();
         let definitions = registry.definitions();
-        assert_eq!(definitions.len(), 8);
+        assert_eq!(definitions.len(), 9);
         let name_pattern = regex::Regex::new("^[a-zA-Z0-9_-]{1,64}$").unwrap();
         let mut names = std::collections::BTreeSet::new();
         for definition in &definitions {
@@ -347,7 +347,7 @@ mod tests {
         let plan = registry.filtered(|tool| !tool.mutates());
         assert_eq!(
             plan.names().collect::<Vec<_>>(),
-            ["read_file", "list_dir", "glob", "grep", "todo"]
+            ["read_file", "list_dir", "glob", "grep", "todo", "ask_user"]
         );
         assert_eq!(registry.get("shell").unwrap().kind(), ToolKind::Execute);
         assert_eq!(registry.get("grep").unwrap().kind(), ToolKind::Search);

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::translate;
 use crate::client::{
-    ClientError, ClientFuture, ClientSink, CreateTerminal, PermissionChoice, ReadTextFile,
-    TerminalExit, TerminalId, TerminalOutput, Update, WriteTextFile,
+    Answer, ClientError, ClientFuture, ClientSink, CreateTerminal, PermissionChoice, Question,
+    ReadTextFile, TerminalExit, TerminalId, TerminalOutput, Update, WriteTextFile,
 };
 use crate::events::ToolCallInfo;
 use crate::transport::jsonrpc::RESOURCE_NOT_FOUND;
@@ -24,6 +24,15 @@ impl ClientSink for Connection {
             translate::session_update(&update),
         );
         self.notify("session/update", &notification);
+    }
+
+    fn ask_user(&self, question: Question) -> ClientFuture<'_, Answer> {
+        let request = translate::elicitation(&question);
+        Box::pin(async move {
+            let response: acp::CreateElicitationResponse =
+                ask(self, "elicitation/create", &request).await?;
+            Ok(translate::answer(response))
+        })
     }
 
     fn request_permission(
@@ -404,6 +413,7 @@ mod tests {
     async fn permission_questions_offer_the_four_choices_and_read_the_answer() {
         let call = ToolCallInfo {
             id: "c1".into(),
+            name: "shell".into(),
             title: "Run ls".into(),
             kind: ToolKind::Execute,
             locations: Vec::new(),

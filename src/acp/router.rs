@@ -26,6 +26,9 @@ pub struct ClientInfo {
     pub read_text_file: bool,
     pub write_text_file: bool,
     pub terminal: bool,
+    pub notices: bool,
+    pub compaction: bool,
+    pub elicitation: bool,
     pub name: Option<String>,
 }
 
@@ -38,6 +41,13 @@ impl ClientInfo {
             read_text_file: caps.fs.read_text_file,
             write_text_file: caps.fs.write_text_file,
             terminal: caps.terminal,
+            notices: caps.session.as_ref().is_some_and(|s| s.notices.is_some()),
+            compaction: caps
+                .session
+                .as_ref()
+                .is_some_and(|s| s.compaction.is_some()),
+            elicitation: (caps.elicitation.as_ref())
+                .is_some_and(acp::ElicitationCapabilities::supports_form),
             name: request.client_info.as_ref().map(|info| info.name.clone()),
         };
         tracing::info!(client = ?info, requested = %request.protocol_version, "initialize");
@@ -147,6 +157,13 @@ impl Router {
             "session/resume" => Self::dispatch(Self::resume_session),
             "session/list" => Self::dispatch(Self::list_sessions),
             "session/delete" => Self::dispatch(Self::delete_session),
+            // Unstable: served only when `[acp] unstable` names them.
+            "session/set_title" if self.sessions.unstable().set_title => {
+                Self::dispatch(Self::set_title)
+            }
+            "session/status" if self.sessions.unstable().status => {
+                Self::dispatch(Self::session_status)
+            }
             _ => return responder.respond(Err(RpcError::method_not_found(method))),
         };
         handler(self, method, params, responder);
@@ -191,7 +208,7 @@ impl Router {
 
     fn initialize(&mut self, request: acp::InitializeRequest, responder: Responder) {
         self.client = Some(ClientInfo::from_request(&request));
-        responder.respond_with(Ok(initialize_response()));
+        responder.respond_with(Ok(initialize_response_with(self.sessions.unstable())));
     }
 
     fn authenticate(&mut self, _: acp::AuthenticateRequest, responder: Responder) {
@@ -199,13 +216,17 @@ impl Router {
     }
 
     fn new_session(&mut self, request: acp::NewSessionRequest, responder: Responder) {
-        let mcp_servers = match session_servers("session/new", &request.cwd, &request.mcp_servers) {
-            Ok(servers) => servers,
+        let checked = session_servers("session/new", &request.cwd, &request.mcp_servers)
+            .and_then(|servers| Ok((servers, check_roots(&request.additional_directories)?)));
+        let (mcp_servers, roots) = match checked {
+            Ok(checked) => checked,
             Err(err) => return responder.respond(Err(err)),
         };
         let client = self.abilities();
         let interleaves = self.interleaves();
-        let session = self.sessions.create(request.cwd, client, mcp_servers);
+        let session = self
+            .sessions
+            .create(request.cwd, roots, client, mcp_servers);
         let id = session.id.clone();
         let (reply, options) = oneshot::channel();
         session.send(SessionMsg::Options { reply });
@@ -238,18 +259,41 @@ impl Router {
                 read_text_file: info.read_text_file,
                 write_text_file: info.write_text_file,
                 terminal: info.terminal,
+                notices: info.notices,
+                compaction: info.compaction,
+                ask_user: info.elicitation,
             })
             .unwrap_or_default()
     }
 
     fn load_session(&mut self, request: acp::LoadSessionRequest, responder: Responder) {
-        let (id, cwd) = (request.session_id, request.cwd);
-        self.reopen(Reopen::Load, &id.0, cwd, &request.mcp_servers, responder);
+        let (id, cwd, roots) = (
+            request.session_id,
+            request.cwd,
+            request.additional_directories,
+        );
+        self.reopen(
+            Reopen::Load,
+            &id.0,
+            (cwd, roots),
+            &request.mcp_servers,
+            responder,
+        );
     }
 
     fn resume_session(&mut self, request: acp::ResumeSessionRequest, responder: Responder) {
-        let (id, cwd) = (request.session_id, request.cwd);
-        self.reopen(Reopen::Resume, &id.0, cwd, &request.mcp_servers, responder);
+        let (id, cwd, roots) = (
+            request.session_id,
+            request.cwd,
+            request.additional_directories,
+        );
+        self.reopen(
+            Reopen::Resume,
+            &id.0,
+            (cwd, roots),
+            &request.mcp_servers,
+            responder,
+        );
     }
 
     /// `session/load` and `session/resume`: the session back in memory; a
@@ -259,18 +303,23 @@ impl Router {
         &mut self,
         how: Reopen,
         id: &str,
-        cwd: PathBuf,
+        (cwd, roots): (PathBuf, Vec<PathBuf>),
         servers: &[acp::McpServer],
         responder: Responder,
     ) {
-        let mcp_servers = match session_servers(how.method(), &cwd, servers) {
-            Ok(servers) => servers,
+        let checked = session_servers(how.method(), &cwd, servers)
+            .and_then(|servers| Ok((servers, check_roots(&roots)?)));
+        let (mcp_servers, roots) = match checked {
+            Ok(checked) => checked,
             Err(err) => return responder.respond(Err(err)),
         };
         let client = self.abilities();
         let interleaves = self.interleaves();
         let replay = how == Reopen::Load;
-        let (tx, loading) = match self.sessions.load(id, cwd, client, mcp_servers, replay) {
+        let loaded = self
+            .sessions
+            .load(id, cwd, roots, client, mcp_servers, replay);
+        let (tx, loading) = match loaded {
             Ok(loaded) => loaded,
             Err(err) => return responder.respond(Err(store_error(err))),
         };
@@ -328,6 +377,7 @@ impl Router {
                 .map(|s| {
                     let lineage = translate::lineage_meta(&s);
                     acp::SessionInfo::new(s.id, s.cwd)
+                        .additional_directories(s.additional_directories)
                         .title(s.title)
                         .updated_at(s.updated_at)
                         .meta(lineage)
@@ -470,6 +520,55 @@ impl Router {
         });
     }
 
+    fn set_title(&mut self, request: acp::SetSessionTitleRequest, responder: Responder) {
+        let Some(session) = self.sessions.get(&request.session_id.0) else {
+            return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
+        };
+        let title = request.title.trim().to_string();
+        if title.is_empty() {
+            return responder.respond(Err(RpcError::invalid_params(
+                "session/set_title: field `title` is empty; send the title to show",
+            )));
+        }
+        let (reply, answer) = oneshot::channel();
+        session.send(SessionMsg::SetTitle { title, reply });
+        tokio::spawn(async move {
+            let answer = match answer.await {
+                Ok(title) => Ok(acp::SetSessionTitleResponse::new(title)),
+                Err(_) => Err(RpcError::internal("the session stopped before answering")),
+            };
+            responder.respond_with(answer);
+        });
+    }
+
+    /// Open here, saved on disk, or unknown.
+    fn session_status(&mut self, request: acp::SessionStatusRequest, responder: Responder) {
+        let id = request.session_id.0.to_string();
+        if self.sessions.get(&id).is_some() {
+            return responder.respond_with(Ok(acp::SessionStatusResponse::new(
+                acp::SessionStatus::Open,
+            )));
+        }
+        let store = self.sessions.store();
+        tokio::spawn(async move {
+            let saved = match store {
+                Some(store) => {
+                    let id = id.clone();
+                    tokio::task::spawn_blocking(move || store.metadata(&id).is_ok())
+                        .await
+                        .unwrap_or(false)
+                }
+                None => false,
+            };
+            let answer = if saved {
+                Ok(acp::SessionStatusResponse::new(acp::SessionStatus::Saved))
+            } else {
+                Err(RpcError::session_not_found(&id))
+            };
+            responder.respond_with(answer);
+        });
+    }
+
     fn close_session(&mut self, request: acp::CloseSessionRequest, responder: Responder) {
         let Some(session) = self.sessions.remove(&request.session_id.0) else {
             return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
@@ -579,6 +678,19 @@ async fn session_answer<T>(
     }
 }
 
+/// What this agent offers, the unstable features the config turned on included.
+pub fn initialize_response_with(unstable: crate::config::Unstable) -> acp::InitializeResponse {
+    let mut response = initialize_response();
+    let sessions = &mut response.agent_capabilities.session_capabilities;
+    if unstable.set_title {
+        sessions.title = Some(acp::SessionTitleCapabilities::new());
+    }
+    if unstable.status {
+        sessions.status = Some(acp::SessionStatusCapabilities::new());
+    }
+    response
+}
+
 pub fn initialize_response() -> acp::InitializeResponse {
     acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
         .agent_capabilities(
@@ -595,6 +707,7 @@ pub fn initialize_response() -> acp::InitializeResponse {
                         .list(acp::SessionListCapabilities::new())
                         .resume(acp::SessionResumeCapabilities::new())
                         .close(acp::SessionCloseCapabilities::new())
+                        .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new())
                         .delete(acp::SessionDeleteCapabilities::new()),
                 ),
         )
@@ -602,6 +715,22 @@ pub fn initialize_response() -> acp::InitializeResponse {
             acp::Implementation::new("crucible-agent", env!("CARGO_PKG_VERSION")).title("Crucible"),
         )
         .auth_methods(Vec::new())
+}
+
+/// `additionalDirectories`: each an absolute, existing directory (the
+/// error names its index); duplicates of one another are dropped.
+fn check_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>, RpcError> {
+    let mut checked: Vec<PathBuf> = Vec::new();
+    for (n, root) in roots.iter().enumerate() {
+        check_cwd(root).map_err(|err| {
+            let detail = err.message.trim_start_matches("cwd: ");
+            RpcError::invalid_params(format!("additionalDirectories[{n}]: {detail}"))
+        })?;
+        if !checked.contains(root) {
+            checked.push(root.clone());
+        }
+    }
+    Ok(checked)
 }
 
 fn check_cwd(cwd: &Path) -> Result<(), RpcError> {

@@ -4,10 +4,12 @@
 
 use agent_client_protocol_schema::v1 as acp;
 
-use crate::client::{CommandInfo, OptionCategory, PermissionChoice, SelectOption, Update};
+use crate::client::{
+    Answer, CommandInfo, OptionCategory, PermissionChoice, Question, SelectOption, Update,
+};
 use crate::events::{
-    AgentEvent, Location, StopReason, TodoItem, TodoPriority, TodoStatus, ToolCallInfo,
-    ToolCallProgress, ToolContent, ToolKind, ToolStatus,
+    AgentEvent, Compaction, CompactionOutcome, Location, Severity, StopReason, TodoItem,
+    TodoPriority, TodoStatus, ToolCallInfo, ToolCallProgress, ToolContent, ToolKind, ToolStatus,
 };
 use crate::model::Part;
 use crate::providers::Usage;
@@ -20,14 +22,29 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
         Update::Agent(AgentEvent::Thought(text)) => {
             acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(text_block(text)))
         }
-        Update::Agent(AgentEvent::Usage { used, size }) => {
-            acp::SessionUpdate::UsageUpdate(acp::UsageUpdate::new(*used, *size))
-        }
+        Update::Agent(AgentEvent::Usage { used, size, cost }) => acp::SessionUpdate::UsageUpdate(
+            acp::UsageUpdate::new(*used, *size).cost(
+                cost.as_ref()
+                    .map(|cost| acp::Cost::new(cost.amount, cost.currency.clone())),
+            ),
+        ),
         Update::Agent(AgentEvent::ToolCall(call)) => acp::SessionUpdate::ToolCall(tool_call(call)),
         Update::Agent(AgentEvent::ToolCallUpdate(progress)) => {
             acp::SessionUpdate::ToolCallUpdate(tool_call_update(progress))
         }
         Update::Agent(AgentEvent::Plan(todos)) => acp::SessionUpdate::Plan(plan(todos)),
+        Update::Agent(AgentEvent::Notice(notice)) => acp::SessionUpdate::Notice(
+            acp::Notice::new(
+                match notice.severity {
+                    Severity::Info => acp::NoticeSeverity::Info,
+                    Severity::Warning => acp::NoticeSeverity::Warning,
+                    Severity::Error => acp::NoticeSeverity::Error,
+                },
+                notice.title.clone(),
+            )
+            .description(notice.detail.clone()),
+        ),
+        Update::Agent(AgentEvent::Compaction(step)) => compaction(step),
         Update::ConfigOptions(options) => acp::SessionUpdate::ConfigOptionUpdate(
             acp::ConfigOptionUpdate::new(config_options(options)),
         ),
@@ -57,6 +74,75 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
 
 /// ACP's `modes` view of the session's `mode` option, for clients that
 /// predate config options.
+fn compaction(step: &Compaction) -> acp::SessionUpdate {
+    let update = |id: &str, status| acp::CompactionUpdate::new(id.to_string(), status);
+    match step {
+        Compaction::Started { id, .. } => {
+            acp::SessionUpdate::CompactionUpdate(update(id, acp::CompactionStatus::InProgress))
+        }
+        Compaction::SummaryChunk { id, text } => acp::SessionUpdate::CompactionSummaryChunk(
+            acp::CompactionSummaryChunk::new(id.to_string(), text_block(text)),
+        ),
+        Compaction::Ended { id, outcome, .. } => {
+            acp::SessionUpdate::CompactionUpdate(match outcome {
+                CompactionOutcome::Completed => update(id, acp::CompactionStatus::Completed),
+                CompactionOutcome::Cancelled => update(id, acp::CompactionStatus::Cancelled),
+                CompactionOutcome::Failed(error) => {
+                    update(id, acp::CompactionStatus::Failed).error(error.clone())
+                }
+            })
+        }
+    }
+}
+
+/// A question as an ACP form: one required `answer` field, a choice
+/// among titled options when there are any.
+pub fn elicitation(question: &Question) -> acp::CreateElicitationRequest {
+    let mut field = acp::StringPropertySchema::new().title("Answer".to_string());
+    if !question.choices.is_empty() {
+        field = field.one_of(
+            question
+                .choices
+                .iter()
+                .map(|(value, label)| acp::EnumOption::new(value.clone(), label.clone()))
+                .collect::<Vec<_>>(),
+        );
+    }
+    let schema = acp::ElicitationSchema::new().property(ANSWER_FIELD, field, true);
+    let scope = acp::ElicitationScope::Session(acp::ElicitationSessionScope::new(
+        question.session_id.clone(),
+    ));
+    acp::CreateElicitationRequest::new(
+        acp::ElicitationMode::Form(acp::ElicitationFormMode::new(scope, schema)),
+        question.message.clone(),
+    )
+}
+
+const ANSWER_FIELD: &str = "answer";
+
+/// The user's action on a question's form.
+pub fn answer(response: acp::CreateElicitationResponse) -> Answer {
+    match response.action {
+        acp::ElicitationAction::Accept(accepted) => {
+            let given = accepted
+                .content
+                .and_then(|mut content| content.remove(ANSWER_FIELD))
+                .and_then(|value| match value {
+                    acp::ElicitationContentValue::String(text) => Some(text),
+                    acp::ElicitationContentValue::StringArray(items) => Some(items.join(", ")),
+                    acp::ElicitationContentValue::Integer(n) => Some(n.to_string()),
+                    acp::ElicitationContentValue::Number(n) => Some(n.to_string()),
+                    acp::ElicitationContentValue::Boolean(b) => Some(b.to_string()),
+                    _ => None,
+                })
+                .filter(|text| !text.trim().is_empty());
+            given.map_or(Answer::Declined, Answer::Given)
+        }
+        acp::ElicitationAction::Decline => Answer::Declined,
+        _ => Answer::Cancelled,
+    }
+}
+
 pub fn mode_state(options: &[SelectOption]) -> Option<acp::SessionModeState> {
     let mode = options
         .iter()
@@ -75,6 +161,7 @@ pub fn mode_state(options: &[SelectOption]) -> Option<acp::SessionModeState> {
 
 pub fn tool_call(call: &ToolCallInfo) -> acp::ToolCall {
     acp::ToolCall::new(call.id.clone(), call.title.clone())
+        .name((!call.name.is_empty()).then(|| call.name.clone()))
         .kind(tool_kind(call.kind))
         .status(acp::ToolCallStatus::Pending)
         .locations(call.locations.iter().map(location).collect())
@@ -135,6 +222,9 @@ pub fn tool_call_update(progress: &ToolCallProgress) -> acp::ToolCallUpdate {
     }
     if let Some(raw) = &progress.raw_output {
         fields = fields.raw_output(raw.clone());
+    }
+    if !progress.name.is_empty() {
+        fields = fields.name(progress.name.clone());
     }
     acp::ToolCallUpdate::new(progress.id.clone(), fields)
 }
@@ -241,6 +331,7 @@ pub fn config_options(options: &[SelectOption]) -> Vec<acp::SessionConfigOption>
             .category(match option.category {
                 OptionCategory::Model => acp::SessionConfigOptionCategory::Model,
                 OptionCategory::Mode => acp::SessionConfigOptionCategory::Mode,
+                OptionCategory::ThoughtLevel => acp::SessionConfigOptionCategory::ThoughtLevel,
                 // Not a category ACP defines; `_` names are free for extensions.
                 OptionCategory::Provider => {
                     acp::SessionConfigOptionCategory::Other("_provider".into())
@@ -308,6 +399,7 @@ pub fn turn_usage(usage: Usage) -> acp::Usage {
         usage.prompt_tokens,
         usage.completion_tokens,
     )
+    .cached_read_tokens((usage.cached_prompt_tokens > 0).then_some(usage.cached_prompt_tokens))
 }
 
 pub fn stop_reason(reason: StopReason) -> acp::StopReason {
@@ -389,8 +481,20 @@ mod tests {
                 Update::Agent(AgentEvent::Usage {
                     used: 120,
                     size: 8192,
+                    cost: None,
                 }),
                 json!({"sessionUpdate":"usage_update","used":120,"size":8192}),
+            ),
+            (
+                Update::Agent(AgentEvent::Usage {
+                    used: 120,
+                    size: 8192,
+                    cost: Some(crate::events::Cost {
+                        amount: 0.25,
+                        currency: "USD".into(),
+                    }),
+                }),
+                json!({"sessionUpdate":"usage_update","used":120,"size":8192,"cost":{"amount":0.25,"currency":"USD"}}),
             ),
             (
                 Update::AvailableCommands(vec![

@@ -24,6 +24,8 @@ pub struct RawConfig {
     pub sandbox: Option<RawSandbox>,
     /// `[acp]`: how the Crucible TUI hosts ACP agents (this agent is one).
     pub acp: Option<RawAcp>,
+    /// `[prices.MODEL]`: token prices, for the cost sessions report.
+    pub prices: Option<BTreeMap<String, super::prices::RawPrice>>,
     /// Other top-level tables belong to the rest of Crucible.
     #[serde(flatten)]
     pub other: BTreeMap<String, toml::Value>,
@@ -69,6 +71,8 @@ pub struct RawAgent {
     /// Seconds without a first token before the client is told the turn
     /// is still alive (0: never).
     pub first_token_notice_secs: Option<u64>,
+    /// Reasoning effort sessions start with: off, low, medium or high.
+    pub thought_level: Option<String>,
 }
 
 /// `[context]`: how the conversation is kept within the model's window.
@@ -100,6 +104,8 @@ pub struct RawPermissions {
 #[derive(Debug, Default, Deserialize)]
 pub struct RawAcp {
     pub agents: Option<BTreeMap<String, RawAcpAgent>>,
+    /// Unstable ACP features to turn on (this agent's own key).
+    pub unstable: Option<Vec<String>>,
     #[serde(flatten)]
     pub other: BTreeMap<String, toml::Value>,
 }

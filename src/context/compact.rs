@@ -48,6 +48,24 @@ pub fn compactable(context: &ContextManager, keep_recent: usize) -> Option<usize
         .or_else(|| context.compactable(1))
 }
 
+/// What the summary is asked to focus on, and who hears it as it streams.
+#[derive(Clone, Copy)]
+pub struct SummaryWanted<'a> {
+    /// The user's focus (`/compact FOCUS`).
+    pub focus: Option<&'a str>,
+    /// Each piece of the summary as the model writes it.
+    pub on_text: &'a (dyn Fn(&str) + Send + Sync),
+}
+
+impl Default for SummaryWanted<'_> {
+    fn default() -> Self {
+        Self {
+            focus: None,
+            on_text: &|_| {},
+        }
+    }
+}
+
 /// Summarize the oldest `entries` with the session's model and put the
 /// summary in their place. The one compaction routine: `/compact`, `/context
 /// summarize` and the automatic one before a request that would not fit.
@@ -56,18 +74,18 @@ pub async fn compact(
     entries: usize,
     provider: &dyn Provider,
     model: &str,
-    focus: Option<&str>,
+    wanted: SummaryWanted<'_>,
     budget: &ContextBudget,
     cancel: &CancellationToken,
 ) -> Result<Compacted, CompactError> {
     let request = request(
         model,
         &context.entries()[..entries],
-        focus,
+        wanted.focus,
         budget,
         &context.estimator,
     );
-    let summary = summarize(provider, request, cancel).await?;
+    let summary = summarize(provider, request, cancel, wanted.on_text).await?;
     let op = ContextOp::Compact { entries, summary };
     let report = context.apply(&op)?;
     Ok(Compacted { op, report })
@@ -169,6 +187,7 @@ fn request(
         tool_choice: ToolChoice::None,
         max_output_tokens: Some(answer as u32),
         context_window: Some(budget.window),
+        reasoning: None,
     }
 }
 
@@ -177,6 +196,7 @@ async fn summarize(
     provider: &dyn Provider,
     request: ChatRequest,
     cancel: &CancellationToken,
+    on_text: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<String, CompactError> {
     let notify = |_: retry::RetryNotice| {};
     let started = tokio::select! {
@@ -193,7 +213,10 @@ async fn summarize(
             next = stream.next() => next,
         };
         match next {
-            Some(Ok(ProviderEvent::TextDelta(text))) => summary.push_str(&text),
+            Some(Ok(ProviderEvent::TextDelta(text))) => {
+                on_text(&text);
+                summary.push_str(&text);
+            }
             Some(Ok(_)) => {}
             Some(Err(err)) => return Err(err.into()),
             None => break,

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
+use super::Reasoning;
 use super::http::{WireFormat, model_list};
 use super::settings::ProviderSettings;
 use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder, text_at};
@@ -97,6 +98,17 @@ pub fn request_body(request: &ChatRequest, configured_max_tokens: Option<u32>) -
             ToolChoice::None => json!({ "type": "none" }),
             ToolChoice::Specific(name) => json!({ "type": "tool", "name": name }),
         };
+    }
+    // Extended thinking cannot be combined with a forced tool choice.
+    let free_choice = matches!(request.tool_choice, ToolChoice::Auto | ToolChoice::None);
+    if let Some(budget) = request.reasoning.and_then(Reasoning::thinking_budget)
+        && free_choice
+    {
+        body["thinking"] = json!({ "type": "enabled", "budget_tokens": budget });
+        // `max_tokens` counts the thinking too and must exceed its budget.
+        if max_tokens <= budget {
+            body["max_tokens"] = json!(budget + max_tokens);
+        }
     }
     body
 }
@@ -218,6 +230,7 @@ pub struct StreamDecoder {
     usage_seen: bool,
     usage_sent: bool,
     prompt_tokens: u64,
+    cached_prompt_tokens: u64,
     completion_tokens: u64,
     /// Open blocks by the server's `index`; blocks may interleave.
     blocks: BTreeMap<usize, Block>,
@@ -243,6 +256,7 @@ impl WireDecoder for StreamDecoder {
                 if let Some(usage) = value.pointer("/message/usage") {
                     self.usage_seen = true;
                     self.prompt_tokens = prompt_tokens(usage);
+                    self.cached_prompt_tokens = count(usage, "cache_read_input_tokens");
                     self.completion_tokens = count(usage, "output_tokens");
                 }
             }
@@ -290,6 +304,7 @@ impl StreamDecoder {
             }
             if count(usage, "input_tokens") > 0 {
                 self.prompt_tokens = prompt_tokens(usage);
+                self.cached_prompt_tokens = count(usage, "cache_read_input_tokens");
             }
         }
         if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
@@ -405,6 +420,7 @@ impl StreamDecoder {
             out.push(ProviderEvent::Usage(Usage {
                 prompt_tokens: self.prompt_tokens,
                 completion_tokens: self.completion_tokens,
+                cached_prompt_tokens: self.cached_prompt_tokens,
             }));
         }
     }
@@ -620,6 +636,7 @@ mod tests {
         Some(Usage {
             prompt_tokens,
             completion_tokens,
+            cached_prompt_tokens: 0,
         })
     }
 
@@ -947,7 +964,12 @@ mod tests {
                 Ok(call_start(0, "a", "ls")),
                 Ok(ProviderEvent::ToolCallEnd { index: 0 }),
                 Ok(ProviderEvent::Finish(FinishReason::Length)),
-                Ok(usage_event(105, 2)),
+                // Cache reads count in the prompt, and apart for pricing.
+                Ok(ProviderEvent::Usage(Usage {
+                    prompt_tokens: 105,
+                    completion_tokens: 2,
+                    cached_prompt_tokens: 100,
+                })),
             ]
         );
     }
@@ -1004,6 +1026,7 @@ mod tests {
             tool_choice: ToolChoice::Auto,
             max_output_tokens: None,
             context_window: Some(1000),
+            reasoning: None,
         }
     }
 

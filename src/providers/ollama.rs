@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
+use super::Reasoning;
 use super::http::{WireFormat, model_list};
 use super::openai::function_tools;
 use super::settings::ProviderSettings;
@@ -80,12 +81,32 @@ pub fn request_body(request: &ChatRequest) -> Value {
     if !options.is_empty() {
         body["options"] = Value::Object(options);
     }
+    if let Some(think) = request
+        .reasoning
+        .and_then(|level| think(&request.model, level))
+    {
+        body["think"] = think;
+    }
     // Ollama has no `tool_choice`: `None` is honoured by sending no tools;
     // `Required` and `Specific` can only offer the tools and hope.
     if !request.tools.is_empty() && request.tool_choice != ToolChoice::None {
         body["tools"] = function_tools(&request.tools);
     }
     body
+}
+
+/// Ollama's `think`: true or false, except gpt-oss, which takes a level
+/// and cannot stop thinking (so off sends nothing).
+fn think(model: &str, level: Reasoning) -> Option<Value> {
+    let levelled = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .starts_with("gpt-oss");
+    match (levelled, level.effort()) {
+        (true, effort) => effort.map(|effort| json!(effort)),
+        (false, effort) => Some(json!(effort.is_some())),
+    }
 }
 
 fn encode_message(message: &Message, earlier: &[std::sync::Arc<Message>], out: &mut Vec<Value>) {
@@ -256,6 +277,7 @@ impl StreamDecoder {
         out.push(ProviderEvent::Usage(Usage {
             prompt_tokens: count("prompt_eval_count"),
             completion_tokens: count("eval_count"),
+            cached_prompt_tokens: 0,
         }));
     }
 
@@ -438,6 +460,7 @@ mod tests {
         Some(Usage {
             prompt_tokens,
             completion_tokens,
+            cached_prompt_tokens: 0,
         })
     }
 
@@ -675,6 +698,7 @@ mod tests {
             tool_choice: ToolChoice::Auto,
             max_output_tokens: None,
             context_window: None,
+            reasoning: None,
         }
     }
 

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::Reasoning;
 use super::encoded::{EncodedMessages, with_array_field};
 use super::http::{WireFormat, model_list};
 use super::settings::ProviderSettings;
@@ -82,6 +83,9 @@ fn envelope(request: &ChatRequest, temperature: Option<f64>) -> Value {
     }
     if let Some(temperature) = temperature {
         body["temperature"] = json!(temperature);
+    }
+    if let Some(effort) = request.reasoning.and_then(Reasoning::effort) {
+        body["reasoning_effort"] = json!(effort);
     }
     if !request.tools.is_empty() {
         body["tools"] = function_tools(&request.tools);
@@ -222,6 +226,9 @@ impl WireDecoder for StreamDecoder {
             out.push(ProviderEvent::Usage(Usage {
                 prompt_tokens: count("prompt_tokens"),
                 completion_tokens: count("completion_tokens"),
+                cached_prompt_tokens: (usage.pointer("/prompt_tokens_details/cached_tokens"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
             }));
         }
         out.into_iter().map(Ok).collect()
@@ -477,6 +484,7 @@ mod tests {
             tool_choice: ToolChoice::Auto,
             max_output_tokens: None,
             context_window: None,
+            reasoning: None,
         };
         let body = request_body(&request);
         assert_eq!(body["stream"], true);
@@ -513,6 +521,7 @@ mod tests {
             tool_choice: ToolChoice::Auto,
             max_output_tokens: None,
             context_window: None,
+            reasoning: None,
         };
         let body = request_body(&request);
         let calls = &body["messages"][0]["tool_calls"];
@@ -548,6 +557,7 @@ mod tests {
                 tool_choice: ToolChoice::Required,
                 max_output_tokens: Some(100),
                 context_window: None,
+                reasoning: None,
             };
             let sent: Value = serde_json::from_str(&request_text(&request, None, &cache)).unwrap();
             assert_eq!(sent, request_body(&request), "turn {turn}");

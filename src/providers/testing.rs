@@ -51,6 +51,7 @@ pub fn usage_event(prompt_tokens: u64, completion_tokens: u64) -> ProviderEvent 
     ProviderEvent::Usage(Usage {
         prompt_tokens,
         completion_tokens,
+        cached_prompt_tokens: 0,
     })
 }
 

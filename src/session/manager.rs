@@ -70,6 +70,12 @@ pub struct Defaults {
     pub system_prompt: Option<String>,
     /// `[subagents]`: how far delegation may go.
     pub subagents: crate::agents::SubagentSettings,
+    /// `[agent] thought_level`.
+    pub thought_level: crate::providers::Reasoning,
+    /// `[prices.MODEL]`.
+    pub prices: crate::providers::pricing::PriceTable,
+    /// `[acp] unstable`.
+    pub unstable: crate::config::Unstable,
 }
 
 impl Defaults {
@@ -96,6 +102,9 @@ impl Defaults {
             agent: config.default_agent.clone(),
             system_prompt: config.system_prompt.clone(),
             subagents: config.subagents,
+            thought_level: config.thought_level,
+            prices: config.prices.clone(),
+            unstable: config.unstable,
         })
     }
 }
@@ -139,6 +148,11 @@ impl SessionManager {
         self.store.clone()
     }
 
+    /// The unstable ACP features the config turned on.
+    pub fn unstable(&self) -> crate::config::Unstable {
+        self.shared.defaults.unstable
+    }
+
     /// Config servers, with those of the client's request replacing any of the same name.
     fn servers(&self, mcp_servers: Vec<McpServerSpec>) -> Vec<McpServerSpec> {
         let mut servers: Vec<McpServerSpec> = self
@@ -164,6 +178,7 @@ impl SessionManager {
         &mut self,
         id: &str,
         cwd: PathBuf,
+        additional_directories: Vec<PathBuf>,
         client: ClientAbilities,
         mcp_servers: Vec<McpServerSpec>,
         replay: bool,
@@ -219,8 +234,13 @@ impl SessionManager {
                 }
             };
             let defaults = &shared.defaults;
+            let mut notices = Vec::new();
             if shared.providers.config(&metadata.provider).is_none() {
                 tracing::warn!(session = %metadata.id, provider = %metadata.provider, "the session's provider is no longer configured; using the default");
+                notices.push(saved_session_notice(format!(
+                    "It was saved with provider `{}`, which is no longer configured; it continues with `{}`.",
+                    metadata.provider, defaults.provider
+                )));
                 metadata.provider = defaults.provider.clone();
                 metadata.model = defaults.model.clone();
             }
@@ -233,15 +253,21 @@ impl SessionManager {
                 model: metadata.model.clone(),
                 mode: metadata.mode.clone(),
                 agent: metadata.agent.clone(),
+                thought_level: (metadata.thought_level.as_deref())
+                    .and_then(crate::providers::Reasoning::parse)
+                    .unwrap_or(defaults.thought_level),
             };
             let id = metadata.id.clone();
             let recorder = Recorder::start(open, metadata);
+            // The request's list is the complete one now (empty: none).
+            recorder.additional_directories(&additional_directories);
             if let Some(seen) = restored.cut_short {
                 super::record::end_cut_short_turn(&recorder, seen);
             }
             let start = SessionStart {
                 id,
                 cwd,
+                additional_directories,
                 client,
                 mcp_servers: servers,
                 settings,
@@ -249,6 +275,7 @@ impl SessionManager {
                 history: restored.context,
                 recorder: Some(recorder),
                 lineage: None,
+                notices,
             };
             let _ = ready.send(Ok(updates));
             super::run(start, shared, mailbox, rx).await;
@@ -274,11 +301,13 @@ impl SessionManager {
     pub fn create(
         &mut self,
         cwd: PathBuf,
+        additional_directories: Vec<PathBuf>,
         client: ClientAbilities,
         mcp_servers: Vec<McpServerSpec>,
     ) -> &SessionHandle {
         let servers = self.servers(mcp_servers);
         let id = uuid::Uuid::new_v4().to_string();
+        let mut notices = Vec::new();
         let recorder = self.store.as_ref().and_then(|store| {
             let mut metadata = Metadata::new(
                 &id,
@@ -288,11 +317,16 @@ impl SessionManager {
                 &self.shared.defaults.mode,
             );
             metadata.agent = self.agent.clone();
+            metadata.additional_directories = additional_directories.clone();
+            metadata.thought_level = Some(self.shared.defaults.thought_level.as_str().into());
             match store.create(&metadata) {
                 Ok(open) => Some(Recorder::start(open, metadata)),
                 Err(err) => {
                     // The session still works; it just will not survive a restart.
                     tracing::warn!(session = %id, %err, "cannot save the new session");
+                    notices.push(saved_session_notice(format!(
+                        "This session works but will not survive a restart: {err}"
+                    )));
                     None
                 }
             }
@@ -301,6 +335,7 @@ impl SessionManager {
         let start = SessionStart {
             id: id.clone(),
             cwd,
+            additional_directories,
             client,
             mcp_servers: servers,
             settings: Settings {
@@ -308,11 +343,13 @@ impl SessionManager {
                 model: defaults.model.clone(),
                 mode: defaults.mode.clone(),
                 agent: defaults.agent.clone(),
+                thought_level: defaults.thought_level,
             },
             agent_restored: false,
             history: ContextManager::new(),
             recorder,
             lineage: None,
+            notices,
         };
         let handle = super::spawn(start, self.shared.clone());
         self.sessions.entry(id).or_insert(handle)
@@ -355,6 +392,16 @@ impl SessionManager {
         {
             tracing::warn!("some sessions did not close within {CLOSE_GRACE:?}");
         }
+    }
+}
+
+/// A problem with the saved session, for the user.
+fn saved_session_notice(detail: String) -> crate::events::Notice {
+    crate::events::Notice {
+        severity: crate::events::Severity::Warning,
+        title: "Saved session problem".into(),
+        thought: format!("{detail}\n"),
+        detail: Some(detail),
     }
 }
 

@@ -79,6 +79,19 @@ impl SessionActor {
     }
 
     /// Save the prompt just added to the history; the first one names the session.
+    /// A title the client gave: saved, and told like a generated one.
+    pub(super) fn retitle(&mut self, title: String) -> String {
+        let updated_at = match self.services.recorder.as_ref() {
+            Some(recorder) => recorder.retitle(&title).updated_at,
+            None => crate::util::now_rfc3339(),
+        };
+        self.send(Update::SessionInfo {
+            title: Some(title.clone()),
+            updated_at,
+        });
+        title
+    }
+
     pub(super) fn record_prompt(&mut self) {
         let last = self
             .conversation
@@ -131,6 +144,7 @@ impl SessionActor {
             provider: &current.provider,
             model: &current.model,
             agent: current.agent.as_deref(),
+            thought_level: current.thought_level.as_str(),
         });
     }
 }

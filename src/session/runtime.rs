@@ -149,6 +149,7 @@ pub(super) fn with_children(own: Option<Usage>, children: Option<Usage>) -> Opti
         (Some(own), Some(children)) => Some(Usage {
             prompt_tokens: own.prompt_tokens + children.prompt_tokens,
             completion_tokens: own.completion_tokens + children.completion_tokens,
+            cached_prompt_tokens: own.cached_prompt_tokens + children.cached_prompt_tokens,
         }),
         (own, children) => own.or(children),
     }
@@ -180,20 +181,24 @@ mod tests {
         tally.add_usage(Usage {
             prompt_tokens: 10,
             completion_tokens: 1,
+            ..Default::default()
         });
         tally.add_usage(Usage {
             prompt_tokens: 5,
             completion_tokens: 2,
+            ..Default::default()
         });
         let own = Some(Usage {
             prompt_tokens: 100,
             completion_tokens: 7,
+            ..Default::default()
         });
         assert_eq!(
             with_children(own, tally.take_usage()),
             Some(Usage {
                 prompt_tokens: 115,
-                completion_tokens: 10
+                completion_tokens: 10,
+                ..Default::default()
             })
         );
         assert_eq!(tally.take_usage(), None);

@@ -18,6 +18,7 @@ use crate::modes::ModePolicy;
 use crate::permissions::patterns::our_tool_name;
 use crate::permissions::{Decision, Rule, RuleScope, SessionPermissions};
 use crate::providers::Providers;
+use crate::providers::pricing::Spending;
 use crate::store::Recorder;
 use crate::tools::sandbox::{Escalation, SessionSandbox, Support};
 use crate::tools::{ClientFs, ClientTerminal, DelegateTool, LocalFs, ToolContext, ToolRegistry};
@@ -25,6 +26,8 @@ use crate::tools::{ClientFs, ClientTerminal, DelegateTool, LocalFs, ToolContext,
 pub(super) struct Services {
     pub id: String,
     pub cwd: PathBuf,
+    /// What the client offers and shows (files, terminals, notices…).
+    pub abilities: ClientAbilities,
     /// The config's session defaults, shared by every session.
     pub defaults: Arc<Defaults>,
     pub providers: Arc<Providers>,
@@ -50,6 +53,8 @@ pub(super) struct Services {
     pub depth: u32,
     /// The current turn's delegations.
     pub tally: Arc<TurnTally>,
+    /// What the session's model calls cost so far (where they are priced).
+    pub spending: Spending,
 }
 
 /// What every session shares: the manager hands each one a clone.
@@ -63,6 +68,12 @@ pub struct Shared {
 }
 
 impl Services {
+    /// Every directory the session's tools may reach: `cwd` first, then the
+    /// client's additional directories.
+    pub fn roots(&self) -> Vec<PathBuf> {
+        self.tool_context.allowed_roots()
+    }
+
     pub fn start(
         start: &mut SessionStart,
         shared: Shared,
@@ -102,6 +113,10 @@ impl Services {
         let parent_permissions = lineage.as_ref().map(|l| Arc::clone(&l.ceiling));
         record::remembered_permissions(recorder.as_ref(), &permissions, parent_permissions);
         let mut tool_context = tool_context(&start.id, &start.cwd, start.client, &client);
+        // The file tools (and the shell's sandbox) confine to every root.
+        tool_context
+            .roots
+            .extend(start.additional_directories.iter().cloned());
         tool_context.settings.environment = Arc::clone(&shared.defaults.shell_environment);
         tool_context.settings.sensitive_files = Arc::clone(&shared.defaults.sensitive_files);
         tool_context.sandbox = sandbox;
@@ -131,6 +146,7 @@ impl Services {
         Self {
             id: start.id.clone(),
             cwd: start.cwd.clone(),
+            abilities: start.client,
             defaults: shared.defaults,
             providers: shared.providers,
             client,
@@ -145,6 +161,7 @@ impl Services {
             runtime: shared.runtime,
             depth,
             tally: Arc::default(),
+            spending: Spending::default(),
         }
     }
 }
@@ -205,6 +222,12 @@ fn tool_context(
             read: abilities.read_text_file,
             write: abilities.write_text_file,
             local: LocalFs::default(),
+        });
+    }
+    if abilities.ask_user {
+        tool_context.asker = Some(crate::tools::Asker {
+            session_id: id.to_string(),
+            sink: Arc::clone(client),
         });
     }
     if abilities.terminal {

@@ -11,9 +11,10 @@ use super::{SessionActor, SessionError, SessionMsg};
 use crate::agents::AgentCard;
 use crate::client::{
     AGENT_OPTION, MODE_OPTION, MODEL_OPTION, OptionCategory, OptionValue, PROVIDER_OPTION,
-    SANDBOX_OPTION, SelectOption, Update,
+    SANDBOX_OPTION, SelectOption, THOUGHT_OPTION, Update,
 };
-use crate::providers::ModelInfo;
+use crate::providers::reasoning::known_to_reason;
+use crate::providers::{ModelInfo, Reasoning};
 
 /// The card name that means "no card".
 pub(super) const NO_AGENT: &str = "none";
@@ -26,6 +27,15 @@ pub struct Settings {
     pub mode: String,
     /// The active agent card's name.
     pub agent: Option<String>,
+    /// Reasoning effort; sent only to models that reason.
+    pub thought_level: Reasoning,
+}
+
+impl Settings {
+    /// The effort a model call asks for: None where the model is not known to reason.
+    pub fn reasoning(&self) -> Option<Reasoning> {
+        known_to_reason(&self.model).then_some(self.thought_level)
+    }
 }
 
 /// The settings and what the client's selectors offer besides them.
@@ -43,6 +53,7 @@ pub enum SettingChange {
     Provider(String),
     Agent(String),
     Sandbox(String),
+    ThoughtLevel(Reasoning),
 }
 
 impl SettingChange {
@@ -55,6 +66,7 @@ impl SettingChange {
             PROVIDER_OPTION => Some(Self::Provider(value)),
             AGENT_OPTION => Some(Self::Agent(value)),
             SANDBOX_OPTION => Some(Self::Sandbox(value)),
+            THOUGHT_OPTION => Reasoning::parse(&value).map(Self::ThoughtLevel),
             _ => None,
         }
     }
@@ -131,13 +143,17 @@ impl SessionActor {
                 })
                 .collect(),
         };
-        vec![
+        let mut options = vec![
             model,
             mode,
             provider,
             self.agent_option(),
             self.sandbox_option(),
-        ]
+        ];
+        if current.reasoning().is_some() {
+            options.push(thought_option(current.thought_level));
+        }
+        options
     }
 
     fn agent_option(&self) -> SelectOption {
@@ -233,6 +249,10 @@ impl SessionActor {
             SettingChange::Provider(provider) => {
                 self.switch_provider(&provider, notify)?;
                 format!("provider is now `{provider}`.")
+            }
+            SettingChange::ThoughtLevel(level) => {
+                self.settings.current.thought_level = level;
+                format!("thought level is now `{}`.", level.as_str())
             }
             SettingChange::Agent(name) => {
                 let report = self.switch_agent(&name, notify)?;
@@ -353,6 +373,21 @@ impl SessionActor {
                 }
             }
         }
+        if let Some(level) = &card.thought_level {
+            match Reasoning::parse(level) {
+                Some(level) => {
+                    self.settings.current.thought_level = level;
+                    let _ = write!(report, " Thought level: {}.", level.as_str());
+                }
+                None => {
+                    let _ = write!(
+                        report,
+                        " Its thought_level `{level}` is not off, low, medium or high; kept `{}`.",
+                        self.settings.current.thought_level.as_str()
+                    );
+                }
+            }
+        }
         if let Some(tools) = &card.tools {
             let _ = write!(report, " Tools: {}.", tools.join(", "));
         }
@@ -407,6 +442,25 @@ impl SessionActor {
         if before != after {
             self.send(Update::ConfigOptions(after));
         }
+    }
+}
+
+/// The reasoning-effort selector, for models that reason.
+fn thought_option(current: Reasoning) -> SelectOption {
+    SelectOption {
+        id: THOUGHT_OPTION.into(),
+        name: "Thinking".into(),
+        description: "How hard the model reasons before it answers".into(),
+        category: OptionCategory::ThoughtLevel,
+        current: current.as_str().into(),
+        values: Reasoning::ALL
+            .iter()
+            .map(|level| OptionValue {
+                id: level.as_str().into(),
+                name: level.as_str().into(),
+                description: None,
+            })
+            .collect(),
     }
 }
 

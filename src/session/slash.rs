@@ -11,12 +11,12 @@ use tokio_util::sync::CancellationToken;
 use super::turn::Started;
 use super::{SessionActor, SessionError, SettingChange};
 
-use crate::agent_loop::TurnOutcome;
-use crate::client::{MODE_OPTION, MODEL_OPTION, Update};
+use crate::agent_loop::{TurnOutcome, compaction_id};
+use crate::client::{AGENT_OPTION, MODE_OPTION, MODEL_OPTION, Update};
 use crate::commands::{self, Command, CommandError, ContextCommand};
 use crate::context::compact::{self, CompactError};
 use crate::context::{ContextOp, budget};
-use crate::events::{AgentEvent, StopReason};
+use crate::events::{AgentEvent, Compaction, CompactionOutcome, StopReason};
 
 /// What the command's task does after the actor's part.
 #[derive(Default)]
@@ -26,6 +26,8 @@ struct Job {
     show: bool,
     /// `/compact` and `/context summarize`, with the user's focus.
     summarize: Option<Option<String>>,
+    /// `/agent` or `/model` without a name, asked in a form.
+    pick: Option<super::pick::Pick>,
 }
 
 impl SessionActor {
@@ -64,13 +66,19 @@ impl SessionActor {
         match command {
             Err(err) => job.text = err.to_string(),
             Ok(Command::Help) => job.text = commands::help(&self.prompt_commands()),
-            Ok(Command::Agent(None)) => job.text = self.agent_list(),
+            Ok(Command::Agent(None)) => match self.picker(AGENT_OPTION) {
+                Some(pick) => job.pick = Some(pick),
+                None => job.text = self.agent_list(),
+            },
             Ok(Command::Agent(Some(name))) => {
                 job.text = self
                     .apply(SettingChange::Agent(name), true)
                     .unwrap_or_else(|err| err);
             }
             Ok(Command::Mode(value)) => job.text = self.option_command(MODE_OPTION, value),
+            Ok(Command::Model(None)) if let Some(pick) = self.picker(MODEL_OPTION) => {
+                job.pick = Some(pick);
+            }
             Ok(Command::Model(value)) => job.text = self.option_command(MODEL_OPTION, value),
             Ok(Command::Clear) => job.op = Some(ContextOp::Reset),
             Ok(Command::Compact { focus }) => job.summarize = Some(focus),
@@ -84,6 +92,7 @@ impl SessionActor {
             },
         }
         let (turn, journaled) = self.turn_context(false)?;
+        let roots = self.services.roots();
         let mut context = self.conversation.context.clone();
         let task_cancel = cancel;
         let task = tokio::spawn(async move {
@@ -96,6 +105,9 @@ impl SessionActor {
             let mut ops = Vec::new();
             let mut result = Ok(StopReason::EndTurn);
             let mut text = job.text;
+            if let Some(pick) = job.pick {
+                text = pick.run(&task_cancel).await;
+            }
             if let Some(op) = job.op {
                 match context.apply(&op) {
                     Ok(report) => {
@@ -111,27 +123,55 @@ impl SessionActor {
                         "Nothing to compact yet: only the latest turn (or an existing summary) is in the context.",
                     ),
                     Some(entries) => {
+                        // The report is the command's answer; the steps go
+                        // only to clients that show compactions.
+                        let id = compaction_id();
+                        let step = |step| emit(AgentEvent::Compaction(step));
+                        step(Compaction::Started {
+                            id: id.clone(),
+                            thought: None,
+                        });
+                        let on_text = |text: &str| {
+                            step(Compaction::SummaryChunk {
+                                id: id.clone(),
+                                text: text.to_string(),
+                            })
+                        };
+                        let wanted = compact::SummaryWanted {
+                            focus: focus.as_deref(),
+                            on_text: &on_text,
+                        };
                         let compacted = compact::compact(
                             &mut context,
                             entries,
                             &*ready.provider,
                             &ready.model,
-                            focus.as_deref(),
+                            wanted,
                             &budget,
                             &task_cancel,
                         )
                         .await;
-                        match compacted {
+                        let outcome = match compacted {
                             Ok(compact::Compacted { op, report }) => {
                                 text.push_str(&report);
                                 ops.push(op);
+                                CompactionOutcome::Completed
                             }
                             Err(CompactError::Cancelled) => {
                                 result = Ok(StopReason::Cancelled);
                                 text.push_str(&CompactError::Cancelled.to_string());
+                                CompactionOutcome::Cancelled
                             }
-                            Err(err) => text.push_str(&err.to_string()),
-                        }
+                            Err(err) => {
+                                text.push_str(&err.to_string());
+                                CompactionOutcome::Failed(err.to_string())
+                            }
+                        };
+                        step(Compaction::Ended {
+                            id,
+                            outcome,
+                            thought: None,
+                        });
                     }
                 }
             }
@@ -140,12 +180,18 @@ impl SessionActor {
                 &ready.tools.definitions(),
             ));
             if job.show {
-                text = context.report(fixed, &budget);
+                text = roots_report(&roots);
+                text.push_str(&context.report(fixed, &budget));
             }
             emit(AgentEvent::AgentText(text));
+            let cost = ready.cost.as_ref().map(|meter| {
+                let (amount, currency) = meter.so_far();
+                crate::events::Cost { amount, currency }
+            });
             emit(AgentEvent::Usage {
                 used: fixed + context.tokens(),
                 size: budget.window,
+                cost,
             });
             TurnOutcome {
                 new_messages: Vec::new(),
@@ -161,4 +207,14 @@ impl SessionActor {
             journaled,
         })
     }
+}
+
+/// The workspace roots, for `/context`: what the file tools may reach.
+fn roots_report(roots: &[std::path::PathBuf]) -> String {
+    let mut out = String::from("Workspace roots (the file tools stay inside these):\n");
+    for root in roots {
+        let _ = writeln!(out, "- {}", root.display());
+    }
+    out.push('\n');
+    out
 }

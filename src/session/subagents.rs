@@ -125,6 +125,9 @@ impl TurnDelegator {
         let start = SessionStart {
             id: id.clone(),
             cwd: self.cwd.clone(),
+            // The child reaches the parent's workspace roots, no more.
+            additional_directories: ctx.roots.clone(),
+            notices: Vec::new(),
             client: ClientAbilities::default(),
             mcp_servers: Vec::new(),
             settings,
@@ -378,7 +381,11 @@ impl ChildView {
                 self.text.push_str(text);
                 text.contains('\n')
             }
-            AgentEvent::Usage { .. } | AgentEvent::Thought(_) | AgentEvent::Plan(_) => false,
+            AgentEvent::Usage { .. }
+            | AgentEvent::Thought(_)
+            | AgentEvent::Plan(_)
+            | AgentEvent::Notice(_)
+            | AgentEvent::Compaction(_) => false,
         }
     }
 }

@@ -51,6 +51,7 @@ async fn session() -> Fixture {
     let start = SessionStart {
         id: "s1".into(),
         cwd: std::env::temp_dir(),
+        additional_directories: Vec::new(),
         client: ClientAbilities::default(),
         mcp_servers: Vec::new(),
         settings: Settings {
@@ -58,11 +59,13 @@ async fn session() -> Fixture {
             model: "test-model".into(),
             mode: "act".into(),
             agent: None,
+            thought_level: Default::default(),
         },
         agent_restored: false,
         history: ContextManager::new(),
         recorder: None,
         lineage: None,
+        notices: Vec::new(),
     };
     let shared = Shared {
         runtime: Arc::new(runtime::AgentRuntime::new(None, defaults.subagents)),

@@ -19,13 +19,14 @@ use crate::util::lock;
 
 use crate::agent_loop::{self, Journal, JournalFn, TurnInput, TurnOutcome};
 use crate::agents::AgentCard;
-use crate::client::{ClientSink, Update};
-use crate::events::AgentEvent;
+use crate::client::{ClientAbilities, ClientSink, Update};
+use crate::events::{AgentEvent, Notice, Severity};
 use crate::mcp::McpManager;
 use crate::model::{Message, Part, Role};
 use crate::modes::ModePolicy;
 use crate::permissions::PermissionGate;
 use crate::prompt::{PromptLayers, PromptVars};
+use crate::providers::pricing::{CostMeter, price_of};
 use crate::providers::{FALLBACK_CONTEXT_WINDOW, Provider, ProviderError, Providers};
 use crate::tools::{ToolContext, ToolRegistry};
 
@@ -52,6 +53,7 @@ pub(super) struct Started {
 pub(super) struct TurnContext {
     session_id: String,
     client: Arc<dyn ClientSink>,
+    abilities: ClientAbilities,
     provider: Arc<dyn Provider>,
     settings: Settings,
     defaults: Arc<Defaults>,
@@ -67,6 +69,8 @@ pub(super) struct TurnContext {
     cwd: PathBuf,
     tool_context: ToolContext,
     permissions: Arc<dyn PermissionGate>,
+    /// Prices the model's calls, where the config has its price.
+    cost: Option<CostMeter>,
     /// Saves finished rounds and context operations at once, and keeps them.
     pub journal: JournalFn,
 }
@@ -76,7 +80,12 @@ impl TurnContext {
     pub fn emitter(&self) -> impl Fn(AgentEvent) + Send + Sync + 'static {
         let client = Arc::clone(&self.client);
         let session_id = self.session_id.clone();
-        move |event: AgentEvent| client.send(&session_id, Update::Agent(event))
+        let abilities = self.abilities;
+        move |event: AgentEvent| {
+            if let Some(update) = super::live::for_client(Update::Agent(event), abilities) {
+                client.send(&session_id, update);
+            }
+        }
     }
 
     /// The agent loop's input: waits for the MCP servers (bounded by their
@@ -94,8 +103,13 @@ impl TurnContext {
         };
         if let Some(manager) = manager {
             if self.tell_failures {
-                for (_, reason) in manager.failures() {
-                    emit(AgentEvent::Thought(format!("{reason}\n")));
+                for (server, reason) in manager.failures() {
+                    emit(AgentEvent::Notice(Notice {
+                        severity: Severity::Warning,
+                        title: format!("MCP server `{server}` is unavailable"),
+                        detail: Some(reason.to_string()),
+                        thought: format!("{reason}\n"),
+                    }));
                 }
             }
             for tool in manager.tools() {
@@ -107,6 +121,10 @@ impl TurnContext {
             emit(AgentEvent::Thought(notice));
         }
         let mut tools = self.tools;
+        if !self.abilities.ask_user {
+            // Only an editor that shows forms can ask the user.
+            tools = tools.filtered(|tool| tool.name() != crate::tools::builtin::ask_user::NAME);
+        }
         if self.read_only {
             tools = tools.filtered(|tool| !tool.mutates());
         }
@@ -132,6 +150,8 @@ impl TurnContext {
         });
         TurnInput {
             provider: self.provider,
+            reasoning: self.settings.reasoning(),
+            cost: self.cost,
             model: self.settings.model,
             system: Some(system),
             context,
@@ -158,6 +178,7 @@ impl SessionActor {
         turn: bool,
     ) -> Result<(TurnContext, Journaled), SessionError> {
         let settings = self.settings.current.clone();
+        let settings_model = settings.model.clone();
         let Some(provider) = self.services.providers.get(&settings.provider) else {
             return Err(SessionError::Provider(ProviderError::Setup {
                 provider: settings.provider.clone(),
@@ -200,6 +221,7 @@ impl SessionActor {
         let context = TurnContext {
             session_id: services.id.clone(),
             client: Arc::clone(&services.client),
+            abilities: services.abilities,
             provider,
             settings,
             defaults: Arc::clone(&services.defaults),
@@ -213,6 +235,10 @@ impl SessionActor {
             cwd: services.cwd.clone(),
             tool_context,
             permissions: Arc::clone(&services.permissions) as Arc<dyn PermissionGate>,
+            cost: price_of(&services.defaults.prices, &settings_model).map(|price| CostMeter {
+                price: price.clone(),
+                spending: services.spending.clone(),
+            }),
             journal: self.journal(Arc::clone(&journaled)),
         };
         Ok((context, journaled))

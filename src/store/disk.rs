@@ -52,6 +52,13 @@ pub struct Metadata {
     /// Sessions this one delegated to, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<String>,
+    /// Workspace roots besides `cwd` (ACP `additionalDirectories`), as last
+    /// activated; absent in sessions saved before they existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_directories: Vec<PathBuf>,
+    /// The reasoning effort chosen (`off`…`high`); absent: the config's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought_level: Option<String>,
 }
 
 /// `metadata.json` as written: the format first, then the metadata.
@@ -154,6 +161,8 @@ mirrored_struct! {
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
     pub struct ToolCall = events::ToolCallInfo {
         id: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        name: String,
         title: String,
         kind: ToolKind,
         raw_input: Value,
@@ -165,6 +174,8 @@ mirrored_struct! {
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
     pub struct ToolCallProgress = events::ToolCallProgress {
         id: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        name: String,
         status: ToolStatus,
         content: Vec<ToolContent>,
         locations: Vec<Location>,
@@ -313,7 +324,8 @@ impl StoredUpdate {
             Event::Plan(entries) => Self::Plan {
                 entries: entries.clone().across(),
             },
-            Event::Usage { .. } => return None,
+            // Live events, not history.
+            Event::Usage { .. } | Event::Notice(_) | Event::Compaction(_) => return None,
         })
     }
 

@@ -31,6 +31,8 @@ impl Metadata {
             parent_id: None,
             parent_tool_call_id: None,
             children: Vec::new(),
+            additional_directories: Vec::new(),
+            thought_level: None,
         }
     }
 }

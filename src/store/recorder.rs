@@ -43,6 +43,7 @@ pub struct Settings<'a> {
     pub provider: &'a str,
     pub model: &'a str,
     pub agent: Option<&'a str>,
+    pub thought_level: &'a str,
 }
 
 /// The session got its title: the client is told with this.
@@ -127,13 +128,32 @@ impl Recorder {
                 model: now.model.to_string(),
             });
         }
-        if mode_changed || model_changed || saved.agent.as_deref() != now.agent {
+        let thought_changed = saved.thought_level.as_deref() != Some(now.thought_level);
+        if mode_changed || model_changed || thought_changed || saved.agent.as_deref() != now.agent {
             self.update(|m| {
                 m.mode = now.mode.to_string();
                 m.provider = now.provider.to_string();
                 m.model = now.model.to_string();
                 m.agent = now.agent.map(str::to_string);
+                m.thought_level = Some(now.thought_level.to_string());
             });
+        }
+    }
+
+    /// The workspace roots besides `cwd` a load or resume activated; saved
+    /// when they differ from the stored ones.
+    pub fn additional_directories(&self, roots: &[std::path::PathBuf]) {
+        if self.lock().additional_directories != roots {
+            self.update(|m| m.additional_directories = roots.to_vec());
+        }
+    }
+
+    /// A title the user gave (it replaces the one from the first prompt).
+    pub fn retitle(&self, title: &str) -> Titled {
+        let updated_at = self.update(|m| m.title = Some(title.to_string()));
+        Titled {
+            title: title.to_string(),
+            updated_at,
         }
     }
 
@@ -320,6 +340,13 @@ impl ClientSink for RecordingSink {
     fn release_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()> {
         self.inner.release_terminal(terminal)
     }
+
+    fn ask_user(
+        &self,
+        question: crate::client::Question,
+    ) -> ClientFuture<'_, crate::client::Answer> {
+        self.inner.ask_user(question)
+    }
 }
 
 #[cfg(test)]
@@ -335,7 +362,8 @@ mod tests {
     fn recording(id: &str) -> (tempfile::TempDir, Store, Recorder) {
         let data = tempfile::tempdir().unwrap();
         let store = Store::new(data.path());
-        let metadata = Metadata::new(id, PathBuf::from("/p"), "prov", "model", "act");
+        let mut metadata = Metadata::new(id, PathBuf::from("/p"), "prov", "model", "act");
+        metadata.thought_level = Some("off".into());
         let open = store.create(&metadata).unwrap();
         (data, store, Recorder::start(open, metadata))
     }
@@ -351,7 +379,14 @@ mod tests {
         for piece in ["a", "b", "c"] {
             sink.send("s1", Update::Agent(AgentEvent::AgentText(piece.into())));
         }
-        sink.send("s1", Update::Agent(AgentEvent::Usage { used: 1, size: 2 }));
+        sink.send(
+            "s1",
+            Update::Agent(AgentEvent::Usage {
+                used: 1,
+                size: 2,
+                cost: None,
+            }),
+        );
         sink.send("s1", Update::CurrentMode("auto".into()));
         sink.send("other", Update::Agent(AgentEvent::AgentText("no".into())));
         recorder.close().await;
@@ -380,6 +415,7 @@ mod tests {
             provider: "prov",
             model,
             agent,
+            thought_level: "off",
         };
         recorder.prompt(&Message::user_text("first"));
         assert_eq!(recorder.prompt(&Message::user_text("second")), None);

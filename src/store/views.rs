@@ -166,6 +166,7 @@ mod tests {
     fn call() -> ToolCallInfo {
         ToolCallInfo {
             id: "t1".into(),
+            name: "read_file".into(),
             title: "Read a.txt".into(),
             kind: ToolKind::Read,
             raw_input: json!({"path": "a.txt"}),
@@ -182,6 +183,7 @@ mod tests {
             shown(AgentEvent::ToolCall(call())),
             shown(AgentEvent::ToolCallUpdate(ToolCallProgress {
                 id: "t1".into(),
+                name: "read_file".into(),
                 status: ToolStatus::Completed,
                 content: vec![ToolContent::Text("x".into())],
                 locations: Vec::new(),

@@ -2,6 +2,7 @@
 //! File contents go through `ctx.fs`; directory walks (list_dir, glob,
 //! grep) read the disk directly.
 
+pub mod ask_user;
 pub mod edit_file;
 pub mod glob;
 pub mod grep;
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use super::{LineWindow, Tool, ToolContext, ToolError};
 use crate::events::Location;
 
+pub use ask_user::AskUserTool;
 pub use edit_file::EditFileTool;
 pub use glob::GlobTool;
 pub use grep::GrepTool;
@@ -38,6 +40,7 @@ pub fn all() -> Vec<Arc<dyn Tool>> {
         Arc::new(GrepTool),
         Arc::new(ShellTool),
         Arc::new(TodoTool),
+        Arc::new(AskUserTool),
     ]
 }
 

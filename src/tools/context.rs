@@ -103,6 +103,15 @@ pub struct ToolContext {
     pub delegator: Option<Arc<dyn Delegator>>,
     /// Where commands run: the session's sandbox ([`SessionSandbox::off`] outside one).
     pub sandbox: Arc<SessionSandbox>,
+    /// Where `ask_user` asks; None when the editor cannot show questions.
+    pub asker: Option<Asker>,
+}
+
+/// The editor a session's questions go to.
+#[derive(Clone)]
+pub struct Asker {
+    pub session_id: String,
+    pub sink: Arc<dyn crate::client::ClientSink>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -133,6 +142,7 @@ impl ToolContext {
             call_id: None,
             delegator: None,
             sandbox: Arc::new(SessionSandbox::off()),
+            asker: None,
         }
     }
 

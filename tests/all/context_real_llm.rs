@@ -76,6 +76,7 @@ async fn the_estimate_tracks_reported_prompt_tokens() {
             tool_choice: ToolChoice::None,
             max_output_tokens: Some(96),
             context_window: None,
+            reasoning: None,
         };
         let mut stream = retry::start_stream(&*provider, &request, &|_| {})
             .await

@@ -12,6 +12,8 @@ mod support;
 
 mod architecture;
 
+mod acp_fields;
+
 mod cancel;
 mod cli;
 mod commands;
@@ -20,6 +22,8 @@ mod context_real_llm;
 mod crucible_client;
 mod crucible_config;
 mod crucible_permissions;
+mod elicitation;
+mod live_updates;
 mod mcp;
 mod mcp_prompts;
 mod mcp_sessions;
@@ -29,6 +33,7 @@ mod provider_errors;
 mod provider_types;
 mod providers;
 mod real_llm;
+mod reasoning;
 mod sandbox;
 mod sessions;
 mod store_fixture;
@@ -36,3 +41,5 @@ mod streaming;
 mod subagent_limits;
 mod subagents;
 mod tools;
+mod unstable;
+mod workspace_roots;

@@ -65,6 +65,7 @@ fn request(tools: bool) -> ChatRequest {
         tool_choice: ToolChoice::Auto,
         max_output_tokens: None,
         context_window: Some(4096),
+        reasoning: None,
     }
 }
 
@@ -179,6 +180,7 @@ fn usage(prompt_tokens: u64, completion_tokens: u64) -> Vec<Usage> {
     vec![Usage {
         prompt_tokens,
         completion_tokens,
+        cached_prompt_tokens: 0,
     }]
 }
 

@@ -102,6 +102,7 @@ fn plain_request() -> ChatRequest {
         tool_choice: ToolChoice::Auto,
         max_output_tokens: Some(32),
         context_window: None,
+        reasoning: None,
     }
 }
 

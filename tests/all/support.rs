@@ -5,3 +5,4 @@
 pub mod client;
 pub mod context;
 pub mod harness;
+pub mod sessions;

@@ -167,6 +167,7 @@ async fn escalate(args: &Args, ctx: &ToolContext, blocked: &str) -> Escalated {
     };
     let call = ToolCallInfo {
         id: ctx.call_id.clone().unwrap_or_default(),
+        name: "shell".into(),
         title: ShellTool.title_for(args),
         kind: ToolKind::Execute,
         raw_input: json!({ "command": args.command }),

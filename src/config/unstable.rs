@@ -1,0 +1,40 @@
+//! `[acp] unstable = [...]`: ACP features not yet in the stable spec, each
+//! advertised and served only when named here.
+
+use std::path::Path;
+
+use super::error::{ConfigError, invalid};
+
+/// The unstable ACP features the user turned on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unstable {
+    /// `session/set_title`.
+    pub set_title: bool,
+    /// `session/status`.
+    pub status: bool,
+}
+
+/// The names `[acp] unstable` takes.
+const KNOWN: &[&str] = &["set_title", "status"];
+
+pub(super) fn validate_unstable(
+    written: Option<Vec<String>>,
+    path: &Path,
+) -> Result<Unstable, ConfigError> {
+    let mut unstable = Unstable::default();
+    for (n, name) in written.unwrap_or_default().iter().enumerate() {
+        match name.as_str() {
+            "set_title" => unstable.set_title = true,
+            "status" => unstable.status = true,
+            other => {
+                return Err(invalid(
+                    path,
+                    format!("acp.unstable[{n}]"),
+                    format!("is `{other}`, not an unstable feature this agent has"),
+                    format!("Use any of: {}.", KNOWN.join(", ")),
+                ));
+            }
+        }
+    }
+    Ok(unstable)
+}

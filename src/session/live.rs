@@ -1,0 +1,110 @@
+//! Live events (notices, compaction steps) as this client can take them:
+//! as they are when it said it shows them, else as the thoughts clients
+//! were always shown (or, for a compaction's end, as a notice).
+
+use crate::client::{ClientAbilities, Update};
+use crate::events::{AgentEvent, Compaction, CompactionOutcome, Notice, Severity};
+
+/// `update` for a client with `abilities`; None when it has no equivalent.
+pub(super) fn for_client(update: Update, abilities: ClientAbilities) -> Option<Update> {
+    let event = match update {
+        Update::Agent(AgentEvent::Notice(notice)) if !abilities.notices => {
+            AgentEvent::Thought(notice.thought)
+        }
+        Update::Agent(AgentEvent::Compaction(step)) if !abilities.compaction => match step {
+            Compaction::Started { thought, .. } => AgentEvent::Thought(thought?),
+            Compaction::SummaryChunk { .. } => return None,
+            Compaction::Ended {
+                outcome, thought, ..
+            } => {
+                let thought = thought?;
+                if !abilities.notices {
+                    AgentEvent::Thought(thought)
+                } else {
+                    let (severity, title) = match outcome {
+                        CompactionOutcome::Completed => (Severity::Info, "Context compacted"),
+                        CompactionOutcome::Failed(_) => (Severity::Warning, "Compaction failed"),
+                        CompactionOutcome::Cancelled => (Severity::Info, "Compaction cancelled"),
+                    };
+                    AgentEvent::Notice(Notice {
+                        severity,
+                        title: title.into(),
+                        detail: Some(thought.trim().to_string()),
+                        thought,
+                    })
+                }
+            }
+        },
+        other => return Some(other),
+    };
+    Some(Update::Agent(event))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn notice() -> Update {
+        Update::Agent(AgentEvent::Notice(Notice {
+            severity: Severity::Warning,
+            title: "Retrying".into(),
+            detail: None,
+            thought: "retrying in 1 s\n".into(),
+        }))
+    }
+
+    #[test]
+    fn clients_without_notices_get_the_thought() {
+        let plain = ClientAbilities::default();
+        assert_eq!(
+            for_client(notice(), plain),
+            Some(Update::Agent(AgentEvent::Thought(
+                "retrying in 1 s\n".into()
+            )))
+        );
+        let opted = ClientAbilities {
+            notices: true,
+            ..plain
+        };
+        assert_eq!(for_client(notice(), opted), Some(notice()));
+    }
+
+    #[test]
+    fn compaction_steps_fall_back_to_thoughts_or_a_notice() {
+        let ended = || {
+            Update::Agent(AgentEvent::Compaction(Compaction::Ended {
+                id: "c1".into(),
+                outcome: CompactionOutcome::Completed,
+                thought: Some("Compacted 4 entries.\n".into()),
+            }))
+        };
+        let chunk = Update::Agent(AgentEvent::Compaction(Compaction::SummaryChunk {
+            id: "c1".into(),
+            text: "so far".into(),
+        }));
+        let plain = ClientAbilities::default();
+        assert_eq!(for_client(chunk.clone(), plain), None);
+        assert_eq!(
+            for_client(ended(), plain),
+            Some(Update::Agent(AgentEvent::Thought(
+                "Compacted 4 entries.\n".into()
+            )))
+        );
+        let notices = ClientAbilities {
+            notices: true,
+            ..plain
+        };
+        assert!(matches!(
+            for_client(ended(), notices),
+            Some(Update::Agent(AgentEvent::Notice(Notice {
+                severity: Severity::Info,
+                ..
+            })))
+        ));
+        let compaction = ClientAbilities {
+            compaction: true,
+            ..plain
+        };
+        assert_eq!(for_client(chunk.clone(), compaction), Some(chunk));
+    }
+}

@@ -1,0 +1,100 @@
+//! Unstable ACP features: absent unless `[acp] unstable` names them, and
+//! working when it does.
+
+use serde_json::json;
+
+use crate::support::harness::{Agent, LlmServer, config_for, error_message, scripted_model};
+
+#[tokio::test]
+async fn unstable_methods_are_absent_unless_turned_on() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let init = agent.initialize().await;
+    let caps = &init["result"]["agentCapabilities"]["sessionCapabilities"];
+    assert!(caps.get("title").is_none(), "{caps}");
+    assert!(caps.get("status").is_none(), "{caps}");
+    let session = agent.new_session().await;
+    for (method, params) in [
+        (
+            "session/set_title",
+            json!({"sessionId": session, "title": "x"}),
+        ),
+        ("session/status", json!({"sessionId": session})),
+    ] {
+        let (_, response) = agent.call(method, params).await;
+        assert_eq!(response["error"]["code"], -32601, "{method}: {response}");
+    }
+}
+
+#[tokio::test]
+async fn a_session_is_retitled_and_its_status_reported() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let config = format!(
+        "{}\n[acp]\nunstable = [\"set_title\", \"status\"]\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn(&config).await;
+    let init = agent.initialize().await;
+    let caps = &init["result"]["agentCapabilities"]["sessionCapabilities"];
+    assert!(caps["title"].is_object(), "{caps}");
+    assert!(caps["status"].is_object(), "{caps}");
+    let session = agent.new_session().await;
+
+    let (seen, response) = agent
+        .call(
+            "session/set_title",
+            json!({"sessionId": session, "title": "  Release notes  "}),
+        )
+        .await;
+    assert_eq!(response["result"]["title"], "Release notes", "{response}");
+    let told = seen
+        .iter()
+        .chain(agent.backlog.iter())
+        .any(|m| m["params"]["update"]["sessionUpdate"] == "session_info_update");
+    let (_, empty) = agent
+        .call(
+            "session/set_title",
+            json!({"sessionId": session, "title": " "}),
+        )
+        .await;
+    assert_eq!(empty["error"]["code"], -32602, "{empty}");
+    // The first prompt does not replace a title the user gave.
+    agent.prompt(&session, "hello there").await;
+    let (_, listed) = agent.call("session/list", json!({})).await;
+    assert_eq!(listed["result"]["sessions"][0]["title"], "Release notes");
+    assert!(told, "no session_info_update after the new title");
+
+    let (_, status) = agent
+        .call("session/status", json!({"sessionId": session}))
+        .await;
+    assert_eq!(status["result"]["status"], "open", "{status}");
+    agent
+        .call("session/close", json!({"sessionId": session}))
+        .await;
+    let (_, status) = agent
+        .call("session/status", json!({"sessionId": session}))
+        .await;
+    assert_eq!(status["result"]["status"], "saved", "{status}");
+    let (_, unknown) = agent
+        .call("session/status", json!({"sessionId": "no-such"}))
+        .await;
+    assert!(error_message(&unknown).contains("no-such"), "{unknown}");
+}
+
+#[tokio::test]
+async fn an_unknown_unstable_feature_is_a_config_error_naming_the_key() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let config = format!(
+        "{}\n[acp]\nunstable = [\"teleport\"]\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn(&config).await;
+    agent.close_stdin();
+    agent.wait_exit().await;
+    let stderr = agent.stderr();
+    assert!(stderr.contains("acp.unstable[0]"), "{stderr}");
+    assert!(
+        stderr.contains("set_title"),
+        "the fix names the known ones: {stderr}"
+    );
+}
