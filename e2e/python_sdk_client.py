@@ -305,10 +305,16 @@ default_model = "scripted-a"
 
         async def shell_via_terminal():
             client.permission_answer = "allow_once"
+            # The editor's terminal cannot be confined: the agent uses it only
+            # with its command sandbox off (the session's `sandbox` option).
+            r = await conn.set_config_option(config_id="sandbox", session_id=sid, value="off")
+            opts = {(o.root if hasattr(o, "root") else o).id: (o.root if hasattr(o, "root") else o) for o in r.config_options}
+            check(opts["sandbox"].current_value == "off", f"the sandbox option reads off: {opts.get('sandbox')}")
             before = len(client.updates)
             calls_before = len(client.calls)
             r = await conn.prompt(session_id=sid, prompt=[text_block(
                 '[[tool:shell {"command":"echo shell-says-$((6*7))"}]]')])
+            await conn.set_config_option(config_id="sandbox", session_id=sid, value="workspace-write")
             check(r.stop_reason == "end_turn", f"stop reason {r.stop_reason}")
             calls = client.calls[calls_before:]
             check("terminal/create" in calls, f"the shell ran in the client's terminal (terminal/create), calls: {calls}")
@@ -328,6 +334,26 @@ default_model = "scripted-a"
             text = "".join(client.texts(sid)[-40:])
             check("local-25" in text, f"the command's output reached the model: {text[-300:]!r}")
         await step("tool call: shell (after permission) returns the command's output", shell_local)
+
+        async def delegate():
+            before = len(client.updates)
+            r = await conn.prompt(session_id=sid, prompt=[text_block(
+                '[[tool:delegate {"agent":"explorer","task":"find the notes"}]]')])
+            check(r.stop_reason == "end_turn", f"stop reason {r.stop_reason}")
+            new = [u for s_, u in client.updates[before:] if s_ == sid]
+            starts = [u for u in new if isinstance(u, S.ToolCallStart)]
+            check(starts, "the delegate call was announced")
+            summaries = ["".join(getattr(getattr(c, "content", None), "text", "") for c in (u.content or []))
+                         for u in new if isinstance(u, S.ToolCallProgress)]
+            check(any("explorer" in t for t in summaries), f"the child's running summary names its card: {summaries}")
+            done = [u for u in new if isinstance(u, S.ToolCallProgress) and u.status == "completed"]
+            check(done, "the delegate call completed")
+            text = "".join(u.content.text for u in new if isinstance(u, S.AgentMessageChunk))
+            check("Scripted reply to: find the notes" in text, f"the parent's model read the child's answer: {text!r}")
+            listed = await conn.list_sessions()
+            children = [x for x in listed.sessions if (x.field_meta or {}).get("parentSessionId") == sid]
+            check(children, f"session/list shows the child under its parent: {[x.field_meta for x in listed.sessions]}")
+        await step("delegate: a child session runs, its summary streams to the client, the parent reads its answer", delegate)
 
         async def cancel():
             task = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("[[slow]]")]))
