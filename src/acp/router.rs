@@ -11,10 +11,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::{mcp_spec, translate};
+use super::{mcp_spec, system_prompt, translate};
 use crate::client::{ClientAbilities, ClientSink, SelectOption};
 use crate::events::StopReason;
 use crate::mcp::McpServerSpec;
+use crate::model::ClientPrompt;
 use crate::session::manager::{self, SessionManager};
 use crate::session::{SessionError, SessionMsg};
 use crate::transport::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST, RESOURCE_NOT_FOUND};
@@ -217,8 +218,14 @@ impl Router {
 
     fn new_session(&mut self, request: acp::NewSessionRequest, responder: Responder) {
         let checked = session_servers("session/new", &request.cwd, &request.mcp_servers)
-            .and_then(|servers| Ok((servers, check_roots(&request.additional_directories)?)));
-        let (mcp_servers, roots) = match checked {
+            .and_then(|servers| Ok((servers, check_roots(&request.additional_directories)?)))
+            .and_then(|checked| {
+                Ok((
+                    checked,
+                    self.client_prompt("session/new", request.system_prompt)?,
+                ))
+            });
+        let ((mcp_servers, roots), client_prompt) = match checked {
             Ok(checked) => checked,
             Err(err) => return responder.respond(Err(err)),
         };
@@ -228,6 +235,9 @@ impl Router {
             .sessions
             .create(request.cwd, roots, client, mcp_servers);
         let id = session.id.clone();
+        if let Some(prompt) = client_prompt {
+            session.send(SessionMsg::SystemPrompt(prompt));
+        }
         let (reply, options) = oneshot::channel();
         session.send(SessionMsg::Options { reply });
         let tx = session.tx.clone();
@@ -246,6 +256,16 @@ impl Router {
             // Only now may the session speak: its updates must follow this answer.
             let _ = tx.send(SessionMsg::Started { interleaves });
         });
+    }
+
+    /// A request's `systemPrompt`, refused unless `[acp] unstable` names it
+    /// (the spec: an agent that cannot apply it errors, never ignores it).
+    fn client_prompt(
+        &self,
+        method: &str,
+        prompt: Option<acp::SystemPrompt>,
+    ) -> Result<Option<ClientPrompt>, RpcError> {
+        system_prompt::read(method, prompt, self.sessions.unstable().system_prompt)
     }
 
     fn interleaves(&self) -> bool {
@@ -272,11 +292,15 @@ impl Router {
             request.cwd,
             request.additional_directories,
         );
+        let prompt = match self.client_prompt(Reopen::Load.method(), request.system_prompt) {
+            Ok(prompt) => prompt,
+            Err(err) => return responder.respond(Err(err)),
+        };
         self.reopen(
             Reopen::Load,
             &id.0,
             (cwd, roots),
-            &request.mcp_servers,
+            (&request.mcp_servers, prompt),
             responder,
         );
     }
@@ -287,11 +311,15 @@ impl Router {
             request.cwd,
             request.additional_directories,
         );
+        let prompt = match self.client_prompt(Reopen::Resume.method(), request.system_prompt) {
+            Ok(prompt) => prompt,
+            Err(err) => return responder.respond(Err(err)),
+        };
         self.reopen(
             Reopen::Resume,
             &id.0,
             (cwd, roots),
-            &request.mcp_servers,
+            (&request.mcp_servers, prompt),
             responder,
         );
     }
@@ -304,7 +332,7 @@ impl Router {
         how: Reopen,
         id: &str,
         (cwd, roots): (PathBuf, Vec<PathBuf>),
-        servers: &[acp::McpServer],
+        (servers, client_prompt): (&[acp::McpServer], Option<ClientPrompt>),
         responder: Responder,
     ) {
         let checked = session_servers(how.method(), &cwd, servers)
@@ -323,6 +351,10 @@ impl Router {
             Ok(loaded) => loaded,
             Err(err) => return responder.respond(Err(store_error(err))),
         };
+        // Without one, the session keeps the prompt saved with it.
+        if let Some(prompt) = client_prompt {
+            let _ = tx.send(SessionMsg::SystemPrompt(prompt));
+        }
         // Asked now, so the session answers it before any prompt sent after this request.
         let (reply, options) = oneshot::channel();
         let _ = tx.send(SessionMsg::Options { reply });
@@ -687,6 +719,9 @@ pub fn initialize_response_with(unstable: crate::config::Unstable) -> acp::Initi
     }
     if unstable.status {
         sessions.status = Some(acp::SessionStatusCapabilities::new());
+    }
+    if unstable.system_prompt {
+        sessions.system_prompt = Some(system_prompt::capabilities());
     }
     response
 }

@@ -12,10 +12,12 @@ pub struct Unstable {
     pub set_title: bool,
     /// `session/status`.
     pub status: bool,
+    /// `systemPrompt` on session/new, load and resume.
+    pub system_prompt: bool,
 }
 
 /// The names `[acp] unstable` takes.
-const KNOWN: &[&str] = &["set_title", "status"];
+const KNOWN: &[&str] = &["set_title", "status", "system_prompt"];
 
 pub(super) fn validate_unstable(
     written: Option<Vec<String>>,
@@ -26,6 +28,7 @@ pub(super) fn validate_unstable(
         match name.as_str() {
             "set_title" => unstable.set_title = true,
             "status" => unstable.status = true,
+            "system_prompt" => unstable.system_prompt = true,
             other => {
                 return Err(invalid(
                     path,

@@ -248,6 +248,7 @@ impl SessionManager {
                 metadata.mode = defaults.mode.clone();
             }
             metadata.cwd = cwd.clone();
+            let system_prompt = metadata.system_prompt.clone();
             let settings = Settings {
                 provider: metadata.provider.clone(),
                 model: metadata.model.clone(),
@@ -276,6 +277,7 @@ impl SessionManager {
                 recorder: Some(recorder),
                 lineage: None,
                 notices,
+                client_prompt: system_prompt,
             };
             let _ = ready.send(Ok(updates));
             super::run(start, shared, mailbox, rx).await;
@@ -350,6 +352,7 @@ impl SessionManager {
             recorder,
             lineage: None,
             notices,
+            client_prompt: None,
         };
         let handle = super::spawn(start, self.shared.clone());
         self.sessions.entry(id).or_insert(handle)

@@ -33,6 +33,7 @@ impl Metadata {
             children: Vec::new(),
             additional_directories: Vec::new(),
             thought_level: None,
+            system_prompt: None,
         }
     }
 }
