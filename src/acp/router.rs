@@ -79,11 +79,13 @@ pub struct Router {
 }
 
 /// How a stored session comes back: `session/load` replays its history to
-/// the client first, `session/resume` does not.
+/// the client first, `session/resume` does not; `session/fork` (unstable)
+/// resumes a copy under a new id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reopen {
     Load,
     Resume,
+    Fork,
 }
 
 impl Reopen {
@@ -91,6 +93,7 @@ impl Reopen {
         match self {
             Reopen::Load => "session/load",
             Reopen::Resume => "session/resume",
+            Reopen::Fork => "session/fork",
         }
     }
 }
@@ -165,6 +168,7 @@ impl Router {
             "session/status" if self.sessions.unstable().status => {
                 Self::dispatch(Self::session_status)
             }
+            "session/fork" if self.sessions.unstable().fork => Self::dispatch(Self::fork_session),
             _ => return responder.respond(Err(RpcError::method_not_found(method))),
         };
         handler(self, method, params, responder);
@@ -324,7 +328,23 @@ impl Router {
         );
     }
 
-    /// `session/load` and `session/resume`: the session back in memory; a
+    fn fork_session(&mut self, request: acp::ForkSessionRequest, responder: Responder) {
+        let prompt = match self.client_prompt(Reopen::Fork.method(), request.system_prompt) {
+            Ok(prompt) => prompt,
+            Err(err) => return responder.respond(Err(err)),
+        };
+        let roots = (request.cwd, request.additional_directories);
+        let servers = (request.mcp_servers.as_slice(), prompt);
+        self.reopen(
+            Reopen::Fork,
+            &request.session_id.0,
+            roots,
+            servers,
+            responder,
+        );
+    }
+
+    /// `session/load`, `session/resume` and `session/fork`: the session back in memory; a
     /// load's replay goes out before the answer, and the session speaks
     /// only after it.
     fn reopen(
@@ -344,10 +364,14 @@ impl Router {
         let client = self.abilities();
         let interleaves = self.interleaves();
         let replay = how == Reopen::Load;
-        let loaded = self
-            .sessions
-            .load(id, cwd, roots, client, mcp_servers, replay);
-        let (tx, loading) = match loaded {
+        let loaded = match how {
+            Reopen::Fork => self.sessions.fork(id, (cwd, roots), client, mcp_servers),
+            Reopen::Load | Reopen::Resume => self
+                .sessions
+                .load(id, cwd, roots, client, mcp_servers, replay)
+                .map(|(tx, loading)| (id.to_string(), tx, loading)),
+        };
+        let (id, tx, loading) = match loaded {
             Ok(loaded) => loaded,
             Err(err) => return responder.respond(Err(store_error(err))),
         };
@@ -359,7 +383,6 @@ impl Router {
         let (reply, options) = oneshot::channel();
         let _ = tx.send(SessionMsg::Options { reply });
         let connection = self.connection.clone();
-        let id = id.to_string();
         let (done, next) = oneshot::channel();
         let previous = self.last_reopen.replace(next);
         tokio::spawn(async move {
@@ -379,7 +402,7 @@ impl Router {
             for update in updates {
                 connection.send(&id, update);
             }
-            match reopened(how, &options) {
+            match reopened(how, &id, &options) {
                 Ok(value) => responder.respond(Ok(value)),
                 Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
             }
@@ -613,7 +636,7 @@ impl Router {
 }
 
 /// The answer to a load or a resume: where the session's settings stand.
-fn reopened(how: Reopen, options: &[SelectOption]) -> serde_json::Result<Value> {
+fn reopened(how: Reopen, id: &str, options: &[SelectOption]) -> serde_json::Result<Value> {
     let (modes, config) = (
         translate::mode_state(options),
         translate::config_options(options),
@@ -627,6 +650,12 @@ fn reopened(how: Reopen, options: &[SelectOption]) -> serde_json::Result<Value> 
         ),
         Reopen::Resume => with_models(
             acp::ResumeSessionResponse::new()
+                .modes(modes)
+                .config_options(config),
+            options,
+        ),
+        Reopen::Fork => with_models(
+            acp::ForkSessionResponse::new(id.to_string())
                 .modes(modes)
                 .config_options(config),
             options,
@@ -719,6 +748,9 @@ pub fn initialize_response_with(unstable: crate::config::Unstable) -> acp::Initi
     }
     if unstable.status {
         sessions.status = Some(acp::SessionStatusCapabilities::new());
+    }
+    if unstable.fork {
+        sessions.fork = Some(acp::SessionForkCapabilities::new());
     }
     if unstable.system_prompt {
         sessions.system_prompt = Some(system_prompt::capabilities());

@@ -14,10 +14,12 @@ pub struct Unstable {
     pub status: bool,
     /// `systemPrompt` on session/new, load and resume.
     pub system_prompt: bool,
+    /// `session/fork`.
+    pub fork: bool,
 }
 
 /// The names `[acp] unstable` takes.
-const KNOWN: &[&str] = &["set_title", "status", "system_prompt"];
+const KNOWN: &[&str] = &["fork", "set_title", "status", "system_prompt"];
 
 pub(super) fn validate_unstable(
     written: Option<Vec<String>>,
@@ -29,6 +31,7 @@ pub(super) fn validate_unstable(
             "set_title" => unstable.set_title = true,
             "status" => unstable.status = true,
             "system_prompt" => unstable.system_prompt = true,
+            "fork" => unstable.fork = true,
             other => {
                 return Err(invalid(
                     path,

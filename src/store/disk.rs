@@ -62,6 +62,9 @@ pub struct Metadata {
     /// The client's `systemPrompt` (unstable ACP), applied again on load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_prompt: Option<crate::model::ClientPrompt>,
+    /// The session this one was forked from (`session/fork`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
 }
 
 /// `metadata.json` as written: the format first, then the metadata.

@@ -15,6 +15,7 @@ async fn unstable_methods_are_absent_unless_turned_on() {
     assert!(caps.get("title").is_none(), "{caps}");
     assert!(caps.get("status").is_none(), "{caps}");
     assert!(caps.get("systemPrompt").is_none(), "{caps}");
+    assert!(caps.get("fork").is_none(), "{caps}");
     let (_, refused) = agent
         .call(
             "session/new",
@@ -33,6 +34,10 @@ async fn unstable_methods_are_absent_unless_turned_on() {
             json!({"sessionId": session, "title": "x"}),
         ),
         ("session/status", json!({"sessionId": session})),
+        (
+            "session/fork",
+            json!({"sessionId": session, "cwd": agent.cwd()}),
+        ),
     ] {
         let (_, response) = agent.call(method, params).await;
         assert_eq!(response["error"]["code"], -32601, "{method}: {response}");
@@ -184,4 +189,66 @@ async fn a_client_system_prompt_is_the_last_layer_and_stays_with_the_session() {
         !system.contains(&base_start),
         "the base prompt is still there: {system}"
     );
+}
+
+/// The messages of the newest chat request, as text.
+fn last_messages(server: &LlmServer) -> String {
+    let requests = server.chat_requests();
+    requests.last().expect("no chat request").body["messages"].to_string()
+}
+
+#[tokio::test]
+async fn a_fork_continues_from_the_parents_history_and_leaves_the_parent_alone() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let config = format!(
+        "{}\n[acp]\nunstable = [\"fork\"]\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn(&config).await;
+    let init = agent.initialize().await;
+    let caps = &init["result"]["agentCapabilities"]["sessionCapabilities"];
+    assert!(caps["fork"].is_object(), "{caps}");
+    let parent = agent.new_session().await;
+    agent.prompt(&parent, "remember seven").await;
+
+    let (_, forked) = agent
+        .call(
+            "session/fork",
+            json!({"sessionId": parent, "cwd": agent.cwd()}),
+        )
+        .await;
+    let fork = forked["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{forked}"))
+        .to_string();
+    assert_ne!(fork, parent);
+    assert!(forked["result"]["configOptions"].is_array(), "{forked}");
+    agent.prompt(&fork, "which number, fork?").await;
+    let seen = last_messages(&server);
+    assert!(seen.contains("remember seven"), "{seen}");
+
+    agent.prompt(&parent, "parent again").await;
+    let seen = last_messages(&server);
+    assert!(seen.contains("remember seven"), "{seen}");
+    assert!(
+        !seen.contains("which number, fork?"),
+        "the parent saw the fork: {seen}"
+    );
+
+    let (_, listed) = agent.call("session/list", json!({})).await;
+    let ids: Vec<&str> = listed["result"]["sessions"]
+        .as_array()
+        .map(|all| all.iter().filter_map(|s| s["sessionId"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        ids.contains(&fork.as_str()) && ids.contains(&parent.as_str()),
+        "{listed}"
+    );
+    let (_, unknown) = agent
+        .call(
+            "session/fork",
+            json!({"sessionId": "no-such", "cwd": agent.cwd()}),
+        )
+        .await;
+    assert_eq!(unknown["error"]["code"], -32002, "{unknown}");
 }
