@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::{mcp_spec, system_prompt, translate};
+use super::{mcp_spec, translate};
 use crate::client::{ClientAbilities, ClientSink, SelectOption};
 use crate::events::StopReason;
 use crate::mcp::McpServerSpec;
@@ -20,6 +20,10 @@ use crate::session::manager::{self, SessionManager};
 use crate::session::{SessionError, SessionMsg};
 use crate::transport::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST, RESOURCE_NOT_FOUND};
 use crate::transport::{Connection, Incoming, Responder, RpcError};
+
+mod unstable;
+
+pub use unstable::initialize_response_with;
 
 /// What the client said about itself in `initialize`.
 #[derive(Debug, Clone, Default)]
@@ -262,16 +266,6 @@ impl Router {
         });
     }
 
-    /// A request's `systemPrompt`, refused unless `[acp] unstable` names it
-    /// (the spec: an agent that cannot apply it errors, never ignores it).
-    fn client_prompt(
-        &self,
-        method: &str,
-        prompt: Option<acp::SystemPrompt>,
-    ) -> Result<Option<ClientPrompt>, RpcError> {
-        system_prompt::read(method, prompt, self.sessions.unstable().system_prompt)
-    }
-
     fn interleaves(&self) -> bool {
         self.client.as_ref().is_some_and(ClientInfo::interleaves)
     }
@@ -324,22 +318,6 @@ impl Router {
             &id.0,
             (cwd, roots),
             (&request.mcp_servers, prompt),
-            responder,
-        );
-    }
-
-    fn fork_session(&mut self, request: acp::ForkSessionRequest, responder: Responder) {
-        let prompt = match self.client_prompt(Reopen::Fork.method(), request.system_prompt) {
-            Ok(prompt) => prompt,
-            Err(err) => return responder.respond(Err(err)),
-        };
-        let roots = (request.cwd, request.additional_directories);
-        let servers = (request.mcp_servers.as_slice(), prompt);
-        self.reopen(
-            Reopen::Fork,
-            &request.session_id.0,
-            roots,
-            servers,
             responder,
         );
     }
@@ -575,55 +553,6 @@ impl Router {
         });
     }
 
-    fn set_title(&mut self, request: acp::SetSessionTitleRequest, responder: Responder) {
-        let Some(session) = self.sessions.get(&request.session_id.0) else {
-            return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
-        };
-        let title = request.title.trim().to_string();
-        if title.is_empty() {
-            return responder.respond(Err(RpcError::invalid_params(
-                "session/set_title: field `title` is empty; send the title to show",
-            )));
-        }
-        let (reply, answer) = oneshot::channel();
-        session.send(SessionMsg::SetTitle { title, reply });
-        tokio::spawn(async move {
-            let answer = match answer.await {
-                Ok(title) => Ok(acp::SetSessionTitleResponse::new(title)),
-                Err(_) => Err(RpcError::internal("the session stopped before answering")),
-            };
-            responder.respond_with(answer);
-        });
-    }
-
-    /// Open here, saved on disk, or unknown.
-    fn session_status(&mut self, request: acp::SessionStatusRequest, responder: Responder) {
-        let id = request.session_id.0.to_string();
-        if self.sessions.get(&id).is_some() {
-            return responder.respond_with(Ok(acp::SessionStatusResponse::new(
-                acp::SessionStatus::Open,
-            )));
-        }
-        let store = self.sessions.store();
-        tokio::spawn(async move {
-            let saved = match store {
-                Some(store) => {
-                    let id = id.clone();
-                    tokio::task::spawn_blocking(move || store.metadata(&id).is_ok())
-                        .await
-                        .unwrap_or(false)
-                }
-                None => false,
-            };
-            let answer = if saved {
-                Ok(acp::SessionStatusResponse::new(acp::SessionStatus::Saved))
-            } else {
-                Err(RpcError::session_not_found(&id))
-            };
-            responder.respond_with(answer);
-        });
-    }
-
     fn close_session(&mut self, request: acp::CloseSessionRequest, responder: Responder) {
         let Some(session) = self.sessions.remove(&request.session_id.0) else {
             return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
@@ -737,25 +666,6 @@ async fn session_answer<T>(
         Ok(Err(err)) => Err(session_error(err)),
         Err(_) => Err(RpcError::internal("the session stopped before answering")),
     }
-}
-
-/// What this agent offers, the unstable features the config turned on included.
-pub fn initialize_response_with(unstable: crate::config::Unstable) -> acp::InitializeResponse {
-    let mut response = initialize_response();
-    let sessions = &mut response.agent_capabilities.session_capabilities;
-    if unstable.set_title {
-        sessions.title = Some(acp::SessionTitleCapabilities::new());
-    }
-    if unstable.status {
-        sessions.status = Some(acp::SessionStatusCapabilities::new());
-    }
-    if unstable.fork {
-        sessions.fork = Some(acp::SessionForkCapabilities::new());
-    }
-    if unstable.system_prompt {
-        sessions.system_prompt = Some(system_prompt::capabilities());
-    }
-    response
 }
 
 pub fn initialize_response() -> acp::InitializeResponse {
