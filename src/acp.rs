@@ -10,6 +10,7 @@ pub mod client;
 pub mod handshake;
 pub mod mcp_spec;
 pub mod router;
+pub mod system_prompt;
 pub mod translate;
 pub mod unconfigured;
 

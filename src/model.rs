@@ -88,3 +88,14 @@ pub struct ToolDefinition {
     pub description: String,
     pub parameters: serde_json::Value,
 }
+
+/// System-level instructions a client gave a session (ACP's unstable
+/// `systemPrompt`), kept with it so a load or resume applies them again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientPrompt {
+    /// True replaces the agent's built-in base prompt; false adds the text
+    /// as the last layer.
+    #[serde(default)]
+    pub replaces_base: bool,
+    pub text: String,
+}

@@ -48,6 +48,8 @@ pub struct PromptLayers {
     pub agent: Option<(String, String)>,
     /// `[chat] system_prompt` from the config.
     pub user: Option<String>,
+    /// The client's `systemPrompt`: the last layer, or the base's replacement.
+    pub client: Option<crate::model::ClientPrompt>,
 }
 
 impl PromptLayers {
@@ -60,6 +62,7 @@ impl PromptLayers {
             project: project_instructions(cwd),
             agent: agent.map(|(name, body)| (name.to_string(), body.to_string())),
             user: user.map(str::to_string),
+            client: None,
         }
     }
 
@@ -69,13 +72,12 @@ impl PromptLayers {
 
     fn render_on(&self, vars: &PromptVars<'_>, date: &str) -> String {
         let mut layers: Vec<String> = Vec::new();
-        layers.push(
-            self.base_override
-                .as_deref()
-                .unwrap_or(BASE_PROMPT)
-                .trim()
-                .to_string(),
-        );
+        let client = self.client.as_ref();
+        let base = match client.filter(|c| c.replaces_base) {
+            Some(client) => client.text.as_str(),
+            None => self.base_override.as_deref().unwrap_or(BASE_PROMPT),
+        };
+        layers.push(base.trim().to_string());
         if let Some(mode) = &self.mode {
             layers.push(mode.trim().to_string());
         }
@@ -100,6 +102,12 @@ impl PromptLayers {
             .filter(|u| !u.is_empty())
         {
             layers.push(format!("# Additional instructions from the user\n{user}"));
+        }
+        if let Some(client) = client.filter(|c| !c.replaces_base) {
+            layers.push(format!(
+                "# Instructions from the client\n{}",
+                client.text.trim()
+            ));
         }
         render(&layers.join("\n\n"), vars, date)
     }

@@ -115,6 +115,8 @@ pub enum SessionMsg {
         provider: String,
         models: Vec<ModelInfo>,
     },
+    /// The client's `systemPrompt` from session/new, load or resume; saved.
+    SystemPrompt(crate::model::ClientPrompt),
     /// `session/set_title`: the title now (as stored).
     SetTitle {
         title: String,
@@ -152,6 +154,8 @@ pub struct SessionStart {
     /// Problems with the saved session (it cannot be saved, a setting it
     /// was saved with is gone), told once the client has the session.
     pub notices: Vec<Notice>,
+    /// The client's `systemPrompt` (a loaded session's saved one).
+    pub client_prompt: Option<crate::model::ClientPrompt>,
 }
 
 /// The session manager's handle on an actor.
@@ -388,6 +392,12 @@ impl SessionActor {
             }
             SessionMsg::CommandsChanged => self.advertise_commands(false),
             SessionMsg::ModelsLoaded { provider, models } => self.models_loaded(provider, models),
+            SessionMsg::SystemPrompt(prompt) => {
+                if let Some(recorder) = &self.services.recorder {
+                    recorder.system_prompt(Some(&prompt));
+                }
+                self.services.client_prompt = Some(prompt);
+            }
             SessionMsg::SetTitle { title, reply } => {
                 let _ = reply.send(self.retitle(title));
             }

@@ -15,10 +15,15 @@ use super::{mcp_spec, translate};
 use crate::client::{ClientAbilities, ClientSink, SelectOption};
 use crate::events::StopReason;
 use crate::mcp::McpServerSpec;
+use crate::model::ClientPrompt;
 use crate::session::manager::{self, SessionManager};
 use crate::session::{SessionError, SessionMsg};
 use crate::transport::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST, RESOURCE_NOT_FOUND};
 use crate::transport::{Connection, Incoming, Responder, RpcError};
+
+mod unstable;
+
+pub use unstable::initialize_response_with;
 
 /// What the client said about itself in `initialize`.
 #[derive(Debug, Clone, Default)]
@@ -78,11 +83,13 @@ pub struct Router {
 }
 
 /// How a stored session comes back: `session/load` replays its history to
-/// the client first, `session/resume` does not.
+/// the client first, `session/resume` does not; `session/fork` (unstable)
+/// resumes a copy under a new id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reopen {
     Load,
     Resume,
+    Fork,
 }
 
 impl Reopen {
@@ -90,6 +97,7 @@ impl Reopen {
         match self {
             Reopen::Load => "session/load",
             Reopen::Resume => "session/resume",
+            Reopen::Fork => "session/fork",
         }
     }
 }
@@ -164,6 +172,7 @@ impl Router {
             "session/status" if self.sessions.unstable().status => {
                 Self::dispatch(Self::session_status)
             }
+            "session/fork" if self.sessions.unstable().fork => Self::dispatch(Self::fork_session),
             _ => return responder.respond(Err(RpcError::method_not_found(method))),
         };
         handler(self, method, params, responder);
@@ -217,8 +226,14 @@ impl Router {
 
     fn new_session(&mut self, request: acp::NewSessionRequest, responder: Responder) {
         let checked = session_servers("session/new", &request.cwd, &request.mcp_servers)
-            .and_then(|servers| Ok((servers, check_roots(&request.additional_directories)?)));
-        let (mcp_servers, roots) = match checked {
+            .and_then(|servers| Ok((servers, check_roots(&request.additional_directories)?)))
+            .and_then(|checked| {
+                Ok((
+                    checked,
+                    self.client_prompt("session/new", request.system_prompt)?,
+                ))
+            });
+        let ((mcp_servers, roots), client_prompt) = match checked {
             Ok(checked) => checked,
             Err(err) => return responder.respond(Err(err)),
         };
@@ -228,6 +243,9 @@ impl Router {
             .sessions
             .create(request.cwd, roots, client, mcp_servers);
         let id = session.id.clone();
+        if let Some(prompt) = client_prompt {
+            session.send(SessionMsg::SystemPrompt(prompt));
+        }
         let (reply, options) = oneshot::channel();
         session.send(SessionMsg::Options { reply });
         let tx = session.tx.clone();
@@ -272,11 +290,15 @@ impl Router {
             request.cwd,
             request.additional_directories,
         );
+        let prompt = match self.client_prompt(Reopen::Load.method(), request.system_prompt) {
+            Ok(prompt) => prompt,
+            Err(err) => return responder.respond(Err(err)),
+        };
         self.reopen(
             Reopen::Load,
             &id.0,
             (cwd, roots),
-            &request.mcp_servers,
+            (&request.mcp_servers, prompt),
             responder,
         );
     }
@@ -287,16 +309,20 @@ impl Router {
             request.cwd,
             request.additional_directories,
         );
+        let prompt = match self.client_prompt(Reopen::Resume.method(), request.system_prompt) {
+            Ok(prompt) => prompt,
+            Err(err) => return responder.respond(Err(err)),
+        };
         self.reopen(
             Reopen::Resume,
             &id.0,
             (cwd, roots),
-            &request.mcp_servers,
+            (&request.mcp_servers, prompt),
             responder,
         );
     }
 
-    /// `session/load` and `session/resume`: the session back in memory; a
+    /// `session/load`, `session/resume` and `session/fork`: the session back in memory; a
     /// load's replay goes out before the answer, and the session speaks
     /// only after it.
     fn reopen(
@@ -304,7 +330,7 @@ impl Router {
         how: Reopen,
         id: &str,
         (cwd, roots): (PathBuf, Vec<PathBuf>),
-        servers: &[acp::McpServer],
+        (servers, client_prompt): (&[acp::McpServer], Option<ClientPrompt>),
         responder: Responder,
     ) {
         let checked = session_servers(how.method(), &cwd, servers)
@@ -316,18 +342,25 @@ impl Router {
         let client = self.abilities();
         let interleaves = self.interleaves();
         let replay = how == Reopen::Load;
-        let loaded = self
-            .sessions
-            .load(id, cwd, roots, client, mcp_servers, replay);
-        let (tx, loading) = match loaded {
+        let loaded = match how {
+            Reopen::Fork => self.sessions.fork(id, (cwd, roots), client, mcp_servers),
+            Reopen::Load | Reopen::Resume => self
+                .sessions
+                .load(id, cwd, roots, client, mcp_servers, replay)
+                .map(|(tx, loading)| (id.to_string(), tx, loading)),
+        };
+        let (id, tx, loading) = match loaded {
             Ok(loaded) => loaded,
             Err(err) => return responder.respond(Err(store_error(err))),
         };
+        // Without one, the session keeps the prompt saved with it.
+        if let Some(prompt) = client_prompt {
+            let _ = tx.send(SessionMsg::SystemPrompt(prompt));
+        }
         // Asked now, so the session answers it before any prompt sent after this request.
         let (reply, options) = oneshot::channel();
         let _ = tx.send(SessionMsg::Options { reply });
         let connection = self.connection.clone();
-        let id = id.to_string();
         let (done, next) = oneshot::channel();
         let previous = self.last_reopen.replace(next);
         tokio::spawn(async move {
@@ -347,7 +380,7 @@ impl Router {
             for update in updates {
                 connection.send(&id, update);
             }
-            match reopened(how, &options) {
+            match reopened(how, &id, &options) {
                 Ok(value) => responder.respond(Ok(value)),
                 Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
             }
@@ -520,55 +553,6 @@ impl Router {
         });
     }
 
-    fn set_title(&mut self, request: acp::SetSessionTitleRequest, responder: Responder) {
-        let Some(session) = self.sessions.get(&request.session_id.0) else {
-            return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
-        };
-        let title = request.title.trim().to_string();
-        if title.is_empty() {
-            return responder.respond(Err(RpcError::invalid_params(
-                "session/set_title: field `title` is empty; send the title to show",
-            )));
-        }
-        let (reply, answer) = oneshot::channel();
-        session.send(SessionMsg::SetTitle { title, reply });
-        tokio::spawn(async move {
-            let answer = match answer.await {
-                Ok(title) => Ok(acp::SetSessionTitleResponse::new(title)),
-                Err(_) => Err(RpcError::internal("the session stopped before answering")),
-            };
-            responder.respond_with(answer);
-        });
-    }
-
-    /// Open here, saved on disk, or unknown.
-    fn session_status(&mut self, request: acp::SessionStatusRequest, responder: Responder) {
-        let id = request.session_id.0.to_string();
-        if self.sessions.get(&id).is_some() {
-            return responder.respond_with(Ok(acp::SessionStatusResponse::new(
-                acp::SessionStatus::Open,
-            )));
-        }
-        let store = self.sessions.store();
-        tokio::spawn(async move {
-            let saved = match store {
-                Some(store) => {
-                    let id = id.clone();
-                    tokio::task::spawn_blocking(move || store.metadata(&id).is_ok())
-                        .await
-                        .unwrap_or(false)
-                }
-                None => false,
-            };
-            let answer = if saved {
-                Ok(acp::SessionStatusResponse::new(acp::SessionStatus::Saved))
-            } else {
-                Err(RpcError::session_not_found(&id))
-            };
-            responder.respond_with(answer);
-        });
-    }
-
     fn close_session(&mut self, request: acp::CloseSessionRequest, responder: Responder) {
         let Some(session) = self.sessions.remove(&request.session_id.0) else {
             return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
@@ -581,7 +565,7 @@ impl Router {
 }
 
 /// The answer to a load or a resume: where the session's settings stand.
-fn reopened(how: Reopen, options: &[SelectOption]) -> serde_json::Result<Value> {
+fn reopened(how: Reopen, id: &str, options: &[SelectOption]) -> serde_json::Result<Value> {
     let (modes, config) = (
         translate::mode_state(options),
         translate::config_options(options),
@@ -595,6 +579,12 @@ fn reopened(how: Reopen, options: &[SelectOption]) -> serde_json::Result<Value> 
         ),
         Reopen::Resume => with_models(
             acp::ResumeSessionResponse::new()
+                .modes(modes)
+                .config_options(config),
+            options,
+        ),
+        Reopen::Fork => with_models(
+            acp::ForkSessionResponse::new(id.to_string())
                 .modes(modes)
                 .config_options(config),
             options,
@@ -676,19 +666,6 @@ async fn session_answer<T>(
         Ok(Err(err)) => Err(session_error(err)),
         Err(_) => Err(RpcError::internal("the session stopped before answering")),
     }
-}
-
-/// What this agent offers, the unstable features the config turned on included.
-pub fn initialize_response_with(unstable: crate::config::Unstable) -> acp::InitializeResponse {
-    let mut response = initialize_response();
-    let sessions = &mut response.agent_capabilities.session_capabilities;
-    if unstable.set_title {
-        sessions.title = Some(acp::SessionTitleCapabilities::new());
-    }
-    if unstable.status {
-        sessions.status = Some(acp::SessionStatusCapabilities::new());
-    }
-    response
 }
 
 pub fn initialize_response() -> acp::InitializeResponse {

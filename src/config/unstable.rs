@@ -12,10 +12,14 @@ pub struct Unstable {
     pub set_title: bool,
     /// `session/status`.
     pub status: bool,
+    /// `systemPrompt` on session/new, load and resume.
+    pub system_prompt: bool,
+    /// `session/fork`.
+    pub fork: bool,
 }
 
 /// The names `[acp] unstable` takes.
-const KNOWN: &[&str] = &["set_title", "status"];
+const KNOWN: &[&str] = &["fork", "set_title", "status", "system_prompt"];
 
 pub(super) fn validate_unstable(
     written: Option<Vec<String>>,
@@ -26,6 +30,8 @@ pub(super) fn validate_unstable(
         match name.as_str() {
             "set_title" => unstable.set_title = true,
             "status" => unstable.status = true,
+            "system_prompt" => unstable.system_prompt = true,
+            "fork" => unstable.fork = true,
             other => {
                 return Err(invalid(
                     path,

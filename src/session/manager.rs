@@ -22,6 +22,9 @@ use crate::store::{self, Metadata, Recorder, Store, StoreError};
 /// A load in progress: the replay (empty for a resume), or why it failed.
 pub type Loading = BoxFuture<'static, Result<Vec<Update>, StoreError>>;
 
+/// Disk work done before a stored session is opened (a fork's copy).
+type Prepare = Box<dyn FnOnce() -> Result<(), StoreError> + Send>;
+
 /// Disk work on the blocking pool, off the router's reader task.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
@@ -204,6 +207,55 @@ impl SessionManager {
             };
             return Ok((tx, Box::pin(loading)));
         }
+        Ok(self.open_stored(
+            (id, store),
+            (cwd, additional_directories),
+            client,
+            mcp_servers,
+            replay,
+            None,
+        ))
+    }
+
+    /// `session/fork`: a copy of stored session `source` (its history as
+    /// saved so far) under a new id, opened like a resume. The copy is made
+    /// on a blocking thread before the open.
+    pub fn fork(
+        &mut self,
+        source: &str,
+        (cwd, additional_directories): (PathBuf, Vec<PathBuf>),
+        client: ClientAbilities,
+        mcp_servers: Vec<McpServerSpec>,
+    ) -> Result<(String, mpsc::UnboundedSender<SessionMsg>, Loading), StoreError> {
+        let store = self
+            .store
+            .clone()
+            .ok_or_else(|| StoreError::NotFound(source.to_string()))?;
+        let id = uuid::Uuid::new_v4().to_string();
+        let (source, copy_id, copying) = (source.to_string(), id.clone(), Arc::clone(&store));
+        let prepare: Prepare = Box::new(move || copying.fork(&source, &copy_id));
+        let (tx, loading) = self.open_stored(
+            (&id, store),
+            (cwd, additional_directories),
+            client,
+            mcp_servers,
+            false,
+            Some(prepare),
+        );
+        Ok((id, tx, loading))
+    }
+
+    /// A stored session's actor, its files read (after `prepare`, when
+    /// given) on a blocking thread.
+    fn open_stored(
+        &mut self,
+        (id, store): (&str, Arc<Store>),
+        (cwd, additional_directories): (PathBuf, Vec<PathBuf>),
+        client: ClientAbilities,
+        mcp_servers: Vec<McpServerSpec>,
+        replay: bool,
+        prepare: Option<Prepare>,
+    ) -> (mpsc::UnboundedSender<SessionMsg>, Loading) {
         self.sessions.retain(|_, handle| !handle.tx.is_closed());
         let (tx, rx) = mpsc::unbounded_channel();
         let (ready, loaded) = oneshot::channel();
@@ -213,6 +265,9 @@ impl SessionManager {
         let read_id = id.to_string();
         let task = tokio::spawn(async move {
             let opened = blocking(move || {
+                if let Some(prepare) = prepare {
+                    prepare()?;
+                }
                 let (open, metadata, events) = store.open(&read_id)?;
                 let updates = if replay {
                     store::replay_from(&events)
@@ -248,6 +303,7 @@ impl SessionManager {
                 metadata.mode = defaults.mode.clone();
             }
             metadata.cwd = cwd.clone();
+            let system_prompt = metadata.system_prompt.clone();
             let settings = Settings {
                 provider: metadata.provider.clone(),
                 model: metadata.model.clone(),
@@ -276,6 +332,7 @@ impl SessionManager {
                 recorder: Some(recorder),
                 lineage: None,
                 notices,
+                client_prompt: system_prompt,
             };
             let _ = ready.send(Ok(updates));
             super::run(start, shared, mailbox, rx).await;
@@ -293,7 +350,7 @@ impl SessionManager {
                 .await
                 .unwrap_or_else(|_| Err(join_error("the session stopped while loading")))
         };
-        Ok((tx, Box::pin(loading)))
+        (tx, Box::pin(loading))
     }
 
     /// A new session. `mcp_servers` (from `session/new`) replace config
@@ -350,6 +407,7 @@ impl SessionManager {
             recorder,
             lineage: None,
             notices,
+            client_prompt: None,
         };
         let handle = super::spawn(start, self.shared.clone());
         self.sessions.entry(id).or_insert(handle)

@@ -55,6 +55,8 @@ pub(super) struct Services {
     pub tally: Arc<TurnTally>,
     /// What the session's model calls cost so far (where they are priced).
     pub spending: Spending,
+    /// The client's `systemPrompt`, the system prompt's last layer.
+    pub client_prompt: Option<crate::model::ClientPrompt>,
 }
 
 /// What every session shares: the manager hands each one a clone.
@@ -162,6 +164,7 @@ impl Services {
             depth,
             tally: Arc::default(),
             spending: Spending::default(),
+            client_prompt: start.client_prompt.take(),
         }
     }
 }

@@ -128,6 +128,7 @@ impl TurnDelegator {
             // The child reaches the parent's workspace roots, no more.
             additional_directories: ctx.roots.clone(),
             notices: Vec::new(),
+            client_prompt: None,
             client: ClientAbilities::default(),
             mcp_servers: Vec::new(),
             settings,

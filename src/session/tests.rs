@@ -66,6 +66,7 @@ async fn session() -> Fixture {
         recorder: None,
         lineage: None,
         notices: Vec::new(),
+        client_prompt: None,
     };
     let shared = Shared {
         runtime: Arc::new(runtime::AgentRuntime::new(None, defaults.subagents)),

@@ -186,12 +186,13 @@ impl SessionActor {
             }));
         };
         let card = self.active_card();
-        let layers = PromptLayers::load(
+        let mut layers = PromptLayers::load(
             &self.services.cwd,
             &settings.mode,
             card.map(|c| (c.name.as_str(), c.body.as_str())),
             self.services.defaults.system_prompt.as_deref(),
         );
+        layers.client = self.services.client_prompt.clone();
         let card = card.cloned();
         let tell_failures =
             turn && !std::mem::replace(&mut self.conversation.mcp_failures_told, true);

@@ -59,6 +59,12 @@ pub struct Metadata {
     /// The reasoning effort chosen (`off`…`high`); absent: the config's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thought_level: Option<String>,
+    /// The client's `systemPrompt` (unstable ACP), applied again on load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<crate::model::ClientPrompt>,
+    /// The session this one was forked from (`session/fork`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
 }
 
 /// `metadata.json` as written: the format first, then the metadata.

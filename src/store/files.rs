@@ -33,6 +33,8 @@ impl Metadata {
             children: Vec::new(),
             additional_directories: Vec::new(),
             thought_level: None,
+            system_prompt: None,
+            forked_from: None,
         }
     }
 }
@@ -119,6 +121,32 @@ impl Store {
         let open = open_locked(&metadata.id, &dir)?;
         write_metadata(&dir, metadata)?;
         Ok(open)
+    }
+
+    /// A copy of session `source` named `id` (not opened): its history as
+    /// it stands, its settings, `forked_from` naming it. Its lineage and
+    /// title stay with the source.
+    pub fn fork(&self, source: &str, id: &str) -> Result<(), StoreError> {
+        let from = self.existing_dir(source)?;
+        let mut metadata = read_metadata(source, &from)?;
+        let dir = self.session_dir(id)?;
+        fs::create_dir_all(&dir).map_err(io_error("cannot create", &dir))?;
+        let history = from.join(HISTORY);
+        if history.is_file() {
+            let to = dir.join(HISTORY);
+            fs::copy(&history, &to).map_err(io_error("cannot copy", &to))?;
+        }
+        let now = now_rfc3339();
+        metadata.id = id.to_string();
+        metadata.forked_from = Some(source.to_string());
+        (metadata.created_at, metadata.updated_at) = (now.clone(), now);
+        (
+            metadata.title,
+            metadata.parent_id,
+            metadata.parent_tool_call_id,
+        ) = (None, None, None);
+        metadata.children.clear();
+        write_metadata(&dir, &metadata)
     }
 
     /// A stored session, locked for this process, with its history.

@@ -148,6 +148,13 @@ impl Recorder {
         }
     }
 
+    /// The client's `systemPrompt` for this session, saved for loads.
+    pub fn system_prompt(&self, prompt: Option<&crate::model::ClientPrompt>) {
+        if self.lock().system_prompt.as_ref() != prompt {
+            self.update(|m| m.system_prompt = prompt.cloned());
+        }
+    }
+
     /// A title the user gave (it replaces the one from the first prompt).
     pub fn retitle(&self, title: &str) -> Titled {
         let updated_at = self.update(|m| m.title = Some(title.to_string()));

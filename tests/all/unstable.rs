@@ -3,6 +3,7 @@
 
 use serde_json::json;
 
+use crate::support::context::system_text;
 use crate::support::harness::{Agent, LlmServer, config_for, error_message, scripted_model};
 
 #[tokio::test]
@@ -13,6 +14,19 @@ async fn unstable_methods_are_absent_unless_turned_on() {
     let caps = &init["result"]["agentCapabilities"]["sessionCapabilities"];
     assert!(caps.get("title").is_none(), "{caps}");
     assert!(caps.get("status").is_none(), "{caps}");
+    assert!(caps.get("systemPrompt").is_none(), "{caps}");
+    assert!(caps.get("fork").is_none(), "{caps}");
+    let (_, refused) = agent
+        .call(
+            "session/new",
+            json!({"cwd": agent.cwd(), "mcpServers": [], "systemPrompt": haiku()}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        error_message(&refused).contains("systemPrompt"),
+        "{refused}"
+    );
     let session = agent.new_session().await;
     for (method, params) in [
         (
@@ -20,6 +34,10 @@ async fn unstable_methods_are_absent_unless_turned_on() {
             json!({"sessionId": session, "title": "x"}),
         ),
         ("session/status", json!({"sessionId": session})),
+        (
+            "session/fork",
+            json!({"sessionId": session, "cwd": agent.cwd()}),
+        ),
     ] {
         let (_, response) = agent.call(method, params).await;
         assert_eq!(response["error"]["code"], -32601, "{method}: {response}");
@@ -97,4 +115,140 @@ async fn an_unknown_unstable_feature_is_a_config_error_naming_the_key() {
         stderr.contains("set_title"),
         "the fix names the known ones: {stderr}"
     );
+}
+
+fn haiku() -> serde_json::Value {
+    json!({"mode": "append", "content": [{"type": "text", "text": "Answer in haiku."}]})
+}
+
+/// The system prompt of the newest chat request.
+fn last_system(server: &LlmServer) -> String {
+    let requests = server.chat_requests();
+    system_text(requests.last().expect("no chat request"))
+}
+
+#[tokio::test]
+async fn a_client_system_prompt_is_the_last_layer_and_stays_with_the_session() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let config = format!(
+        "{}\n[acp]\nunstable = [\"system_prompt\"]\n",
+        config_for(&server, "test-model")
+    );
+    let mut first = Agent::spawn(&config).await;
+    let init = first.initialize().await;
+    let caps = &init["result"]["agentCapabilities"]["sessionCapabilities"];
+    assert!(
+        caps["systemPrompt"]["mode"]["override"].is_object(),
+        "{caps}"
+    );
+    let (_, created) = first
+        .call(
+            "session/new",
+            json!({"cwd": first.cwd(), "mcpServers": [], "systemPrompt": haiku()}),
+        )
+        .await;
+    let session = created["result"]["sessionId"].as_str().unwrap().to_string();
+    first.prompt(&session, "hello").await;
+    let system = last_system(&server);
+    assert!(
+        system.ends_with("# Instructions from the client\nAnswer in haiku."),
+        "{system}"
+    );
+    first.close_stdin();
+    assert!(first.wait_exit().await.success());
+
+    // A resume without one keeps the prompt saved with the session.
+    let mut second = Agent::spawn_sharing(&config, &first).await;
+    second.initialize().await;
+    let (_, resumed) = second
+        .call(
+            "session/resume",
+            json!({"sessionId": session, "cwd": first.cwd()}),
+        )
+        .await;
+    assert!(resumed.get("result").is_some(), "{resumed}");
+    second.prompt(&session, "again").await;
+    assert!(last_system(&server).ends_with("Answer in haiku."));
+
+    // A new one replaces it; `override` replaces the built-in base prompt.
+    let base = last_system(&server);
+    let (_, loaded) = second
+        .call(
+            "session/load",
+            json!({"sessionId": session, "cwd": first.cwd(), "mcpServers": [],
+                   "systemPrompt": {"mode": "override", "content": [{"type": "text", "text": "ONLY THESE RULES."}]}}),
+        )
+        .await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    second.prompt(&session, "third").await;
+    let system = last_system(&server);
+    assert!(system.starts_with("ONLY THESE RULES."), "{system}");
+    assert!(!system.contains("Answer in haiku."), "{system}");
+    let base_start: String = base.chars().take(60).collect();
+    assert!(
+        !system.contains(&base_start),
+        "the base prompt is still there: {system}"
+    );
+}
+
+/// The messages of the newest chat request, as text.
+fn last_messages(server: &LlmServer) -> String {
+    let requests = server.chat_requests();
+    requests.last().expect("no chat request").body["messages"].to_string()
+}
+
+#[tokio::test]
+async fn a_fork_continues_from_the_parents_history_and_leaves_the_parent_alone() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let config = format!(
+        "{}\n[acp]\nunstable = [\"fork\"]\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn(&config).await;
+    let init = agent.initialize().await;
+    let caps = &init["result"]["agentCapabilities"]["sessionCapabilities"];
+    assert!(caps["fork"].is_object(), "{caps}");
+    let parent = agent.new_session().await;
+    agent.prompt(&parent, "remember seven").await;
+
+    let (_, forked) = agent
+        .call(
+            "session/fork",
+            json!({"sessionId": parent, "cwd": agent.cwd()}),
+        )
+        .await;
+    let fork = forked["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{forked}"))
+        .to_string();
+    assert_ne!(fork, parent);
+    assert!(forked["result"]["configOptions"].is_array(), "{forked}");
+    agent.prompt(&fork, "which number, fork?").await;
+    let seen = last_messages(&server);
+    assert!(seen.contains("remember seven"), "{seen}");
+
+    agent.prompt(&parent, "parent again").await;
+    let seen = last_messages(&server);
+    assert!(seen.contains("remember seven"), "{seen}");
+    assert!(
+        !seen.contains("which number, fork?"),
+        "the parent saw the fork: {seen}"
+    );
+
+    let (_, listed) = agent.call("session/list", json!({})).await;
+    let ids: Vec<&str> = listed["result"]["sessions"]
+        .as_array()
+        .map(|all| all.iter().filter_map(|s| s["sessionId"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        ids.contains(&fork.as_str()) && ids.contains(&parent.as_str()),
+        "{listed}"
+    );
+    let (_, unknown) = agent
+        .call(
+            "session/fork",
+            json!({"sessionId": "no-such", "cwd": agent.cwd()}),
+        )
+        .await;
+    assert_eq!(unknown["error"]["code"], -32002, "{unknown}");
 }

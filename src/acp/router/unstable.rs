@@ -1,0 +1,112 @@
+//! The unstable ACP methods, each served only when `[acp] unstable` names
+//! it (the dispatch in [`super::Router`] checks), and what the
+//! `initialize` answer says of them.
+
+use agent_client_protocol_schema::v1 as acp;
+use tokio::sync::oneshot;
+
+use super::{Reopen, Router, initialize_response};
+use crate::acp::system_prompt;
+use crate::model::ClientPrompt;
+use crate::session::SessionMsg;
+use crate::transport::{Responder, RpcError};
+
+impl Router {
+    pub(super) fn fork_session(&mut self, request: acp::ForkSessionRequest, responder: Responder) {
+        let prompt = match self.client_prompt(Reopen::Fork.method(), request.system_prompt) {
+            Ok(prompt) => prompt,
+            Err(err) => return responder.respond(Err(err)),
+        };
+        let roots = (request.cwd, request.additional_directories);
+        let servers = (request.mcp_servers.as_slice(), prompt);
+        self.reopen(
+            Reopen::Fork,
+            &request.session_id.0,
+            roots,
+            servers,
+            responder,
+        );
+    }
+
+    /// A request's `systemPrompt`, refused unless `[acp] unstable` names it
+    /// (the spec: an agent that cannot apply it errors, never ignores it).
+    pub(super) fn client_prompt(
+        &self,
+        method: &str,
+        prompt: Option<acp::SystemPrompt>,
+    ) -> Result<Option<ClientPrompt>, RpcError> {
+        system_prompt::read(method, prompt, self.sessions.unstable().system_prompt)
+    }
+
+    pub(super) fn set_title(&mut self, request: acp::SetSessionTitleRequest, responder: Responder) {
+        let Some(session) = self.sessions.get(&request.session_id.0) else {
+            return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
+        };
+        let title = request.title.trim().to_string();
+        if title.is_empty() {
+            return responder.respond(Err(RpcError::invalid_params(
+                "session/set_title: field `title` is empty; send the title to show",
+            )));
+        }
+        let (reply, answer) = oneshot::channel();
+        session.send(SessionMsg::SetTitle { title, reply });
+        tokio::spawn(async move {
+            let answer = match answer.await {
+                Ok(title) => Ok(acp::SetSessionTitleResponse::new(title)),
+                Err(_) => Err(RpcError::internal("the session stopped before answering")),
+            };
+            responder.respond_with(answer);
+        });
+    }
+
+    /// Open here, saved on disk, or unknown.
+    pub(super) fn session_status(
+        &mut self,
+        request: acp::SessionStatusRequest,
+        responder: Responder,
+    ) {
+        let id = request.session_id.0.to_string();
+        if self.sessions.get(&id).is_some() {
+            return responder.respond_with(Ok(acp::SessionStatusResponse::new(
+                acp::SessionStatus::Open,
+            )));
+        }
+        let store = self.sessions.store();
+        tokio::spawn(async move {
+            let saved = match store {
+                Some(store) => {
+                    let id = id.clone();
+                    tokio::task::spawn_blocking(move || store.metadata(&id).is_ok())
+                        .await
+                        .unwrap_or(false)
+                }
+                None => false,
+            };
+            let answer = if saved {
+                Ok(acp::SessionStatusResponse::new(acp::SessionStatus::Saved))
+            } else {
+                Err(RpcError::session_not_found(&id))
+            };
+            responder.respond_with(answer);
+        });
+    }
+}
+
+/// What this agent offers, the unstable features the config turned on included.
+pub fn initialize_response_with(unstable: crate::config::Unstable) -> acp::InitializeResponse {
+    let mut response = initialize_response();
+    let sessions = &mut response.agent_capabilities.session_capabilities;
+    if unstable.set_title {
+        sessions.title = Some(acp::SessionTitleCapabilities::new());
+    }
+    if unstable.status {
+        sessions.status = Some(acp::SessionStatusCapabilities::new());
+    }
+    if unstable.fork {
+        sessions.fork = Some(acp::SessionForkCapabilities::new());
+    }
+    if unstable.system_prompt {
+        sessions.system_prompt = Some(system_prompt::capabilities());
+    }
+    response
+}
