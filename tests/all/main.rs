@@ -20,6 +20,7 @@ mod context_real_llm;
 mod crucible_client;
 mod crucible_config;
 mod crucible_permissions;
+mod faults;
 mod mcp;
 mod mcp_prompts;
 mod mcp_sessions;
