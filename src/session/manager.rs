@@ -248,6 +248,7 @@ impl SessionManager {
                 agent_restored: true,
                 history: restored.context,
                 recorder: Some(recorder),
+                save_failure: None,
                 lineage: None,
             };
             let _ = ready.send(Ok(updates));
@@ -279,6 +280,7 @@ impl SessionManager {
     ) -> &SessionHandle {
         let servers = self.servers(mcp_servers);
         let id = uuid::Uuid::new_v4().to_string();
+        let mut save_failure = None;
         let recorder = self.store.as_ref().and_then(|store| {
             let mut metadata = Metadata::new(
                 &id,
@@ -293,6 +295,9 @@ impl SessionManager {
                 Err(err) => {
                     // The session still works; it just will not survive a restart.
                     tracing::warn!(session = %id, %err, "cannot save the new session");
+                    save_failure = Some(format!(
+                        "Saving this session failed ({err}): it works, but will not survive a restart. Check that the data directory (--data-dir) is writable.\n"
+                    ));
                     None
                 }
             }
@@ -312,6 +317,7 @@ impl SessionManager {
             agent_restored: false,
             history: ContextManager::new(),
             recorder,
+            save_failure,
             lineage: None,
         };
         let handle = super::spawn(start, self.shared.clone());

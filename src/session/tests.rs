@@ -62,6 +62,7 @@ async fn session() -> Fixture {
         agent_restored: false,
         history: ContextManager::new(),
         recorder: None,
+        save_failure: None,
         lineage: None,
     };
     let shared = Shared {

@@ -45,7 +45,7 @@ async fn faulty_server(fault: impl Fn(usize) -> Reply + Send + Sync + 'static) -
 /// prompt; asserts the faulty prompt is answered once, a second session and
 /// the first one still work, and the session loads in a fresh process.
 /// Returns the faulty prompt's notifications and response.
-async fn run_cell(server: &LlmServer, config: &str) -> (Vec<Value>, Value) {
+async fn run_cell(_server: &LlmServer, config: &str) -> (Vec<Value>, Value) {
     let mut agent = Agent::spawn(config).await;
     let session = agent.start_session().await;
     let (_, warm) = agent.prompt(&session, "warm up").await;
@@ -225,7 +225,10 @@ async fn a_run_of_500_502_503_is_ridden_out() {
     .await;
     let (seen, response) = run_cell(&server, &fast_config(&server, "")).await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    assert!(agent_text(&seen, &session_of(&seen)).ends_with("recovered"), "{seen:?}");
+    assert!(
+        agent_text(&seen, &session_of(&seen)).ends_with("recovered"),
+        "{seen:?}"
+    );
 }
 
 #[tokio::test]
@@ -375,4 +378,190 @@ async fn concurrent_sessions_against_a_flaky_provider_are_all_answered() {
     agent.close_stdin();
     assert_eq!(agent.wait_exit().await.code(), Some(0));
     assert!(!agent.stderr().contains("panicked"));
+}
+
+/// A provider for turns the client interrupts: "slow" streams 30 pieces
+/// 100 ms apart, "hang" sends one piece and then nothing; anything else is
+/// answered at once.
+async fn interruptible_server() -> LlmServer {
+    LlmServer::chat(|request: &Recorded| {
+        let prompt = request.last_user_text();
+        if prompt.contains("slow") {
+            let pieces: Vec<String> = (0..30).map(|n| format!("p{n} ")).collect();
+            let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+            let bytes = text_stream(&pieces);
+            // One event per write: the first arrives at once, the rest paced.
+            Reply::Stream {
+                pieces: bytes
+                    .split_inclusive(|&b| b == b'\n')
+                    .map(<[u8]>::to_vec)
+                    .collect(),
+                pause: Duration::from_millis(50),
+                hang: false,
+                gate: None,
+                content_type: "text/event-stream",
+            }
+        } else if prompt.contains("hang") {
+            Reply::stream(stream_head(&["Partial "]), Split::Whole).hanging()
+        } else {
+            Reply::stream(text_stream(&[HEALTHY]), Split::Whole)
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn lines_of_many_megabytes_are_answered_and_the_agent_keeps_serving() {
+    let server = interruptible_server().await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let session = agent.start_session().await;
+    // 8 MB that is not JSON: one parse error.
+    agent.send_raw(&"x".repeat(8 << 20)).await;
+    let error = next_error(&mut agent).await;
+    assert_eq!(error["error"]["code"], -32700, "{error}");
+    // A 3 MB prompt is read whole and answered once, with why it cannot go
+    // to a model with a small window.
+    let (_, response) = agent.prompt(&session, &"word ".repeat(600_000)).await;
+    assert!(error_message(&response).contains("window"), "{response}");
+    let (_, response) = agent.prompt(&session, "short").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+}
+
+/// The next error response, whatever notifications come first.
+async fn next_error(agent: &mut Agent) -> Value {
+    agent.wait_for(|m| m.get("error").is_some()).await
+}
+
+#[tokio::test]
+async fn json_nested_200000_levels_deep_is_a_parse_error_not_a_crash() {
+    let server = interruptible_server().await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let session = agent.start_session().await;
+    let depth = 200_000;
+    let arrays = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    let objects = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"session/prompt\",\"params\":{}1{}}}",
+        "{\"a\":".repeat(depth),
+        "}".repeat(depth)
+    );
+    for line in [arrays, objects] {
+        agent.send_raw(&line).await;
+        let error = next_error(&mut agent).await;
+        assert_eq!(error["error"]["code"], -32700, "{error}");
+    }
+    let (_, response) = agent.prompt(&session, "still alive?").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+}
+
+#[tokio::test]
+async fn duplicate_ids_in_flight_are_each_answered() {
+    let server = interruptible_server().await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let session = agent.start_session().await;
+    let other = agent.new_session().await;
+    for target in [&session, &other] {
+        agent
+            .send(
+                &json!({"jsonrpc": "2.0", "id": 7, "method": "session/prompt",
+                "params": {"sessionId": target, "prompt": [{"type": "text", "text": "slow"}]}}),
+            )
+            .await;
+    }
+    let (_, first) = agent.response(7).await;
+    let (_, second) = agent.response(7).await;
+    for answer in [&first, &second] {
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    }
+    let (_, later) = agent.prompt(&session, "hello").await;
+    assert_eq!(later["result"]["stopReason"], "end_turn");
+}
+
+#[tokio::test]
+async fn responses_to_requests_never_sent_are_ignored() {
+    let server = interruptible_server().await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let session = agent.start_session().await;
+    for stray in [
+        json!({"jsonrpc": "2.0", "id": "nobody-asked", "result": {}}),
+        json!({"jsonrpc": "2.0", "id": 123456, "error": {"code": -1, "message": "no"}}),
+        json!({"jsonrpc": "2.0", "id": 0, "result": {"outcome": {"outcome": "cancelled"}}}),
+    ] {
+        agent.send(&stray).await;
+    }
+    let (seen, response) = agent.prompt(&session, "hello").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert!(
+        seen.iter().all(|m| m.get("method").is_some()),
+        "nothing answers a response: {seen:?}"
+    );
+}
+
+/// A session with one finished turn and a slow one under way (its first
+/// chunk seen); returns the agent, the session and the slow prompt's id.
+async fn mid_turn(server: &LlmServer) -> (Agent, String, i64) {
+    let mut agent = Agent::spawn(&config_for(server, "test-model")).await;
+    let session = agent.start_session().await;
+    let (_, warm) = agent.prompt(&session, "warm up").await;
+    assert_eq!(warm["result"]["stopReason"], "end_turn");
+    let id = agent.start_prompt(&session, "slow turn").await;
+    agent.wait_for_update("agent_message_chunk").await;
+    (agent, session, id)
+}
+
+#[tokio::test]
+async fn stdout_closed_mid_turn_exits_cleanly_and_the_session_loads() {
+    let server = interruptible_server().await;
+    let (mut agent, session, _) = mid_turn(&server).await;
+    agent.close_stdout();
+    let status = agent.wait_exit().await;
+    let log = agent.stderr();
+    assert_eq!(status.code(), Some(0), "stderr:\n{log}");
+    assert!(!log.contains("panicked"), "{log}");
+    assert_session_loads(&agent, &session, &["warm up", "slow turn"]).await;
+}
+
+#[tokio::test]
+async fn sigterm_mid_turn_answers_the_turn_flushes_and_exits_cleanly() {
+    let server = interruptible_server().await;
+    let (mut agent, session, id) = mid_turn(&server).await;
+    agent.terminate();
+    let status = agent.wait_exit().await;
+    let log = agent.stderr();
+    assert_eq!(status.code(), Some(0), "stderr:\n{log}");
+    assert!(!log.contains("panicked"), "{log}");
+    let rest = agent.drain().await;
+    let answer = rest
+        .iter()
+        .find(|m| m["id"] == id)
+        .expect("the turn was answered before exit");
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    assert_session_loads(&agent, &session, &["warm up", "slow turn"]).await;
+}
+
+#[tokio::test]
+async fn an_unwritable_data_dir_still_answers_prompts_saying_saving_failed() {
+    let server = interruptible_server().await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    // A file where the data directory should be: nothing can be created
+    // under it, even as root (which ignores permission bits).
+    std::fs::write(agent.data_dir(), "not a directory").unwrap();
+    agent.initialize().await;
+    let cwd = agent.cwd();
+    let (_, created) = agent
+        .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
+        .await;
+    let session = created["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a session even without storage: {created}"))
+        .to_string();
+    let (seen, response) = agent.prompt(&session, "hello").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let said: String = seen.iter().map(Value::to_string).collect();
+    assert!(
+        said.contains("Saving this session failed")
+            && said.contains(&agent.data_dir().display().to_string()),
+        "the client is told saving failed: {seen:?}"
+    );
+    let (_, again) = agent.prompt(&session, "hello again").await;
+    assert_eq!(again["result"]["stopReason"], "end_turn", "{again}");
 }
