@@ -78,12 +78,18 @@ async fn run_cell(_server: &LlmServer, config: &str) -> (Vec<Value>, Value) {
         agent.backlog
     );
     agent.close_stdin();
-    let status = agent.wait_exit().await;
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", agent.stderr());
-    assert!(!agent.stderr().contains("panicked"), "{}", agent.stderr());
+    assert_clean_exit(&mut agent).await;
 
     assert_session_loads(&agent, &session, &["warm up", "once more"]).await;
     (seen, response)
+}
+
+/// The agent exits with 0 and nothing panicked.
+async fn assert_clean_exit(agent: &mut Agent) {
+    let status = agent.wait_exit().await;
+    let log = agent.stderr();
+    assert_eq!(status.code(), Some(0), "stderr:\n{log}");
+    assert!(!log.contains("panicked"), "{log}");
 }
 
 /// A fresh process on `agent`'s data dir loads `session` and replays the
@@ -246,7 +252,7 @@ async fn a_drop_mid_tool_call_arguments_is_reported_and_runs_no_tool() {
         let text = String::from_utf8(whole).unwrap();
         let cut = text.find("notes").unwrap() + "notes".len();
         let end = text[cut..].find("\n\n").unwrap() + cut + 2;
-        Reply::stream(text[..end].as_bytes().to_vec(), Split::Every(13))
+        Reply::stream(text.as_bytes()[..end].to_vec(), Split::Every(13))
     })
     .await;
     let (seen, response) = run_cell(&server, &fast_config(&server, "")).await;
@@ -376,8 +382,7 @@ async fn concurrent_sessions_against_a_flaky_provider_are_all_answered() {
     }
     assert!(answered);
     agent.close_stdin();
-    assert_eq!(agent.wait_exit().await.code(), Some(0));
-    assert!(!agent.stderr().contains("panicked"));
+    assert_clean_exit(&mut agent).await;
 }
 
 /// A provider for turns the client interrupts: "slow" streams 30 pieces
@@ -410,11 +415,17 @@ async fn interruptible_server() -> LlmServer {
     .await
 }
 
-#[tokio::test]
-async fn lines_of_many_megabytes_are_answered_and_the_agent_keeps_serving() {
+/// An agent on `interruptible_server`, with a session open.
+async fn interruptible_session() -> (LlmServer, Agent, String) {
     let server = interruptible_server().await;
     let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
     let session = agent.start_session().await;
+    (server, agent, session)
+}
+
+#[tokio::test]
+async fn lines_of_many_megabytes_are_answered_and_the_agent_keeps_serving() {
+    let (_server, mut agent, session) = interruptible_session().await;
     // 8 MB that is not JSON: one parse error.
     agent.send_raw(&"x".repeat(8 << 20)).await;
     let error = next_error(&mut agent).await;
@@ -434,9 +445,7 @@ async fn next_error(agent: &mut Agent) -> Value {
 
 #[tokio::test]
 async fn json_nested_200000_levels_deep_is_a_parse_error_not_a_crash() {
-    let server = interruptible_server().await;
-    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
-    let session = agent.start_session().await;
+    let (_server, mut agent, session) = interruptible_session().await;
     let depth = 200_000;
     let arrays = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
     let objects = format!(
@@ -455,9 +464,7 @@ async fn json_nested_200000_levels_deep_is_a_parse_error_not_a_crash() {
 
 #[tokio::test]
 async fn duplicate_ids_in_flight_are_each_answered() {
-    let server = interruptible_server().await;
-    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
-    let session = agent.start_session().await;
+    let (_server, mut agent, session) = interruptible_session().await;
     let other = agent.new_session().await;
     for target in [&session, &other] {
         agent
@@ -478,9 +485,7 @@ async fn duplicate_ids_in_flight_are_each_answered() {
 
 #[tokio::test]
 async fn responses_to_requests_never_sent_are_ignored() {
-    let server = interruptible_server().await;
-    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
-    let session = agent.start_session().await;
+    let (_server, mut agent, session) = interruptible_session().await;
     for stray in [
         json!({"jsonrpc": "2.0", "id": "nobody-asked", "result": {}}),
         json!({"jsonrpc": "2.0", "id": 123456, "error": {"code": -1, "message": "no"}}),
@@ -513,10 +518,7 @@ async fn stdout_closed_mid_turn_exits_cleanly_and_the_session_loads() {
     let server = interruptible_server().await;
     let (mut agent, session, _) = mid_turn(&server).await;
     agent.close_stdout();
-    let status = agent.wait_exit().await;
-    let log = agent.stderr();
-    assert_eq!(status.code(), Some(0), "stderr:\n{log}");
-    assert!(!log.contains("panicked"), "{log}");
+    assert_clean_exit(&mut agent).await;
     assert_session_loads(&agent, &session, &["warm up", "slow turn"]).await;
 }
 
@@ -525,10 +527,7 @@ async fn sigterm_mid_turn_answers_the_turn_flushes_and_exits_cleanly() {
     let server = interruptible_server().await;
     let (mut agent, session, id) = mid_turn(&server).await;
     agent.terminate();
-    let status = agent.wait_exit().await;
-    let log = agent.stderr();
-    assert_eq!(status.code(), Some(0), "stderr:\n{log}");
-    assert!(!log.contains("panicked"), "{log}");
+    assert_clean_exit(&mut agent).await;
     let rest = agent.drain().await;
     let answer = rest
         .iter()
