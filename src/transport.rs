@@ -18,7 +18,7 @@ use agent_client_protocol_schema::v1::RequestId;
 use serde::Serialize;
 use serde_json::Value;
 use thiserror::Error;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -306,6 +306,31 @@ pub fn respond_now(
     output.flush()
 }
 
+/// The longest line `run_reader` reads: a longer one is answered with an
+/// error and skipped, so a client cannot make the agent buffer without bound
+/// (a prompt with large images still fits).
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// Discard input up to and including the next newline (or EOF).
+async fn skip_rest_of_line(input: &mut (impl AsyncBufRead + Unpin)) -> std::io::Result<()> {
+    loop {
+        let buffer = input.fill_buf().await?;
+        if buffer.is_empty() {
+            return Ok(());
+        }
+        match buffer.iter().position(|&b| b == b'\n') {
+            Some(end) => {
+                input.consume(end + 1);
+                return Ok(());
+            }
+            None => {
+                let all = buffer.len();
+                input.consume(all);
+            }
+        }
+    }
+}
+
 /// Read lines until EOF, handing each parsed message to `on_message`.
 /// Lines are split on `\n` as bytes, so UTF-8 is decoded only on whole lines.
 pub async fn run_reader(
@@ -316,9 +341,25 @@ pub async fn run_reader(
     let mut line = Vec::with_capacity(4096);
     loop {
         line.clear();
-        let read = input.read_until(b'\n', &mut line).await?;
+        let limit = MAX_LINE_BYTES as u64 + 1;
+        let read = (&mut input)
+            .take(limit)
+            .read_until(b'\n', &mut line)
+            .await?;
         if read == 0 {
             return Ok(());
+        }
+        if line.len() > MAX_LINE_BYTES && line.last() != Some(&b'\n') {
+            skip_rest_of_line(&mut input).await?;
+            on_message(Incoming::Invalid {
+                id: None,
+                error: RpcError::invalid_request(format!(
+                    "a line longer than {} MiB was skipped (the most one message may take)",
+                    MAX_LINE_BYTES >> 20
+                )),
+            });
+            line = Vec::with_capacity(4096);
+            continue;
         }
         if let Some(message) = jsonrpc::parse_line(&line) {
             on_message(message);
@@ -449,5 +490,20 @@ mod tests {
         );
         assert!(matches!(seen[1], Incoming::Invalid { .. }));
         assert!(matches!(seen[2], Incoming::Notification { .. }));
+    }
+
+    #[tokio::test]
+    async fn an_overlong_line_is_one_error_and_the_next_line_is_read() {
+        let mut input = vec![b'x'; MAX_LINE_BYTES + 10];
+        input.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"method\":\"n\"}\n");
+        let mut seen = Vec::new();
+        run_reader(input.as_slice(), |message| seen.push(message))
+            .await
+            .unwrap();
+        assert_eq!(seen.len(), 2);
+        assert!(
+            matches!(&seen[0], Incoming::Invalid { error, .. } if error.message.contains("64 MiB"))
+        );
+        assert!(matches!(seen[1], Incoming::Notification { .. }));
     }
 }

@@ -434,6 +434,12 @@ async fn lines_of_many_megabytes_are_answered_and_the_agent_keeps_serving() {
     // to a model with a small window.
     let (_, response) = agent.prompt(&session, &"word ".repeat(600_000)).await;
     assert!(error_message(&response).contains("window"), "{response}");
+    // Past the 64 MiB line limit: one error, the rest of the line skipped,
+    // and the next line read as usual.
+    agent.send_raw(&"y".repeat(70 << 20)).await;
+    let error = next_error(&mut agent).await;
+    assert_eq!(error["error"]["code"], -32600, "{error}");
+    assert!(error_message(&error).contains("64 MiB"), "{error}");
     let (_, response) = agent.prompt(&session, "short").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
 }
