@@ -23,6 +23,11 @@ use crucible_agent::transport::{self, Connection};
 /// How long to wait for queued output after stdin closes.
 const FLUSH_GRACE: Duration = Duration::from_secs(5);
 
+/// How long the runtime waits for its blocking threads at exit. After stdout
+/// closes or SIGTERM, one of them is still blocked reading stdin and can
+/// never finish; without a bound the process would never exit.
+const RUNTIME_GRACE: Duration = Duration::from_secs(1);
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     if let Err(err) = init_logging(&cli) {
@@ -76,7 +81,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(config, cli.data_dir(), handshake)) {
+    let served = runtime.block_on(serve(config, cli.data_dir(), handshake));
+    runtime.shutdown_timeout(RUNTIME_GRACE);
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
@@ -188,6 +195,11 @@ async fn serve(
             service.shutdown().await;
             return Ok(());
         }
+        // Asked to stop: end like EOF, every turn answered and saved.
+        () = terminate_signal() => {
+            tracing::info!("SIGTERM received; shutting down");
+            Ok(())
+        }
     };
     if let Err(err) = read_result {
         tracing::warn!(%err, "reading stdin failed; shutting down");
@@ -202,6 +214,21 @@ async fn serve(
         Err(_) => tracing::warn!("output did not drain within {FLUSH_GRACE:?}"),
     }
     Ok(())
+}
+
+/// Resolves on SIGTERM; never when the handler cannot be installed (the
+/// default action, exiting at once, then stays).
+async fn terminate_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            terminate.recv().await;
+        }
+        Err(err) => {
+            tracing::warn!(%err, "cannot handle SIGTERM");
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// The session manager the config describes.

@@ -148,6 +148,8 @@ pub struct SessionStart {
     pub history: ContextManager,
     /// Where the session is saved; None keeps it in memory only.
     pub recorder: Option<Recorder>,
+    /// Why the session could not be saved at all, told in its first turn.
+    pub save_failure: Option<String>,
     /// A delegated agent's parent and what it inherits; None for a session
     /// the client started.
     pub(crate) lineage: Option<subagents::Lineage>,

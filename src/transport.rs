@@ -18,7 +18,7 @@ use agent_client_protocol_schema::v1::RequestId;
 use serde::Serialize;
 use serde_json::Value;
 use thiserror::Error;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -281,11 +281,39 @@ fn write_lines(
 /// thread exists (see `acp::handshake`). Blank lines are skipped; `None` at
 /// EOF. Whatever the client sent after it stays buffered in `input`.
 pub fn read_first_message(input: &mut impl std::io::BufRead) -> std::io::Result<Option<Incoming>> {
+    use std::io::{BufRead, Read};
     let mut line = Vec::with_capacity(1024);
     loop {
         line.clear();
-        if input.read_until(b'\n', &mut line)? == 0 {
+        let limit = MAX_LINE_BYTES as u64 + 1;
+        if (&mut *input).take(limit).read_until(b'\n', &mut line)? == 0 {
             return Ok(None);
+        }
+        if line.len() > MAX_LINE_BYTES && line.last() != Some(&b'\n') {
+            // Skip to the end of the line, as `run_reader` does.
+            loop {
+                let buffer = input.fill_buf()?;
+                if buffer.is_empty() {
+                    break;
+                }
+                match buffer.iter().position(|&b| b == b'\n') {
+                    Some(end) => {
+                        input.consume(end + 1);
+                        break;
+                    }
+                    None => {
+                        let all = buffer.len();
+                        input.consume(all);
+                    }
+                }
+            }
+            return Ok(Some(Incoming::Invalid {
+                id: None,
+                error: RpcError::invalid_request(format!(
+                    "a line longer than {} MiB was skipped (the most one message may take)",
+                    MAX_LINE_BYTES >> 20
+                )),
+            }));
         }
         if let Some(message) = jsonrpc::parse_line(&line) {
             return Ok(Some(message));
@@ -306,6 +334,31 @@ pub fn respond_now(
     output.flush()
 }
 
+/// The longest line `run_reader` reads: a longer one is answered with an
+/// error and skipped, so a client cannot make the agent buffer without bound
+/// (a prompt with large images still fits).
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// Discard input up to and including the next newline (or EOF).
+async fn skip_rest_of_line(input: &mut (impl AsyncBufRead + Unpin)) -> std::io::Result<()> {
+    loop {
+        let buffer = input.fill_buf().await?;
+        if buffer.is_empty() {
+            return Ok(());
+        }
+        match buffer.iter().position(|&b| b == b'\n') {
+            Some(end) => {
+                input.consume(end + 1);
+                return Ok(());
+            }
+            None => {
+                let all = buffer.len();
+                input.consume(all);
+            }
+        }
+    }
+}
+
 /// Read lines until EOF, handing each parsed message to `on_message`.
 /// Lines are split on `\n` as bytes, so UTF-8 is decoded only on whole lines.
 pub async fn run_reader(
@@ -316,9 +369,25 @@ pub async fn run_reader(
     let mut line = Vec::with_capacity(4096);
     loop {
         line.clear();
-        let read = input.read_until(b'\n', &mut line).await?;
+        let limit = MAX_LINE_BYTES as u64 + 1;
+        let read = (&mut input)
+            .take(limit)
+            .read_until(b'\n', &mut line)
+            .await?;
         if read == 0 {
             return Ok(());
+        }
+        if line.len() > MAX_LINE_BYTES && line.last() != Some(&b'\n') {
+            skip_rest_of_line(&mut input).await?;
+            on_message(Incoming::Invalid {
+                id: None,
+                error: RpcError::invalid_request(format!(
+                    "a line longer than {} MiB was skipped (the most one message may take)",
+                    MAX_LINE_BYTES >> 20
+                )),
+            });
+            line = Vec::with_capacity(4096);
+            continue;
         }
         if let Some(message) = jsonrpc::parse_line(&line) {
             on_message(message);
@@ -432,6 +501,21 @@ mod tests {
         reused.respond(Ok(Value::Null));
     }
 
+    #[test]
+    fn an_overlong_first_line_is_skipped_and_what_follows_stays_buffered() {
+        let mut input = vec![b'x'; MAX_LINE_BYTES + 10];
+        input.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"method\":\"b\"}\n");
+        let mut reader = std::io::BufReader::new(input.as_slice());
+        assert!(matches!(
+            read_first_message(&mut reader).unwrap(),
+            Some(Incoming::Invalid { .. })
+        ));
+        assert!(matches!(
+            read_first_message(&mut reader).unwrap(),
+            Some(Incoming::Notification { .. })
+        ));
+    }
+
     #[tokio::test]
     async fn reader_splits_lines_and_keeps_utf8_whole() {
         let input = "{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"params\":{\"t\":\"héllo ✓\"}}\n\nnot json\n{\"jsonrpc\":\"2.0\",\"method\":\"b\"}";
@@ -449,5 +533,20 @@ mod tests {
         );
         assert!(matches!(seen[1], Incoming::Invalid { .. }));
         assert!(matches!(seen[2], Incoming::Notification { .. }));
+    }
+
+    #[tokio::test]
+    async fn an_overlong_line_is_one_error_and_the_next_line_is_read() {
+        let mut input = vec![b'x'; MAX_LINE_BYTES + 10];
+        input.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"method\":\"n\"}\n");
+        let mut seen = Vec::new();
+        run_reader(input.as_slice(), |message| seen.push(message))
+            .await
+            .unwrap();
+        assert_eq!(seen.len(), 2);
+        assert!(
+            matches!(&seen[0], Incoming::Invalid { error, .. } if error.message.contains("64 MiB"))
+        );
+        assert!(matches!(seen[1], Incoming::Notification { .. }));
     }
 }

@@ -330,6 +330,7 @@ impl SessionManager {
                 agent_restored: true,
                 history: restored.context,
                 recorder: Some(recorder),
+                save_failure: None,
                 lineage: None,
                 notices,
                 client_prompt: system_prompt,
@@ -364,7 +365,9 @@ impl SessionManager {
     ) -> &SessionHandle {
         let servers = self.servers(mcp_servers);
         let id = uuid::Uuid::new_v4().to_string();
-        let mut notices = Vec::new();
+        // Told in the first turn (see `TurnContext`), where every client reads it.
+        let mut save_failure = None;
+        let notices = Vec::new();
         let recorder = self.store.as_ref().and_then(|store| {
             let mut metadata = Metadata::new(
                 &id,
@@ -381,9 +384,9 @@ impl SessionManager {
                 Err(err) => {
                     // The session still works; it just will not survive a restart.
                     tracing::warn!(session = %id, %err, "cannot save the new session");
-                    notices.push(saved_session_notice(format!(
-                        "This session works but will not survive a restart: {err}"
-                    )));
+                    save_failure = Some(format!(
+                        "Saving this session failed ({err}): it works, but will not survive a restart. Check that the data directory (--data-dir) is writable.\n"
+                    ));
                     None
                 }
             }
@@ -405,6 +408,7 @@ impl SessionManager {
             agent_restored: false,
             history: ContextManager::new(),
             recorder,
+            save_failure,
             lineage: None,
             notices,
             client_prompt: None,

@@ -35,6 +35,8 @@ pub(super) struct Services {
     pub client: Arc<dyn ClientSink>,
     /// Where the session is saved; None keeps it in memory only.
     pub recorder: Option<Recorder>,
+    /// Why the session is not saved, until the first turn tells it.
+    pub save_failure: Option<String>,
     /// Every agent card, loaded when the session starts.
     pub agents: Vec<AgentCard>,
     /// The session's MCP servers, once started (a delegated agent's are
@@ -153,6 +155,7 @@ impl Services {
             providers: shared.providers,
             client,
             recorder,
+            save_failure: start.save_failure.take(),
             agents,
             mcp,
             owns_mcp,

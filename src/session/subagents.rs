@@ -135,6 +135,7 @@ impl TurnDelegator {
             agent_restored: true,
             history: ContextManager::new(),
             recorder,
+            save_failure: None,
             lineage: Some(Lineage {
                 depth: self.depth + 1,
                 ceiling: Arc::clone(&self.permissions),

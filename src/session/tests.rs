@@ -64,6 +64,7 @@ async fn session() -> Fixture {
         agent_restored: false,
         history: ContextManager::new(),
         recorder: None,
+        save_failure: None,
         lineage: None,
         notices: Vec::new(),
         client_prompt: None,

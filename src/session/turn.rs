@@ -61,6 +61,8 @@ pub(super) struct TurnContext {
     mcp: watch::Receiver<Option<McpManager>>,
     /// MCP start failures are told once, in the first turn.
     tell_failures: bool,
+    /// Why the session is not saved: told with them.
+    save_failure: Option<String>,
     tools: ToolRegistry,
     read_only: bool,
     /// What the active agent card offers and allows.
@@ -115,6 +117,9 @@ impl TurnContext {
             for tool in manager.tools() {
                 self.tools.register(tool);
             }
+        }
+        if let Some(failure) = self.save_failure {
+            emit(AgentEvent::Thought(failure));
         }
         // Once per session: what the sandbox cannot do here.
         if let Some(notice) = self.tool_context.sandbox.notice() {
@@ -197,6 +202,9 @@ impl SessionActor {
         let tell_failures =
             turn && !std::mem::replace(&mut self.conversation.mcp_failures_told, true);
         let journaled: Journaled = Arc::default();
+        let save_failure = tell_failures
+            .then(|| self.services.save_failure.take())
+            .flatten();
         let services = &self.services;
         let mut tool_context = services.tool_context.clone();
         tool_context.delegator = Some(Arc::new(TurnDelegator {
@@ -229,6 +237,7 @@ impl SessionActor {
             providers: Arc::clone(&services.providers),
             mcp: services.mcp.clone(),
             tell_failures,
+            save_failure,
             tools: services.tools.clone(),
             read_only: services.permissions.policy() == ModePolicy::ReadOnly,
             card,

@@ -23,6 +23,7 @@ mod crucible_client;
 mod crucible_config;
 mod crucible_permissions;
 mod elicitation;
+mod faults;
 mod live_updates;
 mod mcp;
 mod mcp_prompts;

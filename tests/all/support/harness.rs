@@ -505,6 +505,8 @@ pub struct Agent {
     lines: mpsc::UnboundedReceiver<Value>,
     stderr: Arc<Mutex<String>>,
     stderr_task: Option<tokio::task::JoinHandle<()>>,
+    /// Owns the read end of the agent's stdout (aborting it closes the pipe).
+    stdout_task: tokio::task::JoinHandle<()>,
     next_id: i64,
     /// Messages read while waiting for something else.
     pub backlog: Vec<Value>,
@@ -565,7 +567,7 @@ impl Agent {
         let stdout = child.stdout.take().unwrap();
         let stderr_pipe = child.stderr.take().unwrap();
         let (tx, lines) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
+        let stdout_task = tokio::spawn(async move {
             let mut reader = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = reader.next_line().await {
                 // stdout must carry protocol messages only.
@@ -598,6 +600,7 @@ impl Agent {
             lines,
             stderr,
             stderr_task: Some(stderr_task),
+            stdout_task,
             next_id: 100,
             backlog: Vec::new(),
             dir,
@@ -783,6 +786,22 @@ impl Agent {
 
     pub fn close_stdin(&mut self) {
         self.stdin = None;
+    }
+
+    /// Close the read end of the agent's stdout, as a client that went away
+    /// would: the agent's next write fails with a broken pipe.
+    pub fn close_stdout(&mut self) {
+        self.stdout_task.abort();
+    }
+
+    /// Send SIGTERM, as a service manager or an editor quitting would.
+    pub fn terminate(&self) {
+        let pid = self.child.id().expect("the agent is running");
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
     }
 
     /// Wait for the process to exit and its stderr to be read to the end.
