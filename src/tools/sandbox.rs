@@ -294,6 +294,23 @@ mod tests {
     use super::*;
     use crate::tools::{LocalShell, Progress, Shell, ShellOutput, ShellRun};
 
+    /// A fresh directory that is not under any temp directory (which every
+    /// confined command may write to): under `target/`, or under HOME when
+    /// the checkout itself lives in a temp directory (as CI's clone may).
+    fn outside_temp_dirs() -> tempfile::TempDir {
+        let target = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target"));
+        let temps = temp_dirs(&std::env::vars().collect::<Vec<_>>());
+        let base = if temps.iter().any(|temp| target.starts_with(temp)) {
+            let home =
+                std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
+            home.join(".cache/crucible-agent-sandbox-tests")
+        } else {
+            target
+        };
+        std::fs::create_dir_all(&base).unwrap();
+        tempfile::tempdir_in(base).unwrap()
+    }
+
     fn available() -> bool {
         let support = Support::probe();
         if !support.is_available() {
@@ -324,9 +341,8 @@ mod tests {
             return;
         }
         // Neither under /tmp, which every confined command may write to.
-        let target = concat!(env!("CARGO_MANIFEST_DIR"), "/target");
-        let cwd = tempfile::tempdir_in(target).unwrap();
-        let outside = tempfile::tempdir_in(target).unwrap();
+        let cwd = outside_temp_dirs();
+        let outside = outside_temp_dirs();
         let settings = SandboxSettings::default();
         let roots = [cwd.path().to_path_buf()];
         let confinement =
@@ -385,11 +401,7 @@ mod tests {
         if !available() {
             return;
         }
-        let target = concat!(env!("CARGO_MANIFEST_DIR"), "/target");
-        let (cwd, outside) = (
-            tempfile::tempdir_in(target).unwrap(),
-            tempfile::tempdir_in(target).unwrap(),
-        );
+        let (cwd, outside) = (outside_temp_dirs(), outside_temp_dirs());
         let o = outside.path().display();
         std::fs::write(outside.path().join("victim"), "v\n").unwrap();
         std::fs::create_dir(outside.path().join("dir")).unwrap();
