@@ -291,29 +291,8 @@ pub fn read_first_message(input: &mut impl std::io::BufRead) -> std::io::Result<
         }
         if line.len() > MAX_LINE_BYTES && line.last() != Some(&b'\n') {
             // Skip to the end of the line, as `run_reader` does.
-            loop {
-                let buffer = input.fill_buf()?;
-                if buffer.is_empty() {
-                    break;
-                }
-                match buffer.iter().position(|&b| b == b'\n') {
-                    Some(end) => {
-                        input.consume(end + 1);
-                        break;
-                    }
-                    None => {
-                        let all = buffer.len();
-                        input.consume(all);
-                    }
-                }
-            }
-            return Ok(Some(Incoming::Invalid {
-                id: None,
-                error: RpcError::invalid_request(format!(
-                    "a line longer than {} MiB was skipped (the most one message may take)",
-                    MAX_LINE_BYTES >> 20
-                )),
-            }));
+            input.skip_until(b'\n')?;
+            return Ok(Some(overlong_line()));
         }
         if let Some(message) = jsonrpc::parse_line(&line) {
             return Ok(Some(message));
@@ -359,6 +338,17 @@ async fn skip_rest_of_line(input: &mut (impl AsyncBufRead + Unpin)) -> std::io::
     }
 }
 
+/// What a line over [`MAX_LINE_BYTES`] becomes: an error answer, the line skipped.
+fn overlong_line() -> Incoming {
+    Incoming::Invalid {
+        id: None,
+        error: RpcError::invalid_request(format!(
+            "a line longer than {} MiB was skipped (the most one message may take)",
+            MAX_LINE_BYTES >> 20
+        )),
+    }
+}
+
 /// Read lines until EOF, handing each parsed message to `on_message`.
 /// Lines are split on `\n` as bytes, so UTF-8 is decoded only on whole lines.
 pub async fn run_reader(
@@ -379,13 +369,7 @@ pub async fn run_reader(
         }
         if line.len() > MAX_LINE_BYTES && line.last() != Some(&b'\n') {
             skip_rest_of_line(&mut input).await?;
-            on_message(Incoming::Invalid {
-                id: None,
-                error: RpcError::invalid_request(format!(
-                    "a line longer than {} MiB was skipped (the most one message may take)",
-                    MAX_LINE_BYTES >> 20
-                )),
-            });
+            on_message(overlong_line());
             line = Vec::with_capacity(4096);
             continue;
         }
