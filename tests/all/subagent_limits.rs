@@ -402,3 +402,44 @@ async fn a_childs_escalation_granted_through_the_parent_runs_outside_once() {
         run.child_results
     );
 }
+
+#[tokio::test]
+async fn a_final_answer_over_the_budget_fails_the_call_too() {
+    let server = LlmServer::start(routed(vec![
+        (
+            "Spend it late",
+            parent(vec![delegate("explorer", "Late spender")]),
+        ),
+        (
+            "Late spender",
+            vec![
+                // 60 tokens, under the budget of 100; then the answer's 65.
+                Step::Calls(vec![("list_dir", json!({"path": "."}))]),
+                Step::Answer("spent it all"),
+            ],
+        ),
+    ]))
+    .await;
+    let config = format!(
+        "{}\n[subagents]\ntoken_budget = 100\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn(&config).await;
+    let session = agent.start_session().await;
+    let (seen, response) = agent.prompt(&session, "Spend it late").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(requests_of(&server, "Late spender").len(), 2);
+    // The usage that went over ends the call (even the last one): the model
+    // reads what the child said, but as a failure, not as finished work.
+    let results = tool_results(&requests_of(&server, "Spend it late").pop().unwrap());
+    assert!(
+        results[0].starts_with("Error: the agent used more than its 100 tokens")
+            && results[0].contains("What it said last: spent it all"),
+        "{results:?}"
+    );
+    let failed = delegate_updates(&seen)
+        .into_iter()
+        .filter(|u| u["status"] == "failed")
+        .count();
+    assert_eq!(failed, 1, "{seen:?}");
+}
