@@ -1,13 +1,18 @@
 //! Delegation's limits from `[subagents]`, through the binary: how deep
 //! children may delegate, how many one turn may start, the tokens one child
-//! may use, and the children's tokens in the parent's usage; then the tree
+//! may use, and the children's tokens in the parent's usage; the parent's
+//! sandbox a child's commands run in, and its way out asked through the
+//! parent; then the tree
 //! `sessions list` shows of a parent and its children.
+
+use std::path::Path;
 
 use serde_json::{Value, json};
 
 use crate::subagents::{
     Step, delegate, delegate_updates, first_user_text, parent, routed, text_of, tool_results,
 };
+use crate::support::client::{respond_until, result_for};
 use crate::support::harness::{self, Agent, LlmServer, Recorded, config_for};
 
 /// The names of the tools a model request offered.
@@ -276,4 +281,165 @@ async fn sessions_list_shows_each_parent_with_its_children_under_it() {
     // The children name their cards; the plain session names none.
     assert!(listing.contains("[explorer] Child one"), "{listing}");
     assert!(listing.contains("[reviewer] Child two"), "{listing}");
+}
+
+/// What a child's blocked command showed: the questions the editor was
+/// asked (their session ids and titles), the child's tool results, and the
+/// parent's.
+struct Confined {
+    parent: String,
+    asked: Vec<(String, String)>,
+    child_results: Vec<String>,
+    parent_results: Vec<String>,
+}
+
+/// A parent in `auto` with the default sandbox delegates to a coder whose
+/// model runs `command`; each escalation question is answered `answer`.
+/// HOME and the project live under the build's temp directory (not /tmp,
+/// which every confined command may write to).
+async fn child_runs(command: &'static str, home: &Path, answer: &str) -> Confined {
+    let project = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let server = LlmServer::start(routed(vec![
+        ("Confine me", parent(vec![delegate("coder", "Go outside")])),
+        (
+            "Go outside",
+            vec![
+                Step::Calls(vec![("shell", json!({ "command": command }))]),
+                Step::Answer("child saw:"),
+            ],
+        ),
+    ]))
+    .await;
+    let config = format!(
+        "{}\n[agent]\ndefault_mode = \"auto\"\n",
+        config_for(&server, "test-model")
+    );
+    let home = home.to_str().unwrap();
+    let mut agent = Agent::spawn_with(&config, &[], &[("HOME", home)]).await;
+    agent.initialize().await;
+    let (_, created) = agent
+        .call(
+            "session/new",
+            json!({"cwd": project.path(), "mcpServers": []}),
+        )
+        .await;
+    let session = created["result"]["sessionId"].as_str().unwrap().to_string();
+    let prompt = agent
+        .request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "Confine me"}]}),
+        )
+        .await;
+    let mut asked = Vec::new();
+    let (_, response) = respond_until(&mut agent, prompt, |message| {
+        if message["method"] != "session/request_permission" {
+            return Vec::new();
+        }
+        let params = &message["params"];
+        let title = params["toolCall"]["title"].as_str().unwrap_or_default();
+        asked.push((params["sessionId"].to_string(), title.to_string()));
+        let outcome = json!({"outcome": {"outcome": "selected", "optionId": answer}});
+        vec![result_for(message, outcome)]
+    })
+    .await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let last = |task| requests_of(&server, task).pop().unwrap();
+    Confined {
+        parent: json!(session).to_string(),
+        asked,
+        child_results: tool_results(&last("Go outside")),
+        parent_results: tool_results(&last("Confine me")),
+    }
+}
+
+#[tokio::test]
+async fn a_child_works_in_its_parents_sandbox_and_asks_through_the_parent() {
+    let home = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let outside = home.path().join("outside");
+    let run = child_runs("touch ~/outside", home.path(), "reject_once").await;
+    assert!(!outside.exists(), "the child's command left the sandbox");
+    let blocked = format!(
+        "blocked by the workspace sandbox: writing {}",
+        outside.display()
+    );
+    // The child's model read why, and so did the parent's, in its answer.
+    assert_eq!(run.child_results.len(), 1, "{:?}", run.child_results);
+    assert!(
+        !run.child_results[0].starts_with("Exit code: 0")
+            && run.child_results[0].contains(&blocked),
+        "{:?}",
+        run.child_results
+    );
+    assert!(
+        run.parent_results[0].contains("child saw:") && run.parent_results[0].contains(&blocked),
+        "{:?}",
+        run.parent_results
+    );
+    // The one way out offered was asked under the parent's session.
+    assert_eq!(run.asked.len(), 1, "{:?}", run.asked);
+    let (session, title) = &run.asked[0];
+    assert_eq!(session, &run.parent, "{:?}", run.asked);
+    assert!(
+        title.starts_with("Run outside the sandbox? Run `touch ~/outside`"),
+        "{title}"
+    );
+}
+
+#[tokio::test]
+async fn a_childs_escalation_granted_through_the_parent_runs_outside_once() {
+    let home = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let run = child_runs("touch ~/granted", home.path(), "allow_once").await;
+    assert_eq!(run.asked.len(), 1, "{:?}", run.asked);
+    assert_eq!(run.asked[0].0, run.parent, "{:?}", run.asked);
+    assert!(
+        home.path().join("granted").exists(),
+        "{:?}",
+        run.child_results
+    );
+    assert!(
+        run.child_results[0].starts_with("Exit code: 0"),
+        "{:?}",
+        run.child_results
+    );
+}
+
+#[tokio::test]
+async fn a_final_answer_over_the_budget_fails_the_call_too() {
+    let server = LlmServer::start(routed(vec![
+        (
+            "Spend it late",
+            parent(vec![delegate("explorer", "Late spender")]),
+        ),
+        (
+            "Late spender",
+            vec![
+                // 60 tokens, under the budget of 100; then the answer's 65.
+                Step::Calls(vec![("list_dir", json!({"path": "."}))]),
+                Step::Answer("spent it all"),
+            ],
+        ),
+    ]))
+    .await;
+    let config = format!(
+        "{}\n[subagents]\ntoken_budget = 100\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn(&config).await;
+    let session = agent.start_session().await;
+    let (seen, response) = agent.prompt(&session, "Spend it late").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(requests_of(&server, "Late spender").len(), 2);
+    // The usage that went over ends the call (even the last one): the model
+    // reads what the child said, but as a failure, not as finished work.
+    let results = tool_results(&requests_of(&server, "Spend it late").pop().unwrap());
+    assert!(
+        results[0].starts_with("Error: the agent used more than its 100 tokens")
+            && results[0].contains("What it said last: spent it all"),
+        "{results:?}"
+    );
+    let failed = delegate_updates(&seen)
+        .into_iter()
+        .filter(|u| u["status"] == "failed")
+        .count();
+    assert_eq!(failed, 1, "{seen:?}");
 }
