@@ -12,27 +12,8 @@ use serde_json::{Value, json};
 
 use crate::support::client::{initialize_with_terminal, respond_until, result_for};
 use crate::support::harness::{
-    Agent, LlmServer, agent_binary, config_for, scripted_model, thought_text,
+    Agent, LlmServer, agent_binary, config_for, outside_temp_base, scripted_model, thought_text,
 };
-
-/// Where to make directories that no temp directory contains: the
-/// target's scratch dir, or under HOME when the checkout itself lives in a
-/// temp directory (as CI's clone may).
-fn outside_temp_base() -> std::path::PathBuf {
-    let base = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let mut temps: Vec<std::path::PathBuf> = ["/tmp", "/var/tmp", "/dev/shm"]
-        .iter()
-        .map(Into::into)
-        .collect();
-    temps.extend(std::env::var_os("TMPDIR").map(Into::into));
-    if !temps.iter().any(|temp| base.starts_with(temp)) {
-        return base;
-    }
-    let home = std::env::var_os("HOME").map_or_else(|| "/root".into(), std::path::PathBuf::from);
-    let base = home.join(".cache/crucible-agent-sandbox-tests");
-    std::fs::create_dir_all(&base).unwrap();
-    base
-}
 
 /// A project directory and a HOME, both outside the temp directories.
 struct Dirs {

@@ -13,7 +13,7 @@ use crate::subagents::{
     Step, delegate, delegate_updates, first_user_text, parent, routed, text_of, tool_results,
 };
 use crate::support::client::{respond_until, result_for};
-use crate::support::harness::{self, Agent, LlmServer, Recorded, config_for};
+use crate::support::harness::{self, Agent, LlmServer, Recorded, config_for, outside_temp_base};
 
 /// The names of the tools a model request offered.
 fn offered(request: &Recorded) -> Vec<String> {
@@ -295,10 +295,10 @@ struct Confined {
 
 /// A parent in `auto` with the default sandbox delegates to a coder whose
 /// model runs `command`; each escalation question is answered `answer`.
-/// HOME and the project live under the build's temp directory (not /tmp,
-/// which every confined command may write to).
+/// HOME and the project live outside every temp directory (which every
+/// confined command may write to).
 async fn child_runs(command: &'static str, home: &Path, answer: &str) -> Confined {
-    let project = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let project = tempfile::tempdir_in(outside_temp_base()).unwrap();
     let server = LlmServer::start(routed(vec![
         ("Confine me", parent(vec![delegate("coder", "Go outside")])),
         (
@@ -354,7 +354,7 @@ async fn child_runs(command: &'static str, home: &Path, answer: &str) -> Confine
 
 #[tokio::test]
 async fn a_child_works_in_its_parents_sandbox_and_asks_through_the_parent() {
-    let home = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let home = tempfile::tempdir_in(outside_temp_base()).unwrap();
     let outside = home.path().join("outside");
     let run = child_runs("touch ~/outside", home.path(), "reject_once").await;
     assert!(!outside.exists(), "the child's command left the sandbox");
@@ -387,7 +387,7 @@ async fn a_child_works_in_its_parents_sandbox_and_asks_through_the_parent() {
 
 #[tokio::test]
 async fn a_childs_escalation_granted_through_the_parent_runs_outside_once() {
-    let home = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let home = tempfile::tempdir_in(outside_temp_base()).unwrap();
     let run = child_runs("touch ~/granted", home.path(), "allow_once").await;
     assert_eq!(run.asked.len(), 1, "{:?}", run.asked);
     assert_eq!(run.asked[0].0, run.parent, "{:?}", run.asked);

@@ -989,3 +989,22 @@ pub fn user_update(session: &str, text: &str) -> Value {
     json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session,
         "update": {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}}}})
 }
+
+/// Where to make directories that no temp directory contains: the
+/// target's scratch dir, or under HOME when the checkout itself lives in a
+/// temp directory (as CI's clone may).
+pub fn outside_temp_base() -> std::path::PathBuf {
+    let base = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let mut temps: Vec<std::path::PathBuf> = ["/tmp", "/var/tmp", "/dev/shm"]
+        .iter()
+        .map(Into::into)
+        .collect();
+    temps.extend(std::env::var_os("TMPDIR").map(Into::into));
+    if !temps.iter().any(|temp| base.starts_with(temp)) {
+        return base;
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| "/root".into(), std::path::PathBuf::from);
+    let base = home.join(".cache/crucible-agent-sandbox-tests");
+    std::fs::create_dir_all(&base).unwrap();
+    base
+}
