@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use futures::future::BoxFuture;
 use thiserror::Error;
 
-use crate::events::{AgentEvent, ToolCallInfo};
+use crate::events::{AgentEvent, StopReason, ToolCallInfo};
 use crate::model::Part;
 
 #[cfg(test)]
@@ -158,6 +158,42 @@ pub enum Update {
         title: Option<String>,
         updated_at: String,
     },
+    /// A delegated agent this session started, or its new state (ACP
+    /// unstable `subagent_update`, for clients that take them).
+    Subagent(SubagentInfo),
+    /// A message this session sent to or got from another (ACP unstable
+    /// `session_message`): a delegated task and its answer.
+    SessionMessage(SessionMessage),
+}
+
+/// A child session as its parent shows it; None leaves a field as it was.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubagentInfo {
+    pub session_id: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub state: Option<SubagentState>,
+    pub cwd: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubagentState {
+    Running,
+    /// Waiting for the user (a permission question).
+    WaitingForUser,
+    /// Its turn ended.
+    Idle(StopReason),
+    /// It failed, and why.
+    Failed(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionMessage {
+    /// Unique in the transcript it is shown in.
+    pub message_id: String,
+    pub sender: String,
+    pub recipient: String,
+    pub text: String,
 }
 
 /// A session setting the client can change (a select, in ACP terms).
@@ -209,6 +245,9 @@ pub struct ClientAbilities {
     pub compaction: bool,
     /// Asks the user questions in forms (ACP `elicitation.form`).
     pub ask_user: bool,
+    /// Shows delegated agents as sessions of their own (ACP unstable
+    /// `subagents`): their updates go out under their own session ids.
+    pub subagents: bool,
 }
 
 /// The user's answer to one permission request.

@@ -34,6 +34,8 @@ pub struct ClientInfo {
     pub notices: bool,
     pub compaction: bool,
     pub elicitation: bool,
+    /// Takes delegated agents as sessions (unstable `subagents`).
+    pub subagents: bool,
     pub name: Option<String>,
 }
 
@@ -53,6 +55,7 @@ impl ClientInfo {
                 .is_some_and(|s| s.compaction.is_some()),
             elicitation: (caps.elicitation.as_ref())
                 .is_some_and(acp::ElicitationCapabilities::supports_form),
+            subagents: caps.subagents.is_some(),
             name: request.client_info.as_ref().map(|info| info.name.clone()),
         };
         tracing::info!(client = ?info, requested = %request.protocol_version, "initialize");
@@ -280,6 +283,7 @@ impl Router {
                 notices: info.notices,
                 compaction: info.compaction,
                 ask_user: info.elicitation,
+                subagents: info.subagents || self.sessions.unstable().subagents,
             })
             .unwrap_or_default()
     }

@@ -14,6 +14,8 @@ use crate::events::{
 use crate::model::Part;
 use crate::providers::Usage;
 
+mod subagents;
+
 pub fn session_update(update: &Update) -> acp::SessionUpdate {
     match update {
         Update::Agent(AgentEvent::AgentText(text)) => {
@@ -69,6 +71,8 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
             }
             acp::SessionUpdate::SessionInfoUpdate(info)
         }
+        Update::Subagent(info) => subagents::subagent_update(info),
+        Update::SessionMessage(message) => subagents::session_message(message),
     }
 }
 

@@ -16,10 +16,13 @@ pub struct Unstable {
     pub system_prompt: bool,
     /// `session/fork`.
     pub fork: bool,
+    /// Delegated agents as sessions of their own (`subagent_update`,
+    /// `session_message`), even for a client that does not say it takes them.
+    pub subagents: bool,
 }
 
 /// The names `[acp] unstable` takes.
-const KNOWN: &[&str] = &["fork", "set_title", "status", "system_prompt"];
+const KNOWN: &[&str] = &["fork", "set_title", "status", "subagents", "system_prompt"];
 
 pub(super) fn validate_unstable(
     written: Option<Vec<String>>,
@@ -32,6 +35,7 @@ pub(super) fn validate_unstable(
             "status" => unstable.status = true,
             "system_prompt" => unstable.system_prompt = true,
             "fork" => unstable.fork = true,
+            "subagents" => unstable.subagents = true,
             other => {
                 return Err(invalid(
                     path,

@@ -20,7 +20,8 @@ use super::{SessionMsg, SessionStart, Settings, Shared, TurnEnd};
 use crate::agents::AgentCard;
 use crate::client::{
     ClientAbilities, ClientFuture, ClientSink, CreateTerminal, PermissionChoice, ReadTextFile,
-    TerminalExit, TerminalId, TerminalOutput, Update, WriteTextFile,
+    SessionMessage, SubagentInfo, SubagentState, TerminalExit, TerminalId, TerminalOutput, Update,
+    WriteTextFile,
 };
 use crate::context::ContextManager;
 use crate::events::{AgentEvent, StopReason, ToolCallInfo, ToolContent, ToolStatus};
@@ -73,6 +74,9 @@ pub(super) struct TurnDelegator {
     pub fs: Arc<dyn FileSystem>,
     pub shell: Arc<dyn Shell>,
     pub mcp: watch::Receiver<Option<McpManager>>,
+    /// The client shows children as sessions of their own (ACP unstable
+    /// subagents): announce them, forward their updates under their ids.
+    pub expose: bool,
 }
 
 impl Delegator for TurnDelegator {
@@ -121,6 +125,7 @@ impl TurnDelegator {
             progress: ctx.progress.clone(),
             budget: limits.token_budget,
             over_budget: budget_cancel.clone(),
+            expose: self.expose,
         });
         let start = SessionStart {
             id: id.clone(),
@@ -152,6 +157,9 @@ impl TurnDelegator {
         self.runtime().started(&id, &self.parent_id, &card.name);
         tracing::info!(parent = %self.parent_id, child = %id, agent = %card.name, "delegating");
         client.report();
+        if self.expose {
+            self.announce(&id, card, &delegation);
+        }
         let handle = super::spawn(start, shared);
         let (reply, answer) = oneshot::channel();
         handle.send(SessionMsg::Prompt {
@@ -182,6 +190,9 @@ impl TurnDelegator {
         );
         lock(&view).state = self.runtime().state(&id).unwrap_or(AgentState::Done);
         self.runtime().finished(&id);
+        if self.expose {
+            self.report_end(&id, &delegation.call_id, &ended, &result);
+        }
         let summary = lock(&view).render();
         result.map(|answer| ToolOutput {
             for_model: answer,
@@ -194,6 +205,71 @@ impl TurnDelegator {
             locations: Vec::new(),
             plan: None,
         })
+    }
+
+    /// Tell a client that shows subagents of the child before any of its
+    /// traffic: what it is, where it works, and the task it was sent.
+    fn announce(&self, child: &str, card: &AgentCard, delegation: &Delegation) {
+        self.client.send(
+            &self.parent_id,
+            Update::Subagent(SubagentInfo {
+                session_id: child.to_string(),
+                title: Some(card.name.clone()),
+                description: Some(shorten(&delegation.task, 200)),
+                state: Some(SubagentState::Running),
+                cwd: Some(self.cwd.clone()),
+            }),
+        );
+        let task = SessionMessage {
+            message_id: format!("{}:task", delegation.call_id),
+            sender: self.parent_id.clone(),
+            recipient: child.to_string(),
+            text: delegation.task.clone(),
+        };
+        // The parent's outgoing view, then the child's incoming one.
+        self.client
+            .send(&self.parent_id, Update::SessionMessage(task.clone()));
+        self.client.send(child, Update::SessionMessage(task));
+    }
+
+    /// The child's last state, and its answer as a message to the parent.
+    fn report_end(
+        &self,
+        child: &str,
+        call_id: &str,
+        ended: &Result<TurnEnd, super::SessionError>,
+        result: &Result<String, ToolError>,
+    ) {
+        let state = match (ended, result) {
+            (Ok(end), Ok(_)) => SubagentState::Idle(end.stop),
+            (Ok(end), Err(_)) if end.stop == StopReason::Cancelled => {
+                SubagentState::Idle(StopReason::Cancelled)
+            }
+            (_, Err(err)) => SubagentState::Failed(err.to_string()),
+            (Err(err), Ok(_)) => SubagentState::Failed(err.to_string()),
+        };
+        self.client.send(
+            &self.parent_id,
+            Update::Subagent(SubagentInfo {
+                session_id: child.to_string(),
+                title: None,
+                description: None,
+                state: Some(state),
+                cwd: None,
+            }),
+        );
+        if let Ok(answer) = result {
+            let answer = SessionMessage {
+                message_id: format!("{call_id}:answer"),
+                sender: child.to_string(),
+                recipient: self.parent_id.clone(),
+                text: answer.clone(),
+            };
+            self.client
+                .send(child, Update::SessionMessage(answer.clone()));
+            self.client
+                .send(&self.parent_id, Update::SessionMessage(answer));
+        }
     }
 
     /// The card's provider and model when it names them, and the parent's
@@ -405,6 +481,9 @@ struct ChildClient {
     budget: Option<u64>,
     /// Cancelled when the child goes over its budget.
     over_budget: CancellationToken,
+    /// Forward the child's updates under its own session id, and its
+    /// waits for the user as its state on the parent's session.
+    expose: bool,
 }
 
 impl ChildClient {
@@ -414,6 +493,22 @@ impl ChildClient {
     }
 
     fn set_state(&self, state: AgentState) {
+        if self.expose {
+            let shown = match state {
+                AgentState::WaitingForPermission => SubagentState::WaitingForUser,
+                _ => SubagentState::Running,
+            };
+            self.parent.send(
+                &self.parent_id,
+                Update::Subagent(SubagentInfo {
+                    session_id: self.child_id.clone(),
+                    title: None,
+                    description: None,
+                    state: Some(shown),
+                    cwd: None,
+                }),
+            );
+        }
         self.runtime.set_state(&self.child_id, state.clone());
         lock(&self.view).state = state;
         self.report();
@@ -422,6 +517,9 @@ impl ChildClient {
 
 impl ClientSink for ChildClient {
     fn send(&self, _session_id: &str, update: Update) {
+        if self.expose && matches!(update, Update::Agent(_)) {
+            self.parent.send(&self.child_id, update.clone());
+        }
         let Update::Agent(event) = update else {
             // Settings, commands, titles: the child's own, nobody shows them.
             return;

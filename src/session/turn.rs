@@ -226,6 +226,7 @@ impl SessionActor {
             fs: Arc::clone(&services.tool_context.fs),
             shell: Arc::clone(&services.tool_context.shell),
             mcp: services.mcp.clone(),
+            expose: services.abilities.subagents,
         }));
         let context = TurnContext {
             session_id: services.id.clone(),

@@ -40,6 +40,7 @@ mod sessions;
 mod store_fixture;
 mod streaming;
 mod subagent_limits;
+mod subagent_sessions;
 mod subagents;
 mod tools;
 mod unstable;
