@@ -1,7 +1,7 @@
 # crucible-agent: common tasks. `make demo` is the quickest way to see the agent work.
 CARGO ?= cargo
 
-.PHONY: build test e2e bench fmt demo llm-server clean
+.PHONY: build test e2e bench fuzz fmt demo llm-server clean
 
 # The shipped binary (statically linked on Linux/glibc: see scripts/build.sh),
 # at target/release/crucible-agent.
@@ -27,6 +27,12 @@ e2e:
 # Benchmarks side by side with codex-acp; prints a table, writes bench/results.md.
 bench:
 	CARGO=$(CARGO) bash scripts/bench.sh
+
+# A long fuzz run: 10^6 inputs per target (`make test` runs 256 each).
+# FUZZ_CASES=N to change it.
+FUZZ_CASES ?= 1000000
+fuzz:
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release --test all fuzz:: -- --test-threads=2
 
 fmt:
 	$(CARGO) fmt
