@@ -27,6 +27,7 @@ mod faults;
 mod fuzz;
 mod live_updates;
 mod mcp;
+mod mcp_faults;
 mod mcp_prompts;
 mod mcp_sessions;
 mod prompts;

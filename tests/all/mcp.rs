@@ -19,29 +19,29 @@ use crucible_agent::tools::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/mcp")
         .join(name)
 }
 
-fn echo_spec(name: &str) -> McpServerSpec {
+pub(crate) fn echo_spec(name: &str) -> McpServerSpec {
     McpServerSpec::stdio(name, "python3")
         .with_args([fixture("echo_server.py").display().to_string()])
 }
 
-fn options(call_timeout: Duration) -> McpOptions {
+pub(crate) fn options(call_timeout: Duration) -> McpOptions {
     McpOptions {
         start_timeout: Duration::from_secs(20),
         call_timeout,
     }
 }
 
-async fn start(specs: Vec<McpServerSpec>) -> McpManager {
+pub(crate) async fn start(specs: Vec<McpServerSpec>) -> McpManager {
     McpManager::start(specs, options(Duration::from_secs(20))).await
 }
 
-fn tool(manager: &McpManager, name: &str) -> Arc<dyn Tool> {
+pub(crate) fn tool(manager: &McpManager, name: &str) -> Arc<dyn Tool> {
     let tools = manager.tools();
     let names: Vec<String> = tools.iter().map(|t| t.name().to_string()).collect();
     tools
@@ -50,7 +50,7 @@ fn tool(manager: &McpManager, name: &str) -> Arc<dyn Tool> {
         .unwrap_or_else(|| panic!("no tool {name} among {names:?}"))
 }
 
-fn names(manager: &McpManager) -> Vec<String> {
+pub(crate) fn names(manager: &McpManager) -> Vec<String> {
     manager
         .tools()
         .iter()
@@ -58,12 +58,12 @@ fn names(manager: &McpManager) -> Vec<String> {
         .collect()
 }
 
-fn ctx() -> ToolContext {
+pub(crate) fn ctx() -> ToolContext {
     ToolContext::local(std::env::temp_dir())
 }
 
 /// Alive and not a zombie (a zombie is dead, only not yet reaped).
-fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // The state follows the parenthesised command name.
         Ok(stat) => stat
@@ -74,7 +74,7 @@ fn alive(pid: u32) -> bool {
     }
 }
 
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+pub(crate) async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !check() {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");

@@ -5,8 +5,12 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard};
 
-use rmcp::model::{Prompt, Tool};
+use rmcp::model::{
+    ClientRequest, CustomResult, ListToolsRequest, PaginatedRequestParams, Prompt, ServerResult,
+    Tool,
+};
 use rmcp::service::{Peer, RoleClient, ServiceError};
+use serde_json::Value;
 
 use super::ServerInner;
 use crate::mcp::error::StartError;
@@ -51,7 +55,7 @@ impl ServerInner {
             .is_some_and(|info| info.capabilities.tools.is_some());
         let ticket = self.take_ticket();
         let tools = if offers_tools {
-            peer.list_all_tools()
+            self.list_tools(peer)
                 .await
                 .map_err(|err| StartError::ListTools(error_chain(&err)))?
         } else {
@@ -77,7 +81,7 @@ impl ServerInner {
     /// After `notifications/tools/list_changed` (rmcp has already dropped
     /// its cached listing).
     pub(super) async fn relist_tools(&self, peer: &Peer<RoleClient>, connection: u64) {
-        self.relist("tools", &self.tools, connection, peer.list_all_tools())
+        self.relist("tools", &self.tools, connection, self.list_tools(peer))
             .await;
     }
 
@@ -113,6 +117,49 @@ impl ServerInner {
                 tracing::warn!(server = %self.spec.name, error = %err, "listing MCP {kind} again failed");
             }
         }
+    }
+
+    /// Every page of the server's tools. A tool this client cannot read (a
+    /// schema that is not an object, a missing name) is left out with a
+    /// warning; rmcp alone would refuse the whole page, and with it every
+    /// good tool of the server.
+    async fn list_tools(&self, peer: &Peer<RoleClient>) -> Result<Vec<Tool>, ServiceError> {
+        let mut tools = Vec::new();
+        let mut cursor = None;
+        let mut seen = std::collections::HashSet::new();
+        loop {
+            let params = PaginatedRequestParams::default().with_cursor(cursor);
+            let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(params));
+            let (page, next) = match peer.send_request(request).await? {
+                ServerResult::ListToolsResult(page) => (page.tools, page.next_cursor),
+                ServerResult::CustomResult(CustomResult(page)) => self.readable_tools(&page),
+                _ => return Err(ServiceError::UnexpectedResponse),
+            };
+            tools.extend(page);
+            match next {
+                // A server repeating a cursor would page forever.
+                Some(next) if seen.insert(next.clone()) => cursor = Some(next),
+                _ => return Ok(tools),
+            }
+        }
+    }
+
+    /// The tools of a page rmcp could not read as a whole.
+    fn readable_tools(&self, page: &Value) -> (Vec<Tool>, Option<String>) {
+        let listed = page["tools"].as_array().map_or(&[][..], Vec::as_slice);
+        let tools = listed
+            .iter()
+            .filter_map(|tool| match serde_json::from_value::<Tool>(tool.clone()) {
+                Ok(tool) => Some(tool),
+                Err(err) => {
+                    let name = tool["name"].as_str().unwrap_or("(no name)");
+                    tracing::warn!(server = %self.spec.name, tool = name, %err, "skipping an MCP tool this client cannot read");
+                    None
+                }
+            })
+            .collect();
+        let next = page["nextCursor"].as_str().map(str::to_string);
+        (tools, next)
     }
 
     fn take_ticket(&self) -> u64 {
