@@ -196,7 +196,8 @@ pub async fn run_turn(
                 }
             });
         }
-        let results = run_tools(&input, calls, emit).await;
+        let mut results = run_tools(&input, calls, emit).await;
+        context::budget::fit_results(&mut results, budget.results_chars(fixed_chars));
         let results = Arc::new(Message {
             role: Role::User,
             parts: results,

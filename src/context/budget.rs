@@ -123,10 +123,105 @@ impl ContextBudget {
     pub fn compact_at(&self) -> u64 {
         ((self.window as f64 * self.threshold) as u64).min(self.limit())
     }
+
+    /// The most chars one round's tool results may take: half the room the
+    /// fixed prompt leaves. A result bigger than the window would otherwise
+    /// be dropped whole at the next fit, and the model would never see it.
+    pub fn results_chars(&self, fixed_chars: u64) -> usize {
+        let room = self
+            .limit()
+            .saturating_sub(fixed_chars.div_ceil(CHARS_PER_TOKEN));
+        usize::try_from(room / 2 * CHARS_PER_TOKEN).unwrap_or(usize::MAX)
+    }
+}
+
+/// The fewest chars a cut result keeps, however small the window.
+const MIN_RESULT_CHARS: usize = 400;
+
+/// Cut the tool results of one round to `max` chars together, each to its
+/// share: the head and the tail stay, with a note of the cut between.
+pub fn fit_results(parts: &mut [Part], max: usize) {
+    let sizes: usize = parts.iter().map(result_len).sum();
+    let results = parts.iter().filter(|p| result_len(p) > 0).count();
+    if sizes <= max || results == 0 {
+        return;
+    }
+    let share = (max / results).max(MIN_RESULT_CHARS);
+    for part in parts {
+        if let Part::ToolResult { content, .. } = part
+            && let Some(cut) = head_and_tail(content, share)
+        {
+            *content = cut;
+        }
+    }
+}
+
+fn result_len(part: &Part) -> usize {
+    match part {
+        Part::ToolResult { content, .. } => content.len(),
+        _ => 0,
+    }
+}
+
+/// `text` in about `max` chars, or None when it fits already.
+fn head_and_tail(text: &str, max: usize) -> Option<String> {
+    if text.len() <= max {
+        return None;
+    }
+    let floor = |mut at: usize| {
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        at
+    };
+    let head = floor(max / 2);
+    let tail = floor(text.len() - (max - max / 2));
+    let cut = tail - head;
+    Some(format!(
+        "{}\n[... {cut} chars cut here so the result fits the model's context window; ask for less (a narrower command, a line range) to see them ...]\n{}",
+        &text[..head],
+        &text[tail..]
+    ))
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_round_too_big_for_the_window_keeps_each_results_head_and_tail() {
+        let result = |id: &str, content: String| Part::ToolResult {
+            call_id: id.into(),
+            content,
+            is_error: false,
+        };
+        let big = format!("START{}END", "é".repeat(50_000));
+        let mut parts = vec![result("a", big), result("b", "small".into())];
+        fit_results(&mut parts, 4_000);
+        let Part::ToolResult { content, .. } = &parts[0] else {
+            unreachable!()
+        };
+        assert!(content.len() < 2_300, "{}", content.len());
+        assert!(content.starts_with("START") && content.ends_with("END"));
+        assert!(content.contains("chars cut here so the result fits"));
+        assert!(matches!(&parts[1], Part::ToolResult { content, .. } if content == "small"));
+
+        // Within the limit, nothing changes.
+        let mut fits = vec![result("c", "x".repeat(100))];
+        fit_results(&mut fits, 4_000);
+        assert!(matches!(&fits[0], Part::ToolResult { content, .. } if content.len() == 100));
+    }
+
+    #[test]
+    fn results_get_half_the_room_the_fixed_prompt_leaves() {
+        let budget = ContextBudget {
+            window: 8192,
+            reserve: 4096,
+            threshold: 0.8,
+        };
+        // 4096 tokens of limit, 1000 of them fixed: half of 3096 tokens.
+        assert_eq!(budget.results_chars(4000), 1548 * 4);
+        assert_eq!(budget.results_chars(100_000), 0);
+    }
+
     use super::*;
 
     #[test]

@@ -11,6 +11,8 @@
 mod support;
 
 mod architecture;
+mod bad_params;
+mod bounds;
 
 mod acp_fields;
 

@@ -134,7 +134,15 @@ async fn run_in_sandbox(
 /// The result: exit, output and the sandbox's note, for the model and the editor.
 fn result(out: ShellOutput, note: Option<String>) -> ToolOutput {
     let shown = shown_output(&out.output);
-    let mut text = format!("{}\n{shown}", ending(&out));
+    let mut text = ending(&out);
+    // Said first, where a later cut to fit the window never reaches.
+    if out.omitted_bytes > 0 {
+        text.push_str(&format!(
+            " (output cut: {} bytes left out of the middle)",
+            out.omitted_bytes
+        ));
+    }
+    let mut text = format!("{text}\n{shown}");
     if let Some(note) = &note {
         if !text.ends_with('\n') {
             text.push('\n');
@@ -250,7 +258,8 @@ mod tests {
         ws.ctx.settings.output_cap = 200;
         let out = ws.run(&ShellTool, json!({"command": "seq 1 10000"})).await;
         assert_contains(&out.for_model, "[output truncated: ");
-        assert!(out.for_model.len() < 300);
+        assert!(out.for_model.starts_with("Exit code: 0 (output cut: "));
+        assert!(out.for_model.len() < 360);
     }
 
     #[tokio::test]
