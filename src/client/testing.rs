@@ -19,6 +19,8 @@ use crate::util::lock;
 pub struct RecordingClient {
     pub permission: Option<PermissionChoice>,
     pub commands_hang: bool,
+    /// Panics when shown a thought containing this (a bug's stand-in).
+    pub panic_on_thought: Option<String>,
     updates: Mutex<Vec<(String, Update)>>,
     requests: Mutex<Vec<String>>,
     files: Mutex<HashMap<PathBuf, String>>,
@@ -28,6 +30,14 @@ impl RecordingClient {
     pub fn answering(permission: PermissionChoice) -> Self {
         Self {
             permission: Some(permission),
+            ..Self::default()
+        }
+    }
+
+    /// Panics when shown a thought containing `marker`.
+    pub fn panicking_on(marker: &str) -> Self {
+        Self {
+            panic_on_thought: Some(marker.into()),
             ..Self::default()
         }
     }
@@ -75,6 +85,12 @@ impl RecordingClient {
 
 impl ClientSink for RecordingClient {
     fn send(&self, session_id: &str, update: Update) {
+        if let (Some(marker), Update::Agent(crate::events::AgentEvent::Thought(text))) =
+            (&self.panic_on_thought, &update)
+            && text.contains(marker.as_str())
+        {
+            panic!("a bug: {text}");
+        }
         lock(&self.updates).push((session_id.to_string(), update));
     }
 

@@ -35,6 +35,10 @@ struct Fixture {
 }
 
 async fn session() -> Fixture {
+    session_with(RecordingClient::default(), None).await
+}
+
+async fn session_with(client: RecordingClient, save_failure: Option<String>) -> Fixture {
     let endpoint = silent_server().await;
     let text = format!(
         "[chat]\ndefault_provider = \"local\"\n\n[llm.providers.local]\ntype = \"openai\"\nendpoint = \"{endpoint}\"\ndefault_model = \"test-model\"\ncontext_window = 32768\n\n[llm.providers.other]\ntype = \"openai\"\nendpoint = \"{endpoint}\"\ndefault_model = \"other-default\"\ncontext_window = 32768\n"
@@ -46,7 +50,7 @@ async fn session() -> Fixture {
         &Overrides::default(),
     )
     .unwrap();
-    let client = Arc::new(RecordingClient::default());
+    let client = Arc::new(client);
     let defaults = Defaults::from_config(&config).unwrap();
     let start = SessionStart {
         id: "s1".into(),
@@ -64,7 +68,7 @@ async fn session() -> Fixture {
         agent_restored: false,
         history: ContextManager::new(),
         recorder: None,
-        save_failure: None,
+        save_failure,
         lineage: None,
         notices: Vec::new(),
         client_prompt: None,
@@ -323,4 +327,21 @@ async fn closing_answers_the_running_turn_first() {
     let turn = fixture.prompt("hello");
     fixture.ask(|reply| SessionMsg::Close { reply }).await;
     assert_eq!(answered(turn).await.unwrap(), StopReason::Cancelled);
+}
+
+#[tokio::test]
+async fn a_panic_in_a_turn_answers_that_prompt_with_an_error_and_the_session_lives_on() {
+    let client = RecordingClient::panicking_on("PANIC-MARKER");
+    let fixture = session_with(client, Some("PANIC-MARKER: not saved".into())).await;
+    let answer = tokio::time::timeout(Duration::from_secs(10), fixture.prompt("hi"))
+        .await
+        .expect("the prompt is answered")
+        .expect("by the session");
+    match answer {
+        Err(SessionError::Crashed(detail)) => assert!(detail.contains("panic"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
+    // The session still takes requests.
+    let options = fixture.set_option(PROVIDER_OPTION, "other").await;
+    assert!(options.is_ok(), "{options:?}");
 }
