@@ -12,6 +12,88 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::{EventStream, ProviderError, ProviderEvent};
 use crate::util::{error_chain, truncate};
 
+/// The most one response may stream. A model's answer is far smaller; a
+/// server that sends more is cut off, so memory stays bounded whatever it
+/// sends.
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+/// The most one line (an SSE field, a JSON line) may take before it ends.
+pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Why reading the body stopped before the stream did.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    #[error(transparent)]
+    Http(#[from] reqwest::Error),
+    #[error("the response passed {} MiB; the rest was not read", MAX_RESPONSE_BYTES >> 20)]
+    TooLong,
+    #[error("one line of the stream passed {} MiB without ending", MAX_LINE_BYTES >> 20)]
+    LineTooLong,
+}
+
+/// The body in whole lines: each item ends at a newline (the last may not,
+/// when the body does not). Network reads end anywhere; handing the parsers
+/// whole lines keeps their work linear (eventsource-stream re-reads an
+/// unfinished line from its start on every read), and the limits keep
+/// memory bounded.
+fn whole_lines(
+    response: reqwest::Response,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, BodyError>> {
+    struct State<S> {
+        body: S,
+        pending: bytes::BytesMut,
+        total: usize,
+        ended: bool,
+    }
+    let state = State {
+        body: Box::pin(response.bytes_stream()),
+        pending: bytes::BytesMut::new(),
+        total: 0,
+        ended: false,
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        loop {
+            if state.ended {
+                return None;
+            }
+            match state.body.next().await {
+                Some(Ok(chunk)) => {
+                    state.total += chunk.len();
+                    if state.total > MAX_RESPONSE_BYTES {
+                        state.ended = true;
+                        return Some((Err(BodyError::TooLong), state));
+                    }
+                    let before = state.pending.len();
+                    state.pending.extend_from_slice(&chunk);
+                    // Only the new bytes are searched.
+                    match state.pending[before..].iter().rposition(|&b| b == b'\n') {
+                        Some(last) => {
+                            let lines = state.pending.split_to(before + last + 1).freeze();
+                            return Some((Ok(lines), state));
+                        }
+                        None if state.pending.len() > MAX_LINE_BYTES => {
+                            state.ended = true;
+                            return Some((Err(BodyError::LineTooLong), state));
+                        }
+                        None => {}
+                    }
+                }
+                Some(Err(err)) => {
+                    state.ended = true;
+                    return Some((Err(BodyError::Http(err)), state));
+                }
+                None => {
+                    state.ended = true;
+                    if state.pending.is_empty() {
+                        return None;
+                    }
+                    let rest = state.pending.split().freeze();
+                    return Some((Ok(rest), state));
+                }
+            }
+        }
+    })
+}
+
 /// Turns one wire format's framed payloads into [`ProviderEvent`]s. Pure, so
 /// every quirk is tested without a server.
 pub trait WireDecoder: Default + Send + 'static {
@@ -179,7 +261,7 @@ impl Outlet {
 
 /// Server-sent events, one decoder call per event.
 async fn pump_events(response: reqwest::Response, mut decoder: impl WireDecoder, outlet: &Outlet) {
-    let mut events = response.bytes_stream().eventsource();
+    let mut events = Box::pin(whole_lines(response).eventsource());
     loop {
         let Ok(next) = tokio::time::timeout(outlet.idle, events.next()).await else {
             return outlet.fail(StreamError::Idle(outlet.idle));
@@ -188,8 +270,11 @@ async fn pump_events(response: reqwest::Response, mut decoder: impl WireDecoder,
             // Blank payloads (keep-alives) carry nothing.
             Some(Ok(event)) if event.data.trim().is_empty() => continue,
             Some(Ok(event)) => decoder.on_event(&event.event, event.data.trim()),
-            Some(Err(EventStreamError::Transport(err))) => {
+            Some(Err(EventStreamError::Transport(BodyError::Http(err)))) => {
                 vec![Err(StreamError::Truncated(error_chain(&err)))]
+            }
+            Some(Err(EventStreamError::Transport(err))) => {
+                vec![Err(StreamError::Malformed(err.to_string()))]
             }
             Some(Err(err)) => vec![Err(StreamError::Malformed(format!(
                 "the event stream cannot be read: {err}"
@@ -207,7 +292,7 @@ async fn pump_events(response: reqwest::Response, mut decoder: impl WireDecoder,
 
 /// JSON lines, one decoder call per non-blank line.
 async fn pump_lines(response: reqwest::Response, mut decoder: impl WireDecoder, outlet: &Outlet) {
-    let mut bytes = response.bytes_stream();
+    let mut bytes = Box::pin(whole_lines(response));
     let mut buffer: Vec<u8> = Vec::new();
     loop {
         let Ok(next) = tokio::time::timeout(outlet.idle, bytes.next()).await else {
@@ -218,7 +303,10 @@ async fn pump_lines(response: reqwest::Response, mut decoder: impl WireDecoder, 
                 buffer.extend_from_slice(&chunk);
                 false
             }
-            Some(Err(err)) => return outlet.fail(StreamError::Truncated(error_chain(&err))),
+            Some(Err(BodyError::Http(err))) => {
+                return outlet.fail(StreamError::Truncated(error_chain(&err)));
+            }
+            Some(Err(err)) => return outlet.fail(StreamError::Malformed(err.to_string())),
             None => true,
         };
         // Whole lines only: a chunk may end inside a line or a character.

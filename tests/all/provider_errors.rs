@@ -173,3 +173,49 @@ async fn a_slow_but_steady_stream_is_not_cut() {
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert_eq!(agent_text(&seen, &session), "abc");
 }
+
+/// A stream that never finishes: one chunk of text, then `lines` SSE
+/// comment lines of 1 MiB each (comments carry nothing; a server may send
+/// them as keep-alives).
+fn padded_events(lines: usize) -> Vec<u8> {
+    let mut out = stream_head(&["Hello"]);
+    let pad = format!(": {}\n", "x".repeat(1 << 20));
+    for _ in 0..lines {
+        out.extend_from_slice(pad.as_bytes());
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_response_past_64_mib_is_cut_off_with_a_clear_error_and_the_agent_serves_on() {
+    let server = LlmServer::start(|request| {
+        if request.path.ends_with("/models") {
+            return models_reply(&["test-model"]);
+        }
+        Reply::stream(padded_events(80), Split::Every(1 << 20))
+    })
+    .await;
+    let (mut agent, message) = failing_turn(&server, &config_for(&server, "test-model"), &[]).await;
+    assert!(message.contains("passed 64 MiB"), "{message}");
+    let session = agent.new_session().await;
+    let (_, response) = agent.prompt(&session, "again").await;
+    assert!(response.get("error").is_some(), "{response}");
+}
+
+#[tokio::test]
+async fn one_line_that_never_ends_is_cut_off_at_4_mib() {
+    let server = LlmServer::start(|request| {
+        if request.path.ends_with("/models") {
+            return models_reply(&["test-model"]);
+        }
+        let mut body = b"data: {\"pad\": \"".to_vec();
+        body.extend(std::iter::repeat_n(b'y', 6 << 20));
+        Reply::stream(body, Split::Every(1 << 20))
+    })
+    .await;
+    let (_, message) = failing_turn(&server, &config_for(&server, "test-model"), &[]).await;
+    assert!(
+        message.contains("one line of the stream passed 4 MiB"),
+        "{message}"
+    );
+}
