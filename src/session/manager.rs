@@ -292,7 +292,7 @@ impl SessionManager {
             let mut notices = Vec::new();
             if shared.providers.config(&metadata.provider).is_none() {
                 tracing::warn!(session = %metadata.id, provider = %metadata.provider, "the session's provider is no longer configured; using the default");
-                notices.push(saved_session_notice(format!(
+                notices.push(super::record::saving_notice("Saved session problem", format!(
                     "It was saved with provider `{}`, which is no longer configured; it continues with `{}`.",
                     metadata.provider, defaults.provider
                 )));
@@ -454,16 +454,6 @@ impl SessionManager {
         {
             tracing::warn!("some sessions did not close within {CLOSE_GRACE:?}");
         }
-    }
-}
-
-/// A problem with the saved session, for the user.
-fn saved_session_notice(detail: String) -> crate::events::Notice {
-    crate::events::Notice {
-        severity: crate::events::Severity::Warning,
-        title: "Saved session problem".into(),
-        thought: format!("{detail}\n"),
-        detail: Some(detail),
     }
 }
 

@@ -53,6 +53,28 @@ pub(super) fn remembered_permissions(
     });
 }
 
+/// A problem saving the session, for the user (a notice, or a thought for
+/// clients that take no notices): every such problem is told this way.
+pub(super) fn saving_notice(title: &str, detail: String) -> crate::events::Notice {
+    let detail = detail.trim().to_string();
+    crate::events::Notice {
+        severity: crate::events::Severity::Warning,
+        title: title.into(),
+        thought: format!("{detail}\n"),
+        detail: Some(detail),
+    }
+}
+
+/// What the user is told when writing the saved session fails mid-session.
+pub(super) fn write_failure_notice(why: &str) -> crate::events::Notice {
+    saving_notice(
+        "This session is not being saved",
+        format!(
+            "Saving this session failed: {why}. The conversation goes on, but what happens from here will not survive a restart until saving works again (free some disk space, or check that the data directory is writable)."
+        ),
+    )
+}
+
 /// A loaded session's turn that a crash cut short ends here, with what the
 /// user saw of it, so the next load rebuilds this same context.
 pub(super) fn end_cut_short_turn(recorder: &Recorder, seen: String) {

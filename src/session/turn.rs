@@ -75,6 +75,8 @@ pub(super) struct TurnContext {
     cost: Option<CostMeter>,
     /// Saves finished rounds and context operations at once, and keeps them.
     pub journal: JournalFn,
+    /// The session's writer: asked at the turn's end whether saving failed.
+    recorder: Option<crate::store::Recorder>,
 }
 
 impl TurnContext {
@@ -119,7 +121,10 @@ impl TurnContext {
             }
         }
         if let Some(failure) = self.save_failure {
-            emit(AgentEvent::Thought(failure));
+            emit(AgentEvent::Notice(super::record::saving_notice(
+                "This session is not saved",
+                failure,
+            )));
         }
         // Once per session: what the sandbox cannot do here.
         if let Some(notice) = self.tool_context.sandbox.notice() {
@@ -251,6 +256,7 @@ impl SessionActor {
                 spending: services.spending.clone(),
             }),
             journal: self.journal(Arc::clone(&journaled)),
+            recorder: services.recorder.clone(),
         };
         Ok((context, journaled))
     }
@@ -279,8 +285,18 @@ impl SessionActor {
         // A task of its own: a panic inside a turn must not take the session with it.
         let task = tokio::spawn(async move {
             let emit = turn.emitter();
+            let recorder = turn.recorder.clone();
             let input = turn.input(context, cancel, &emit).await;
-            agent_loop::run_turn(input, &emit).await
+            let outcome = agent_loop::run_turn(input, &emit).await;
+            // Told within the turn whose work could not be saved.
+            if let Some(recorder) = recorder
+                && let Some(why) = recorder.failure_to_tell().await
+            {
+                emit(AgentEvent::Notice(super::record::write_failure_notice(
+                    &why,
+                )));
+            }
+            outcome
         });
         Ok(Started {
             task,

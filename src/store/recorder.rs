@@ -24,7 +24,29 @@ use crate::model::Message;
 enum Op {
     Append(StoredEvent),
     Metadata(Box<Metadata>),
+    /// Answered once everything queued before it is written (or failed).
+    Flush(oneshot::Sender<()>),
     Close(oneshot::Sender<()>),
+}
+
+/// Whether the writer's last write failed, and whether the user was told
+/// (once a session: on a disk that is nearly full, writes fail and succeed
+/// by turns, and one warning says it).
+#[derive(Default)]
+struct SaveHealth {
+    /// Why the last write failed; None once one succeeds again.
+    failure: Mutex<Option<String>>,
+    told: std::sync::atomic::AtomicBool,
+}
+
+impl SaveHealth {
+    fn failed(&self, why: String) {
+        crate::util::lock(&self.failure).get_or_insert(why);
+    }
+
+    fn succeeded(&self) {
+        *crate::util::lock(&self.failure) = None;
+    }
 }
 
 /// A handle on a stored session. Clones share the writer and the metadata,
@@ -34,6 +56,7 @@ enum Op {
 pub struct Recorder {
     tx: mpsc::Sender<Op>,
     metadata: Arc<Mutex<Metadata>>,
+    health: Arc<SaveHealth>,
 }
 
 /// The session's settings, as the metadata keeps them.
@@ -58,16 +81,36 @@ impl Recorder {
     pub fn start(open: OpenSession, metadata: Metadata) -> Self {
         let (tx, rx) = mpsc::channel();
         let id = metadata.id.clone();
+        let health = Arc::new(SaveHealth::default());
+        let writer_health = Arc::clone(&health);
         let spawned = std::thread::Builder::new()
             .name(format!("store-{}", short(&id)))
-            .spawn(move || write_loop(open, rx, &id));
+            .spawn(move || write_loop(open, rx, &id, &writer_health));
         if let Err(err) = spawned {
             tracing::warn!(%err, "cannot start the session writer; this session is not saved");
+            health.failed(format!("the session writer cannot start: {err}"));
         }
         Self {
             tx,
             metadata: Arc::new(Mutex::new(metadata)),
+            health,
         }
+    }
+
+    /// Once everything recorded so far is written: why saving fails, if it
+    /// does and the user has not been told yet (then they count as told).
+    pub async fn failure_to_tell(&self) -> Option<String> {
+        let (done, written) = oneshot::channel();
+        if self.tx.send(Op::Flush(done)).is_ok() {
+            // A disk that hangs must not hold the turn's answer.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), written).await;
+        }
+        let failure = crate::util::lock(&self.health.failure).clone()?;
+        let told = self
+            .health
+            .told
+            .swap(true, std::sync::atomic::Ordering::SeqCst);
+        (!told).then_some(failure)
     }
 
     /// A copy of the metadata as last changed.
@@ -215,7 +258,7 @@ fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
 
-fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str) {
+fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str, health: &SaveHealth) {
     let mut failed = false;
     while let Ok(first) = rx.recv() {
         // Take whatever else is queued: one write for a burst of chunks.
@@ -225,6 +268,7 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str) {
         let mut pending: Option<StoredEvent> = None;
         let mut metadata: Option<Box<Metadata>> = None;
         let mut close: Option<oneshot::Sender<()>> = None;
+        let mut flushed: Vec<oneshot::Sender<()>> = Vec::new();
         let mut boundary = false;
         for op in batch {
             match op {
@@ -249,6 +293,7 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str) {
                     }
                 }
                 Op::Metadata(m) => metadata = Some(m),
+                Op::Flush(done) => flushed.push(done),
                 Op::Close(done) => close = Some(done),
             }
         }
@@ -256,27 +301,28 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str) {
             encode(&done, &mut lines);
         }
         if !lines.is_empty() {
-            let written = open.history.write_all(&lines).and_then(|()| {
-                if boundary {
-                    // Turn boundaries reach the disk itself, not just the page cache.
-                    open.history.sync_data()
-                } else {
-                    Ok(())
+            match append(&mut open.history, &lines, boundary) {
+                Ok(()) => {
+                    failed = false;
+                    health.succeeded();
                 }
-            });
-            match written {
-                Ok(()) => failed = false,
-                Err(err) if !failed => {
+                Err(err) => {
+                    if !failed {
+                        tracing::warn!(session = %id, %err, "cannot append to the session history");
+                    }
                     failed = true;
-                    tracing::warn!(session = %id, %err, "cannot append to the session history");
+                    health.failed(format!("its history cannot be written ({err})"));
                 }
-                Err(_) => {}
             }
         }
         if let Some(metadata) = metadata
             && let Err(err) = write_metadata(&open.dir, &metadata)
         {
             tracing::warn!(session = %id, %err, "cannot save the session metadata");
+            health.failed(format!("its metadata cannot be written ({err})"));
+        }
+        for done in flushed {
+            let _ = done.send(());
         }
         if let Some(done) = close {
             drop(open);
@@ -284,6 +330,24 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str) {
             return;
         }
     }
+}
+
+/// Append whole lines or nothing: a write that fails part-way (a full disk)
+/// is cut back off, so no torn line is left for the next append to run on.
+fn append(history: &mut std::fs::File, lines: &[u8], sync: bool) -> std::io::Result<()> {
+    let before = history.metadata()?.len();
+    let written = history.write_all(lines).and_then(|()| {
+        if sync {
+            // Turn boundaries reach the disk itself, not just the page cache.
+            history.sync_data()
+        } else {
+            Ok(())
+        }
+    });
+    if written.is_err() {
+        let _ = history.set_len(before);
+    }
+    written
 }
 
 fn encode(event: &StoredEvent, out: &mut Vec<u8>) {

@@ -24,6 +24,7 @@ mod context_real_llm;
 mod crucible_client;
 mod crucible_config;
 mod crucible_permissions;
+mod disk_full;
 mod elicitation;
 mod faults;
 mod fuzz;
