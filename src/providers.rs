@@ -277,7 +277,10 @@ pub const FALLBACK_CONTEXT_WINDOW: u64 = 8192;
 /// The configured providers, built lazily: nothing here opens a connection
 /// until a session first asks.
 pub struct Providers {
-    settings: BTreeMap<String, ProviderSettings>,
+    /// By name; None: disabled by the client (`providers/disable`).
+    settings: std::sync::RwLock<BTreeMap<String, Option<Arc<ProviderSettings>>>>,
+    /// As the config has them: what the client's changes start from.
+    configured: BTreeMap<String, Arc<ProviderSettings>>,
     built: std::sync::Mutex<BTreeMap<String, Arc<dyn Provider>>>,
     models: tokio::sync::Mutex<BTreeMap<String, Arc<tokio::sync::OnceCell<Vec<ModelInfo>>>>>,
     windows: std::sync::Mutex<BTreeMap<(String, String), u64>>,
@@ -286,28 +289,96 @@ pub struct Providers {
 impl Providers {
     /// The providers of `settings`, by name.
     pub fn new(settings: BTreeMap<String, ProviderSettings>) -> Self {
+        let configured: BTreeMap<String, Arc<ProviderSettings>> = settings
+            .into_iter()
+            .map(|(name, config)| (name, Arc::new(config)))
+            .collect();
+        let settings = configured
+            .iter()
+            .map(|(name, config)| (name.clone(), Some(Arc::clone(config))))
+            .collect();
         Self {
-            settings,
+            settings: std::sync::RwLock::new(settings),
+            configured,
             built: std::sync::Mutex::default(),
             models: tokio::sync::Mutex::default(),
             windows: std::sync::Mutex::default(),
         }
     }
 
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.settings.keys().map(String::as_str)
+    fn read(
+        &self,
+    ) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Option<Arc<ProviderSettings>>>> {
+        self.settings
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub fn config(&self, name: &str) -> Option<&ProviderSettings> {
-        self.settings.get(name)
+    /// The enabled providers' names.
+    pub fn names(&self) -> Vec<String> {
+        self.read()
+            .iter()
+            .filter(|(_, config)| config.is_some())
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    pub fn config(&self, name: &str) -> Option<Arc<ProviderSettings>> {
+        self.read().get(name).cloned().flatten()
+    }
+
+    /// A provider as the config has it, whatever the client changed since.
+    pub fn configured(&self, name: &str) -> Option<Arc<ProviderSettings>> {
+        self.configured.get(name).cloned()
+    }
+
+    /// Every provider the config named, with its settings (None: disabled).
+    pub fn all(&self) -> Vec<(String, Option<Arc<ProviderSettings>>)> {
+        self.read()
+            .iter()
+            .map(|(name, config)| (name.clone(), config.clone()))
+            .collect()
+    }
+
+    /// Replace a provider's settings (the client's `providers/set`), or
+    /// disable it with None. Only providers the config named: the client
+    /// reroutes them, it does not invent new ones. Sessions pick the change
+    /// up at their next model call.
+    pub fn replace(
+        &self,
+        name: &str,
+        config: Option<ProviderSettings>,
+    ) -> Result<(), ProviderError> {
+        {
+            let mut settings = self
+                .settings
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let Some(slot) = settings.get_mut(name) else {
+                return Err(ProviderError::Setup {
+                    provider: name.to_string(),
+                    detail: "not configured; providers/list names the ones this agent has".into(),
+                });
+            };
+            *slot = config.map(Arc::new);
+        }
+        lock(&self.built).remove(name);
+        self.lock_windows()
+            .retain(|(provider, _), _| provider != name);
+        // The model list is cached per provider; a listing in flight right
+        // now keeps the old one until the next start.
+        if let Ok(mut models) = self.models.try_lock() {
+            models.remove(name);
+        }
+        Ok(())
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn Provider>> {
-        let config = self.settings.get(name)?;
+        let config = self.config(name)?;
         let mut built = lock(&self.built);
         let provider = built
             .entry(name.to_string())
-            .or_insert_with(|| build_provider(config));
+            .or_insert_with(|| build_provider(&config));
         Some(Arc::clone(provider))
     }
 

@@ -21,6 +21,7 @@ use crate::session::{SessionError, SessionMsg};
 use crate::transport::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST, RESOURCE_NOT_FOUND};
 use crate::transport::{Connection, Incoming, Responder, RpcError};
 
+mod providers;
 mod unstable;
 
 pub use unstable::initialize_response_with;
@@ -176,6 +177,15 @@ impl Router {
                 Self::dispatch(Self::session_status)
             }
             "session/fork" if self.sessions.unstable().fork => Self::dispatch(Self::fork_session),
+            "providers/list" if self.sessions.unstable().providers => {
+                Self::dispatch(Self::list_providers)
+            }
+            "providers/set" if self.sessions.unstable().providers => {
+                Self::dispatch(Self::set_provider)
+            }
+            "providers/disable" if self.sessions.unstable().providers => {
+                Self::dispatch(Self::disable_provider)
+            }
             _ => return responder.respond(Err(RpcError::method_not_found(method))),
         };
         handler(self, method, params, responder);

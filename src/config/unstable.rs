@@ -16,13 +16,22 @@ pub struct Unstable {
     pub system_prompt: bool,
     /// `session/fork`.
     pub fork: bool,
+    /// `providers/list`, `providers/set`, `providers/disable`.
+    pub providers: bool,
     /// Delegated agents as sessions of their own (`subagent_update`,
     /// `session_message`), even for a client that does not say it takes them.
     pub subagents: bool,
 }
 
 /// The names `[acp] unstable` takes.
-const KNOWN: &[&str] = &["fork", "set_title", "status", "subagents", "system_prompt"];
+const KNOWN: &[&str] = &[
+    "fork",
+    "providers",
+    "set_title",
+    "status",
+    "subagents",
+    "system_prompt",
+];
 
 pub(super) fn validate_unstable(
     written: Option<Vec<String>>,
@@ -36,6 +45,7 @@ pub(super) fn validate_unstable(
             "system_prompt" => unstable.system_prompt = true,
             "fork" => unstable.fork = true,
             "subagents" => unstable.subagents = true,
+            "providers" => unstable.providers = true,
             other => {
                 return Err(invalid(
                     path,

@@ -377,6 +377,7 @@ pub fn key_hint(config: &ProviderSettings) -> (String, String) {
                 KeySource::EnvVar(var) => format!(" in {var}"),
                 KeySource::ConfigLiteral => format!(" in [llm.providers.{}] api_key", config.name),
                 KeySource::File(path) => format!(" in {}", path.display()),
+                KeySource::Client => " the client set with providers/set".to_string(),
             },
         ),
         None => (

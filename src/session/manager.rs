@@ -151,6 +151,14 @@ impl SessionManager {
         self.store.clone()
     }
 
+    /// The LLM providers every session draws on, and the default one's name.
+    pub fn providers(&self) -> (Arc<crate::providers::Providers>, String) {
+        (
+            Arc::clone(&self.shared.providers),
+            self.shared.defaults.provider.clone(),
+        )
+    }
+
     /// The unstable ACP features the config turned on.
     pub fn unstable(&self) -> crate::config::Unstable {
         self.shared.defaults.unstable

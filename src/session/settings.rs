@@ -114,14 +114,14 @@ impl SessionActor {
             category: OptionCategory::Provider,
             current: current.provider.clone(),
             values: providers
-                .names()
-                .map(|name| OptionValue {
-                    id: name.to_string(),
-                    name: match providers.config(name) {
-                        Some(config) => format!("{name} ({})", config.kind.as_str()),
-                        None => name.to_string(),
-                    },
-                    description: None,
+                .all()
+                .into_iter()
+                .filter_map(|(name, config)| {
+                    Some(OptionValue {
+                        name: format!("{name} ({})", config?.kind.as_str()),
+                        id: name,
+                        description: None,
+                    })
                 })
                 .collect(),
         };

@@ -50,4 +50,5 @@ mod subagent_sessions;
 mod subagents;
 mod tools;
 mod unstable;
+mod unstable_providers;
 mod workspace_roots;

@@ -16,6 +16,8 @@ async fn unstable_methods_are_absent_unless_turned_on() {
     assert!(caps.get("status").is_none(), "{caps}");
     assert!(caps.get("systemPrompt").is_none(), "{caps}");
     assert!(caps.get("fork").is_none(), "{caps}");
+    let agent_caps = &init["result"]["agentCapabilities"];
+    assert!(agent_caps.get("providers").is_none(), "{agent_caps}");
     let (_, refused) = agent
         .call(
             "session/new",
@@ -38,6 +40,8 @@ async fn unstable_methods_are_absent_unless_turned_on() {
             "session/fork",
             json!({"sessionId": session, "cwd": agent.cwd()}),
         ),
+        ("providers/list", json!({})),
+        ("providers/disable", json!({"providerId": "local"})),
     ] {
         let (_, response) = agent.call(method, params).await;
         assert_eq!(response["error"]["code"], -32601, "{method}: {response}");

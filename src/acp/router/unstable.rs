@@ -108,5 +108,8 @@ pub fn initialize_response_with(unstable: crate::config::Unstable) -> acp::Initi
     if unstable.system_prompt {
         sessions.system_prompt = Some(system_prompt::capabilities());
     }
+    if unstable.providers {
+        response.agent_capabilities.providers = Some(acp::ProvidersCapabilities::new());
+    }
     response
 }

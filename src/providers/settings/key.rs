@@ -50,6 +50,8 @@ pub enum KeySource {
     ConfigLiteral,
     /// A key file, Crucible's `secrets.toml`, or a file `[include]` merged.
     File(PathBuf),
+    /// The client's `providers/set` (its `Authorization` or `x-api-key` header).
+    Client,
 }
 
 impl fmt::Display for KeySource {
@@ -58,6 +60,7 @@ impl fmt::Display for KeySource {
             KeySource::EnvVar(var) => write!(f, "environment variable {var}"),
             KeySource::ConfigLiteral => f.write_str("the `api_key` in the config file"),
             KeySource::File(path) => write!(f, "the key file {}", path.display()),
+            KeySource::Client => f.write_str("the key the client set (providers/set)"),
         }
     }
 }
