@@ -222,6 +222,13 @@ default_provider = "scripted"
 type = "openai"
 endpoint = "{LLM}/v1"
 default_model = "scripted-a"
+
+[prices."scripted-a"]
+input = 3.0
+output = 15.0
+
+[acp]
+unstable = ["providers"]
 """)
     args = ["--config", str(config), "--data-dir", str(data)]
     env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
@@ -445,6 +452,36 @@ default_model = "scripted-a"
             r = await conn.prompt(session_id=sid, prompt=[text_block("after resume")])
             check(r.stop_reason == "end_turn", f"stop reason {r.stop_reason}")
         await step("session/resume after restart continues without replay", resume, feature="resume")
+
+        async def extra_roots():
+            extra = tmp / "extra-root"
+            extra.mkdir(exist_ok=True)
+            shared = extra / "shared.txt"
+            shared.write_text("from the extra root\n")
+            r = await conn.new_session(cwd=str(workspace), additional_directories=[str(extra)], mcp_servers=[])
+            p = await conn.prompt(session_id=r.session_id,
+                                  prompt=[text_block('[[tool:read_file {"path":"%s"}]]' % shared)])
+            check(p.stop_reason == "end_turn", f"stop reason {p.stop_reason}")
+            done = [u for u in client.of(r.session_id, S.ToolCallProgress) if u.status == "completed"]
+            check(done, "the read in the extra root completed")
+            text = "".join(client.texts(r.session_id))
+            check("from the extra root" in text, f"the model read the extra root's file: {text!r}")
+        await step("session/new with additionalDirectories: a file in an extra root is read", extra_roots)
+
+        async def priced_usage():
+            priced = [u for u in client.of(sid, S.UsageUpdate) if u.cost is not None]
+            check(priced, "usage_update carries a cost")
+            check(priced[-1].cost.currency == "USD" and priced[-1].cost.amount > 0, f"cost: {priced[-1].cost}")
+        await step("usage_update carries the session's cost where the config prices the model", priced_usage)
+
+        async def providers_list():
+            raw = await conn._conn.send_request("providers/list", {})
+            r = S.ListProvidersResponse.model_validate(raw)
+            check([p.provider_id for p in r.providers] == ["scripted"], f"providers: {r.providers}")
+            current = r.providers[0].current
+            check(current is not None and current.base_url == f"{LLM}/v1", f"current: {current}")
+            check(r.providers[0].required, "the default provider is required")
+        await step("providers/list (unstable, turned on in the config): validated by the SDK schema", providers_list)
 
     shutil.rmtree(tmp, ignore_errors=True)
     return report()
