@@ -29,6 +29,7 @@ import urllib.request
 from pathlib import Path
 
 import acp
+from pydantic import TypeAdapter
 from acp import schema as S
 from acp import spawn_agent_process, text_block
 from acp.connection import StreamDirection
@@ -49,6 +50,7 @@ AGENT_SENDS = {
     "terminal/wait_for_exit": S.WaitForTerminalExitRequest,
     "terminal/kill": S.KillTerminalRequest,
     "terminal/release": S.ReleaseTerminalRequest,
+    "elicitation/create": TypeAdapter(S.CreateElicitationRequest),
 }
 
 FAILURES = []
@@ -83,7 +85,8 @@ def observer(event):
         SCHEMA_ERRORS.append(f"agent sent a method the SDK client does not know: {method}")
         return
     try:
-        model.model_validate(msg.get("params"))
+        validate = getattr(model, "model_validate", None) or model.validate_python
+        validate(msg.get("params"))
     except Exception as exc:  # pydantic.ValidationError
         SCHEMA_ERRORS.append(f"{method}: rejected by the SDK schema: {exc}\n    message: {json.dumps(msg)[:600]}")
 
@@ -101,6 +104,8 @@ class Client:
         self.permission_answer = "allow_once"
         self.permission_requests = []
         self.terminals = {}
+        self.elicitations = []  # (message, mode)
+        self.elicitation_answer = "blue"
 
     def on_connect(self, conn):
         pass
@@ -123,6 +128,10 @@ class Client:
         if not Path(path).exists():  # what an editor answers for a file that does not exist
             raise acp.RequestError.resource_not_found(path)
         return S.ReadTextFileResponse(content=Path(path).read_text())
+
+    async def create_elicitation(self, message, mode, **kw):
+        self.elicitations.append((message, mode))
+        return S.AcceptElicitationResponse(action="accept", content={"answer": self.elicitation_answer})
 
     async def write_text_file(self, session_id, path, content, **kw):
         self.calls.append("fs/write_text_file")
@@ -235,8 +244,10 @@ unstable = ["providers"]
     client = Client(workspace)
     state = {}
 
-    async with spawn_agent_process(client, AGENT, *args, env=env, observers=[observer]) as (conn, proc):
-        caps = S.ClientCapabilities(fs=S.FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True)
+    async with spawn_agent_process(client, AGENT, *args, env=env, observers=[observer],
+                                   use_unstable_protocol=True) as (conn, proc):
+        caps = S.ClientCapabilities(fs=S.FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True,
+                                    elicitation=S.ElicitationCapabilities(form=S.ElicitationFormCapabilities()))
 
         async def initialize():
             r = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=caps,
@@ -403,10 +414,26 @@ unstable = ["providers"]
             check(last["body"].get("model") == "scripted-b", f"the next request used scripted-b: {last['body'].get('model')}")
         await step("session/set_config_option model: the next turn uses the new model", set_model)
 
+        async def ask_user():
+            before = len(client.updates)
+            r = await conn.prompt(session_id=sid, prompt=[text_block(
+                '[[tool:ask_user {"question":"Which colour?","choices":["red","blue"]}]]')])
+            check(r.stop_reason == "end_turn", f"stop reason {r.stop_reason}")
+            check(client.elicitations, "the agent asked through elicitation/create")
+            message, mode = client.elicitations[-1]
+            check(message == "Which colour?", f"the question: {message!r}")
+            schema = mode.requested_schema.model_dump(by_alias=True, exclude_none=True)
+            check("answer" in json.dumps(schema), f"a form with an answer field: {schema}")
+            text = "".join(u.content.text for s, u in client.updates[before:]
+                           if s == sid and isinstance(u, S.AgentMessageChunk))
+            check("The user answered: blue" in text, f"the model got the answer: {text!r}")
+        await step("ask_user: a form question through elicitation/create, the answer reaches the model", ask_user)
+
         state["turns"] = len([1 for _, u in client.updates if isinstance(u, S.AgentMessageChunk)])
 
     # ---- restart: a new agent process over the same data directory ----
-    async with spawn_agent_process(client, AGENT, *args, env=env, observers=[observer]) as (conn, proc):
+    async with spawn_agent_process(client, AGENT, *args, env=env, observers=[observer],
+                                   use_unstable_protocol=True) as (conn, proc):
         init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=caps)
         ac = init.agent_capabilities
         sc = ac.session_capabilities if ac else None
