@@ -482,6 +482,10 @@ impl Router {
         };
         // The client's `$/cancel_request` for this prompt cancels the turn.
         let request_cancel = responder.cancellation().child_token();
+        // Unstable in the schema, so asked for; Crucible's client (it sends
+        // no clientInfo) reads it and always gets it.
+        let with_usage = self.sessions.unstable().usage
+            || self.client.as_ref().is_some_and(|info| info.name.is_none());
         let (reply, answer) = oneshot::channel();
         session.send(SessionMsg::Prompt {
             content,
@@ -500,7 +504,7 @@ impl Router {
                     Err(RpcError::request_cancelled())
                 }
                 Ok(end) => Ok(acp::PromptResponse::new(translate::stop_reason(end.stop))
-                    .usage(end.usage.map(translate::turn_usage))),
+                    .usage(end.usage.filter(|_| with_usage).map(translate::turn_usage))),
                 Err(err) => Err(session_error(err)),
             };
             responder.respond_with(answer);

@@ -18,6 +18,8 @@ pub struct Unstable {
     pub fork: bool,
     /// `providers/list`, `providers/set`, `providers/disable`.
     pub providers: bool,
+    /// The turn's token usage in the `session/prompt` answer.
+    pub usage: bool,
     /// Delegated agents as sessions of their own (`subagent_update`,
     /// `session_message`), even for a client that does not say it takes them.
     pub subagents: bool,
@@ -31,6 +33,7 @@ const KNOWN: &[&str] = &[
     "status",
     "subagents",
     "system_prompt",
+    "usage",
 ];
 
 pub(super) fn validate_unstable(
@@ -46,6 +49,7 @@ pub(super) fn validate_unstable(
             "fork" => unstable.fork = true,
             "subagents" => unstable.subagents = true,
             "providers" => unstable.providers = true,
+            "usage" => unstable.usage = true,
             other => {
                 return Err(invalid(
                     path,

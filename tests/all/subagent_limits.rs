@@ -207,7 +207,11 @@ async fn the_childrens_tokens_count_in_the_parents_usage() {
         ("Task two", vec![Step::Answer("two")]),
     ]))
     .await;
-    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let config = format!(
+        "{}\n[acp]\nunstable = [\"usage\"]\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn(&config).await;
     let session = agent.start_session().await;
     let (_, response) = agent.prompt(&session, "Count us").await;
     // The parent's calls: 50 + 10 (its delegations), 60 + 5 (its answer);

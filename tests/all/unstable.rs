@@ -30,6 +30,10 @@ async fn unstable_methods_are_absent_unless_turned_on() {
         "{refused}"
     );
     let session = agent.new_session().await;
+    // End-turn usage is unstable too: not in the answer unless asked for.
+    let (_, answered) = agent.prompt(&session, "hi").await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    assert!(answered["result"].get("usage").is_none(), "{answered}");
     for (method, params) in [
         (
             "session/set_title",
