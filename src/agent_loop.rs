@@ -516,6 +516,14 @@ fn finish_call(
         ),
         Err(err) => {
             let message = redactor.text(&err.to_string());
+            if let ToolError::ServerDown { server, .. } = &err {
+                emit(AgentEvent::Notice(crate::events::Notice {
+                    severity: crate::events::Severity::Warning,
+                    title: format!("MCP server `{server}` stopped"),
+                    detail: Some(message.clone()),
+                    thought: format!("{message}\n"),
+                }));
+            }
             (
                 ToolCallProgress {
                     id: call.info.id.clone(),

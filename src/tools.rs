@@ -127,6 +127,10 @@ pub enum ToolError {
     Killed(String),
     #[error("{0}")]
     Failed(String),
+    /// An MCP server stopped during the call or cannot be reached: the
+    /// user is told too, not only the model.
+    #[error("{message}")]
+    ServerDown { server: String, message: String },
 }
 
 fn display_paths(paths: &[PathBuf]) -> String {

@@ -144,6 +144,11 @@ impl Tool for McpTool {
                     McpCallError::InvalidParams { message, .. } => {
                         ToolError::InvalidArguments(message)
                     }
+                    McpCallError::Died { ref server, .. }
+                    | McpCallError::Unavailable { ref server, .. } => ToolError::ServerDown {
+                        server: server.clone(),
+                        message: err.to_string(),
+                    },
                     other => ToolError::Failed(other.to_string()),
                 })?;
             convert_result(result, ctx.settings.output_cap)

@@ -196,7 +196,7 @@ async fn a_crash_mid_call_fails_that_call_and_the_next_call_restarts_the_server(
         .await
         .unwrap_err();
     let message = err.to_string();
-    assert!(matches!(err, ToolError::Failed(_)), "{message}");
+    assert!(matches!(err, ToolError::ServerDown { .. }), "{message}");
     assert!(
         message.starts_with(
             "MCP server `echo` stopped during the call: the process exited with status 3"

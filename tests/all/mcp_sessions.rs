@@ -260,3 +260,32 @@ async fn stdio_servers_get_the_base_environment_and_their_own_env_only() {
     assert_eq!(wide["MY_SERVICE_API_KEY"], secret);
     assert!(wide.contains_key("RUST_LOG"), "{wide:?}");
 }
+
+#[tokio::test]
+async fn a_server_that_stops_mid_call_is_told_to_the_user_and_restarted_for_the_next() {
+    let server = LlmServer::start(scripted_model(vec![
+        ("fx__crash", json!({})),
+        ("fx__add", json!({"a": 1, "b": 1})),
+    ]))
+    .await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let session = agent.start_session_with(json!([echo_mcp_server()])).await;
+    let prompt = agent.start_prompt(&session, "crash it").await;
+    answer_permission(&mut agent, "allow_once").await;
+    let (seen, response) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    // The user hears of it (a thought, for a client that takes no notices)…
+    let thoughts = thought_text(&seen, &session);
+    assert!(
+        thoughts.contains("MCP server `fx` stopped during the call")
+            && thoughts.contains("restarted on the next call"),
+        "{thoughts}"
+    );
+    // …and the next call of the same turn got a fresh server.
+    let completed: Vec<&Value> = tool_updates(&seen, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["status"] == "completed")
+        .collect();
+    assert_eq!(completed.len(), 1, "{seen:?}");
+    assert_eq!(completed[0]["rawOutput"]["structuredContent"]["sum"], 2);
+}
