@@ -21,6 +21,7 @@ mod cli;
 mod commands;
 mod context;
 mod context_real_llm;
+mod crash_consistency;
 mod crucible_client;
 mod crucible_config;
 mod crucible_permissions;
