@@ -322,17 +322,7 @@ fn prompt_with(arguments: Vec<(String, bool)>) -> McpPrompt {
 }
 
 fn tool_kind() -> impl Strategy<Value = ToolKind> {
-    prop::sample::select(vec![
-        ToolKind::Read,
-        ToolKind::Edit,
-        ToolKind::Delete,
-        ToolKind::Move,
-        ToolKind::Search,
-        ToolKind::Execute,
-        ToolKind::Think,
-        ToolKind::Fetch,
-        ToolKind::Other,
-    ])
+    prop::sample::select(ToolKind::ALL.to_vec())
 }
 
 /// Rules as users write them, and random ones.
