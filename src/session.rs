@@ -4,6 +4,7 @@
 //! turn (one at a time, with its cancellation token). Everything else talks
 //! to it through its mailbox, so sessions never lock or block each other.
 
+mod fallback;
 mod live;
 pub mod manager;
 mod pick;

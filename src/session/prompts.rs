@@ -107,6 +107,7 @@ impl SessionActor {
                 usage: None,
                 context,
                 context_ops: Vec::new(),
+                switched: None,
             };
             let messages = match fetched {
                 Ok(messages) if !messages.is_empty() => messages,

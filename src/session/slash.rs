@@ -199,6 +199,7 @@ impl SessionActor {
                 usage: None,
                 context,
                 context_ops: ops,
+                switched: None,
             }
         });
         Ok(Started {

@@ -73,6 +73,8 @@ pub(super) struct TurnContext {
     permissions: Arc<dyn PermissionGate>,
     /// Prices the model's calls, where the config has its price.
     cost: Option<CostMeter>,
+    /// The session's running total, which a fallback model's meter adds to.
+    cost_spending: crate::providers::pricing::Spending,
     /// Saves finished rounds and context operations at once, and keeps them.
     pub journal: JournalFn,
 }
@@ -98,6 +100,7 @@ impl TurnContext {
         cancel: CancellationToken,
         emit: &(dyn Fn(AgentEvent) + Send + Sync),
     ) -> TurnInput {
+        let fallback = self.fallback();
         let manager = tokio::select! {
             biased;
             _ = cancel.cancelled() => None,
@@ -171,7 +174,29 @@ impl TurnContext {
                 .unwrap_or(self.defaults.max_turn_requests),
             first_token_notice: self.defaults.first_token_notice,
             journal: Some(self.journal),
+            fallback,
         }
+    }
+
+    /// The chain of the turn's provider, when it has one.
+    fn fallback(&self) -> Option<agent_loop::Fallback> {
+        let chain = &self.providers.config(&self.settings.provider)?.fallback;
+        if chain.is_empty() {
+            return None;
+        }
+        let prices = Arc::clone(&self.defaults);
+        let spending = self.cost_spending.clone();
+        Some(agent_loop::Fallback {
+            providers: Arc::clone(&self.providers),
+            chain: chain.iter().cloned().collect(),
+            thought_level: self.settings.thought_level,
+            cost_for: Arc::new(move |model: &str| {
+                price_of(&prices.prices, model).map(|price| CostMeter {
+                    price: price.clone(),
+                    spending: spending.clone(),
+                })
+            }),
+        })
     }
 }
 
@@ -249,6 +274,7 @@ impl SessionActor {
                 price: price.clone(),
                 spending: services.spending.clone(),
             }),
+            cost_spending: services.spending.clone(),
             journal: self.journal(Arc::clone(&journaled)),
         };
         Ok((context, journaled))
@@ -299,6 +325,9 @@ impl SessionActor {
                 self.record_turn(&outcome, turn.started.command);
                 // The turn's copy holds its messages, compactions and drops.
                 self.conversation.context = outcome.context;
+                if let Some(switched) = outcome.switched {
+                    self.adopt_fallback(switched);
+                }
                 let usage = with_children(outcome.usage, self.services.tally.take_usage());
                 outcome
                     .result

@@ -33,6 +33,7 @@ mod protocol;
 mod provider_errors;
 mod provider_types;
 mod providers;
+mod rate_limits;
 mod real_llm;
 mod reasoning;
 mod sandbox;
