@@ -251,11 +251,7 @@ pub struct CardSettings {
 
 /// `$XDG_CONFIG_HOME/crucible/agents`, else `~/.config/crucible/agents`.
 pub fn user_dir() -> Option<PathBuf> {
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
-    Some(config.join("crucible").join("agents"))
+    Some(crate::util::crucible_config_dir()?.join("agents"))
 }
 
 /// Every card: built-in, then the user's, the kiln's and the project's
@@ -277,7 +273,7 @@ pub fn load_all(
                 .ok()
         })
         .collect();
-    let crucible_dirs = [settings.kiln.clone(), project_root(project)]
+    let crucible_dirs = [settings.kiln.clone(), crate::util::project_root(project)]
         .into_iter()
         .flatten()
         .map(|root| root.join(".crucible").join("agents"));
@@ -291,18 +287,6 @@ pub fn load_all(
         card.resolve_specialty(&settings.specialty_models, is_provider);
     }
     cards
-}
-
-/// The nearest directory at or above `start` holding `.crucible/`, short
-/// of the home directory (whose `.crucible/` is Crucible's data, not a
-/// project).
-fn project_root(start: &Path) -> Option<PathBuf> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    start
-        .ancestors()
-        .take_while(|dir| Some(*dir) != home.as_deref())
-        .find(|dir| dir.join(".crucible").is_dir())
-        .map(Path::to_path_buf)
 }
 
 fn load_dir(dir: &Path) -> Vec<AgentCard> {

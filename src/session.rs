@@ -7,9 +7,11 @@
 mod fallback;
 mod live;
 pub mod manager;
+mod permissions_command;
 mod pick;
 mod prompts;
 mod record;
+mod rule_files;
 pub mod runtime;
 mod sandbox;
 mod services;
