@@ -7,7 +7,7 @@
 //! user's `~/.config/crucible/agents/` (`$XDG_CONFIG_HOME`), the kiln's
 //! `.crucible/agents/` and the project's `.crucible/agents/`.
 
-mod front_matter;
+pub mod front_matter;
 mod subagents;
 
 use std::collections::BTreeMap;
@@ -90,23 +90,12 @@ impl AgentCard {
     /// The card in `text`, read from `source` (a path: a card without
     /// `name` is named after the file, as in Crucible).
     pub fn parse(text: &str, source: &str) -> Result<Self, CardError> {
-        let text = text.trim_start_matches('\u{feff}');
-        let lines: Vec<&str> = text.lines().collect();
-        if lines.first().map(|line| line.trim()) != Some("---") {
-            return Err(CardError::NoFrontMatter {
-                file: source.into(),
-            });
-        }
-        let Some(close) = lines.iter().skip(1).position(|line| line.trim() == "---") else {
-            return Err(CardError::Unclosed {
-                file: source.into(),
-            });
-        };
+        let (pairs, body) = front_matter::split_document(text, source)?;
         let mut card = AgentCard {
             source: source.into(),
             ..AgentCard::default()
         };
-        for (key, value) in front_matter::parse(&lines[1..=close], source)? {
+        for (key, value) in pairs {
             card.set(&key, value)?;
         }
         if card.name.is_empty() {
@@ -120,7 +109,7 @@ impl AgentCard {
                 file: source.into(),
             });
         }
-        card.body = lines[close + 2..].join("\n").trim().to_string();
+        card.body = body;
         Ok(card)
     }
 

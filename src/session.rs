@@ -16,6 +16,7 @@ pub mod runtime;
 mod sandbox;
 mod services;
 mod settings;
+mod skills;
 mod slash;
 mod subagents;
 #[cfg(test)]

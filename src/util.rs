@@ -25,6 +25,11 @@ pub fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
+/// Reads `lock`, also after a thread panicked while writing it (as [`lock`]).
+pub fn lock_read<T>(lock: &std::sync::RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|poison| poison.into_inner())
+}
+
 /// Crucible's user config directory: `$XDG_CONFIG_HOME/crucible`, else
 /// `~/.config/crucible`.
 pub fn crucible_config_dir() -> Option<std::path::PathBuf> {

@@ -48,7 +48,9 @@ impl SessionActor {
 
     /// Every command the session offers now.
     pub(super) fn commands(&self) -> Vec<CommandInfo> {
-        commands::advertised(&self.prompt_commands())
+        let mut all = commands::advertised(&self.prompt_commands());
+        all.extend(self.skill_commands(&all));
+        all
     }
 
     /// Sends `available_commands_update` when the set differs from the last

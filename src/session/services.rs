@@ -57,6 +57,8 @@ pub(super) struct Services {
     pub tally: Arc<TurnTally>,
     /// What the session's model calls cost so far (where they are priced).
     pub spending: Spending,
+    /// The skills of the user's and the project's folders, re-read when they change.
+    pub skills: Arc<crate::skills::Catalog>,
     /// The client's `systemPrompt`, the system prompt's last layer.
     pub client_prompt: Option<crate::model::ClientPrompt>,
 }
@@ -170,6 +172,9 @@ impl Services {
             tally: Arc::default(),
             spending: Spending::default(),
             client_prompt: start.client_prompt.take(),
+            skills: Arc::new(crate::skills::Catalog::new(crate::skills::folders(
+                &start.cwd,
+            ))),
         }
     }
 }

@@ -73,6 +73,7 @@ pub(super) struct TurnContext {
     permissions: Arc<dyn PermissionGate>,
     /// Prices the model's calls, where the config has its price.
     cost: Option<CostMeter>,
+    skills: Arc<crate::skills::Catalog>,
     /// The session's running total, which a fallback model's meter adds to.
     cost_spending: crate::providers::pricing::Spending,
     /// Saves finished rounds and context operations at once, and keeps them.
@@ -129,6 +130,12 @@ impl TurnContext {
             emit(AgentEvent::Thought(notice));
         }
         let mut tools = self.tools;
+        let skills = self.skills.skills();
+        if !skills.is_empty() {
+            tools.register(Arc::new(crate::skills::tool::SkillTool {
+                catalog: Arc::clone(&self.skills),
+            }));
+        }
         if !self.abilities.ask_user {
             // Only an editor that shows forms can ask the user.
             tools = tools.filtered(|tool| tool.name() != crate::tools::builtin::ask_user::NAME);
@@ -149,13 +156,18 @@ impl TurnContext {
             window = window => window,
         };
         let names: Vec<String> = tools.names().map(str::to_string).collect();
-        let system = self.layers.render(&PromptVars {
+        let mut system = self.layers.render(&PromptVars {
             provider: &self.settings.provider,
             model: &self.settings.model,
             cwd: &self.cwd,
             mode: &self.settings.mode,
             tools: &names,
         });
+        // Last, so the layers before it stay a stable prefix for prompt caches.
+        if !skills.is_empty() && names.iter().any(|n| n == crate::skills::tool::NAME) {
+            system.push_str("\n\n");
+            system.push_str(&crate::skills::prompt_layer(&skills));
+        }
         TurnInput {
             provider: self.provider,
             reasoning: self.settings.reasoning(),
@@ -275,6 +287,7 @@ impl SessionActor {
                 spending: services.spending.clone(),
             }),
             cost_spending: services.spending.clone(),
+            skills: Arc::clone(&services.skills),
             journal: self.journal(Arc::clone(&journaled)),
         };
         Ok((context, journaled))
@@ -288,12 +301,14 @@ impl SessionActor {
         cancel: CancellationToken,
     ) -> Result<Started, SessionError> {
         self.services.tally.reset();
+        self.refresh_skills();
         if let Some(command) = crate::commands::from_parts(&content) {
             return self.start_command(command, cancel);
         }
         if let Some((command, args)) = self.find_prompt_command(&content) {
             return self.start_prompt_command(command, &args, cancel);
         }
+        let content = self.expand_skill_command(content);
         let (turn, journaled) = self.turn_context(true)?;
         self.conversation.context.push(Arc::new(Message {
             role: Role::User,

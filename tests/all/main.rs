@@ -38,6 +38,7 @@ mod real_llm;
 mod reasoning;
 mod sandbox;
 mod sessions;
+mod skills;
 mod sticky_permissions;
 mod store_fixture;
 mod streaming;
