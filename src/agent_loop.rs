@@ -185,7 +185,7 @@ pub async fn run_turn(
             Err(err) => {
                 // Only before the user saw any of the answer: a second one would repeat it.
                 if call.message.parts.is_empty()
-                    && let Some(next) = fall_back(&mut input, &err, emit).await
+                    && let Some(next) = fallback::fall_back(&mut input, &err, emit).await
                 {
                     budget = input.context_settings.budget(input.context_window);
                     switched = Some(next);
@@ -237,22 +237,6 @@ pub async fn run_turn(
         context_ops,
         switched,
     }
-}
-
-/// Move the turn to the next provider of its fallback chain, if one is left.
-async fn fall_back(
-    input: &mut TurnInput,
-    err: &ProviderError,
-    emit: &(dyn Fn(AgentEvent) + Send + Sync),
-) -> Option<Switched> {
-    let chain = input.fallback.as_mut()?;
-    let next = fallback::next(chain, &*input.provider, err, &input.cancel, emit).await?;
-    input.provider = next.provider;
-    input.model = next.switched.model.clone();
-    input.context_window = next.window;
-    input.reasoning = next.reasoning;
-    input.cost = next.cost;
-    Some(next.switched)
 }
 
 fn journal(input: &TurnInput, entry: Journal) {

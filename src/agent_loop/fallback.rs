@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::TurnInput;
 use crate::events::{AgentEvent, Notice, Severity};
 use crate::providers::fallback::FallbackTarget;
 use crate::providers::pricing::CostMeter;
@@ -91,6 +92,22 @@ pub async fn next(
         });
     }
     None
+}
+
+/// Move the turn to the next provider of its fallback chain, if one is left.
+pub(super) async fn fall_back(
+    input: &mut TurnInput,
+    err: &ProviderError,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> Option<Switched> {
+    let chain = input.fallback.as_mut()?;
+    let next = next(chain, &*input.provider, err, &input.cancel, emit).await?;
+    input.provider = next.provider;
+    input.model = next.switched.model.clone();
+    input.context_window = next.window;
+    input.reasoning = next.reasoning;
+    input.cost = next.cost;
+    Some(next.switched)
 }
 
 /// Where the turn goes on.

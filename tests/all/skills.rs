@@ -8,8 +8,9 @@ use serde_json::{Value, json};
 
 use crate::support::context::{system_text, tool_names};
 use crate::support::harness::{
-    Agent, LlmServer, Recorded, Reply, Split, agent_text, config_for, models_reply, openai_stream,
+    LlmServer, Recorded, Reply, Split, agent_text, config_for, models_reply, openai_stream,
 };
+use crate::support::homes::agent_with_config_home;
 
 const NOTES: &str = "Write release notes: one line per change, newest first. Use template.md.";
 
@@ -56,7 +57,7 @@ fn command_names(update: &Value) -> Vec<String> {
 #[tokio::test]
 async fn skills_are_listed_loaded_run_and_picked_up_when_added() {
     let server = LlmServer::start(skilled_model).await;
-    let config_home = tempfile::tempdir().unwrap();
+    let (mut agent, config_home) = agent_with_config_home(&config_for(&server, "test-model")).await;
     write_skill(
         &config_home.path().join("crucible/skills"),
         "tidy",
@@ -64,13 +65,6 @@ async fn skills_are_listed_loaded_run_and_picked_up_when_added() {
         "Tidy imports in Rust files",
         "Sort the use lines.",
     );
-    let home = config_home.path().to_str().unwrap().to_string();
-    let mut agent = Agent::spawn_with(
-        &config_for(&server, "test-model"),
-        &[],
-        &[("XDG_CONFIG_HOME", &home)],
-    )
-    .await;
     let project_skills = agent.cwd().join(".crucible/skills");
     write_skill(
         &project_skills,
@@ -106,14 +100,8 @@ async fn skills_are_listed_loaded_run_and_picked_up_when_added() {
         "the instructions are loaded on demand only"
     );
     assert!(tool_names(&requests[0]).contains(&"skill".to_string()));
-    let result = requests[1].body["messages"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let result = messages[messages.len() - 1]["content"].to_string();
     assert!(
         result.contains(NOTES) && result.contains("template.md"),
         "{result}"

@@ -5,6 +5,8 @@
 
 use serde_json::{Value, json};
 
+use crate::support::homes::agent_with_config_home;
+
 use crate::support::harness::{
     Agent, LlmServer, Recorded, Reply, Split, agent_text, config_for, models_reply, openai_stream,
 };
@@ -74,14 +76,7 @@ async fn slash(agent: &mut Agent, session: &str, text: &str) -> String {
 #[tokio::test]
 async fn a_project_rule_is_written_as_narrow_as_asked_and_obeyed_by_new_sessions() {
     let server = LlmServer::start(runs_the_prompt).await;
-    let config_home = tempfile::tempdir().unwrap();
-    let home = config_home.path().to_str().unwrap().to_string();
-    let mut agent = Agent::spawn_with(
-        &config_for(&server, "test-model"),
-        &[],
-        &[("XDG_CONFIG_HOME", &home)],
-    )
-    .await;
+    let (mut agent, config_home) = agent_with_config_home(&config_for(&server, "test-model")).await;
     let first = agent.start_session().await;
     let (was_asked, text) = run(&mut agent, &first, "echo sticky", "allow_project").await;
     assert!(was_asked);
