@@ -364,7 +364,8 @@ impl SessionPermissions {
             // "always" answers and the mode (auto runs it); no config rule
             // and no read-only exemption lets it through.
             Verdict::Ask => {
-                return match self.session_answer(tool.name()) {
+                let answer = self.session_answer(tool.name());
+                return match answer.or_else(|| self.remembered_answer(call, tool)) {
                     Some(Decision::Allow) => Some(Permission::Allow),
                     Some(Decision::Deny) => Some(rejected(call)),
                     _ if self.mode_allows(policy, tool) => Some(Permission::Allow),

@@ -319,6 +319,19 @@ impl SessionPermissions {
         lock(&self.file_rules).push(kept);
     }
 
+    /// What the remembered answers (the rules files) say about `call`.
+    pub(super) fn remembered_answer(
+        &self,
+        call: &ToolCallInfo,
+        tool: &dyn Tool,
+    ) -> Option<Decision> {
+        let files = lock(&self.file_rules);
+        files
+            .iter()
+            .find(|rule| rule.matches(call, tool))
+            .map(|rule| rule.decision)
+    }
+
     /// Every rule in force, with an id and where it comes from: this
     /// session's answers, the project's and user's files, then the config.
     pub fn listing(&self) -> Vec<ListedRule> {
@@ -474,6 +487,53 @@ mod tests {
         assert!(rule.matches(&asked, &**write));
         assert!(!rule.matches(&call(json!({"path": "b.txt"}), &["/p/b.txt"]), &**write));
         assert!(!rule.matches(&asked, &**shell), "another tool");
+    }
+
+    #[tokio::test]
+    async fn a_project_answer_is_written_and_settles_an_ask_pattern_for_that_command_only() {
+        use crate::client::PermissionChoice;
+        use crate::client::testing::RecordingClient;
+        use crate::permissions::{Permission, PermissionGate, patterns::PatternRule};
+        let project = tempfile::tempdir().unwrap();
+        let client =
+            std::sync::Arc::new(RecordingClient::answering(PermissionChoice::AllowInProject));
+        let lists = crate::permissions::PatternLists {
+            ask: vec![PatternRule::parse("bash:*").unwrap()],
+            ..Default::default()
+        };
+        let gate = SessionPermissions::new(
+            "s".into(),
+            client.clone(),
+            std::sync::Arc::default(),
+            crate::modes::ModePolicy::Ask,
+        )
+        .with_lists(std::sync::Arc::new(lists));
+        let files = RuleFiles {
+            project_root: project.path().to_path_buf(),
+            user: None,
+        };
+        gate.set_rule_files(files.clone(), Vec::new());
+        let registry = ToolRegistry::builtin();
+        let shell = registry.get("shell").unwrap();
+        let tests = call(json!({"command": "cargo test"}), &[]);
+        for _ in 0..3 {
+            assert_eq!(gate.check(&tests, &**shell).await, Permission::Allow);
+        }
+        assert_eq!(client.asked("request_permission"), 1);
+        let written = std::fs::read_to_string(files.project()).unwrap();
+        assert!(written.contains("command = \"cargo test\""), "{written}");
+        gate.check(&call(json!({"command": "cargo test; rm x"}), &[]), &**shell)
+            .await;
+        assert_eq!(client.asked("request_permission"), 2);
+        assert_eq!(gate.listing()[0].id, "p1");
+        assert!(gate.revoke("p1").is_ok());
+        // The second question was answered the same way: its own rule stays.
+        let left = std::fs::read_to_string(files.project()).unwrap();
+        assert!(
+            !left.contains("\"cargo test\"") && left.contains("\"cargo test; rm x\""),
+            "{left}"
+        );
+        assert_eq!(gate.listing()[0].id, "p1");
     }
 
     #[test]
