@@ -198,6 +198,8 @@ pub struct SessionPermissions {
     rule_files: Mutex<Option<RuleFiles>>,
     /// The rules read from those files (and written since), in file order.
     file_rules: Mutex<Vec<Rule>>,
+    /// Why a rules file is not used (shown by `/permissions`).
+    file_problems: Mutex<Vec<String>>,
     /// The agent (card) the session runs, for agent-scoped rules.
     agent: Mutex<Option<String>>,
     /// The session's mode; changed by the session actor, read by running turns.
@@ -232,6 +234,7 @@ impl SessionPermissions {
             session_rules: Mutex::default(),
             rule_files: Mutex::default(),
             file_rules: Mutex::default(),
+            file_problems: Mutex::default(),
             agent: Mutex::default(),
             policy: Mutex::new(policy),
             sandbox: None,

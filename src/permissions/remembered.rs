@@ -269,9 +269,16 @@ impl Rule {
 impl SessionPermissions {
     /// Where this session writes remembered answers, and what those files
     /// held when it started.
-    pub fn set_rule_files(&self, files: RuleFiles, loaded: Vec<Rule>) {
+    /// `problems`: why a file is not used, for `/permissions` to say.
+    pub fn set_rule_files(&self, files: RuleFiles, loaded: Vec<Rule>, problems: Vec<String>) {
         *lock(&self.rule_files) = Some(files);
         *lock(&self.file_rules) = loaded;
+        *lock(&self.file_problems) = problems;
+    }
+
+    /// Why a rules file is not used, if one is not.
+    pub fn file_problems(&self) -> Vec<String> {
+        lock(&self.file_problems).clone()
     }
 
     /// An "always allow in this project / everywhere" answer: written to
@@ -512,7 +519,7 @@ mod tests {
             project_root: project.path().to_path_buf(),
             user: None,
         };
-        gate.set_rule_files(files.clone(), Vec::new());
+        gate.set_rule_files(files.clone(), Vec::new(), Vec::new());
         let registry = ToolRegistry::builtin();
         let shell = registry.get("shell").unwrap();
         let tests = call(json!({"command": "cargo test"}), &[]);

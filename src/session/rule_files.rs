@@ -9,29 +9,34 @@ use std::path::Path;
 use crate::permissions::remembered::FILE_NAME;
 use crate::permissions::{Rule, RuleFiles, RuleOrigin};
 
-/// The files, and the rules they hold now. A file that cannot be used is
-/// logged and left out (its rules do not apply; nothing is allowed by it).
-pub(super) fn load(cwd: &Path) -> (RuleFiles, Vec<Rule>) {
+/// The files, the rules they hold now, and why a file could not be used
+/// (it is left out: none of its rules apply, so nothing is allowed by it).
+pub(super) fn load(cwd: &Path) -> (RuleFiles, Vec<Rule>, Vec<String>) {
     let project_root = crate::util::project_root(cwd).unwrap_or_else(|| cwd.to_path_buf());
     let files = RuleFiles {
         user: crate::util::crucible_config_dir().map(|dir| dir.join(FILE_NAME)),
         project_root,
     };
     let project = files.project();
-    let mut rules = read(
-        &project,
-        Some(&files.project_root),
-        RuleOrigin::ProjectFile(project.clone()),
-    );
+    let mut problems = Vec::new();
+    let origin = RuleOrigin::ProjectFile(project.clone());
+    let mut rules = read(&project, Some(&files.project_root), origin, &mut problems);
     if let Some(user) = &files.user {
-        rules.extend(read(user, None, RuleOrigin::UserFile(user.clone())));
+        let origin = RuleOrigin::UserFile(user.clone());
+        rules.extend(read(user, None, origin, &mut problems));
     }
-    (files, rules)
+    (files, rules, problems)
 }
 
-fn read(path: &Path, base: Option<&Path>, origin: RuleOrigin) -> Vec<Rule> {
+fn read(
+    path: &Path,
+    base: Option<&Path>,
+    origin: RuleOrigin,
+    problems: &mut Vec<String>,
+) -> Vec<Rule> {
     crate::config::load_rules_file(path, base, origin).unwrap_or_else(|err| {
         tracing::warn!(%err, "permission rules file not used");
+        problems.push(err.to_string());
         Vec::new()
     })
 }

@@ -112,8 +112,8 @@ impl Services {
             lineage.as_ref(),
             &sandbox,
         );
-        let (files, remembered) = super::rule_files::load(&start.cwd);
-        permissions.set_rule_files(files, remembered);
+        let (files, remembered, problems) = super::rule_files::load(&start.cwd);
+        permissions.set_rule_files(files, remembered, problems);
         if lineage.is_none() {
             let escalation: Arc<dyn Escalation> = permissions.clone();
             sandbox.set_escalation(Arc::downgrade(&escalation));

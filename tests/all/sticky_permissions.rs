@@ -134,4 +134,18 @@ async fn a_project_rule_is_written_as_narrow_as_asked_and_obeyed_by_new_sessions
     assert!(was_asked, "the revoked rule still held");
     let (was_asked, _) = run(&mut agent, &third, "echo everywhere", "reject_once").await;
     assert!(!was_asked, "the user's rule holds in every project");
+
+    // A file that does not parse is not used, and /permissions says why.
+    std::fs::write(
+        &file,
+        "[[permissions.rules]]\ntool = \"shell\"\ndecision = \"alow\"\n",
+    )
+    .unwrap();
+    let fourth = agent.new_session().await;
+    let listing = slash(&mut agent, &fourth, "/permissions").await;
+    assert!(
+        listing.contains("Not used (fix the file)")
+            && listing.contains("permissions.rules[0].decision"),
+        "{listing}"
+    );
 }
