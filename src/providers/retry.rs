@@ -90,10 +90,10 @@ pub fn decide(
     let backoff = exponential.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0));
     match err.retry_after() {
         Some(asked) if asked > policy.max_wait => Decision::GiveUp(format!(
-            "the server asks to wait {} s (until {}), longer than max_wait_secs ({} s); try again then",
+            "the server asks to wait {} s, longer than max_wait_secs ({} s); try again later (from {})",
             asked.as_secs(),
-            super::rate_limit::local_time_after(asked),
-            policy.max_wait.as_secs()
+            policy.max_wait.as_secs(),
+            super::rate_limit::local_time_after(asked)
         )),
         Some(asked) if asked > policy.max_delay => Decision::WaitLong(asked),
         Some(asked) => Decision::RetryAfter(asked.max(backoff)),
