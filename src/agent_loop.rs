@@ -24,6 +24,9 @@ use crate::providers::{
 use crate::tools::redact::Redactor;
 use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry, parse_arguments};
 
+pub mod fallback;
+pub use fallback::{Fallback, Switched};
+
 /// What a turn reports for the session store the moment it happens, so a
 /// crash loses only the round in flight.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,6 +65,8 @@ pub struct TurnInput {
     /// each multiple, the client is told the turn is still alive (a local
     /// model can read a long prompt for minutes; clients give up on silence).
     pub first_token_notice: Option<Duration>,
+    /// Where the turn goes on when its provider keeps failing.
+    pub fallback: Option<Fallback>,
 }
 
 pub struct TurnOutcome {
@@ -77,6 +82,8 @@ pub struct TurnOutcome {
     pub context: ContextManager,
     /// Compactions and drops made during the turn, in order (for a store).
     pub context_ops: Vec<ContextOp>,
+    /// The provider the turn fell back to, which the session adopts.
+    pub switched: Option<Switched>,
 }
 
 /// A compaction's id, unique in the session.
@@ -90,7 +97,8 @@ pub async fn run_turn(
 ) -> TurnOutcome {
     let mut context = std::mem::take(&mut input.context);
     let mut context_ops = Vec::new();
-    let budget = input.context_settings.budget(input.context_window);
+    let mut budget = input.context_settings.budget(input.context_window);
+    let mut switched = None;
     let mut new_messages: Vec<Arc<Message>> = Vec::new();
     let mut usage_total: Option<Usage> = None;
     let mut requests = 0;
@@ -175,6 +183,15 @@ pub async fn run_turn(
                 break Ok(StopReason::Cancelled);
             }
             Err(err) => {
+                // Only before the user saw any of the answer: a second one would repeat it.
+                if call.message.parts.is_empty()
+                    && let Some(next) = fallback::fall_back(&mut input, &err, emit).await
+                {
+                    budget = input.context_settings.budget(input.context_window);
+                    switched = Some(next);
+                    requests -= 1;
+                    continue;
+                }
                 push_without_calls(&mut new_messages, &mut context, call.message, &input);
                 break Err(err);
             }
@@ -219,6 +236,7 @@ pub async fn run_turn(
         usage: usage_total,
         context,
         context_ops,
+        switched,
     }
 }
 
@@ -574,7 +592,10 @@ async fn call_model(
         let thought = notice.message();
         emit(AgentEvent::Notice(crate::events::Notice {
             severity: crate::events::Severity::Warning,
-            title: format!("Provider `{}` failed; retrying", notice.provider),
+            title: match notice.until {
+                Some(_) => format!("Provider `{}` is rate limited; waiting", notice.provider),
+                None => format!("Provider `{}` failed; retrying", notice.provider),
+            },
             detail: Some(thought.trim().to_string()),
             thought,
         }))
@@ -864,6 +885,7 @@ mod tests {
             max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
             journal: None,
             first_token_notice: None,
+            fallback: None,
         }
     }
 

@@ -7,7 +7,7 @@
 //! user's `~/.config/crucible/agents/` (`$XDG_CONFIG_HOME`), the kiln's
 //! `.crucible/agents/` and the project's `.crucible/agents/`.
 
-mod front_matter;
+pub mod front_matter;
 mod subagents;
 
 use std::collections::BTreeMap;
@@ -90,23 +90,12 @@ impl AgentCard {
     /// The card in `text`, read from `source` (a path: a card without
     /// `name` is named after the file, as in Crucible).
     pub fn parse(text: &str, source: &str) -> Result<Self, CardError> {
-        let text = text.trim_start_matches('\u{feff}');
-        let lines: Vec<&str> = text.lines().collect();
-        if lines.first().map(|line| line.trim()) != Some("---") {
-            return Err(CardError::NoFrontMatter {
-                file: source.into(),
-            });
-        }
-        let Some(close) = lines.iter().skip(1).position(|line| line.trim() == "---") else {
-            return Err(CardError::Unclosed {
-                file: source.into(),
-            });
-        };
+        let (pairs, body) = front_matter::split_document(text, source)?;
         let mut card = AgentCard {
             source: source.into(),
             ..AgentCard::default()
         };
-        for (key, value) in front_matter::parse(&lines[1..=close], source)? {
+        for (key, value) in pairs {
             card.set(&key, value)?;
         }
         if card.name.is_empty() {
@@ -120,7 +109,7 @@ impl AgentCard {
                 file: source.into(),
             });
         }
-        card.body = lines[close + 2..].join("\n").trim().to_string();
+        card.body = body;
         Ok(card)
     }
 
@@ -251,11 +240,7 @@ pub struct CardSettings {
 
 /// `$XDG_CONFIG_HOME/crucible/agents`, else `~/.config/crucible/agents`.
 pub fn user_dir() -> Option<PathBuf> {
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
-    Some(config.join("crucible").join("agents"))
+    Some(crate::util::crucible_config_dir()?.join("agents"))
 }
 
 /// Every card: built-in, then the user's, the kiln's and the project's
@@ -277,7 +262,7 @@ pub fn load_all(
                 .ok()
         })
         .collect();
-    let crucible_dirs = [settings.kiln.clone(), project_root(project)]
+    let crucible_dirs = [settings.kiln.clone(), crate::util::project_root(project)]
         .into_iter()
         .flatten()
         .map(|root| root.join(".crucible").join("agents"));
@@ -291,18 +276,6 @@ pub fn load_all(
         card.resolve_specialty(&settings.specialty_models, is_provider);
     }
     cards
-}
-
-/// The nearest directory at or above `start` holding `.crucible/`, short
-/// of the home directory (whose `.crucible/` is Crucible's data, not a
-/// project).
-fn project_root(start: &Path) -> Option<PathBuf> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    start
-        .ancestors()
-        .take_while(|dir| Some(*dir) != home.as_deref())
-        .find(|dir| dir.join(".crucible").is_dir())
-        .map(Path::to_path_buf)
 }
 
 fn load_dir(dir: &Path) -> Vec<AgentCard> {

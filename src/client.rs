@@ -255,6 +255,11 @@ pub struct ClientAbilities {
 pub enum PermissionChoice {
     AllowOnce,
     AllowAlways,
+    /// Always, in this project: a rule written to the project's
+    /// `.crucible/permissions.toml`, as narrow as the question.
+    AllowInProject,
+    /// Always, in every project: the same rule in the user's file.
+    AllowEverywhere,
     RejectOnce,
     RejectAlways,
     /// The client cancelled the question (the user cancelled the turn).
@@ -263,12 +268,22 @@ pub enum PermissionChoice {
 
 impl PermissionChoice {
     /// The option ids offered to the client, in the order shown.
-    pub const OFFERED: [(PermissionChoice, &'static str, &'static str); 4] = [
+    pub const OFFERED: [(PermissionChoice, &'static str, &'static str); 6] = [
         (PermissionChoice::AllowOnce, "allow_once", "Allow"),
         (
             PermissionChoice::AllowAlways,
             "allow_always",
             "Always allow",
+        ),
+        (
+            PermissionChoice::AllowInProject,
+            "allow_project",
+            "Always allow in this project",
+        ),
+        (
+            PermissionChoice::AllowEverywhere,
+            "allow_everywhere",
+            "Always allow everywhere",
         ),
         (PermissionChoice::RejectOnce, "reject_once", "Reject"),
         (

@@ -21,7 +21,7 @@ use crate::model::Part;
 /// The reserved namespace: `/crucible:context` is always the built-in.
 pub const NAMESPACE: &str = "crucible:";
 
-const BUILTIN: [(&str, &str, Option<&str>); 7] = [
+const BUILTIN: [(&str, &str, Option<&str>); 8] = [
     ("help", "List the commands", None),
     (
         "compact",
@@ -49,6 +49,11 @@ const BUILTIN: [(&str, &str, Option<&str>); 7] = [
         "Start the context over (the session, its mode and model stay)",
         None,
     ),
+    (
+        "permissions",
+        "List the permission rules in force and where each comes from, or: revoke ID",
+        Some("revoke ID"),
+    ),
 ];
 
 pub fn builtin() -> Vec<CommandInfo> {
@@ -65,12 +70,16 @@ pub fn builtin() -> Vec<CommandInfo> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     Help,
-    Compact { focus: Option<String> },
+    Compact {
+        focus: Option<String>,
+    },
     Context(ContextCommand),
     Agent(Option<String>),
     Mode(Option<String>),
     Model(Option<String>),
     Clear,
+    /// `/permissions`, or `/permissions revoke ID` (the argument as typed).
+    Permissions(Option<String>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -342,6 +351,7 @@ pub fn parse(text: &str) -> Option<Result<Command, CommandError>> {
         "mode" => Command::Mode(arg),
         "model" => Command::Model(arg),
         "clear" => Command::Clear,
+        "permissions" => Command::Permissions(arg),
         _ => return None,
     };
     Some(Ok(command))

@@ -38,6 +38,7 @@ use std::time::Duration;
 
 pub use error::ConfigError;
 pub use overrides::Overrides;
+pub use permissions::load_rules_file;
 pub use report::{ConfigReport, Ignored};
 
 use crate::agents::{CardSettings, SubagentSettings};

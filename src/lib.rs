@@ -23,6 +23,7 @@ pub mod permissions;
 pub mod prompt;
 pub mod providers;
 pub mod session;
+pub mod skills;
 pub mod store;
 pub mod tools;
 pub mod transport;

@@ -17,9 +17,10 @@ mod ceiling;
 mod command_line;
 mod escalation;
 pub mod patterns;
+pub mod remembered;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
@@ -32,6 +33,7 @@ use crate::tools::sandbox::SessionSandbox;
 use crate::tools::sensitive::SensitiveFiles;
 use crate::util::lock;
 use patterns::{PatternLists, Verdict};
+pub use remembered::{Persist, RuleFiles, RuleOrigin};
 
 /// What a rule decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -82,7 +84,14 @@ pub struct Rule {
     pub command_prefixes: Vec<String>,
     /// Searched in the call's arguments as JSON text.
     pub pattern: Option<regex::Regex>,
+    /// For `shell`: the command is exactly this (what a remembered answer
+    /// approved, and nothing more).
+    pub command: Option<String>,
+    /// Every place the call touches is one of these (and it touches one).
+    pub paths: Vec<PathBuf>,
     pub decision: Decision,
+    /// Where the rule was written, for `/permissions`.
+    pub origin: RuleOrigin,
 }
 
 impl Rule {
@@ -110,6 +119,17 @@ impl Rule {
                 .pattern
                 .as_ref()
                 .is_none_or(|pattern| pattern.is_match(&call.raw_input.to_string()))
+            && self.command.as_deref().is_none_or(|exact| {
+                call.raw_input["command"]
+                    .as_str()
+                    .is_some_and(|command| command.trim() == exact.trim())
+            })
+            && (self.paths.is_empty()
+                || (!call.locations.is_empty()
+                    && call
+                        .locations
+                        .iter()
+                        .all(|location| self.paths.contains(&location.path))))
     }
 
     /// Whether the rule applies to a session run by `agent`.
@@ -174,6 +194,12 @@ pub struct SessionPermissions {
     lists: Arc<PatternLists>,
     /// "Always" answers, newest first.
     session_rules: Mutex<Vec<Rule>>,
+    /// Where "in this project" and "everywhere" answers are written.
+    rule_files: Mutex<Option<RuleFiles>>,
+    /// The rules read from those files (and written since), in file order.
+    file_rules: Mutex<Vec<Rule>>,
+    /// Why a rules file is not used (shown by `/permissions`).
+    file_problems: Mutex<Vec<String>>,
     /// The agent (card) the session runs, for agent-scoped rules.
     agent: Mutex<Option<String>>,
     /// The session's mode; changed by the session actor, read by running turns.
@@ -206,6 +232,9 @@ impl SessionPermissions {
             lists: Arc::default(),
             sensitive_files: Arc::default(),
             session_rules: Mutex::default(),
+            rule_files: Mutex::default(),
+            file_rules: Mutex::default(),
+            file_problems: Mutex::default(),
             agent: Mutex::default(),
             policy: Mutex::new(policy),
             sandbox: None,
@@ -285,9 +314,11 @@ impl SessionPermissions {
     /// The decision and scope of the first matching rule.
     fn decided(&self, call: &ToolCallInfo, tool: &dyn Tool) -> Option<(Decision, RuleScope)> {
         let session = self.lock_session_rules().clone();
+        let files = lock(&self.file_rules).clone();
         let agent = lock(&self.agent).clone();
+        // This session's answers, then the remembered ones, then the config's.
         first_match(
-            self.rules.iter().chain(session.iter()),
+            session.iter().chain(files.iter()).chain(self.rules.iter()),
             agent.as_deref(),
             call,
             tool,
@@ -336,7 +367,8 @@ impl SessionPermissions {
             // "always" answers and the mode (auto runs it); no config rule
             // and no read-only exemption lets it through.
             Verdict::Ask => {
-                return match self.session_answer(tool.name()) {
+                let answer = self.session_answer(tool.name());
+                return match answer.or_else(|| self.remembered_answer(call, tool)) {
                     Some(Decision::Allow) => Some(Permission::Allow),
                     Some(Decision::Deny) => Some(rejected(call)),
                     _ if self.mode_allows(policy, tool) => Some(Permission::Allow),
@@ -397,7 +429,13 @@ impl SessionPermissions {
         };
         let mut rules = self.lock_session_rules();
         rules.retain(|rule| rule.tool.as_deref() != Some(tool));
-        rules.insert(0, Rule::for_tool(RuleScope::Session, tool, decision));
+        rules.insert(
+            0,
+            Rule {
+                origin: RuleOrigin::Session,
+                ..Rule::for_tool(RuleScope::Session, tool, decision)
+            },
+        );
     }
 
     /// The first place of the call that is a sensitive file, and why.
@@ -456,6 +494,14 @@ impl PermissionGate for SessionPermissions {
                 Ok(PermissionChoice::AllowOnce) => Permission::Allow,
                 Ok(PermissionChoice::AllowAlways) => {
                     self.answered_always(tool.name(), true);
+                    Permission::Allow
+                }
+                Ok(PermissionChoice::AllowInProject) => {
+                    self.persist(Persist::Project, call, tool);
+                    Permission::Allow
+                }
+                Ok(PermissionChoice::AllowEverywhere) => {
+                    self.persist(Persist::Everywhere, call, tool);
                     Permission::Allow
                 }
                 Ok(PermissionChoice::RejectOnce) => rejected(call),

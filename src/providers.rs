@@ -6,11 +6,13 @@
 
 pub mod anthropic;
 pub mod encoded;
+pub mod fallback;
 pub mod http;
 pub mod known_models;
 pub mod ollama;
 pub mod openai;
 pub mod pricing;
+pub mod rate_limit;
 pub mod reasoning;
 pub mod retry;
 pub mod settings;

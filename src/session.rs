@@ -4,15 +4,19 @@
 //! turn (one at a time, with its cancellation token). Everything else talks
 //! to it through its mailbox, so sessions never lock or block each other.
 
+mod fallback;
 mod live;
 pub mod manager;
+mod permissions_command;
 mod pick;
 mod prompts;
 mod record;
+mod rule_files;
 pub mod runtime;
 mod sandbox;
 mod services;
 mod settings;
+mod skills;
 mod slash;
 mod subagents;
 #[cfg(test)]

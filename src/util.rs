@@ -25,6 +25,35 @@ pub fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
+/// Reads `lock`, also after a thread panicked while writing it (as [`lock`]).
+pub fn lock_read<T>(lock: &std::sync::RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|poison| poison.into_inner())
+}
+
+/// Crucible's user config directory: `$XDG_CONFIG_HOME/crucible`, else
+/// `~/.config/crucible`.
+pub fn crucible_config_dir() -> Option<std::path::PathBuf> {
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|home| std::path::PathBuf::from(home).join(".config"))
+        })?;
+    Some(config.join("crucible"))
+}
+
+/// The nearest directory at or above `start` holding `.crucible/`, short
+/// of the home directory (whose `.crucible/` is Crucible's data, not a
+/// project).
+pub fn project_root(start: &std::path::Path) -> Option<std::path::PathBuf> {
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    start
+        .ancestors()
+        .take_while(|dir| Some(*dir) != home.as_deref())
+        .find(|dir| dir.join(".crucible").is_dir())
+        .map(std::path::Path::to_path_buf)
+}
+
 /// `at` as RFC 3339 UTC with milliseconds: fixed width, so it sorts as text.
 pub fn rfc3339(at: std::time::SystemTime) -> String {
     humantime::format_rfc3339_millis(at).to_string()

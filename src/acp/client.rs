@@ -453,7 +453,14 @@ mod tests {
                 .collect();
             assert_eq!(
                 offered,
-                ["allow_once", "allow_always", "reject_once", "reject_always"]
+                [
+                    "allow_once",
+                    "allow_always",
+                    "allow_project",
+                    "allow_everywhere",
+                    "reject_once",
+                    "reject_always"
+                ]
             );
             assert_eq!(choice, expected);
         }

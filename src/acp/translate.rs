@@ -179,7 +179,9 @@ pub fn permission_request(session_id: &str, call: &ToolCallInfo) -> acp::Request
         .map(|(choice, id, name)| {
             let kind = match choice {
                 PermissionChoice::AllowOnce => acp::PermissionOptionKind::AllowOnce,
-                PermissionChoice::AllowAlways => acp::PermissionOptionKind::AllowAlways,
+                PermissionChoice::AllowAlways
+                | PermissionChoice::AllowInProject
+                | PermissionChoice::AllowEverywhere => acp::PermissionOptionKind::AllowAlways,
                 PermissionChoice::RejectOnce | PermissionChoice::Cancelled => {
                     acp::PermissionOptionKind::RejectOnce
                 }

@@ -25,6 +25,21 @@ impl Value {
     }
 }
 
+/// A document that starts with front matter (a `---` line, `key: value`
+/// lines, a closing `---`): its pairs and the text after it, trimmed.
+pub fn split_document(text: &str, file: &str) -> Result<(Vec<(String, Value)>, String), CardError> {
+    let text = text.trim_start_matches('\u{feff}');
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.first().map(|line| line.trim()) != Some("---") {
+        return Err(CardError::NoFrontMatter { file: file.into() });
+    }
+    let Some(close) = lines.iter().skip(1).position(|line| line.trim() == "---") else {
+        return Err(CardError::Unclosed { file: file.into() });
+    };
+    let pairs = parse(&lines[1..=close], file)?;
+    Ok((pairs, lines[close + 2..].join("\n").trim().to_string()))
+}
+
 /// The `key: value` pairs of the front matter's `lines` (between the `---`s).
 pub fn parse(lines: &[&str], file: &str) -> Result<Vec<(String, Value)>, CardError> {
     let bad = |line: &str| CardError::BadLine {

@@ -124,6 +124,7 @@ pub(super) fn validate_llm(
                 })?;
         providers.insert(name, provider);
     }
+    crate::providers::fallback::check_chains(&providers).map_err(in_file(path))?;
     warnings.extend(
         findings
             .into_iter()

@@ -106,13 +106,72 @@ fn validate_lists(
     })
 }
 
+/// A rules file (`PROJECT/.crucible/permissions.toml`, the user's
+/// `permissions.toml`): `[[permissions.rules]]` only, its relative paths
+/// under `base`; each rule ranks as the user's answer ([`RuleScope::Session`]).
+/// A missing file has no rules.
+pub fn load_rules_file(
+    path: &Path,
+    base: Option<&Path>,
+    origin: crate::permissions::RuleOrigin,
+) -> Result<Vec<Rule>, ConfigError> {
+    #[derive(serde::Deserialize, Default)]
+    #[serde(deny_unknown_fields)]
+    struct RulesFile {
+        #[serde(default)]
+        permissions: RulesTable,
+    }
+    #[derive(serde::Deserialize, Default)]
+    #[serde(deny_unknown_fields)]
+    struct RulesTable {
+        #[serde(default)]
+        rules: Vec<RawRule>,
+    }
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let file: RulesFile = toml::from_str(&text).map_err(|err| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: format!("{err}It holds only [[permissions.rules]] entries."),
+    })?;
+    (file.permissions.rules.into_iter().enumerate())
+        .map(|(n, raw)| {
+            let place = RulePlace { n, path, base };
+            let rule = place.rule(raw)?;
+            if rule.scope != RuleScope::Global {
+                return Err(place.invalid(
+                    "scope",
+                    "is set in a rules file",
+                    "Its rules are the user's own answers; remove `scope` and `agent`.",
+                ));
+            }
+            Ok(Rule {
+                scope: RuleScope::Session,
+                origin: origin.clone(),
+                ..rule
+            })
+        })
+        .collect()
+}
+
 /// The rules in the order written (first match wins among equals).
 fn validate_rules(raw: RawPermissions, path: &Path) -> Result<Vec<Rule>, ConfigError> {
     raw.rules
         .into_iter()
         .enumerate()
         .map(|(n, rule)| {
-            let place = RulePlace { n, path };
+            let place = RulePlace {
+                n,
+                path,
+                base: None,
+            };
             place.rule(rule)
         })
         .collect()
@@ -122,6 +181,8 @@ fn validate_rules(raw: RawPermissions, path: &Path) -> Result<Vec<Rule>, ConfigE
 struct RulePlace<'a> {
     n: usize,
     path: &'a Path,
+    /// What relative `path`s are relative to (a rules file's project).
+    base: Option<&'a Path>,
 }
 
 impl RulePlace<'_> {
@@ -171,11 +232,22 @@ impl RulePlace<'_> {
             ));
         }
         let tool = rule.tool.filter(|tool| tool != "*");
+        let command = rule.command.filter(|command| !command.trim().is_empty());
+        let paths: Vec<std::path::PathBuf> = (rule.path.map(OneOrMany::into_vec))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|path| {
+                self.base
+                    .map_or_else(|| path.clone().into(), |base| base.join(&path))
+            })
+            .collect();
         if rule.all == Some(true)
             && (tool.is_some()
                 || kind.is_some()
                 || !command_prefixes.is_empty()
-                || pattern.is_some())
+                || pattern.is_some()
+                || command.is_some()
+                || !paths.is_empty())
         {
             return Err(self.invalid(
                 "all",
@@ -190,7 +262,10 @@ impl RulePlace<'_> {
             kind,
             command_prefixes,
             pattern,
+            command,
+            paths,
             decision,
+            origin: crate::permissions::RuleOrigin::Config,
         })
     }
 

@@ -124,6 +124,10 @@ pub struct RawRule {
     pub tool: Option<String>,
     pub kind: Option<String>,
     pub command_prefix: Option<OneOrMany>,
+    /// An exact command line (what "Always allow in this project" writes).
+    pub command: Option<String>,
+    /// Exact files (relative to the project in its rules file).
+    pub path: Option<OneOrMany>,
     pub pattern: Option<String>,
     pub all: Option<bool>,
     pub decision: Option<String>,

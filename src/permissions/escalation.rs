@@ -49,11 +49,15 @@ impl Escalation for SessionPermissions {
             let mut asked = call.clone();
             asked.title = format!("Run outside the sandbox? {} — {blocked}", call.title);
             match self.sink.request_permission(&self.session_id, &asked).await {
-                // "Always" is not remembered: it would let every later
-                // command out unasked, which the sandbox option does plainly.
-                Ok(PermissionChoice::AllowOnce | PermissionChoice::AllowAlways) => {
-                    Escalated::Granted
-                }
+                // "Always" is not remembered (nor written to a file): it
+                // would let every later command out unasked, which the
+                // sandbox option does plainly.
+                Ok(
+                    PermissionChoice::AllowOnce
+                    | PermissionChoice::AllowAlways
+                    | PermissionChoice::AllowInProject
+                    | PermissionChoice::AllowEverywhere,
+                ) => Escalated::Granted,
                 Ok(PermissionChoice::RejectOnce | PermissionChoice::RejectAlways) => {
                     Escalated::Refused(format!(
                         "The user declined to run it outside the sandbox. {NOT_ESCALATED}"

@@ -773,6 +773,7 @@ mod tests {
             temperature: Some(0.25),
             available_models: Vec::new(),
             retry: RetryPolicy::default(),
+            fallback: Vec::new(),
         }
     }
 

@@ -223,8 +223,10 @@ impl<W: WireFormat> HttpProvider<W> {
             return Ok(response);
         }
         let status = response.status().as_u16();
-        let retry_after = retry_after(response.headers());
+        let headers = response.headers().clone();
         let body = response.text().await.unwrap_or_default();
+        let retry_after =
+            super::rate_limit::wait_hint(status, &headers, &body, jiff::Timestamp::now());
         Err(status_error(
             &self.settings,
             status,
@@ -409,35 +411,9 @@ pub fn connect_error(config: &ProviderSettings, err: &reqwest::Error) -> Provide
     }
 }
 
-/// `Retry-After` (seconds) or OpenAI's `retry-after-ms`, when given.
-pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let header = |name: &str| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
-    let seconds = header("retry-after-ms")
-        .map(|ms| ms / 1000.0)
-        .or_else(|| header("retry-after"))?;
-    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reqwest::header::{HeaderMap, HeaderValue};
-
-    #[test]
-    fn retry_after_reads_seconds_and_milliseconds() {
-        let mut headers = HeaderMap::new();
-        assert_eq!(retry_after(&headers), None);
-        headers.insert("retry-after", HeaderValue::from_static("2"));
-        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
-        headers.insert("retry-after-ms", HeaderValue::from_static("1500"));
-        assert_eq!(retry_after(&headers), Some(Duration::from_millis(1500)));
-        let mut dated = HeaderMap::new();
-        dated.insert(
-            "retry-after",
-            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
-        );
-        assert_eq!(retry_after(&dated), None);
-    }
 
     #[test]
     fn error_bodies_of_all_three_formats_are_read() {

@@ -19,10 +19,19 @@ pub struct RetryNotice {
     pub max_attempts: u32,
     pub delay: Duration,
     pub reason: String,
+    /// A rate-limit wait longer than a backoff: the local time it ends.
+    pub until: Option<String>,
 }
 
 impl RetryNotice {
     pub fn message(&self) -> String {
+        if let Some(until) = &self.until {
+            return format!(
+                "Provider `{}` is rate limited until {until} ({} from now), waiting (cancel to stop)…\n",
+                self.provider,
+                human_duration(self.delay)
+            );
+        }
         format!(
             "Provider `{}` {}; retrying in {} (attempt {} of {})…\n",
             self.provider,
@@ -46,6 +55,9 @@ fn human_duration(delay: Duration) -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
     RetryAfter(Duration),
+    /// The server asks for a wait longer than a backoff, but within
+    /// `max_wait_secs`: sat out, cancellably, and told to the user.
+    WaitLong(Duration),
     /// Not worth retrying: the error as is.
     Fail,
     /// Transient, but retrying will not help now; why, for the user.
@@ -77,11 +89,13 @@ pub fn decide(
     // Between half and all of the exponential delay.
     let backoff = exponential.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0));
     match err.retry_after() {
-        Some(asked) if asked > policy.max_delay => Decision::GiveUp(format!(
-            "the server asks to wait {} s, longer than retry_max_delay_secs ({} s); try again later",
+        Some(asked) if asked > policy.max_wait => Decision::GiveUp(format!(
+            "the server asks to wait {} s, longer than max_wait_secs ({} s); try again later (from {})",
             asked.as_secs(),
-            policy.max_delay.as_secs()
+            policy.max_wait.as_secs(),
+            super::rate_limit::local_time_after(asked)
         )),
+        Some(asked) if asked > policy.max_delay => Decision::WaitLong(asked),
         Some(asked) => Decision::RetryAfter(asked.max(backoff)),
         None => Decision::RetryAfter(backoff),
     }
@@ -114,7 +128,8 @@ pub async fn start_stream(
             Ok(stream) => return Ok(stream),
             Err(err) => err,
         };
-        match decide(&policy, retries_done, &err, fastrand::f64()) {
+        let decision = decide(&policy, retries_done, &err, fastrand::f64());
+        match decision {
             Decision::Fail => return Err(err),
             Decision::GiveUp(why) => {
                 return Err(ProviderError::GaveUp {
@@ -122,14 +137,16 @@ pub async fn start_stream(
                     why,
                 });
             }
-            Decision::RetryAfter(delay) => {
+            Decision::RetryAfter(delay) | Decision::WaitLong(delay) => {
                 retries_done += 1;
+                let long = matches!(decision, Decision::WaitLong(_));
                 let notice = RetryNotice {
                     provider: provider.name().to_string(),
                     attempt: retries_done + 1,
                     max_attempts: policy.max_retries + 1,
                     delay,
                     reason: reason(&err),
+                    until: long.then(|| super::rate_limit::local_time_after(delay)),
                 };
                 tracing::info!(provider = provider.name(), %err, ?delay, "retrying");
                 notify(notice);
@@ -162,6 +179,7 @@ mod tests {
             max_retries: 3,
             base_delay: Duration::from_secs(1),
             max_delay: Duration::from_secs(30),
+            max_wait: Duration::from_secs(600),
         }
     }
 
@@ -235,9 +253,13 @@ mod tests {
             decide(&policy(), 0, &http(429, Some(7)), 0.0),
             Decision::RetryAfter(Duration::from_secs(7))
         );
+        assert_eq!(
+            decide(&policy(), 0, &http(429, Some(300)), 0.0),
+            Decision::WaitLong(Duration::from_secs(300))
+        );
         assert!(matches!(
             decide(&policy(), 0, &http(429, Some(3600)), 0.0),
-            Decision::GiveUp(why) if why.contains("3600 s")
+            Decision::GiveUp(why) if why.contains("3600 s") && why.contains("max_wait_secs")
         ));
         let off = RetryPolicy {
             max_retries: 0,

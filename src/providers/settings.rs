@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use thiserror::Error;
 
+pub use super::fallback::FallbackTarget;
 pub use key::{ApiKey, KeySource, Secret, StoredKeys, env_reference, file_reference};
 pub use service::{ProviderType, TypeName};
 
@@ -28,6 +29,7 @@ const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 10;
 const DEFAULT_MAX_RETRIES: u32 = 3;
 const DEFAULT_RETRY_BASE_DELAY_MS: u64 = 1000;
 const DEFAULT_RETRY_MAX_DELAY_SECS: u64 = 60;
+const DEFAULT_MAX_WAIT_SECS: u64 = 300;
 
 /// `[llm.providers.NAME]` as written. Every key is optional; unknown keys are
 /// collected so the error can name them. `url` and `model` are the design
@@ -58,6 +60,11 @@ pub struct RawProvider {
     pub max_retries: Option<u32>,
     pub retry_base_delay_ms: Option<u64>,
     pub retry_max_delay_secs: Option<u64>,
+    /// The longest rate-limit wait sat out before retrying.
+    pub max_wait_secs: Option<u64>,
+    /// Where a turn goes on when this provider keeps failing: `PROVIDER` or
+    /// `PROVIDER/MODEL`, in order.
+    pub fallback: Option<Vec<String>>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
 }
@@ -115,6 +122,8 @@ pub struct ProviderSettings {
     /// `available_models`: offered instead of the server's list when not empty.
     pub available_models: Vec<String>,
     pub retry: RetryPolicy,
+    /// `fallback`: where a turn goes on when this provider keeps failing.
+    pub fallback: Vec<FallbackTarget>,
 }
 
 impl ProviderSettings {
@@ -135,6 +144,7 @@ impl ProviderSettings {
             temperature: None,
             available_models: Vec::new(),
             retry: RetryPolicy::default(),
+            fallback: Vec::new(),
         }
     }
 
@@ -151,8 +161,12 @@ pub struct RetryPolicy {
     pub max_retries: u32,
     /// The first wait; each later one doubles, with jitter.
     pub base_delay: Duration,
-    /// No single wait is longer, and a `Retry-After` beyond it is not waited for.
+    /// No backoff wait is longer; a server's longer `Retry-After` (or reset
+    /// time) is a rate-limit wait, told to the user.
     pub max_delay: Duration,
+    /// The longest rate-limit wait sat out; a longer one gives up (and the
+    /// turn goes on with the fallback, if any).
+    pub max_wait: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -161,6 +175,7 @@ impl Default for RetryPolicy {
             max_retries: DEFAULT_MAX_RETRIES,
             base_delay: Duration::from_millis(DEFAULT_RETRY_BASE_DELAY_MS),
             max_delay: Duration::from_secs(DEFAULT_RETRY_MAX_DELAY_SECS),
+            max_wait: Duration::from_secs(DEFAULT_MAX_WAIT_SECS),
         }
     }
 }
@@ -213,7 +228,7 @@ impl Surroundings<'_> {
     }
 }
 
-const KNOWN_SETTINGS_FIX: &str = "Known settings: type, endpoint, default_model, api_key, api_key_file, context_window, max_output_tokens (or max_tokens), temperature, available_models, timeout_secs, connect_timeout_secs, max_retries, retry_base_delay_ms, retry_max_delay_secs (and Crucible's trust_level, name). Remove or rename it.";
+const KNOWN_SETTINGS_FIX: &str = "Known settings: type, endpoint, default_model, api_key, api_key_file, context_window, max_output_tokens (or max_tokens), temperature, available_models, timeout_secs, connect_timeout_secs, max_retries, retry_base_delay_ms, retry_max_delay_secs, max_wait_secs, fallback (and Crucible's trust_level, name). Remove or rename it.";
 
 /// Validate the table `[llm.providers.NAME]`. Findings that do not stop the
 /// agent go to `warnings`.
@@ -294,7 +309,9 @@ pub fn validate_at(
             raw.max_retries,
             raw.retry_base_delay_ms,
             raw.retry_max_delay_secs,
+            raw.max_wait_secs,
         )?,
+        fallback: table.fallback(raw.fallback)?,
     })
 }
 
@@ -498,6 +515,7 @@ impl Table<'_> {
         max_retries: Option<u32>,
         base_delay_ms: Option<u64>,
         max_delay_secs: Option<u64>,
+        max_wait_secs: Option<u64>,
     ) -> Result<RetryPolicy, InvalidSetting> {
         let base_delay =
             Duration::from_millis(base_delay_ms.unwrap_or(DEFAULT_RETRY_BASE_DELAY_MS));
@@ -520,7 +538,29 @@ impl Table<'_> {
             max_retries: max_retries.unwrap_or(DEFAULT_MAX_RETRIES),
             base_delay,
             max_delay,
+            max_wait: Duration::from_secs(max_wait_secs.unwrap_or(DEFAULT_MAX_WAIT_SECS)),
         })
+    }
+
+    /// The entries' form only; that they name providers is checked with
+    /// all of them ([`super::fallback::check_chains`]).
+    fn fallback(
+        &self,
+        written: Option<Vec<String>>,
+    ) -> Result<Vec<FallbackTarget>, InvalidSetting> {
+        written
+            .unwrap_or_default()
+            .iter()
+            .map(|entry| {
+                FallbackTarget::parse(entry).ok_or_else(|| {
+                    self.invalid(
+                        "fallback",
+                        format!("holds `{entry}`, which names no provider"),
+                        "List provider names, optionally with a model: fallback = [\"backup\", \"other/model-name\"].",
+                    )
+                })
+            })
+            .collect()
     }
 }
 

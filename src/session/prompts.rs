@@ -48,7 +48,9 @@ impl SessionActor {
 
     /// Every command the session offers now.
     pub(super) fn commands(&self) -> Vec<CommandInfo> {
-        commands::advertised(&self.prompt_commands())
+        let mut all = commands::advertised(&self.prompt_commands());
+        all.extend(self.skill_commands(&all));
+        all
     }
 
     /// Sends `available_commands_update` when the set differs from the last
@@ -107,6 +109,7 @@ impl SessionActor {
                 usage: None,
                 context,
                 context_ops: Vec::new(),
+                switched: None,
             };
             let messages = match fetched {
                 Ok(messages) if !messages.is_empty() => messages,

@@ -57,6 +57,8 @@ pub(super) struct Services {
     pub tally: Arc<TurnTally>,
     /// What the session's model calls cost so far (where they are priced).
     pub spending: Spending,
+    /// The skills of the user's and the project's folders, re-read when they change.
+    pub skills: Arc<crate::skills::Catalog>,
     /// The client's `systemPrompt`, the system prompt's last layer.
     pub client_prompt: Option<crate::model::ClientPrompt>,
 }
@@ -110,6 +112,8 @@ impl Services {
             lineage.as_ref(),
             &sandbox,
         );
+        let (files, remembered, problems) = super::rule_files::load(&start.cwd);
+        permissions.set_rule_files(files, remembered, problems);
         if lineage.is_none() {
             let escalation: Arc<dyn Escalation> = permissions.clone();
             sandbox.set_escalation(Arc::downgrade(&escalation));
@@ -168,6 +172,9 @@ impl Services {
             tally: Arc::default(),
             spending: Spending::default(),
             client_prompt: start.client_prompt.take(),
+            skills: Arc::new(crate::skills::Catalog::new(crate::skills::folders(
+                &start.cwd,
+            ))),
         }
     }
 }

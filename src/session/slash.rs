@@ -81,6 +81,7 @@ impl SessionActor {
             }
             Ok(Command::Model(value)) => job.text = self.option_command(MODEL_OPTION, value),
             Ok(Command::Clear) => job.op = Some(ContextOp::Reset),
+            Ok(Command::Permissions(args)) => job.text = self.permissions_command(args.as_deref()),
             Ok(Command::Compact { focus }) => job.summarize = Some(focus),
             Ok(Command::Context(command)) => match command {
                 ContextCommand::Show => job.show = true,
@@ -199,6 +200,7 @@ impl SessionActor {
                 usage: None,
                 context,
                 context_ops: ops,
+                switched: None,
             }
         });
         Ok(Started {

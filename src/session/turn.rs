@@ -73,6 +73,9 @@ pub(super) struct TurnContext {
     permissions: Arc<dyn PermissionGate>,
     /// Prices the model's calls, where the config has its price.
     cost: Option<CostMeter>,
+    skills: Arc<crate::skills::Catalog>,
+    /// The session's running total, which a fallback model's meter adds to.
+    cost_spending: crate::providers::pricing::Spending,
     /// Saves finished rounds and context operations at once, and keeps them.
     pub journal: JournalFn,
     /// The session's writer: asked at the turn's end whether saving failed.
@@ -100,6 +103,7 @@ impl TurnContext {
         cancel: CancellationToken,
         emit: &(dyn Fn(AgentEvent) + Send + Sync),
     ) -> TurnInput {
+        let fallback = self.fallback();
         let manager = tokio::select! {
             biased;
             _ = cancel.cancelled() => None,
@@ -131,6 +135,12 @@ impl TurnContext {
             emit(AgentEvent::Thought(notice));
         }
         let mut tools = self.tools;
+        let skills = self.skills.skills();
+        if !skills.is_empty() {
+            tools.register(Arc::new(crate::skills::tool::SkillTool {
+                catalog: Arc::clone(&self.skills),
+            }));
+        }
         if !self.abilities.ask_user {
             // Only an editor that shows forms can ask the user.
             tools = tools.filtered(|tool| tool.name() != crate::tools::builtin::ask_user::NAME);
@@ -151,13 +161,18 @@ impl TurnContext {
             window = window => window,
         };
         let names: Vec<String> = tools.names().map(str::to_string).collect();
-        let system = self.layers.render(&PromptVars {
+        let mut system = self.layers.render(&PromptVars {
             provider: &self.settings.provider,
             model: &self.settings.model,
             cwd: &self.cwd,
             mode: &self.settings.mode,
             tools: &names,
         });
+        // Last, so the layers before it stay a stable prefix for prompt caches.
+        if !skills.is_empty() && names.iter().any(|n| n == crate::skills::tool::NAME) {
+            system.push_str("\n\n");
+            system.push_str(&crate::skills::prompt_layer(&skills));
+        }
         TurnInput {
             provider: self.provider,
             reasoning: self.settings.reasoning(),
@@ -176,7 +191,29 @@ impl TurnContext {
                 .unwrap_or(self.defaults.max_turn_requests),
             first_token_notice: self.defaults.first_token_notice,
             journal: Some(self.journal),
+            fallback,
         }
+    }
+
+    /// The chain of the turn's provider, when it has one.
+    fn fallback(&self) -> Option<agent_loop::Fallback> {
+        let chain = &self.providers.config(&self.settings.provider)?.fallback;
+        if chain.is_empty() {
+            return None;
+        }
+        let prices = Arc::clone(&self.defaults);
+        let spending = self.cost_spending.clone();
+        Some(agent_loop::Fallback {
+            providers: Arc::clone(&self.providers),
+            chain: chain.iter().cloned().collect(),
+            thought_level: self.settings.thought_level,
+            cost_for: Arc::new(move |model: &str| {
+                price_of(&prices.prices, model).map(|price| CostMeter {
+                    price: price.clone(),
+                    spending: spending.clone(),
+                })
+            }),
+        })
     }
 }
 
@@ -255,6 +292,8 @@ impl SessionActor {
                 price: price.clone(),
                 spending: services.spending.clone(),
             }),
+            cost_spending: services.spending.clone(),
+            skills: Arc::clone(&services.skills),
             journal: self.journal(Arc::clone(&journaled)),
             recorder: services.recorder.clone(),
         };
@@ -269,12 +308,14 @@ impl SessionActor {
         cancel: CancellationToken,
     ) -> Result<Started, SessionError> {
         self.services.tally.reset();
+        self.refresh_skills();
         if let Some(command) = crate::commands::from_parts(&content) {
             return self.start_command(command, cancel);
         }
         if let Some((command, args)) = self.find_prompt_command(&content) {
             return self.start_prompt_command(command, &args, cancel);
         }
+        let content = self.expand_skill_command(content);
         let (turn, journaled) = self.turn_context(true)?;
         self.conversation.context.push(Arc::new(Message {
             role: Role::User,
@@ -316,6 +357,9 @@ impl SessionActor {
                 self.record_turn(&outcome, turn.started.command);
                 // The turn's copy holds its messages, compactions and drops.
                 self.conversation.context = outcome.context;
+                if let Some(switched) = outcome.switched {
+                    self.adopt_fallback(switched);
+                }
                 let usage = with_children(outcome.usage, self.services.tally.take_usage());
                 outcome
                     .result

@@ -23,6 +23,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("prompt", 1),
     ("agents", 1),
     ("modes", 1),
+    ("skills", 1),
     // 2 settings: composes the domains' own settings types
     ("config", 2),
     // 3 the agent loop
@@ -50,6 +51,8 @@ const SIDEWAYS: &[(&str, &str)] = &[
     ("permissions", "tools"),
     ("permissions", "modes"),
     ("store", "context"),
+    ("skills", "tools"),
+    ("skills", "agents"),
     ("session", "commands"),
     ("acp", "transport"),
 ];

@@ -7,8 +7,15 @@ use serde_json::{Value, json};
 use crate::support::context::{config_with, system_text, talkative_model, tool_names};
 use crate::support::harness::{Agent, LlmServer, agent_text, updates};
 
-const BUILTINS: [&str; 7] = [
-    "help", "compact", "context", "agent", "mode", "model", "clear",
+const BUILTINS: [&str; 8] = [
+    "help",
+    "compact",
+    "context",
+    "agent",
+    "mode",
+    "model",
+    "clear",
+    "permissions",
 ];
 
 #[tokio::test]

@@ -5,4 +5,5 @@
 pub mod client;
 pub mod context;
 pub mod harness;
+pub mod homes;
 pub mod sessions;

@@ -99,9 +99,17 @@ async fn writes_ask_first_and_always_allowed_is_not_asked_again() {
         .iter()
         .map(|o| o["kind"].as_str().unwrap())
         .collect();
+    // "Always" for this session, this project or everywhere.
     assert_eq!(
         options,
-        ["allow_once", "allow_always", "reject_once", "reject_always"]
+        [
+            "allow_once",
+            "allow_always",
+            "allow_always",
+            "allow_always",
+            "reject_once",
+            "reject_always"
+        ]
     );
     // Another tool is another question.
     let edit = answer_permission(&mut agent, "allow_once").await;
