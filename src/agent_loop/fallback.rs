@@ -58,7 +58,7 @@ pub async fn next(
         ) else {
             continue;
         };
-        let model = target.model_of(settings);
+        let model = target.model_of(&settings);
         let window = tokio::select! {
             biased;
             _ = cancel.cancelled() => FALLBACK_CONTEXT_WINDOW,
