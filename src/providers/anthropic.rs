@@ -33,6 +33,7 @@ impl WireFormat for AnthropicFormat {
         if let Some(temperature) = settings.temperature {
             body["temperature"] = json!(temperature);
         }
+        mark_cache_breakpoints(&mut body);
         body.to_string()
     }
 
@@ -111,6 +112,36 @@ pub fn request_body(request: &ChatRequest, configured_max_tokens: Option<u32>) -
         }
     }
     body
+}
+
+/// Prompt caching: a breakpoint after the tools, after the system prompt
+/// and at the end of the latest turn (the API allows four). The tools and
+/// system prompt are the same in every call, and each call's history starts
+/// with the last one's, so each request reads what the one before wrote.
+fn mark_cache_breakpoints(body: &mut Value) {
+    let ephemeral = json!({ "type": "ephemeral" });
+    if let Some(tool) = body["tools"].as_array_mut().and_then(|t| t.last_mut()) {
+        tool["cache_control"] = ephemeral.clone();
+    }
+    if let Some(system) = body["system"].as_str().map(str::to_string) {
+        body["system"] = json!([{ "type": "text", "text": system, "cache_control": ephemeral }]);
+    }
+    // Thinking blocks cannot carry a breakpoint; the block before them can.
+    let latest = body["messages"]
+        .as_array_mut()
+        .and_then(|turns| turns.last_mut())
+        .and_then(|turn| turn["content"].as_array_mut())
+        .and_then(|blocks| {
+            blocks.iter_mut().rev().find(|block| {
+                !matches!(
+                    block["type"].as_str(),
+                    Some("thinking" | "redacted_thinking")
+                )
+            })
+        });
+    if let Some(block) = latest {
+        block["cache_control"] = ephemeral;
+    }
 }
 
 /// The history as alternating user/assistant turns: the API rejects two
@@ -751,6 +782,44 @@ mod tests {
         }
     }
 
+    #[test]
+    fn cache_breakpoints_mark_tools_system_and_the_latest_turn_not_thinking() {
+        let mut body = json!({
+            "system": "You are Crucible.",
+            "tools": [{"name": "a"}, {"name": "b"}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "ok"},
+                    {"type": "thinking", "thinking": "t", "signature": "s"}]},
+            ],
+        });
+        mark_cache_breakpoints(&mut body);
+        let ephemeral = json!({"type": "ephemeral"});
+        assert_eq!(body["tools"][1]["cache_control"], ephemeral);
+        assert!(body["tools"][0].get("cache_control").is_none());
+        assert_eq!(
+            body["system"],
+            json!([{"type": "text", "text": "You are Crucible.", "cache_control": ephemeral}])
+        );
+        assert_eq!(
+            body["messages"][1]["content"][0]["cache_control"],
+            ephemeral
+        );
+        assert!(
+            body["messages"][1]["content"][1]
+                .get("cache_control")
+                .is_none()
+        );
+        assert!(
+            body["messages"][0]["content"][0]
+                .get("cache_control")
+                .is_none()
+        );
+        let marks = body.to_string().matches("cache_control").count();
+        assert!(marks <= 4, "{marks} breakpoints");
+    }
+
     fn config(endpoint: String, key: Option<&str>) -> ProviderSettings {
         use crate::providers::settings::{
             ApiKey, KeySource, ProviderKind, ProviderType, RetryPolicy, Secret,
@@ -774,6 +843,7 @@ mod tests {
             available_models: Vec::new(),
             retry: RetryPolicy::default(),
             fallback: Vec::new(),
+            keep_alive: serde_json::Value::Null,
         }
     }
 
@@ -856,9 +926,11 @@ mod tests {
         );
         assert_eq!(seen[0].3["max_tokens"], 321);
         assert_eq!(seen[0].3["temperature"], 0.25);
+        // The latest turn ends on a cache breakpoint.
         assert_eq!(
             seen[0].3["messages"],
-            json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+            json!([{"role": "user", "content": [{"type": "text", "text": "hi",
+                "cache_control": {"type": "ephemeral"}}]}])
         );
         assert_eq!(
             (&seen[1].0, &seen[1].1, &seen[1].2),

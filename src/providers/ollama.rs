@@ -38,6 +38,7 @@ impl WireFormat for OllamaFormat {
         if let Some(temperature) = settings.temperature {
             body["options"]["temperature"] = json!(temperature);
         }
+        body["keep_alive"] = settings.keep_alive.clone();
         body.to_string()
     }
 

@@ -65,6 +65,9 @@ pub struct RawProvider {
     /// Where a turn goes on when this provider keeps failing: `PROVIDER` or
     /// `PROVIDER/MODEL`, in order.
     pub fallback: Option<Vec<String>>,
+    /// Ollama: how long the model stays loaded after a call (`"30m"`, `"1h"`,
+    /// seconds as a number, `-1` for ever, `0` to unload at once).
+    pub keep_alive: Option<toml::Value>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
 }
@@ -124,7 +127,14 @@ pub struct ProviderSettings {
     pub retry: RetryPolicy,
     /// `fallback`: where a turn goes on when this provider keeps failing.
     pub fallback: Vec<FallbackTarget>,
+    /// Ollama's `keep_alive`, as sent (a duration string or seconds).
+    pub keep_alive: serde_json::Value,
 }
+
+/// How long Ollama keeps a model loaded after a call unless told: its own
+/// default (5 minutes) unloads it between a user's pauses, and a cold load
+/// is the slowest first token there is.
+pub const DEFAULT_KEEP_ALIVE: &str = "30m";
 
 impl ProviderSettings {
     /// The provider used when no config exists, or it names none: a local Ollama.
@@ -145,6 +155,7 @@ impl ProviderSettings {
             available_models: Vec::new(),
             retry: RetryPolicy::default(),
             fallback: Vec::new(),
+            keep_alive: serde_json::json!(DEFAULT_KEEP_ALIVE),
         }
     }
 
@@ -312,6 +323,7 @@ pub fn validate_at(
             raw.max_wait_secs,
         )?,
         fallback: table.fallback(raw.fallback)?,
+        keep_alive: table.keep_alive(raw.keep_alive)?,
     })
 }
 
@@ -457,6 +469,29 @@ impl Table<'_> {
                 "They mean the same; keep one of them.",
             )),
             (ours, crucible) => Ok(ours.or(crucible)),
+        }
+    }
+
+    fn keep_alive(
+        &self,
+        written: Option<toml::Value>,
+    ) -> Result<serde_json::Value, InvalidSetting> {
+        let fix = "Write a duration such as \"30m\" or \"2h\", seconds as a number, -1 to keep the model loaded, or 0 to unload it after each call.";
+        match written {
+            None => Ok(serde_json::json!(DEFAULT_KEEP_ALIVE)),
+            Some(toml::Value::Integer(seconds)) => Ok(serde_json::json!(seconds)),
+            Some(toml::Value::String(text))
+                if text
+                    .trim_start_matches('-')
+                    .trim_end_matches(['s', 'm', 'h'])
+                    .parse::<f64>()
+                    .is_ok() =>
+            {
+                Ok(serde_json::json!(text))
+            }
+            Some(other) => {
+                Err(self.invalid("keep_alive", format!("is {other}, not a duration"), fix))
+            }
         }
     }
 
@@ -629,6 +664,25 @@ mod tests {
 
     fn load(text: &str, vars: &[(&str, &str)]) -> Result<Validated, InvalidSetting> {
         validate_all(text, vars, Path::new("/cfg"))
+    }
+
+    #[test]
+    fn keep_alive_takes_durations_and_seconds_and_names_the_key_otherwise() {
+        let with = |value: &str| {
+            load(
+                &format!("[llm.providers.o]\ntype = \"ollama\"\nkeep_alive = {value}\n"),
+                &[],
+            )
+        };
+        assert_eq!(
+            with("\"1h\"").unwrap().0["o"].keep_alive,
+            serde_json::json!("1h")
+        );
+        assert_eq!(with("-1").unwrap().0["o"].keep_alive, serde_json::json!(-1));
+        let default = load("[llm.providers.o]\ntype = \"ollama\"\n", &[]).unwrap();
+        assert_eq!(default.0["o"].keep_alive, serde_json::json!("30m"));
+        let err = with("true").unwrap_err();
+        assert!(format!("{err:?}").contains("keep_alive"), "{err:?}");
     }
 
     #[test]

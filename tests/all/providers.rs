@@ -210,12 +210,16 @@ async fn text_streams_with_usage_and_the_request_is_well_formed() {
             Wire::Anthropic => {
                 assert_eq!(sent.header("x-api-key"), Some(SECRET));
                 assert_eq!(sent.header("anthropic-version"), Some("2023-06-01"));
-                assert_eq!(sent.body["system"], "You are terse.");
+                // The system prompt as a block, ending on a cache breakpoint.
+                assert_eq!(sent.body["system"][0]["text"], "You are terse.");
+                assert_eq!(sent.body["system"][0]["cache_control"]["type"], "ephemeral");
                 assert_eq!(sent.body["messages"][0]["role"], "user");
                 assert!(sent.body["max_tokens"].as_u64().unwrap() > 0);
             }
             Wire::Ollama => {
                 assert_eq!(sent.body["options"]["num_ctx"], 4096);
+                // The model stays loaded between the user's turns.
+                assert_eq!(sent.body["keep_alive"], "30m");
                 assert_eq!(sent.body["messages"][0]["role"], "system");
                 assert_eq!(sent.body["messages"][1]["content"], "hi");
             }
