@@ -67,6 +67,8 @@ pub struct TurnInput {
     pub first_token_notice: Option<Duration>,
     /// Where the turn goes on when its provider keeps failing.
     pub fallback: Option<Fallback>,
+    /// Sent with every request as the provider's prompt-cache key.
+    pub cache_key: Option<String>,
 }
 
 pub struct TurnOutcome {
@@ -135,6 +137,7 @@ pub async fn run_turn(
             max_output_tokens: input.provider.config().max_output_tokens,
             context_window: Some(input.context_window),
             reasoning: input.reasoning,
+            cache_key: input.cache_key.clone(),
         };
         let call = call_model(
             &*input.provider,
@@ -872,6 +875,7 @@ mod tests {
         TurnInput {
             provider,
             model: "m".into(),
+            cache_key: None,
             reasoning: None,
             cost: None,
             system: Some("sys".into()),

@@ -8,6 +8,12 @@
 use std::path::{Path, PathBuf};
 
 const BASE_PROMPT: &str = include_str!("../prompts/base.md");
+/// The base prompt for small windows: the fixed part of a request must
+/// leave a 4k window room for the conversation.
+const BASE_PROMPT_SMALL: &str = include_str!("../prompts/base_small.md");
+/// Windows up to this many tokens get the small base prompt and brief tool
+/// definitions.
+pub const SMALL_WINDOW: u64 = 8192;
 /// Files of project instructions, read in this order in each directory.
 const PROJECT_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
 /// A project's replacement for the base prompt.
@@ -50,6 +56,9 @@ pub struct PromptLayers {
     pub user: Option<String>,
     /// The client's `systemPrompt`: the last layer, or the base's replacement.
     pub client: Option<crate::model::ClientPrompt>,
+    /// The model's window is small ([`SMALL_WINDOW`]): the built-in base
+    /// prompt is the short one.
+    pub small: bool,
 }
 
 impl PromptLayers {
@@ -63,6 +72,7 @@ impl PromptLayers {
             agent: agent.map(|(name, body)| (name.to_string(), body.to_string())),
             user: user.map(str::to_string),
             client: None,
+            small: false,
         }
     }
 
@@ -75,7 +85,11 @@ impl PromptLayers {
         let client = self.client.as_ref();
         let base = match client.filter(|c| c.replaces_base) {
             Some(client) => client.text.as_str(),
-            None => self.base_override.as_deref().unwrap_or(BASE_PROMPT),
+            None => match &self.base_override {
+                Some(text) => text.as_str(),
+                None if self.small => BASE_PROMPT_SMALL,
+                None => BASE_PROMPT,
+            },
         };
         layers.push(base.trim().to_string());
         if let Some(mode) = &self.mode {

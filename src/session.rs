@@ -9,6 +9,7 @@ mod live;
 pub mod manager;
 mod permissions_command;
 mod pick;
+mod prewarm;
 mod prompts;
 mod record;
 mod rule_files;
@@ -209,6 +210,10 @@ struct Conversation {
     /// None once the client takes them at any time.
     held: Option<Vec<Update>>,
     in_turn: bool,
+    /// The prompt-cache warm-up the first turn waits for.
+    warming: Option<prewarm::Warming>,
+    /// A prompt has started: the server has read the prefix, no warm-up.
+    prompted: bool,
 }
 
 struct SessionActor {
@@ -237,6 +242,8 @@ impl SessionActor {
                 mcp_failures_told: false,
                 held: Some(Vec::new()),
                 in_turn: false,
+                warming: None,
+                prompted: false,
             },
         };
         for notice in std::mem::take(&mut start.notices) {
@@ -395,6 +402,7 @@ impl SessionActor {
                 }
                 self.advertise_commands(true);
                 self.load_models();
+                self.prewarm();
             }
             SessionMsg::CommandsChanged => self.advertise_commands(false),
             SessionMsg::ModelsLoaded { provider, models } => self.models_loaded(provider, models),

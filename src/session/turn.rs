@@ -80,9 +80,18 @@ pub(super) struct TurnContext {
     pub journal: JournalFn,
     /// The session's writer: asked at the turn's end whether saving failed.
     recorder: Option<crate::store::Recorder>,
+    /// Tells the client nothing (a cache warm-up): once-only notices wait
+    /// for the first real turn.
+    quiet: bool,
 }
 
 impl TurnContext {
+    /// Make the context tell the client nothing (see `quiet`).
+    pub fn quiet(mut self) -> Self {
+        self.quiet = true;
+        self
+    }
+
     /// The turn's events, sent to the client as the session's updates.
     pub fn emitter(&self) -> impl Fn(AgentEvent) + Send + Sync + 'static {
         let client = Arc::clone(&self.client);
@@ -110,7 +119,7 @@ impl TurnContext {
             ready = self.mcp.wait_for(Option::is_some) => ready.ok().and_then(|m| m.clone()),
         };
         if let Some(manager) = manager {
-            if self.tell_failures {
+            if self.tell_failures && !self.quiet {
                 for (server, reason) in manager.failures() {
                     emit(AgentEvent::Notice(Notice {
                         severity: Severity::Warning,
@@ -131,7 +140,9 @@ impl TurnContext {
             )));
         }
         // Once per session: what the sandbox cannot do here.
-        if let Some(notice) = self.tool_context.sandbox.notice() {
+        if !self.quiet
+            && let Some(notice) = self.tool_context.sandbox.notice()
+        {
             emit(AgentEvent::Thought(notice));
         }
         let mut tools = self.tools;
@@ -160,6 +171,11 @@ impl TurnContext {
             _ = cancel.cancelled() => FALLBACK_CONTEXT_WINDOW,
             window = window => window,
         };
+        // A small window gets the short base prompt and brief tools, so
+        // the fixed part leaves room for the conversation.
+        let small = window <= crate::prompt::SMALL_WINDOW;
+        tools.set_brief(small);
+        self.layers.small = small;
         let names: Vec<String> = tools.names().map(str::to_string).collect();
         let mut system = self.layers.render(&PromptVars {
             provider: &self.settings.provider,
@@ -192,6 +208,7 @@ impl TurnContext {
             first_token_notice: self.defaults.first_token_notice,
             journal: Some(self.journal),
             fallback,
+            cache_key: Some(self.session_id),
         }
     }
 
@@ -296,6 +313,7 @@ impl SessionActor {
             skills: Arc::clone(&services.skills),
             journal: self.journal(Arc::clone(&journaled)),
             recorder: services.recorder.clone(),
+            quiet: false,
         };
         Ok((context, journaled))
     }
@@ -323,10 +341,15 @@ impl SessionActor {
         }));
         self.record_prompt();
         let context = self.conversation.context.clone();
+        let warming = self.conversation.warming.take();
+        self.conversation.prompted = true;
         // A task of its own: a panic inside a turn must not take the session with it.
         let task = tokio::spawn(async move {
             let emit = turn.emitter();
             let recorder = turn.recorder.clone();
+            if let Some(warming) = warming {
+                warming.wait(&cancel).await;
+            }
             let input = turn.input(context, cancel, &emit).await;
             let outcome = agent_loop::run_turn(input, &emit).await;
             // Told within the turn whose work could not be saved.

@@ -103,6 +103,7 @@ fn plain_request() -> ChatRequest {
         max_output_tokens: Some(32),
         context_window: None,
         reasoning: None,
+        cache_key: None,
     }
 }
 
