@@ -30,7 +30,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench import Agent  # noqa: E402
+from acp_client import Agent  # noqa: E402
 
 PROMPTS = [
     "What does a Makefile do? Answer in one sentence.",
@@ -305,6 +305,8 @@ def main():
     p.add_argument("--pause", type=float, default=20.0)
     p.add_argument("--out")
     args = p.parse_args()
+    args.agent = str(Path(args.agent).resolve())
+    args.llama = str(Path(args.llama).resolve())
     rows = asyncio.run(run(args))
     table = report(rows)
     print(table)

@@ -33,6 +33,16 @@ pub fn mode_layer(mode: &str) -> Option<&'static str> {
     }
 }
 
+/// The one-paragraph layer of a built-in mode, for small windows.
+fn mode_layer_small(mode: &str) -> Option<&'static str> {
+    match mode {
+        "plan" => Some(include_str!("../prompts/modes/small/plan.md")),
+        "act" => Some(include_str!("../prompts/modes/small/act.md")),
+        "auto" => Some(include_str!("../prompts/modes/small/auto.md")),
+        _ => None,
+    }
+}
+
 pub struct PromptVars<'a> {
     pub provider: &'a str,
     pub model: &'a str,
@@ -48,6 +58,8 @@ pub struct PromptLayers {
     /// `.crucible/system_prompt.md` of the project, replacing the base.
     pub base_override: Option<String>,
     pub mode: Option<String>,
+    /// The mode's short layer, used instead when the window is small.
+    pub mode_small: Option<String>,
     /// Project instruction files, outermost first, with their paths.
     pub project: Vec<(PathBuf, String)>,
     /// The active agent card's name and body.
@@ -68,6 +80,7 @@ impl PromptLayers {
         Self {
             base_override: read_limited(&cwd.join(PROJECT_OVERRIDE)),
             mode: mode_layer(mode).map(str::to_string),
+            mode_small: mode_layer_small(mode).map(str::to_string),
             project: project_instructions(cwd),
             agent: agent.map(|(name, body)| (name.to_string(), body.to_string())),
             user: user.map(str::to_string),
@@ -92,7 +105,11 @@ impl PromptLayers {
             },
         };
         layers.push(base.trim().to_string());
-        if let Some(mode) = &self.mode {
+        let mode = match &self.mode_small {
+            Some(short) if self.small => Some(short),
+            _ => self.mode.as_ref(),
+        };
+        if let Some(mode) = mode {
             layers.push(mode.trim().to_string());
         }
         if !self.project.is_empty() {

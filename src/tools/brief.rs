@@ -2,7 +2,9 @@
 //! is read into every request, and at 4k tokens the full descriptions and
 //! schemas would leave little room for the conversation. Every tool is still
 //! offered: a one-line description and a schema that keeps only what
-//! validates the arguments (names, types, required, enums).
+//! validates the arguments (names, types, required, enums). Optional
+//! arguments are left out where some are required: the tool still takes
+//! them, but a small model is better served by the few it must give.
 
 use serde_json::{Map, Value};
 
@@ -73,6 +75,10 @@ fn minimal_schema(schema: &Value) -> Value {
     let Value::Object(object) = schema else {
         return schema.clone();
     };
+    let required: Vec<&str> = match object.get("required") {
+        Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
     let mut out = Map::new();
     for (key, value) in object {
         if !KEPT_KEYS.contains(&key.as_str()) {
@@ -82,6 +88,7 @@ fn minimal_schema(schema: &Value) -> Value {
             ("properties", Value::Object(properties)) => Value::Object(
                 properties
                     .iter()
+                    .filter(|(name, _)| required.is_empty() || required.contains(&name.as_str()))
                     .map(|(name, property)| (name.clone(), minimal_schema(property)))
                     .collect(),
             ),
@@ -134,12 +141,15 @@ mod tests {
                 "limit": {"type": "integer", "minimum": 1, "description": "How many"},
                 "items": {"type": "array", "items": {
                     "type": "object",
-                    "properties": {"status": {"type": "string", "enum": ["a", "b"], "description": "x"}},
+                    "properties": {
+                        "status": {"type": "string", "enum": ["a", "b"], "description": "x"},
+                        "note": {"type": "string"}
+                    },
                     "required": ["status"]
                 }},
                 "description": {"type": "string", "description": "a property named description stays"}
             },
-            "required": ["path"],
+            "required": ["path", "items", "description"],
             "additionalProperties": false
         });
         assert_eq!(
@@ -148,7 +158,6 @@ mod tests {
                 "type": "object",
                 "properties": {
                     "path": {"type": "string"},
-                    "limit": {"type": "integer"},
                     "items": {"type": "array", "items": {
                         "type": "object",
                         "properties": {"status": {"type": "string", "enum": ["a", "b"]}},
@@ -156,8 +165,18 @@ mod tests {
                     }},
                     "description": {"type": "string"}
                 },
-                "required": ["path"]
+                "required": ["path", "items", "description"]
             })
+        );
+    }
+
+    #[test]
+    fn with_nothing_required_every_argument_stays() {
+        let schema =
+            json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": []});
+        assert_eq!(
+            minimal_schema(&schema),
+            json!({"type": "object", "properties": {"path": {"type": "string"}}})
         );
     }
 
