@@ -69,6 +69,9 @@ pub struct TurnInput {
     pub fallback: Option<Fallback>,
     /// Sent with every request as the provider's prompt-cache key.
     pub cache_key: Option<String>,
+    /// Where the turn's updates go: the model's stream is read only as fast
+    /// as it takes them ([`ClientSink::room`]).
+    pub outbound: Option<Arc<dyn crate::client::ClientSink>>,
 }
 
 pub struct TurnOutcome {
@@ -143,8 +146,11 @@ pub async fn run_turn(
             &*input.provider,
             request,
             &input.cancel,
-            input.context_window,
-            input.first_token_notice,
+            Limits {
+                context_window: input.context_window,
+                first_token_notice: input.first_token_notice,
+                outbound: input.outbound.as_deref(),
+            },
             input.cost.as_ref(),
             emit,
         )
@@ -579,17 +585,29 @@ struct CallResult {
     result: Result<CallEnd, ProviderError>,
 }
 
+/// What bounds a model call besides its request.
+struct Limits<'a> {
+    context_window: u64,
+    first_token_notice: Option<Duration>,
+    /// Read the stream no faster than this client takes updates.
+    outbound: Option<&'a dyn crate::client::ClientSink>,
+}
+
 /// One streamed LLM call. Text and thoughts are forwarded as they arrive and
 /// collected into the assistant message.
 async fn call_model(
     provider: &dyn Provider,
     request: ChatRequest,
     cancel: &CancellationToken,
-    context_window: u64,
-    first_token_notice: Option<Duration>,
+    limits: Limits<'_>,
     meter: Option<&crate::providers::pricing::CostMeter>,
     emit: &(dyn Fn(AgentEvent) + Send + Sync),
 ) -> CallResult {
+    let Limits {
+        context_window,
+        first_token_notice,
+        outbound,
+    } = limits;
     let mut builder = AssistantBuilder::default();
     let mut usage = None;
     let notify = |notice: retry::RetryNotice| {
@@ -622,6 +640,14 @@ async fn call_model(
     };
     let mut finish = None;
     let result = loop {
+        // Back-pressure: a client that is not reading holds the stream here.
+        if let Some(client) = outbound {
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => break Ok(CallEnd::Cancelled),
+                () = client.room() => {}
+            }
+        }
         let next = tokio::select! {
             biased;
             _ = cancel.cancelled() => break Ok(CallEnd::Cancelled),
@@ -876,6 +902,7 @@ mod tests {
         TurnInput {
             provider,
             model: "m".into(),
+            outbound: None,
             cache_key: None,
             reasoning: None,
             cost: None,

@@ -25,6 +25,11 @@ pub type ClientFuture<'a, T> = BoxFuture<'a, Result<T, ClientError>>;
 /// typed request, one typed answer; a request's future owns what it needs.
 pub trait ClientSink: Send + Sync {
     fn send(&self, session_id: &str, update: Update);
+    /// Resolves when the client can take more updates. A turn waits for it
+    /// before reading more of its model's answer, so a client that stops
+    /// reading holds the model back instead of filling the agent's memory.
+    /// (No default: a wrapper that forgot to pass it on would lift the bound.)
+    fn room(&self) -> BoxFuture<'_, ()>;
     /// Ask the user whether `call` may run.
     fn request_permission(
         &self,

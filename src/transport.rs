@@ -8,6 +8,7 @@
 //! the request's cancellation (`$/cancel_request`).
 
 pub mod jsonrpc;
+mod outgoing;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -23,6 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 pub use jsonrpc::{Incoming, RpcError};
+pub use outgoing::{MAX_QUEUED_BYTES, Outgoing};
 
 use crate::util::lock;
 
@@ -55,6 +57,7 @@ struct InFlight {
 #[derive(Clone)]
 pub struct Connection {
     lines: mpsc::UnboundedSender<Vec<u8>>,
+    queue: Arc<outgoing::Queue>,
     pending: Arc<PendingMap>,
     next_id: Arc<AtomicI64>,
     in_flight: Arc<Mutex<InFlight>>,
@@ -62,24 +65,32 @@ pub struct Connection {
 
 impl Connection {
     /// A connection and the receiving end its writer drains.
-    pub fn new() -> (Self, mpsc::UnboundedReceiver<Vec<u8>>) {
+    pub fn new() -> (Self, Outgoing) {
         let (lines, rx) = mpsc::unbounded_channel();
+        let queue = Arc::new(outgoing::Queue::default());
         (
             Self {
                 lines,
+                queue: Arc::clone(&queue),
                 pending: Arc::default(),
                 next_id: Arc::new(AtomicI64::new(0)),
                 in_flight: Arc::default(),
             },
-            rx,
+            Outgoing::new(rx, queue),
         )
     }
 
     fn send_line(&self, line: Vec<u8>) {
+        self.queue.queued(line.capacity());
         // The writer is gone only when the client hung up; nothing left to tell it.
         if self.lines.send(line).is_err() {
             tracing::debug!("output closed; dropping a message");
         }
+    }
+
+    /// Resolves when the client has room for more (see [`outgoing`]).
+    pub async fn room(&self) {
+        self.queue.room().await
     }
 
     pub fn respond(&self, id: &RequestId, result: Result<Value, RpcError>) {
@@ -245,7 +256,7 @@ impl Drop for Responder {
 /// writes directly. Resolves when every sender is gone (after the final
 /// flush) or stdout fails (the client closed its end).
 pub fn spawn_stdout_writer(
-    lines: mpsc::UnboundedReceiver<Vec<u8>>,
+    lines: Outgoing,
 ) -> std::io::Result<oneshot::Receiver<std::io::Result<()>>> {
     let (done, finished) = oneshot::channel();
     std::thread::Builder::new()
@@ -262,10 +273,7 @@ pub fn spawn_stdout_writer(
 /// Flushes whenever the queue is momentarily empty, so a burst is written in
 /// one go and a single message is never held back. Returns when every sender
 /// is gone or the output fails.
-fn write_lines(
-    mut lines: mpsc::UnboundedReceiver<Vec<u8>>,
-    output: impl Write,
-) -> std::io::Result<()> {
+fn write_lines(mut lines: Outgoing, output: impl Write) -> std::io::Result<()> {
     let mut output = std::io::BufWriter::with_capacity(64 * 1024, output);
     while let Some(mut line) = lines.blocking_recv() {
         line.push(b'\n');

@@ -26,6 +26,10 @@ impl ClientSink for Connection {
         self.notify("session/update", &notification);
     }
 
+    fn room(&self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(Connection::room(self))
+    }
+
     fn ask_user(&self, question: Question) -> ClientFuture<'_, Answer> {
         let request = translate::elicitation(&question);
         Box::pin(async move {
@@ -205,7 +209,6 @@ mod tests {
     use crate::transport::RpcError;
     use std::future::Future;
     use std::path::PathBuf;
-    use tokio::sync::mpsc::UnboundedReceiver;
 
     /// Runs one port call against a client that answers `answer`; gives
     /// back the line the agent sent and what the call returned.
@@ -213,7 +216,7 @@ mod tests {
         call: impl FnOnce(Connection) -> BoxedCall<T>,
         answer: Result<Value, RpcError>,
     ) -> (String, Result<T, ClientError>) {
-        let (connection, mut lines): (Connection, UnboundedReceiver<Vec<u8>>) = Connection::new();
+        let (connection, mut lines) = Connection::new();
         let running = tokio::spawn(call(connection.clone()));
         let line = lines.recv().await.unwrap();
         let sent: Value = serde_json::from_slice(&line).unwrap();

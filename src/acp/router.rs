@@ -851,9 +851,8 @@ mod tests {
     use crate::session::manager::Defaults;
     use crate::transport::jsonrpc::parse_line;
     use std::sync::Arc;
-    use tokio::sync::mpsc::UnboundedReceiver;
 
-    fn router() -> (Router, UnboundedReceiver<Vec<u8>>) {
+    fn router() -> (Router, crate::transport::Outgoing) {
         let (connection, lines) = Connection::new();
         let config = Config::builtin_default();
         let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());
@@ -871,7 +870,7 @@ mod tests {
         }
     }
 
-    async fn next(lines: &mut UnboundedReceiver<Vec<u8>>) -> Value {
+    async fn next(lines: &mut crate::transport::Outgoing) -> Value {
         let line = tokio::time::timeout(std::time::Duration::from_secs(5), lines.recv())
             .await
             .expect("an answer")

@@ -94,6 +94,10 @@ impl ClientSink for RecordingClient {
         lock(&self.updates).push((session_id.to_string(), update));
     }
 
+    fn room(&self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
     fn request_permission(&self, _: &str, _: &ToolCallInfo) -> ClientFuture<'_, PermissionChoice> {
         self.record("request_permission");
         let answer = self

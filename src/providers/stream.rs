@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc::Sender;
 
 use super::{EventStream, ProviderError, ProviderEvent};
 use crate::util::{error_chain, truncate};
@@ -218,7 +218,9 @@ pub fn event_stream<D: WireDecoder>(
     provider: String,
     decoder: D,
 ) -> EventStream {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    // Bounded: when the turn stops reading (its client is not keeping up),
+    // the pump stops too, and the server waits on the socket.
+    let (tx, rx) = tokio::sync::mpsc::channel(EVENTS_AHEAD);
     let outlet = Outlet { tx, provider, idle };
     let task = tokio::spawn(async move {
         match D::FRAMING {
@@ -233,9 +235,12 @@ pub fn event_stream<D: WireDecoder>(
     .boxed()
 }
 
+/// Decoded events a pump may hold ahead of the turn reading them.
+const EVENTS_AHEAD: usize = 256;
+
 /// Where a pump sends what it decoded.
 struct Outlet {
-    tx: UnboundedSender<Result<ProviderEvent, ProviderError>>,
+    tx: Sender<Result<ProviderEvent, ProviderError>>,
     provider: String,
     idle: Duration,
 }
@@ -243,19 +248,19 @@ struct Outlet {
 impl Outlet {
     /// Send `items` in order; false once an error went out (the stream ends
     /// there) or nobody listens any more.
-    fn send(&self, items: Vec<Decoded>) -> bool {
+    async fn send(&self, items: Vec<Decoded>) -> bool {
         for item in items {
             let failed = item.is_err();
             let item = item.map_err(|err| err.for_provider(&self.provider));
-            if self.tx.send(item).is_err() || failed {
+            if self.tx.send(item).await.is_err() || failed {
                 return false;
             }
         }
         true
     }
 
-    fn fail(&self, err: StreamError) {
-        self.send(vec![Err(err)]);
+    async fn fail(&self, err: StreamError) {
+        self.send(vec![Err(err)]).await;
     }
 }
 
@@ -264,7 +269,7 @@ async fn pump_events(response: reqwest::Response, mut decoder: impl WireDecoder,
     let mut events = Box::pin(whole_lines(response).eventsource());
     loop {
         let Ok(next) = tokio::time::timeout(outlet.idle, events.next()).await else {
-            return outlet.fail(StreamError::Idle(outlet.idle));
+            return outlet.fail(StreamError::Idle(outlet.idle)).await;
         };
         let items = match next {
             // Blank payloads (keep-alives) carry nothing.
@@ -280,11 +285,11 @@ async fn pump_events(response: reqwest::Response, mut decoder: impl WireDecoder,
                 "the event stream cannot be read: {err}"
             )))],
             None => {
-                outlet.send(decoder.finish());
+                outlet.send(decoder.finish()).await;
                 return;
             }
         };
-        if !outlet.send(items) || decoder.done() {
+        if !outlet.send(items).await || decoder.done() {
             return;
         }
     }
@@ -296,7 +301,7 @@ async fn pump_lines(response: reqwest::Response, mut decoder: impl WireDecoder, 
     let mut buffer: Vec<u8> = Vec::new();
     loop {
         let Ok(next) = tokio::time::timeout(outlet.idle, bytes.next()).await else {
-            return outlet.fail(StreamError::Idle(outlet.idle));
+            return outlet.fail(StreamError::Idle(outlet.idle)).await;
         };
         let ended = match next {
             Some(Ok(chunk)) => {
@@ -304,9 +309,9 @@ async fn pump_lines(response: reqwest::Response, mut decoder: impl WireDecoder, 
                 false
             }
             Some(Err(BodyError::Http(err))) => {
-                return outlet.fail(StreamError::Truncated(error_chain(&err)));
+                return outlet.fail(StreamError::Truncated(error_chain(&err))).await;
             }
-            Some(Err(err)) => return outlet.fail(StreamError::Malformed(err.to_string())),
+            Some(Err(err)) => return outlet.fail(StreamError::Malformed(err.to_string())).await,
             None => true,
         };
         // Whole lines only: a chunk may end inside a line or a character.
@@ -325,12 +330,12 @@ async fn pump_lines(response: reqwest::Response, mut decoder: impl WireDecoder, 
                     "a stream line is not UTF-8: {err}"
                 )))],
             };
-            if !outlet.send(items) || decoder.done() {
+            if !outlet.send(items).await || decoder.done() {
                 return;
             }
         }
         if ended {
-            outlet.send(decoder.finish());
+            outlet.send(decoder.finish()).await;
             return;
         }
     }

@@ -516,6 +516,10 @@ impl ChildClient {
 }
 
 impl ClientSink for ChildClient {
+    fn room(&self) -> futures::future::BoxFuture<'_, ()> {
+        self.parent.room()
+    }
+
     fn send(&self, _session_id: &str, update: Update) {
         if self.expose && matches!(update, Update::Agent(_)) {
             self.parent.send(&self.child_id, update.clone());

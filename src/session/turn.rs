@@ -209,6 +209,7 @@ impl TurnContext {
             journal: Some(self.journal),
             fallback,
             cache_key: Some(self.session_id),
+            outbound: Some(self.client),
         }
     }
 

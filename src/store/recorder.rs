@@ -375,6 +375,10 @@ impl ClientSink for RecordingSink {
         self.inner.send(session_id, update);
     }
 
+    fn room(&self) -> futures::future::BoxFuture<'_, ()> {
+        self.inner.room()
+    }
+
     // Requests are not history: they pass straight through.
     fn request_permission(
         &self,

@@ -15,6 +15,7 @@ mod bad_params;
 mod bounds;
 
 mod acp_fields;
+mod backpressure;
 
 mod cancel;
 mod cli;
