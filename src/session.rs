@@ -11,6 +11,7 @@ mod permissions_command;
 mod pick;
 mod prompts;
 mod record;
+mod rewind;
 mod rule_files;
 pub mod runtime;
 mod sandbox;
@@ -150,6 +151,8 @@ pub struct SessionStart {
     pub agent_restored: bool,
     /// The context a loaded session continues from (empty for a new one).
     pub history: ContextManager,
+    /// The files its agent changed and its rewinds (empty for a new one).
+    pub files: crate::context::rewind::FileHistory,
     /// Where the session is saved; None keeps it in memory only.
     pub recorder: Option<Recorder>,
     /// Why the session could not be saved at all, told in its first turn.

@@ -283,11 +283,12 @@ impl SessionManager {
                     Vec::new()
                 };
                 let restored = store::context_from(&events);
+                let files = store::files_from(&events);
                 tracing::info!(session = %read_id, events = events.len(), entries = restored.context.entries().len(), "session loaded");
-                Ok((open, metadata, updates, restored))
+                Ok((open, metadata, updates, restored, files))
             })
             .await;
-            let (open, mut metadata, updates, restored) = match opened {
+            let (open, mut metadata, updates, restored, files) = match opened {
                 Ok(opened) => opened,
                 Err(err) => {
                     // Closed before the answer: the router forgets this handle.
@@ -337,6 +338,7 @@ impl SessionManager {
                 settings,
                 agent_restored: true,
                 history: restored.context,
+                files,
                 recorder: Some(recorder),
                 save_failure: None,
                 lineage: None,
@@ -415,6 +417,7 @@ impl SessionManager {
             },
             agent_restored: false,
             history: ContextManager::new(),
+            files: Default::default(),
             recorder,
             save_failure,
             lineage: None,

@@ -48,6 +48,8 @@ pub(super) struct Services {
     pub tools: ToolRegistry,
     /// Shared by every turn: the todo list lives here.
     pub tool_context: ToolContext,
+    /// What the file tools replaced, for rewinds.
+    pub files: Arc<super::rewind::SessionFiles>,
     pub permissions: Arc<SessionPermissions>,
     pub mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
     pub runtime: Arc<AgentRuntime>,
@@ -128,6 +130,11 @@ impl Services {
         tool_context.settings.environment = Arc::clone(&shared.defaults.shell_environment);
         tool_context.settings.sensitive_files = Arc::clone(&shared.defaults.sensitive_files);
         tool_context.sandbox = sandbox;
+        let files = Arc::new(super::rewind::SessionFiles::new(
+            recorder.as_ref(),
+            std::mem::take(&mut start.files),
+        ));
+        tool_context.journal = Some(Arc::clone(&files) as Arc<dyn crate::tools::FileJournal>);
         let mut tools = ToolRegistry::builtin();
         let depth = lineage.as_ref().map_or(0, |lineage| lineage.depth);
         let mut parent_mcp = None;
@@ -165,6 +172,7 @@ impl Services {
             owns_mcp,
             tools,
             tool_context,
+            files,
             permissions,
             mailbox,
             runtime: shared.runtime,

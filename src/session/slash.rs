@@ -23,6 +23,8 @@ use crate::events::{AgentEvent, Compaction, CompactionOutcome, StopReason};
 struct Job {
     text: String,
     op: Option<ContextOp>,
+    /// A rewind's or a rollback's: applied in order, reported or not.
+    rewind: super::rewind::RewindJob,
     show: bool,
     /// `/compact` and `/context summarize`, with the user's focus.
     summarize: Option<Option<String>>,
@@ -83,10 +85,13 @@ impl SessionActor {
             Ok(Command::Clear) => job.op = Some(ContextOp::Reset),
             Ok(Command::Permissions(args)) => job.text = self.permissions_command(args.as_deref()),
             Ok(Command::Compact { focus }) => job.summarize = Some(focus),
+            Ok(Command::Rewind(command)) => job.rewind = self.rewind_command(command),
             Ok(Command::Context(command)) => match command {
                 ContextCommand::Show => job.show = true,
                 ContextCommand::Checkpoint(name) => job.op = Some(ContextOp::Checkpoint { name }),
-                ContextCommand::Rollback(name) => job.op = Some(ContextOp::Rollback { name }),
+                ContextCommand::Rollback(name, flags) => {
+                    job.rewind = self.rollback_command(&name, flags);
+                }
                 ContextCommand::Pop(count) => job.op = Some(ContextOp::Pop { count }),
                 ContextCommand::Reset => job.op = Some(ContextOp::Reset),
                 ContextCommand::Summarize => job.summarize = Some(None),
@@ -108,6 +113,23 @@ impl SessionActor {
             let mut text = job.text;
             if let Some(pick) = job.pick {
                 text = pick.run(&task_cancel).await;
+            }
+            text.push_str(&job.rewind.text);
+            let rewind = job.rewind.silent.into_iter().map(|op| (op, false));
+            let rollback = job.rewind.reported.into_iter().map(|op| (op, true));
+            for (op, reported) in rewind.chain(rollback) {
+                match context.apply(&op) {
+                    Ok(report) => {
+                        if reported {
+                            if !text.is_empty() {
+                                text.push('\n');
+                            }
+                            text.push_str(&report);
+                        }
+                        ops.push(op);
+                    }
+                    Err(err) => text.push_str(&err.to_string()),
+                }
             }
             if let Some(op) = job.op {
                 match context.apply(&op) {

@@ -322,6 +322,7 @@ impl SessionActor {
             parts: content,
         }));
         self.record_prompt();
+        (self.services.files).set_turn(self.conversation.context.last_turn());
         let context = self.conversation.context.clone();
         // A task of its own: a panic inside a turn must not take the session with it.
         let task = tokio::spawn(async move {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::context::{self, TokenEstimator};
+use crate::context::{self, TokenEstimator, rewind};
 use crate::{events, model};
 
 #[macro_use]
@@ -124,6 +124,18 @@ pub enum StoredEvent {
     ModelChanged {
         provider: String,
         model: String,
+    },
+    /// The agent wrote a file; the content it replaced is in `blobs/`.
+    FileChanged {
+        change: FileChange,
+    },
+    /// A rewind (or a rollback with files) took turns back.
+    Rewound {
+        rewind: Rewind,
+    },
+    /// That rewind was undone.
+    RewindUndone {
+        id: u64,
     },
     /// A kind this version does not know (from a newer one): skipped.
     #[serde(other)]
@@ -301,6 +313,39 @@ mirrored_struct! {
         status: TodoStatus,
         #[serde(default)]
         priority: TodoPriority,
+    }
+}
+
+mirrored_struct! {
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct FileChange = rewind::FileChange {
+        turn: u64,
+        path: PathBuf,
+        /// None: the file did not exist.
+        before: Option<String>,
+        #[serde(default)]
+        before_kept: bool,
+        after: String,
+    }
+}
+
+mirrored_struct! {
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct RestoredFile = rewind::RestoredFile {
+        path: PathBuf,
+        restored: Option<String>,
+        replaced: Option<String>,
+    }
+}
+
+mirrored_struct! {
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct Rewind = rewind::Rewind {
+        id: u64,
+        checkpoint: String,
+        turns: Vec<u64>,
+        files: Vec<RestoredFile>,
+        at_turn: u64,
     }
 }
 

@@ -136,6 +136,15 @@ impl Store {
             let to = dir.join(HISTORY);
             fs::copy(&history, &to).map_err(io_error("cannot copy", &to))?;
         }
+        // The file versions too, so rewinds work in the fork.
+        if let Ok(blobs) = fs::read_dir(from.join("blobs")) {
+            let to = dir.join("blobs");
+            fs::create_dir_all(&to).map_err(io_error("cannot create", &to))?;
+            for blob in blobs.flatten() {
+                let target = to.join(blob.file_name());
+                fs::copy(blob.path(), &target).map_err(io_error("cannot copy", &target))?;
+            }
+        }
         let now = now_rfc3339();
         metadata.id = id.to_string();
         metadata.forked_from = Some(source.to_string());

@@ -57,6 +57,7 @@ pub struct Recorder {
     tx: mpsc::Sender<Op>,
     metadata: Arc<Mutex<Metadata>>,
     health: Arc<SaveHealth>,
+    blobs: super::Blobs,
 }
 
 /// The session's settings, as the metadata keeps them.
@@ -82,6 +83,7 @@ impl Recorder {
         let (tx, rx) = mpsc::channel();
         let id = metadata.id.clone();
         let health = Arc::new(SaveHealth::default());
+        let blobs = super::Blobs::on_disk(open.dir.clone());
         let writer_health = Arc::clone(&health);
         let spawned = std::thread::Builder::new()
             .name(format!("store-{}", short(&id)))
@@ -94,6 +96,7 @@ impl Recorder {
             tx,
             metadata: Arc::new(Mutex::new(metadata)),
             health,
+            blobs,
         }
     }
 
@@ -134,6 +137,29 @@ impl Recorder {
     /// its tool calls' results).
     pub fn round(&self, messages: &[Arc<Message>]) {
         self.append(StoredEvent::round(messages));
+    }
+
+    /// The agent wrote a file (the content it replaced is a blob already).
+    pub fn file_changed(&self, change: &crate::context::rewind::FileChange) {
+        self.append(StoredEvent::FileChanged {
+            change: change.clone().into(),
+        });
+    }
+
+    /// A rewind took turns back, with their files.
+    pub fn rewound(&self, rewind: &crate::context::rewind::Rewind) {
+        self.append(StoredEvent::Rewound {
+            rewind: rewind.clone().into(),
+        });
+    }
+
+    pub fn rewind_undone(&self, id: u64) {
+        self.append(StoredEvent::RewindUndone { id });
+    }
+
+    /// Where this session keeps file versions.
+    pub fn blobs(&self) -> super::Blobs {
+        self.blobs.clone()
     }
 
     /// A change to the context stack, in the order it applied.
@@ -277,6 +303,8 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str, health: &
                         event,
                         StoredEvent::UserPrompt { .. }
                             | StoredEvent::Round { .. }
+                            | StoredEvent::Rewound { .. }
+                            | StoredEvent::RewindUndone { .. }
                             | StoredEvent::Context { .. }
                             | StoredEvent::TurnEnd { .. }
                     );

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::disk::{self, StoredEvent, StoredUpdate};
 use crate::client::Update;
+use crate::context::rewind::FileHistory;
 use crate::context::{ContextManager, ContextOp};
 use crate::model::{Message, Role};
 
@@ -110,12 +111,29 @@ pub fn context_from(events: &[StoredEvent]) -> Restored {
             StoredEvent::ModeChanged { .. }
             | StoredEvent::ModelChanged { .. }
             | StoredEvent::Update { .. }
+            | StoredEvent::FileChanged { .. }
+            | StoredEvent::Rewound { .. }
+            | StoredEvent::RewindUndone { .. }
             | StoredEvent::Unknown => {}
         }
     }
     let cut_short = open.clone();
     close_cut_short(&mut context, &mut open);
     Restored { context, cut_short }
+}
+
+/// The files the agent changed and the rewinds, as recorded.
+pub fn files_from(events: &[StoredEvent]) -> FileHistory {
+    let mut files = FileHistory::default();
+    for event in events {
+        match event {
+            StoredEvent::FileChanged { change } => files.changed(change.clone().into()),
+            StoredEvent::Rewound { rewind } => files.rewound(rewind.clone().into()),
+            StoredEvent::RewindUndone { id } => files.undone(*id),
+            _ => {}
+        }
+    }
+    files
 }
 
 /// A session title from its first prompt: the first line of text, shortened.
