@@ -225,7 +225,12 @@ impl SessionActor {
                 "The last rewind can no longer be undone: a prompt came after it.".into(),
             );
         }
-        if self.conversation.context.checkpoint_entries(&last.checkpoint).is_none() {
+        if self
+            .conversation
+            .context
+            .checkpoint_entries(&last.checkpoint)
+            .is_none()
+        {
             return text_only(format!(
                 "The last rewind can no longer be undone: its checkpoint `{}` is gone.",
                 last.checkpoint
@@ -244,7 +249,9 @@ impl SessionActor {
         match self.restore(&steps, flags.force, &shown, "/rewind undo") {
             Outcome::Refused(report) => text_only(report),
             Outcome::Done(files) => {
-                text.push_str("Undid the last rewind: the conversation is back as it was before it.\n");
+                text.push_str(
+                    "Undid the last rewind: the conversation is back as it was before it.\n",
+                );
                 restored_report(&mut text, &files, &shown);
                 if let Some(recorder) = &self.services.recorder {
                     recorder.rewind_undone(last.id);
@@ -296,7 +303,8 @@ impl SessionActor {
         if (!changed.is_empty() || !lost.is_empty()) && !force {
             let mut report = String::from("Refused: nothing changed.\n");
             if !changed.is_empty() {
-                report.push_str("Changed since the agent wrote them (by you or another program):\n");
+                report
+                    .push_str("Changed since the agent wrote them (by you or another program):\n");
                 for path in &changed {
                     let _ = writeln!(report, "- {path}");
                 }
@@ -344,7 +352,12 @@ impl SessionActor {
                 _ => Ok(()),
             },
             Some(hash) => {
-                let bytes = self.services.files.blobs.get(hash).map_err(|e| e.to_string())?;
+                let bytes = self
+                    .services
+                    .files
+                    .blobs
+                    .get(hash)
+                    .map_err(|e| e.to_string())?;
                 if let Some(parent) = step.path.parent() {
                     std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
                 }
@@ -408,7 +421,9 @@ fn restored_report(out: &mut String, files: &[RestoredFile], shown: &dyn Fn(&Pat
 /// Shell commands cannot be undone: said every time, with the commands.
 fn shell_note(out: &mut String, commands: &[String]) {
     if commands.is_empty() {
-        out.push_str("No shell command ran in these turns (shell commands' effects cannot be undone).\n");
+        out.push_str(
+            "No shell command ran in these turns (shell commands' effects cannot be undone).\n",
+        );
         return;
     }
     out.push_str("Shell commands ran in these turns; their effects cannot be undone:\n");

@@ -42,7 +42,9 @@ struct Inner {
 
 impl std::fmt::Debug for Blobs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Blobs").field("dir", &self.inner.dir).finish()
+        f.debug_struct("Blobs")
+            .field("dir", &self.inner.dir)
+            .finish()
     }
 }
 
@@ -177,7 +179,10 @@ mod tests {
         );
         assert_eq!(blobs.put(b"hello\n"), (hash.clone(), true));
         assert_eq!(blobs.get(&hash).unwrap(), b"hello\n");
-        assert_eq!(std::fs::read_dir(dir.path().join("blobs")).unwrap().count(), 1);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("blobs")).unwrap().count(),
+            1
+        );
         let big = vec![b'x'; MAX_BLOB_BYTES + 1];
         assert!(!blobs.put(&big).1);
         assert!(blobs.get("../../etc/passwd").is_err());

@@ -42,6 +42,7 @@ mod providers;
 mod rate_limits;
 mod real_llm;
 mod reasoning;
+mod rewind;
 mod sandbox;
 mod secrets;
 mod sessions;

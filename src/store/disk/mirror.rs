@@ -115,7 +115,18 @@ macro_rules! across_as_it_is {
     };
 }
 
-across_as_it_is!(String, PathBuf, Value, Option<u32>, Option<Value>, Option<String>, f64, u32, u64, bool);
+across_as_it_is!(
+    String,
+    PathBuf,
+    Value,
+    Option<u32>,
+    Option<Value>,
+    Option<String>,
+    f64,
+    u32,
+    u64,
+    bool
+);
 
 impl<T: Across<U>, U> Across<Vec<U>> for Vec<T> {
     fn across(self) -> Vec<U> {
