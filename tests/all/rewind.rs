@@ -56,13 +56,16 @@ fn read(dir: &Path, name: &str) -> Option<String> {
 }
 
 /// A prompt that must end the turn normally; the agent's text.
+/// The agent's text, and what the client saw, ending with the answer.
 async fn say(agent: &mut Agent, session: &str, text: &str) -> (String, Vec<Value>) {
-    let (seen, response) = agent.prompt(session, text).await;
+    let (mut seen, response) = agent.prompt(session, text).await;
     assert_eq!(
         response["result"]["stopReason"], "end_turn",
         "{text}: {response}"
     );
-    (agent_text(&seen, session), seen)
+    let said = agent_text(&seen, session);
+    seen.push(response);
+    (said, seen)
 }
 
 #[tokio::test]
@@ -158,7 +161,14 @@ fn write_transcript(path: &Path, commands: &[(&str, Vec<Value>)]) {
         "# Rewind transcript\n\nThe ACP messages the agent sent for each command (test `rewind::a_rewind_of_two_turns_restores_three_files_and_undo_puts_them_back`). Three turns first wrote d.txt; edited a.txt, created c.txt and ran `echo built`; wrote b.txt and a.txt.\n",
     );
     for (command, seen) in commands {
-        out.push_str(&format!("\n## `{command}`\n\n```json\n"));
+        let session = seen[0]["params"]["sessionId"].as_str().unwrap_or_default();
+        let id = &seen[seen.len() - 1]["id"];
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": command}]}});
+        let text = agent_text(seen, session);
+        out.push_str(&format!(
+            "\n## `{command}`\n\nAs the user reads it:\n\n```text\n{text}\n```\n\nOn the wire (client → agent, then agent → client):\n\n```json\n{request}\n"
+        ));
         for message in seen {
             out.push_str(&message.to_string());
             out.push('\n');
@@ -252,4 +262,31 @@ async fn rewinds_and_their_undo_survive_a_restart() {
     assert!(context.contains("PROMPT-WRITE"), "{context}");
     let blobs = first.session_dir(&session).join("blobs");
     assert!(std::fs::read_dir(blobs).unwrap().count() >= 2);
+}
+
+#[tokio::test]
+async fn a_rollback_to_a_checkpoint_restores_the_files_too() {
+    let server = LlmServer::start(model(vec![
+        Step::Call("write_file", json!({"path": "a.txt", "content": "later\n"})),
+        Step::Say("done"),
+    ]))
+    .await;
+    let mut agent = Agent::spawn(&config(&server)).await;
+    let cwd = agent.cwd();
+    std::fs::write(cwd.join("a.txt"), "early\n").unwrap();
+    let session = agent.start_session().await;
+    say(&mut agent, &session, "/context checkpoint start").await;
+    say(&mut agent, &session, "change it").await;
+    let (plan, _) = say(&mut agent, &session, "/context rollback start --dry-run").await;
+    assert!(plan.contains("a.txt: restored"), "{plan}");
+    assert_eq!(read(&cwd, "a.txt").as_deref(), Some("later\n"));
+    let (report, _) = say(&mut agent, &session, "/context rollback start").await;
+    assert!(
+        report.contains("Rolled back to checkpoint `start`"),
+        "{report}"
+    );
+    assert!(report.contains("a.txt: restored"), "{report}");
+    assert_eq!(read(&cwd, "a.txt").as_deref(), Some("early\n"));
+    say(&mut agent, &session, "/rewind undo").await;
+    assert_eq!(read(&cwd, "a.txt").as_deref(), Some("later\n"));
 }
