@@ -67,6 +67,10 @@ pub struct TurnInput {
     pub first_token_notice: Option<Duration>,
     /// Where the turn goes on when its provider keeps failing.
     pub fallback: Option<Fallback>,
+    /// Token and cost limits: past one, the turn stops with `max_tokens`.
+    pub budgets: crate::context::spend::Budgets,
+    /// The session's tokens so far, which this turn's calls add to.
+    pub session_tokens: crate::context::spend::TokenTally,
 }
 
 pub struct TurnOutcome {
@@ -109,6 +113,12 @@ pub async fn run_turn(
         if requests >= input.max_turn_requests {
             break Ok(StopReason::MaxTurnRequests);
         }
+        if let Some(why) = input.budgets.crossed(&spent(&input, &usage_total)) {
+            emit(AgentEvent::AgentText(format!(
+                "\n\nStopped: {why} Raise it with `/budget`, or send another prompt to go on.\n"
+            )));
+            break Ok(StopReason::MaxTokens);
+        }
         requests += 1;
         let tools = input.tools.definitions();
         let fixed_chars = context::budget::fixed_chars(input.system.as_deref(), &tools);
@@ -147,6 +157,7 @@ pub async fn run_turn(
         )
         .await;
         if let Some(usage) = call.usage {
+            (input.session_tokens).add(usage.prompt_tokens + usage.completion_tokens);
             let total = usage_total.get_or_insert_with(Usage::default);
             total.prompt_tokens += usage.prompt_tokens;
             total.completion_tokens += usage.completion_tokens;
@@ -237,6 +248,17 @@ pub async fn run_turn(
         context,
         context_ops,
         switched,
+    }
+}
+
+/// The turn's and the session's use so far, for the budgets.
+fn spent(input: &TurnInput, usage: &Option<Usage>) -> crate::context::spend::Spent {
+    crate::context::spend::Spent {
+        turn_tokens: usage
+            .as_ref()
+            .map_or(0, |u| u.prompt_tokens + u.completion_tokens),
+        session_tokens: input.session_tokens.total(),
+        session_cost: input.cost.as_ref().map(|meter| meter.so_far()),
     }
 }
 
@@ -886,6 +908,8 @@ mod tests {
             journal: None,
             first_token_notice: None,
             fallback: None,
+            budgets: Default::default(),
+            session_tokens: Default::default(),
         }
     }
 

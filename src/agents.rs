@@ -50,6 +50,10 @@ pub struct AgentCard {
     pub mcps: Option<Vec<String>>,
     /// Model calls one turn may make while the card is active.
     pub max_turns: Option<u32>,
+    /// Budgets while the card is active (they replace the config's).
+    pub max_turn_tokens: Option<u64>,
+    pub max_session_tokens: Option<u64>,
+    pub max_session_cost: Option<f64>,
     /// The reasoning effort the card asks for (`off`, `low`, `medium`, `high`).
     pub thought_level: Option<String>,
     /// The kind of model wanted, looked up in `[llm.models]`.
@@ -70,7 +74,7 @@ pub enum CardError {
     #[error("{file}: line `{line}` is not `key: value` (or a list or map under a key)")]
     BadLine { file: String, line: String },
     #[error(
-        "{file}: unknown key `{key}`; known keys: name, description, model, provider, mode, tools, mcps, max_turns, specialty, thought_level (and Crucible's version, tags, temperature, max_tokens, which are not used)"
+        "{file}: unknown key `{key}`; known keys: name, description, model, provider, mode, tools, mcps, max_turns, max_turn_tokens, max_session_tokens, max_session_cost, specialty, thought_level (and Crucible's version, tags, temperature, max_tokens, which are not used)"
     )]
     UnknownKey { file: String, key: String },
     #[error("{file}: key `{key}`: {problem}")]
@@ -141,6 +145,25 @@ impl AgentCard {
                         return Err(bad(format!("`{written}` is not a whole number above 0")));
                     }
                 }
+            }
+            "max_turn_tokens" | "max_session_tokens" => {
+                let written = text(value)?;
+                let Some(tokens) = written.parse::<u64>().ok().filter(|n| *n > 0) else {
+                    return Err(bad(format!("`{written}` is not a whole number above 0")));
+                };
+                if key == "max_turn_tokens" {
+                    self.max_turn_tokens = Some(tokens);
+                } else {
+                    self.max_session_tokens = Some(tokens);
+                }
+            }
+            "max_session_cost" => {
+                let written = text(value)?;
+                let cost = written.parse::<f64>().ok();
+                let Some(cost) = cost.filter(|c| c.is_finite() && *c > 0.0) else {
+                    return Err(bad(format!("`{written}` is not a number above 0")));
+                };
+                self.max_session_cost = Some(cost);
             }
             "tools" => match value {
                 Value::Map(entries) => {

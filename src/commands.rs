@@ -21,7 +21,7 @@ use crate::model::Part;
 /// The reserved namespace: `/crucible:context` is always the built-in.
 pub const NAMESPACE: &str = "crucible:";
 
-const BUILTIN: [(&str, &str, Option<&str>); 9] = [
+const BUILTIN: [(&str, &str, Option<&str>); 10] = [
     ("help", "List the commands", None),
     (
         "compact",
@@ -37,6 +37,11 @@ const BUILTIN: [(&str, &str, Option<&str>); 9] = [
         "rewind",
         "Take the conversation back to before the N-th last prompt (default 1) and put back the files the agent changed since; --dry-run shows the plan, --force overwrites files you changed, `undo` undoes the last rewind",
         Some("[N] [--dry-run] [--force] | undo"),
+    ),
+    (
+        "budget",
+        "Show the tokens and cost spent against the budgets, or set one for this session: turn_tokens, session_tokens or session_cost (`off` lifts it)",
+        Some("LIMIT VALUE"),
     ),
     (
         "agent",
@@ -86,6 +91,8 @@ pub enum Command {
     /// `/permissions`, or `/permissions revoke ID` (the argument as typed).
     Permissions(Option<String>),
     Rewind(RewindCommand),
+    /// `/budget`, or `/budget LIMIT VALUE` (the arguments as typed).
+    Budget(Option<String>),
 }
 
 /// How a rewind (or a rollback, which restores files the same way) runs.
@@ -380,6 +387,7 @@ pub fn parse(text: &str) -> Option<Result<Command, CommandError>> {
         "clear" => Command::Clear,
         "permissions" => Command::Permissions(arg),
         "rewind" => return Some(parse_rewind(args).map(Command::Rewind)),
+        "budget" => Command::Budget(arg),
         _ => return None,
     };
     Some(Ok(command))

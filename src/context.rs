@@ -7,6 +7,7 @@
 pub mod budget;
 pub mod compact;
 pub mod rewind;
+pub mod spend;
 
 use std::fmt::Write as _;
 use std::sync::Arc;

@@ -4,6 +4,7 @@
 //! turn (one at a time, with its cancellation token). Everything else talks
 //! to it through its mailbox, so sessions never lock or block each other.
 
+mod budget;
 mod fallback;
 mod live;
 pub mod manager;
@@ -212,6 +213,10 @@ struct Conversation {
     /// None once the client takes them at any time.
     held: Option<Vec<Update>>,
     in_turn: bool,
+    /// The limits `/budget` set for this session.
+    budgets: crate::context::spend::Budgets,
+    /// The tokens the last prompt turn used.
+    last_turn_tokens: u64,
 }
 
 struct SessionActor {
@@ -240,6 +245,8 @@ impl SessionActor {
                 mcp_failures_told: false,
                 held: Some(Vec::new()),
                 in_turn: false,
+                budgets: Default::default(),
+                last_turn_tokens: 0,
             },
         };
         for notice in std::mem::take(&mut start.notices) {

@@ -75,6 +75,8 @@ pub struct Defaults {
     pub subagents: crate::agents::SubagentSettings,
     /// `[agent] thought_level`.
     pub thought_level: crate::providers::Reasoning,
+    /// `[agent]`'s budgets.
+    pub budgets: crate::context::spend::Budgets,
     /// `[prices.MODEL]`.
     pub prices: crate::providers::pricing::PriceTable,
     /// `[acp] unstable`.
@@ -90,6 +92,7 @@ impl Defaults {
             provider: provider.name.clone(),
             model: provider.default_model.clone(),
             max_turn_requests: config.max_turn_requests,
+            budgets: config.budgets,
             first_token_notice: config.first_token_notice,
             mode: config.default_mode.clone(),
             modes: config.modes.clone(),

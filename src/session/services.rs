@@ -59,6 +59,8 @@ pub(super) struct Services {
     pub tally: Arc<TurnTally>,
     /// What the session's model calls cost so far (where they are priced).
     pub spending: Spending,
+    /// The tokens the session's model calls used so far.
+    pub tokens: crate::context::spend::TokenTally,
     /// The skills of the user's and the project's folders, re-read when they change.
     pub skills: Arc<crate::skills::Catalog>,
     /// The client's `systemPrompt`, the system prompt's last layer.
@@ -179,6 +181,7 @@ impl Services {
             depth,
             tally: Arc::default(),
             spending: Spending::default(),
+            tokens: Default::default(),
             client_prompt: start.client_prompt.take(),
             skills: Arc::new(crate::skills::Catalog::new(crate::skills::folders(
                 &start.cwd,

@@ -30,6 +30,8 @@ struct Job {
     summarize: Option<Option<String>>,
     /// `/agent` or `/model` without a name, asked in a form.
     pick: Option<super::pick::Pick>,
+    /// `/context`'s spend against the budgets.
+    budgets: String,
 }
 
 impl SessionActor {
@@ -86,8 +88,12 @@ impl SessionActor {
             Ok(Command::Permissions(args)) => job.text = self.permissions_command(args.as_deref()),
             Ok(Command::Compact { focus }) => job.summarize = Some(focus),
             Ok(Command::Rewind(command)) => job.rewind = self.rewind_command(command),
+            Ok(Command::Budget(args)) => job.text = self.budget_command(args.as_deref()),
             Ok(Command::Context(command)) => match command {
-                ContextCommand::Show => job.show = true,
+                ContextCommand::Show => {
+                    job.show = true;
+                    job.budgets = self.budgets().report(&self.spent());
+                }
                 ContextCommand::Checkpoint(name) => job.op = Some(ContextOp::Checkpoint { name }),
                 ContextCommand::Rollback(name, flags) => {
                     job.rewind = self.rollback_command(&name, flags);
@@ -205,6 +211,8 @@ impl SessionActor {
             if job.show {
                 text = roots_report(&roots);
                 text.push_str(&context.report(fixed, &budget));
+                text.push_str("\n\n");
+                text.push_str(&job.budgets);
             }
             emit(AgentEvent::AgentText(text));
             let cost = ready.cost.as_ref().map(|meter| {

@@ -80,6 +80,9 @@ pub(super) struct TurnContext {
     pub journal: JournalFn,
     /// The session's writer: asked at the turn's end whether saving failed.
     recorder: Option<crate::store::Recorder>,
+    /// The limits in force; the session's may be lifted for one turn.
+    pub budgets: crate::context::spend::Budgets,
+    session_tokens: crate::context::spend::TokenTally,
 }
 
 impl TurnContext {
@@ -192,6 +195,8 @@ impl TurnContext {
             first_token_notice: self.defaults.first_token_notice,
             journal: Some(self.journal),
             fallback,
+            budgets: self.budgets,
+            session_tokens: self.session_tokens,
         }
     }
 
@@ -296,6 +301,8 @@ impl SessionActor {
             skills: Arc::clone(&services.skills),
             journal: self.journal(Arc::clone(&journaled)),
             recorder: services.recorder.clone(),
+            budgets: self.budgets(),
+            session_tokens: services.tokens.clone(),
         };
         Ok((context, journaled))
     }
@@ -316,7 +323,8 @@ impl SessionActor {
             return self.start_prompt_command(command, &args, cancel);
         }
         let content = self.expand_skill_command(content);
-        let (turn, journaled) = self.turn_context(true)?;
+        let over_budget = self.over_budget();
+        let (mut turn, journaled) = self.turn_context(true)?;
         self.conversation.context.push(Arc::new(Message {
             role: Role::User,
             parts: content,
@@ -327,6 +335,23 @@ impl SessionActor {
         // A task of its own: a panic inside a turn must not take the session with it.
         let task = tokio::spawn(async move {
             let emit = turn.emitter();
+            if let Some(over) = over_budget {
+                match over.go_on(&cancel).await {
+                    // Past the session's limit by the user's leave: this turn only.
+                    Ok(()) => turn.budgets = turn.budgets.turn_only(),
+                    Err(stopped) => {
+                        emit(AgentEvent::AgentText(stopped));
+                        return TurnOutcome {
+                            new_messages: Vec::new(),
+                            result: Ok(crate::events::StopReason::MaxTokens),
+                            usage: None,
+                            context,
+                            context_ops: Vec::new(),
+                            switched: None,
+                        };
+                    }
+                }
+            }
             let recorder = turn.recorder.clone();
             let input = turn.input(context, cancel, &emit).await;
             let outcome = agent_loop::run_turn(input, &emit).await;
@@ -360,6 +385,10 @@ impl SessionActor {
                 self.conversation.context = outcome.context;
                 if let Some(switched) = outcome.switched {
                     self.adopt_fallback(switched);
+                }
+                if !turn.started.command {
+                    self.conversation.last_turn_tokens = (outcome.usage.as_ref())
+                        .map_or(0, |u| u.prompt_tokens + u.completion_tokens);
                 }
                 let usage = with_children(outcome.usage, self.services.tally.take_usage());
                 outcome

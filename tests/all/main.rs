@@ -13,6 +13,7 @@ mod support;
 mod architecture;
 mod bad_params;
 mod bounds;
+mod budgets;
 
 mod acp_fields;
 
