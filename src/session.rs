@@ -154,6 +154,8 @@ pub struct SessionStart {
     pub history: ContextManager,
     /// The files its agent changed and its rewinds (empty for a new one).
     pub files: crate::context::rewind::FileHistory,
+    /// What it had spent (zero for a new one).
+    pub spent: crate::context::spend::Totals,
     /// Where the session is saved; None keeps it in memory only.
     pub recorder: Option<Recorder>,
     /// Why the session could not be saved at all, told in its first turn.
@@ -246,7 +248,7 @@ impl SessionActor {
                 held: Some(Vec::new()),
                 in_turn: false,
                 budgets: Default::default(),
-                last_turn_tokens: 0,
+                last_turn_tokens: start.spent.turn_tokens,
             },
         };
         for notice in std::mem::take(&mut start.notices) {

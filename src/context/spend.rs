@@ -26,11 +26,25 @@ pub struct Spent {
     pub session_cost: Option<(f64, String)>,
 }
 
+/// The totals saved at each turn's end, so budgets count on after a restart.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Totals {
+    pub turn_tokens: u64,
+    pub session_tokens: u64,
+    /// In the price table's currency; 0 where nothing is priced.
+    pub session_cost: f64,
+}
+
 /// A session's tokens (prompt and completion, every model call), shared by its turns.
 #[derive(Debug, Clone, Default)]
 pub struct TokenTally(Arc<AtomicU64>);
 
 impl TokenTally {
+    /// A tally that starts from a loaded session's total.
+    pub fn starting_at(tokens: u64) -> Self {
+        Self(Arc::new(AtomicU64::new(tokens)))
+    }
+
     pub fn add(&self, tokens: u64) -> u64 {
         self.0.fetch_add(tokens, Ordering::SeqCst) + tokens
     }

@@ -287,11 +287,12 @@ impl SessionManager {
                 };
                 let restored = store::context_from(&events);
                 let files = store::files_from(&events);
+                let spent = store::totals_from(&events);
                 tracing::info!(session = %read_id, events = events.len(), entries = restored.context.entries().len(), "session loaded");
-                Ok((open, metadata, updates, restored, files))
+                Ok((open, metadata, updates, restored, (files, spent)))
             })
             .await;
-            let (open, mut metadata, updates, restored, files) = match opened {
+            let (open, mut metadata, updates, restored, (files, spent)) = match opened {
                 Ok(opened) => opened,
                 Err(err) => {
                     // Closed before the answer: the router forgets this handle.
@@ -342,6 +343,7 @@ impl SessionManager {
                 agent_restored: true,
                 history: restored.context,
                 files,
+                spent,
                 recorder: Some(recorder),
                 save_failure: None,
                 lineage: None,
@@ -421,6 +423,7 @@ impl SessionManager {
             agent_restored: false,
             history: ContextManager::new(),
             files: Default::default(),
+            spent: Default::default(),
             recorder,
             save_failure,
             lineage: None,

@@ -180,8 +180,12 @@ impl Services {
             runtime: shared.runtime,
             depth,
             tally: Arc::default(),
-            spending: Spending::default(),
-            tokens: Default::default(),
+            spending: {
+                let spending = Spending::default();
+                spending.add(start.spent.session_cost);
+                spending
+            },
+            tokens: crate::context::spend::TokenTally::starting_at(start.spent.session_tokens),
             client_prompt: start.client_prompt.take(),
             skills: Arc::new(crate::skills::Catalog::new(crate::skills::folders(
                 &start.cwd,

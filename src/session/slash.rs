@@ -210,9 +210,9 @@ impl SessionActor {
             ));
             if job.show {
                 text = roots_report(&roots);
-                text.push_str(&context.report(fixed, &budget));
-                text.push_str("\n\n");
                 text.push_str(&job.budgets);
+                text.push_str("\n\n");
+                text.push_str(&context.report(fixed, &budget));
             }
             emit(AgentEvent::AgentText(text));
             let cost = ready.cost.as_ref().map(|meter| {

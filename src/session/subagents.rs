@@ -140,6 +140,7 @@ impl TurnDelegator {
             agent_restored: true,
             history: ContextManager::new(),
             files: Default::default(),
+            spent: Default::default(),
             recorder,
             save_failure: None,
             lineage: Some(Lineage {

@@ -380,15 +380,15 @@ impl SessionActor {
         let reply = turn.reply;
         let result = match outcome {
             Ok(outcome) => {
+                if !turn.started.command {
+                    self.conversation.last_turn_tokens = (outcome.usage.as_ref())
+                        .map_or(0, |u| u.prompt_tokens + u.completion_tokens);
+                }
                 self.record_turn(&outcome, turn.started.command);
                 // The turn's copy holds its messages, compactions and drops.
                 self.conversation.context = outcome.context;
                 if let Some(switched) = outcome.switched {
                     self.adopt_fallback(switched);
-                }
-                if !turn.started.command {
-                    self.conversation.last_turn_tokens = (outcome.usage.as_ref())
-                        .map_or(0, |u| u.prompt_tokens + u.completion_tokens);
                 }
                 let usage = with_children(outcome.usage, self.services.tally.take_usage());
                 outcome

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::context::{self, TokenEstimator, rewind};
+use crate::context::{self, TokenEstimator, rewind, spend};
 use crate::{events, model};
 
 #[macro_use]
@@ -117,6 +117,9 @@ pub enum StoredEvent {
         /// What the provider's usage taught the token estimate so far.
         #[serde(default)]
         estimator: Option<Estimator>,
+        /// What the session had used by then, for its budgets.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spent: Option<Totals>,
     },
     ModeChanged {
         mode: String,
@@ -317,6 +320,17 @@ mirrored_struct! {
 }
 
 mirrored_struct! {
+    /// The tokens and cost spent, at a turn's end.
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+    pub struct Totals = spend::Totals {
+        turn_tokens: u64,
+        session_tokens: u64,
+        #[serde(default)]
+        session_cost: f64,
+    }
+}
+
+mirrored_struct! {
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
     pub struct FileChange = rewind::FileChange {
         turn: u64,
@@ -421,6 +435,15 @@ impl StoredEvent {
     pub fn turn_end(estimator: Option<TokenEstimator>) -> Self {
         Self::TurnEnd {
             estimator: estimator.map(Estimator::from),
+            spent: None,
+        }
+    }
+
+    /// A turn's end with what the session had spent by then.
+    pub fn turn_end_spent(estimator: Option<TokenEstimator>, spent: spend::Totals) -> Self {
+        Self::TurnEnd {
+            estimator: estimator.map(Estimator::from),
+            spent: Some(spent.into()),
         }
     }
 

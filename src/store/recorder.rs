@@ -172,6 +172,15 @@ impl Recorder {
         self.append(StoredEvent::turn_end(estimator));
     }
 
+    /// A prompt turn is over, with what the session has spent so far.
+    pub fn turn_end_spent(
+        &self,
+        estimator: Option<TokenEstimator>,
+        spent: crate::context::spend::Totals,
+    ) {
+        self.append(StoredEvent::turn_end_spent(estimator, spent));
+    }
+
     /// What the client was shown, for replay (only the conversation is kept).
     pub fn shown(&self, update: &Update) {
         if let Update::Agent(event) = update

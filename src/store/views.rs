@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::disk::{self, StoredEvent, StoredUpdate};
 use crate::client::Update;
 use crate::context::rewind::FileHistory;
+use crate::context::spend::Totals;
 use crate::context::{ContextManager, ContextOp};
 use crate::model::{Message, Role};
 
@@ -101,7 +102,7 @@ pub fn context_from(events: &[StoredEvent]) -> Restored {
                     seen.clear();
                 }
             }
-            StoredEvent::TurnEnd { estimator } => {
+            StoredEvent::TurnEnd { estimator, .. } => {
                 open = None;
                 if let Some(estimator) = estimator {
                     context.estimator = (*estimator).into();
@@ -134,6 +135,20 @@ pub fn files_from(events: &[StoredEvent]) -> FileHistory {
         }
     }
     files
+}
+
+/// What the session had spent at its last recorded turn end (zero before any).
+pub fn totals_from(events: &[StoredEvent]) -> Totals {
+    events
+        .iter()
+        .rev()
+        .find_map(|event| match event {
+            StoredEvent::TurnEnd {
+                spent: Some(spent), ..
+            } => Some((*spent).into()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// A session title from its first prompt: the first line of text, shortened.
