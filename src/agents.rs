@@ -357,6 +357,11 @@ mod tests {
             ("---\nname x\n---\n", "is not `key: value`"),
             ("---\nname: x\ncolour: red\n---\n", "unknown key `colour`"),
             ("---\nmax_turns: none\n---\n", "key `max_turns`"),
+            ("---\nmax_turn_tokens: 0\n---\n", "key `max_turn_tokens`"),
+            (
+                "---\nmax_session_cost: lots\n---\n",
+                "key `max_session_cost`",
+            ),
             ("---\ntools:\n  bash: maybe\n---\n", "`bash: maybe`"),
             ("---\nname: [a, b]\n---\n", "key `name`"),
         ] {
@@ -377,6 +382,14 @@ mod tests {
         assert_eq!(card.model.as_deref(), Some("big"));
         assert_eq!(card.tools.unwrap(), ["read_file", "grep"]);
         assert_eq!(card.body, "Body.");
+        let card = AgentCard::parse(
+            "---\nname: thrifty\nmax_turn_tokens: 2000\nmax_session_tokens: 50000\nmax_session_cost: 0.25\n---\n",
+            "t.md",
+        )
+        .unwrap();
+        assert_eq!(card.max_turn_tokens, Some(2000));
+        assert_eq!(card.max_session_tokens, Some(50_000));
+        assert_eq!(card.max_session_cost, Some(0.25));
     }
 
     /// Crucible's documented example card, as its docs write it.

@@ -494,6 +494,23 @@ mod tests {
         load(text, &[]).unwrap_err().to_string()
     }
 
+    #[test]
+    fn budgets_are_read_from_agent_and_must_be_above_zero() {
+        let base = "[llm.providers.local]\ntype = \"ollama\"\n[agent]\n";
+        let config = load(
+            &format!("{base}max_turn_tokens = 5000\nmax_session_cost = 1.5\n"),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(config.budgets.max_turn_tokens, Some(5000));
+        assert_eq!(config.budgets.max_session_tokens, None);
+        assert_eq!(config.budgets.max_session_cost, Some(1.5));
+        let zero = refusal(&format!("{base}max_session_tokens = 0\n"));
+        assert!(zero.contains("agent.max_session_tokens"), "{zero}");
+        let negative = refusal(&format!("{base}max_session_cost = -2.0\n"));
+        assert!(negative.contains("agent.max_session_cost"), "{negative}");
+    }
+
     pub(super) const SEED_EXAMPLE: &str = r#"
 [chat]
 default_backend = "internal"    # "internal" or "acp"
