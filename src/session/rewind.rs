@@ -399,7 +399,17 @@ fn files_plan(out: &mut String, steps: &[FileStep], shown: &dyn Fn(&Path) -> Str
             (Some(_), true) => "restored to its earlier content",
             (Some(_), false) => "cannot be restored (its earlier content was too large to keep)",
         };
-        let _ = writeln!(out, "- {}: {action}", shown(&step.path));
+        let now = read(&step.path)
+            .ok()
+            .map(|now| now.as_deref().map(content_hash));
+        let changed = match now {
+            Some(hash) if hash != step.expected && hash != step.restore => {
+                " (changed since the agent wrote it: refused without --force)"
+            }
+            Some(_) => "",
+            None => " (cannot be read now)",
+        };
+        let _ = writeln!(out, "- {}: {action}{changed}", shown(&step.path));
     }
 }
 

@@ -193,6 +193,15 @@ async fn a_file_the_user_changed_is_refused_unless_forced() {
     say(&mut agent, &session, "write them").await;
     std::fs::write(cwd.join("a.txt"), "mine\n").unwrap();
 
+    let (plan, _) = say(&mut agent, &session, "/rewind --dry-run").await;
+    assert!(
+        plan.contains("- a.txt: restored to its earlier content (changed since the agent wrote it"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("- b.txt: removed (the agent created it)\n"),
+        "{plan}"
+    );
     let (refused, _) = say(&mut agent, &session, "/rewind").await;
     assert!(refused.contains("Refused"), "{refused}");
     assert!(refused.contains("- a.txt"), "{refused}");
