@@ -113,10 +113,7 @@ pub async fn run_turn(
         if requests >= input.max_turn_requests {
             break Ok(StopReason::MaxTurnRequests);
         }
-        if let Some(why) = input.budgets.crossed(&spent(&input, &usage_total)) {
-            emit(AgentEvent::AgentText(format!(
-                "\n\nStopped: {why} Raise it with `/budget`, or send another prompt to go on.\n"
-            )));
+        if over_budget(&input, &usage_total, emit) {
             break Ok(StopReason::MaxTokens);
         }
         requests += 1;
@@ -219,6 +216,8 @@ pub async fn run_turn(
             break Ok(match finished {
                 FinishReason::Length => StopReason::MaxTokens,
                 FinishReason::Refusal => StopReason::Refusal,
+                // The answer is whole, but a limit was crossed on the way.
+                _ if over_budget(&input, &usage_total, emit) => StopReason::MaxTokens,
                 FinishReason::Stop | FinishReason::ToolCalls | FinishReason::Other(_) => {
                     StopReason::EndTurn
                 }
@@ -249,6 +248,21 @@ pub async fn run_turn(
         context_ops,
         switched,
     }
+}
+
+/// Whether a budget is reached; if so the user is told which.
+fn over_budget(
+    input: &TurnInput,
+    usage: &Option<Usage>,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> bool {
+    let Some(why) = input.budgets.crossed(&spent(input, usage)) else {
+        return false;
+    };
+    emit(AgentEvent::AgentText(format!(
+        "\n\nStopped: {why} Raise it with `/budget`, or send another prompt to go on.\n"
+    )));
+    true
 }
 
 /// The turn's and the session's use so far, for the budgets.

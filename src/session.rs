@@ -234,6 +234,7 @@ impl SessionActor {
         mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
     ) -> Self {
         let services = Services::start(&mut start, shared, mailbox);
+        let budgets = (services.recorder.as_ref()).map(crate::store::Recorder::saved_budgets);
         let agent = start.settings.agent.take();
         let mut actor = SessionActor {
             services,
@@ -247,7 +248,7 @@ impl SessionActor {
                 mcp_failures_told: false,
                 held: Some(Vec::new()),
                 in_turn: false,
-                budgets: Default::default(),
+                budgets: budgets.unwrap_or_default(),
                 last_turn_tokens: start.spent.turn_tokens,
             },
         };

@@ -54,6 +54,9 @@ impl SessionActor {
                 match session.set(limit, value) {
                     Ok(()) => {
                         self.conversation.budgets = session;
+                        if let Some(recorder) = &self.services.recorder {
+                            recorder.budgets(session);
+                        }
                         let report = self.budgets().report(&self.spent());
                         format!("`{}` is now `{value}` for this session.\n{report}", limit.key())
                     }

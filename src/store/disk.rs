@@ -65,6 +65,9 @@ pub struct Metadata {
     /// The session this one was forked from (`session/fork`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<String>,
+    /// The budgets `/budget` set for this session (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budgets: Option<Budgets>,
 }
 
 /// `metadata.json` as written: the format first, then the metadata.
@@ -316,6 +319,19 @@ mirrored_struct! {
         status: TodoStatus,
         #[serde(default)]
         priority: TodoPriority,
+    }
+}
+
+mirrored_struct! {
+    /// The limits `/budget` set; absent ones are not set.
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+    pub struct Budgets = spend::Budgets {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_turn_tokens: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_session_tokens: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_session_cost: Option<f64>,
     }
 }
 

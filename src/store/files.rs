@@ -35,6 +35,7 @@ impl Metadata {
             thought_level: None,
             system_prompt: None,
             forked_from: None,
+            budgets: None,
         }
     }
 }

@@ -233,6 +233,16 @@ impl Recorder {
         }
     }
 
+    /// The budgets `/budget` set for this session, saved for loads.
+    pub fn budgets(&self, budgets: crate::context::spend::Budgets) {
+        self.update(|m| m.budgets = Some(budgets.into()));
+    }
+
+    /// The budgets saved with the session (none set: all off).
+    pub fn saved_budgets(&self) -> crate::context::spend::Budgets {
+        self.lock().budgets.map(Into::into).unwrap_or_default()
+    }
+
     /// A title the user gave (it replaces the one from the first prompt).
     pub fn retitle(&self, title: &str) -> Titled {
         let updated_at = self.update(|m| m.title = Some(title.to_string()));

@@ -121,3 +121,43 @@ async fn past_the_session_budget_a_client_with_forms_is_asked_first() {
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert!(server.chat_requests().len() > 2);
 }
+
+#[tokio::test]
+async fn an_answer_that_crosses_the_turn_budget_ends_with_max_tokens() {
+    // No tool calls: one answer of 65 tokens.
+    let server = LlmServer::start(scripted_model(Vec::new())).await;
+    let mut agent = Agent::spawn(&config(&server, "max_turn_tokens = 50")).await;
+    let session = agent.start_session().await;
+    let (text, stop) = prompt(&mut agent, &session, "hello").await;
+    assert_eq!(stop, "max_tokens", "{text}");
+    assert!(text.starts_with("Done."), "the answer is kept: {text}");
+    assert!(text.contains("This turn has used 65 tokens"), "{text}");
+}
+
+#[tokio::test]
+async fn the_session_budget_and_its_spend_survive_a_restart() {
+    let server = LlmServer::start(model()).await;
+    let config = config(&server, "");
+    let mut first = Agent::spawn(&config).await;
+    let session = first.start_session().await;
+    let (set, _) = prompt(&mut first, &session, "/budget session_tokens 100").await;
+    assert!(set.contains("`max_session_tokens` is now `100`"), "{set}");
+    let (_, stop) = prompt(&mut first, &session, "look around").await;
+    assert_eq!(stop, "max_tokens");
+    first.close_stdin();
+    first.wait_exit().await;
+
+    let mut second = Agent::spawn_sharing(&config, &first).await;
+    second.initialize().await;
+    let (_, loaded) = second
+        .call(
+            "session/load",
+            json!({"sessionId": session, "cwd": first.cwd(), "mcpServers": []}),
+        )
+        .await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let (text, stop) = prompt(&mut second, &session, "more").await;
+    assert_eq!(stop, "max_tokens", "{text}");
+    assert!(text.contains("This session has used 120 tokens"), "{text}");
+    assert_eq!(server.chat_requests().len(), 2);
+}

@@ -122,6 +122,8 @@ across_as_it_is!(
     Option<u32>,
     Option<Value>,
     Option<String>,
+    Option<u64>,
+    Option<f64>,
     f64,
     u32,
     u64,
