@@ -394,6 +394,58 @@ mod tests {
     }
 
     #[test]
+    fn file_changes_rewinds_and_spend_come_back_from_their_lines() {
+        use crate::context::rewind::{FileChange, RestoredFile, Rewind};
+        let change = FileChange {
+            turn: 2,
+            path: "/p/a.txt".into(),
+            before: None,
+            before_kept: true,
+            after: "ab".into(),
+        };
+        let rewind = Rewind {
+            id: 1,
+            checkpoint: "before-rewind-1".into(),
+            turns: vec![2],
+            files: vec![RestoredFile {
+                path: "/p/a.txt".into(),
+                restored: None,
+                replaced: Some("ab".into()),
+            }],
+            at_turn: 2,
+        };
+        let spent = Totals {
+            turn_tokens: 5,
+            session_tokens: 50,
+            session_cost: 0.25,
+        };
+        let events: Vec<StoredEvent> = [
+            StoredEvent::FileChanged {
+                change: change.clone().into(),
+            },
+            StoredEvent::turn_end_spent(None, spent),
+            StoredEvent::Rewound {
+                rewind: rewind.clone().into(),
+            },
+        ]
+        .iter()
+        .map(|event| serde_json::from_str(&serde_json::to_string(event).unwrap()).unwrap())
+        .collect();
+        let files = files_from(&events);
+        assert_eq!(files.changes(), [change]);
+        assert_eq!(files.last_rewind(), Some(&rewind));
+        assert_eq!(totals_from(&events), spent);
+        let mut undone = events.clone();
+        undone.push(StoredEvent::RewindUndone { id: 1 });
+        assert_eq!(files_from(&undone).last_rewind(), None);
+        // Histories from before these lines: nothing changed, nothing spent.
+        assert_eq!(
+            totals_from(&[StoredEvent::turn_end(None)]),
+            Totals::default()
+        );
+    }
+
+    #[test]
     fn unknown_event_kinds_read_as_unknown() {
         let event: StoredEvent =
             serde_json::from_value(json!({"event": "from_the_future", "x": 1})).unwrap();
