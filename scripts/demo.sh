@@ -10,7 +10,9 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PORT=${DEMO_PORT:-8080}
-AGENT="${CARGO_TARGET_DIR:-target}/release/crucible-agent"
+# The demo profile compiles in a few minutes; the shipped binary is `make build`'s.
+AGENT="${CARGO_TARGET_DIR:-target}/demo/crucible-agent"
+STARTED=$(date +%s)
 # Keep the agent's log (its stderr, shown in this terminal) to warnings unless asked otherwise.
 export RUST_LOG=${RUST_LOG:-warn}
 
@@ -29,9 +31,39 @@ die() {
 command -v cargo >/dev/null 2>&1 || die "cargo not found" "install Rust (https://rustup.rs) and run 'make demo' again"
 command -v python3 >/dev/null 2>&1 || die "python3 not found" "install Python 3.11 or newer and run 'make demo' again"
 
-step "1/4 building crucible-agent (scripts/build.sh: cargo build --release)"
-bash scripts/build.sh >/dev/null
+# A first run builds both the agent and llama-server: side by side, since
+# each alone leaves a core idle for long stretches.
+LLM_LOG=""
+LLM_PID=""
+TMP=""
+# A failed or interrupted demo leaves no build running behind it.
+cleanup() {
+  if [ -n "$LLM_PID" ]; then kill "$LLM_PID" 2>/dev/null || true; fi
+  if [ -n "$TMP" ]; then rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+LLM_CACHE=${LLM_SERVER_CACHE:-$HOME/.cache/llm-server-e2e}
+if [ ! -x "$LLM_CACHE/bin/llama-server" ] || [ ! -f "$LLM_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
+  LLM_LOG=$(mktemp "${TMPDIR:-/tmp}/crucible-demo-llm.XXXXXX")
+  step "0/4 building llama-server in the background (first run only; log: $LLM_LOG)"
+  bash scripts/llm-server.sh build >"$LLM_LOG" 2>&1 &
+  LLM_PID=$!
+fi
+
+step "1/4 building crucible-agent (scripts/build.sh, the demo profile)"
+PROFILE=demo bash scripts/build.sh >/dev/null
 [ -x "$AGENT" ] || die "cargo finished but $AGENT is missing"
+
+if [ -n "$LLM_PID" ]; then
+  step "... waiting for the llama-server build"
+  if ! wait "$LLM_PID"; then
+    tail -n 20 "$LLM_LOG" >&2
+    LLM_PID=""
+    die "building llama-server failed (its log: $LLM_LOG)" "run 'bash scripts/llm-server.sh build' to see it again"
+  fi
+  LLM_PID=""
+  rm -f "$LLM_LOG"
+fi
 
 step "2/4 starting the local LLM server on 127.0.0.1:$PORT"
 bash scripts/llm-server.sh start "$PORT" ||
@@ -40,7 +72,6 @@ bash scripts/llm-server.sh start "$PORT" ||
 
 step "3/4 writing a demo configuration"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/crucible-demo.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
 CONFIG="$TMP/config.toml"
 cat >"$CONFIG" <<EOF
 [chat]
@@ -83,3 +114,4 @@ with your own config file (--config FILE); see README.md for details:
 The LLM server is still running, so the next 'make demo' starts at once.
 Stop it with:  bash scripts/llm-server.sh stop $PORT
 EOF
+echo "(make demo took $(($(date +%s) - STARTED)) s)"

@@ -71,6 +71,8 @@ pub struct TurnInput {
     pub budgets: crate::context::spend::Budgets,
     /// The session's tokens so far, which this turn's calls add to.
     pub session_tokens: crate::context::spend::TokenTally,
+    /// Sent with every request as the provider's prompt-cache key.
+    pub cache_key: Option<String>,
 }
 
 pub struct TurnOutcome {
@@ -142,6 +144,7 @@ pub async fn run_turn(
             max_output_tokens: input.provider.config().max_output_tokens,
             context_window: Some(input.context_window),
             reasoning: input.reasoning,
+            cache_key: input.cache_key.clone(),
         };
         let call = call_model(
             &*input.provider,
@@ -908,6 +911,7 @@ mod tests {
         TurnInput {
             provider,
             model: "m".into(),
+            cache_key: None,
             reasoning: None,
             cost: None,
             system: Some("sys".into()),

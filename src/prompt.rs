@@ -8,6 +8,12 @@
 use std::path::{Path, PathBuf};
 
 const BASE_PROMPT: &str = include_str!("../prompts/base.md");
+/// The base prompt for small windows: the fixed part of a request must
+/// leave a 4k window room for the conversation.
+const BASE_PROMPT_SMALL: &str = include_str!("../prompts/base_small.md");
+/// Windows up to this many tokens get the small base prompt and brief tool
+/// definitions.
+pub const SMALL_WINDOW: u64 = 8192;
 /// Files of project instructions, read in this order in each directory.
 const PROJECT_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
 /// A project's replacement for the base prompt.
@@ -27,6 +33,16 @@ pub fn mode_layer(mode: &str) -> Option<&'static str> {
     }
 }
 
+/// The one-paragraph layer of a built-in mode, for small windows.
+fn mode_layer_small(mode: &str) -> Option<&'static str> {
+    match mode {
+        "plan" => Some(include_str!("../prompts/modes/small/plan.md")),
+        "act" => Some(include_str!("../prompts/modes/small/act.md")),
+        "auto" => Some(include_str!("../prompts/modes/small/auto.md")),
+        _ => None,
+    }
+}
+
 pub struct PromptVars<'a> {
     pub provider: &'a str,
     pub model: &'a str,
@@ -42,6 +58,8 @@ pub struct PromptLayers {
     /// `.crucible/system_prompt.md` of the project, replacing the base.
     pub base_override: Option<String>,
     pub mode: Option<String>,
+    /// The mode's short layer, used instead when the window is small.
+    pub mode_small: Option<String>,
     /// Project instruction files, outermost first, with their paths.
     pub project: Vec<(PathBuf, String)>,
     /// The active agent card's name and body.
@@ -50,6 +68,9 @@ pub struct PromptLayers {
     pub user: Option<String>,
     /// The client's `systemPrompt`: the last layer, or the base's replacement.
     pub client: Option<crate::model::ClientPrompt>,
+    /// The model's window is small ([`SMALL_WINDOW`]): the built-in base
+    /// prompt is the short one.
+    pub small: bool,
 }
 
 impl PromptLayers {
@@ -59,10 +80,12 @@ impl PromptLayers {
         Self {
             base_override: read_limited(&cwd.join(PROJECT_OVERRIDE)),
             mode: mode_layer(mode).map(str::to_string),
+            mode_small: mode_layer_small(mode).map(str::to_string),
             project: project_instructions(cwd),
             agent: agent.map(|(name, body)| (name.to_string(), body.to_string())),
             user: user.map(str::to_string),
             client: None,
+            small: false,
         }
     }
 
@@ -75,10 +98,18 @@ impl PromptLayers {
         let client = self.client.as_ref();
         let base = match client.filter(|c| c.replaces_base) {
             Some(client) => client.text.as_str(),
-            None => self.base_override.as_deref().unwrap_or(BASE_PROMPT),
+            None => match &self.base_override {
+                Some(text) => text.as_str(),
+                None if self.small => BASE_PROMPT_SMALL,
+                None => BASE_PROMPT,
+            },
         };
         layers.push(base.trim().to_string());
-        if let Some(mode) = &self.mode {
+        let mode = match &self.mode_small {
+            Some(short) if self.small => Some(short),
+            _ => self.mode.as_ref(),
+        };
+        if let Some(mode) = mode {
             layers.push(mode.trim().to_string());
         }
         if !self.project.is_empty() {

@@ -62,6 +62,9 @@ pub struct ChatRequest {
     /// How hard to think; None sends no reasoning parameter (the model is
     /// not known to reason, or the call is the agent's own, e.g. compaction).
     pub reasoning: Option<Reasoning>,
+    /// Groups requests that share a prefix for the provider's prompt cache
+    /// (the session id; OpenAI's `prompt_cache_key`).
+    pub cache_key: Option<String>,
 }
 
 /// Token counts the provider reported for one call.

@@ -10,6 +10,7 @@ mod live;
 pub mod manager;
 mod permissions_command;
 mod pick;
+mod prewarm;
 mod prompts;
 mod record;
 mod rewind;
@@ -219,6 +220,10 @@ struct Conversation {
     budgets: crate::context::spend::Budgets,
     /// The tokens the last prompt turn used.
     last_turn_tokens: u64,
+    /// The prompt-cache warm-up the first turn waits for.
+    warming: Option<prewarm::Warming>,
+    /// A prompt has started: the server has read the prefix, no warm-up.
+    prompted: bool,
 }
 
 struct SessionActor {
@@ -250,6 +255,8 @@ impl SessionActor {
                 in_turn: false,
                 budgets: budgets.unwrap_or_default(),
                 last_turn_tokens: start.spent.turn_tokens,
+                warming: None,
+                prompted: false,
             },
         };
         for notice in std::mem::take(&mut start.notices) {
@@ -408,6 +415,7 @@ impl SessionActor {
                 }
                 self.advertise_commands(true);
                 self.load_models();
+                self.prewarm();
             }
             SessionMsg::CommandsChanged => self.advertise_commands(false),
             SessionMsg::ModelsLoaded { provider, models } => self.models_loaded(provider, models),

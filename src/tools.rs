@@ -7,6 +7,7 @@
 //! A running call reports progress through [`Progress`]. Nothing here
 //! speaks ACP events; `translate` maps them.
 
+pub mod brief;
 pub mod builtin;
 mod client_fs;
 mod context;
@@ -163,6 +164,12 @@ pub trait Tool: Send + Sync {
     fn mutates(&self) -> bool;
     fn call<'a>(&'a self, arguments: serde_json::Value, ctx: &'a ToolContext) -> ToolFuture<'a>;
 
+    /// A one-line description for small windows (see [`brief`]); None
+    /// takes the first sentence of the description.
+    fn brief(&self) -> Option<&str> {
+        None
+    }
+
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: self.name().to_string(),
@@ -177,6 +184,8 @@ pub trait Tool: Send + Sync {
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
+    /// Offer the brief definitions (a model with a small window).
+    brief: bool,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -239,12 +248,25 @@ impl ToolRegistry {
                 .filter(|tool| keep(tool.as_ref()))
                 .cloned()
                 .collect(),
+            brief: self.brief,
         }
+    }
+
+    /// From now on, offer every tool's brief definition.
+    pub fn set_brief(&mut self, brief: bool) {
+        self.brief = brief;
     }
 
     /// What the provider is told.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
-        self.tools.iter().map(|tool| tool.definition()).collect()
+        let definitions = self.tools.iter().map(|tool| tool.definition());
+        if !self.brief {
+            return definitions.collect();
+        }
+        definitions
+            .zip(&self.tools)
+            .map(|(definition, tool)| brief::brief_definition(definition, tool.brief()))
+            .collect()
     }
 
     /// Runs the named tool; an unknown name is an error the model can act on.

@@ -188,6 +188,7 @@ fn request(
         max_output_tokens: Some(answer as u32),
         context_window: Some(budget.window),
         reasoning: None,
+        cache_key: None,
     }
 }
 

@@ -844,6 +844,8 @@ mod tests {
             retry: RetryPolicy::default(),
             fallback: Vec::new(),
             keep_alive: serde_json::Value::Null,
+            prewarm: None,
+            prompt_cache_key: None,
         }
     }
 
@@ -1100,6 +1102,7 @@ mod tests {
             max_output_tokens: None,
             context_window: Some(1000),
             reasoning: None,
+            cache_key: None,
         }
     }
 

@@ -700,6 +700,7 @@ mod tests {
             max_output_tokens: None,
             context_window: None,
             reasoning: None,
+            cache_key: None,
         }
     }
 

@@ -29,7 +29,8 @@ impl WireFormat for OpenAiFormat {
     const MODELS_PATH: &'static str = "/models";
 
     fn request_text(&self, request: &ChatRequest, settings: &ProviderSettings) -> String {
-        request_text(request, settings.temperature, &self.encoded)
+        let cache_key = (request.cache_key.as_deref()).filter(|_| settings.sends_cache_key());
+        request_text(request, settings.temperature, cache_key, &self.encoded)
     }
 
     fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String> {
@@ -46,16 +47,18 @@ pub fn request_body(request: &ChatRequest) -> Value {
     for message in &request.messages {
         encode_message(message, &mut messages);
     }
-    let mut body = envelope(request, None);
+    let mut body = envelope(request, None, None);
     body["messages"] = Value::Array(messages);
     body
 }
 
-/// [`request_body`] as the text sent, with the configured `temperature`
-/// and past messages copied from `cache` instead of encoded again.
+/// [`request_body`] as the text sent, with the configured `temperature`,
+/// the `prompt_cache_key` for servers that take one, and past messages
+/// copied from `cache` instead of encoded again.
 pub fn request_text(
     request: &ChatRequest,
     temperature: Option<f64>,
+    cache_key: Option<&str>,
     cache: &EncodedMessages,
 ) -> String {
     let past = cache.join(&request.messages, encode_message);
@@ -64,7 +67,11 @@ pub fn request_text(
         Some(system) => format!("{},{past}", system_message(system)),
         None => past,
     };
-    with_array_field(&envelope(request, temperature), "messages", &items)
+    with_array_field(
+        &envelope(request, temperature, cache_key),
+        "messages",
+        &items,
+    )
 }
 
 fn system_message(system: &str) -> Value {
@@ -72,7 +79,7 @@ fn system_message(system: &str) -> Value {
 }
 
 /// Everything in the body but the messages.
-fn envelope(request: &ChatRequest, temperature: Option<f64>) -> Value {
+fn envelope(request: &ChatRequest, temperature: Option<f64>, cache_key: Option<&str>) -> Value {
     let mut body = json!({
         "model": request.model,
         "stream": true,
@@ -86,6 +93,9 @@ fn envelope(request: &ChatRequest, temperature: Option<f64>) -> Value {
     }
     if let Some(effort) = request.reasoning.and_then(Reasoning::effort) {
         body["reasoning_effort"] = json!(effort);
+    }
+    if let Some(key) = cache_key {
+        body["prompt_cache_key"] = json!(key);
     }
     if !request.tools.is_empty() {
         body["tools"] = function_tools(&request.tools);
@@ -485,6 +495,7 @@ mod tests {
             max_output_tokens: None,
             context_window: None,
             reasoning: None,
+            cache_key: None,
         };
         let body = request_body(&request);
         assert_eq!(body["stream"], true);
@@ -522,6 +533,7 @@ mod tests {
             max_output_tokens: None,
             context_window: None,
             reasoning: None,
+            cache_key: None,
         };
         let body = request_body(&request);
         let calls = &body["messages"][0]["tool_calls"];
@@ -558,13 +570,22 @@ mod tests {
                 max_output_tokens: Some(100),
                 context_window: None,
                 reasoning: None,
+                cache_key: None,
             };
-            let sent: Value = serde_json::from_str(&request_text(&request, None, &cache)).unwrap();
+            let sent: Value =
+                serde_json::from_str(&request_text(&request, None, None, &cache)).unwrap();
             assert_eq!(sent, request_body(&request), "turn {turn}");
-            // The configured temperature is the one difference.
-            let warm: Value =
-                serde_json::from_str(&request_text(&request, Some(0.3), &cache)).unwrap();
+            assert!(sent.get("prompt_cache_key").is_none());
+            // The configured temperature and the cache key are the differences.
+            let warm: Value = serde_json::from_str(&request_text(
+                &request,
+                Some(0.3),
+                Some("session-1"),
+                &cache,
+            ))
+            .unwrap();
             assert_eq!(warm["temperature"], 0.3);
+            assert_eq!(warm["prompt_cache_key"], "session-1");
             assert_eq!(warm["messages"], sent["messages"]);
             messages.push(Arc::new(Message::assistant_text(format!("answer {turn}"))));
         }

@@ -5,6 +5,7 @@
 //! [`service`], the key's sources in [`key`].
 
 mod key;
+pub mod locality;
 pub mod service;
 
 use std::collections::BTreeMap;
@@ -68,6 +69,12 @@ pub struct RawProvider {
     /// Ollama: how long the model stays loaded after a call (`"30m"`, `"1h"`,
     /// seconds as a number, `-1` for ever, `0` to unload at once).
     pub keep_alive: Option<toml::Value>,
+    /// Send a new session's fixed prompt ahead of its first prompt, so the
+    /// server's prompt cache holds it (default: for local endpoints).
+    pub prewarm: Option<bool>,
+    /// OpenAI-compatible: send `prompt_cache_key` (the session id), for
+    /// servers that accept it (default: api.openai.com only).
+    pub prompt_cache_key: Option<bool>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
 }
@@ -129,6 +136,10 @@ pub struct ProviderSettings {
     pub fallback: Vec<FallbackTarget>,
     /// Ollama's `keep_alive`, as sent (a duration string or seconds).
     pub keep_alive: serde_json::Value,
+    /// `prewarm` as written; see [`ProviderSettings::prewarms`].
+    pub prewarm: Option<bool>,
+    /// `prompt_cache_key` as written; see [`ProviderSettings::sends_cache_key`].
+    pub prompt_cache_key: Option<bool>,
 }
 
 /// How long Ollama keeps a model loaded after a call unless told: its own
@@ -156,7 +167,26 @@ impl ProviderSettings {
             retry: RetryPolicy::default(),
             fallback: Vec::new(),
             keep_alive: serde_json::json!(DEFAULT_KEEP_ALIVE),
+            prewarm: None,
+            prompt_cache_key: None,
         }
+    }
+
+    /// Whether new sessions warm this provider's prompt cache: as written,
+    /// else for local endpoints (a hosted one would bill the warm-up).
+    pub fn prewarms(&self) -> bool {
+        self.prewarm
+            .unwrap_or_else(|| locality::is_local_endpoint(&self.endpoint))
+    }
+
+    /// Whether requests carry `prompt_cache_key`: as written, else only to
+    /// OpenAI's own API (other servers may reject fields they do not know).
+    pub fn sends_cache_key(&self) -> bool {
+        self.prompt_cache_key.unwrap_or_else(|| {
+            self.kind == ProviderKind::OpenAi
+                && reqwest::Url::parse(&self.endpoint)
+                    .is_ok_and(|url| url.host_str() == Some("api.openai.com"))
+        })
     }
 
     /// The environment variable its type's key lives in, if any.
@@ -239,7 +269,7 @@ impl Surroundings<'_> {
     }
 }
 
-const KNOWN_SETTINGS_FIX: &str = "Known settings: type, endpoint, default_model, api_key, api_key_file, context_window, max_output_tokens (or max_tokens), temperature, available_models, timeout_secs, connect_timeout_secs, max_retries, retry_base_delay_ms, retry_max_delay_secs, max_wait_secs, fallback (and Crucible's trust_level, name). Remove or rename it.";
+const KNOWN_SETTINGS_FIX: &str = "Known settings: type, endpoint, default_model, api_key, api_key_file, context_window, max_output_tokens (or max_tokens), temperature, available_models, timeout_secs, connect_timeout_secs, max_retries, retry_base_delay_ms, retry_max_delay_secs, max_wait_secs, fallback, keep_alive, prewarm, prompt_cache_key (and Crucible's trust_level, name). Remove or rename it.";
 
 /// Validate the table `[llm.providers.NAME]`. Findings that do not stop the
 /// agent go to `warnings`.
@@ -324,6 +354,8 @@ pub fn validate_at(
         )?,
         fallback: table.fallback(raw.fallback)?,
         keep_alive: table.keep_alive(raw.keep_alive)?,
+        prewarm: raw.prewarm,
+        prompt_cache_key: raw.prompt_cache_key,
     })
 }
 
@@ -664,6 +696,25 @@ mod tests {
 
     fn load(text: &str, vars: &[(&str, &str)]) -> Result<Validated, InvalidSetting> {
         validate_all(text, vars, Path::new("/cfg"))
+    }
+
+    #[test]
+    fn local_endpoints_warm_and_only_openai_itself_gets_a_cache_key_unless_written() {
+        let with = |table: &str| {
+            let text = format!("[llm.providers.p]\ndefault_model = \"m\"\n{table}\n");
+            load(&text, &[]).unwrap().0["p"].clone()
+        };
+        let local = with("type = \"openai\"\nendpoint = \"http://127.0.0.1:8080/v1\"");
+        assert!(local.prewarms());
+        assert!(!local.sends_cache_key());
+        let hosted = with("type = \"openai\"\napi_key = \"k\"");
+        assert!(!hosted.prewarms());
+        assert!(hosted.sends_cache_key());
+        let written = with(
+            "type = \"openai\"\nendpoint = \"http://127.0.0.1:8080/v1\"\nprewarm = false\nprompt_cache_key = true",
+        );
+        assert!(!written.prewarms());
+        assert!(written.sends_cache_key());
     }
 
     #[test]

@@ -213,6 +213,13 @@ impl SessionActor {
                 text.push_str(&job.budgets);
                 text.push_str("\n\n");
                 text.push_str(&context.report(fixed, &budget));
+                if budget.window <= crate::prompt::SMALL_WINDOW {
+                    let _ = write!(
+                        text,
+                        "\nThe window is small (≤ {} tokens): the system prompt and the tool definitions are the brief ones.",
+                        crate::prompt::SMALL_WINDOW
+                    );
+                }
             }
             emit(AgentEvent::AgentText(text));
             let cost = ready.cost.as_ref().map(|meter| {

@@ -83,9 +83,18 @@ pub(super) struct TurnContext {
     /// The limits in force; the session's may be lifted for one turn.
     pub budgets: crate::context::spend::Budgets,
     session_tokens: crate::context::spend::TokenTally,
+    /// Tells the client nothing (a cache warm-up): once-only notices wait
+    /// for the first real turn.
+    quiet: bool,
 }
 
 impl TurnContext {
+    /// Make the context tell the client nothing (see `quiet`).
+    pub fn quiet(mut self) -> Self {
+        self.quiet = true;
+        self
+    }
+
     /// The turn's events, sent to the client as the session's updates.
     pub fn emitter(&self) -> impl Fn(AgentEvent) + Send + Sync + 'static {
         let client = Arc::clone(&self.client);
@@ -113,7 +122,7 @@ impl TurnContext {
             ready = self.mcp.wait_for(Option::is_some) => ready.ok().and_then(|m| m.clone()),
         };
         if let Some(manager) = manager {
-            if self.tell_failures {
+            if self.tell_failures && !self.quiet {
                 for (server, reason) in manager.failures() {
                     emit(AgentEvent::Notice(Notice {
                         severity: Severity::Warning,
@@ -134,7 +143,9 @@ impl TurnContext {
             )));
         }
         // Once per session: what the sandbox cannot do here.
-        if let Some(notice) = self.tool_context.sandbox.notice() {
+        if !self.quiet
+            && let Some(notice) = self.tool_context.sandbox.notice()
+        {
             emit(AgentEvent::Thought(notice));
         }
         let mut tools = self.tools;
@@ -163,6 +174,11 @@ impl TurnContext {
             _ = cancel.cancelled() => FALLBACK_CONTEXT_WINDOW,
             window = window => window,
         };
+        // A small window gets the short base prompt and brief tools, so
+        // the fixed part leaves room for the conversation.
+        let small = window <= crate::prompt::SMALL_WINDOW;
+        tools.set_brief(small);
+        self.layers.small = small;
         let names: Vec<String> = tools.names().map(str::to_string).collect();
         let mut system = self.layers.render(&PromptVars {
             provider: &self.settings.provider,
@@ -197,6 +213,7 @@ impl TurnContext {
             fallback,
             budgets: self.budgets,
             session_tokens: self.session_tokens,
+            cache_key: Some(self.session_id),
         }
     }
 
@@ -303,6 +320,7 @@ impl SessionActor {
             recorder: services.recorder.clone(),
             budgets: self.budgets(),
             session_tokens: services.tokens.clone(),
+            quiet: false,
         };
         Ok((context, journaled))
     }
@@ -332,6 +350,8 @@ impl SessionActor {
         self.record_prompt();
         (self.services.files).set_turn(self.conversation.context.last_turn());
         let context = self.conversation.context.clone();
+        let warming = self.conversation.warming.take();
+        self.conversation.prompted = true;
         // A task of its own: a panic inside a turn must not take the session with it.
         let task = tokio::spawn(async move {
             let emit = turn.emitter();
@@ -353,6 +373,9 @@ impl SessionActor {
                 }
             }
             let recorder = turn.recorder.clone();
+            if let Some(warming) = warming {
+                warming.wait(&cancel).await;
+            }
             let input = turn.input(context, cancel, &emit).await;
             let outcome = agent_loop::run_turn(input, &emit).await;
             // Told within the turn whose work could not be saved.

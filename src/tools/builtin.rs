@@ -197,6 +197,27 @@ mod tests {
     }
 
     #[test]
+    fn brief_definitions_are_a_fraction_of_the_full_ones() {
+        // What a 4k window pays for the tools before the conversation: the
+        // brief form must stay small as tools are added (about 4 characters
+        // a token: 2,400 characters is some 600 tokens).
+        let mut registry = crate::tools::ToolRegistry::builtin();
+        let full = serde_json::to_string(&registry.definitions())
+            .unwrap()
+            .len();
+        registry.set_brief(true);
+        let definitions = registry.definitions();
+        let brief = serde_json::to_string(&definitions).unwrap().len();
+        assert!(brief <= 2400, "brief tool definitions: {brief} characters");
+        assert!(brief * 3 <= full, "brief {brief}, full {full}");
+        assert_eq!(
+            definitions.len(),
+            all().len(),
+            "every tool is still offered"
+        );
+    }
+
+    #[test]
     fn first_changed_line_finds_the_first_difference() {
         assert_eq!(first_changed_line("a\nb\nc\n", "a\nB\nc\n"), 2);
         assert_eq!(first_changed_line("a\nb\n", "a\nb\nc\n"), 3);

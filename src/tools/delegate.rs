@@ -77,6 +77,10 @@ impl Tool for DelegateTool {
         &self.description
     }
 
+    fn brief(&self) -> Option<&str> {
+        Some("Hand a task to another agent; it answers with the result.")
+    }
+
     fn parameters(&self) -> Value {
         let mut schema = schema_for::<DelegateArgs>();
         if !self.names.is_empty() {

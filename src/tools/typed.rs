@@ -23,6 +23,9 @@ pub trait TypedTool: Send + Sync {
     const NAME: &'static str;
     /// What the model is told the tool does.
     const DESCRIPTION: &'static str;
+    /// The one line a model with a small window is told, when the first
+    /// sentence of the description is not enough.
+    const BRIEF: Option<&'static str> = None;
     const KIND: ToolKind;
     /// Whether the tool changes anything (see [`Tool::mutates`]).
     const MUTATES: bool;
@@ -51,6 +54,10 @@ impl<T: TypedTool> Tool for T {
 
     fn description(&self) -> &str {
         T::DESCRIPTION
+    }
+
+    fn brief(&self) -> Option<&str> {
+        T::BRIEF
     }
 
     fn parameters(&self) -> Value {

@@ -77,6 +77,7 @@ async fn the_estimate_tracks_reported_prompt_tokens() {
             max_output_tokens: Some(96),
             context_window: None,
             reasoning: None,
+            cache_key: None,
         };
         let mut stream = retry::start_stream(&*provider, &request, &|_| {})
             .await

@@ -35,6 +35,7 @@ mod mcp;
 mod mcp_faults;
 mod mcp_prompts;
 mod mcp_sessions;
+mod prompt_cache;
 mod prompts;
 mod protocol;
 mod provider_errors;

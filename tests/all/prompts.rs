@@ -81,7 +81,7 @@ async fn the_users_addition_comes_last_and_a_project_may_replace_the_base() {
         "{system}"
     );
     assert!(system.find("PROJECT RULES").unwrap() < system.find("Always answer").unwrap());
-    assert!(system.contains("# Act mode"));
+    assert!(system.contains("Act mode"), "{system}");
 
     std::fs::create_dir_all(agent.cwd().join(".crucible")).unwrap();
     std::fs::write(

@@ -66,6 +66,7 @@ fn request(tools: bool) -> ChatRequest {
         max_output_tokens: None,
         context_window: Some(4096),
         reasoning: None,
+        cache_key: None,
     }
 }
 

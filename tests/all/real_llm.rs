@@ -103,6 +103,7 @@ fn plain_request() -> ChatRequest {
         max_output_tokens: Some(32),
         context_window: None,
         reasoning: None,
+        cache_key: None,
     }
 }
 
@@ -236,7 +237,10 @@ async fn steering_proxy(
                 .push(json!({"role": "assistant", "content": "<tool_call>\n"}));
             request["tool_choice"] = json!("required");
         }
-        seen.lock().unwrap().push(request.clone());
+        // The session's prompt-cache warm-up (one token) is not a turn's call.
+        if request["max_tokens"] != 1 {
+            seen.lock().unwrap().push(request.clone());
+        }
         let answer = client
             .post(format!("{upstream}/v1/chat/completions"))
             .json(&request)

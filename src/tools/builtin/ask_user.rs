@@ -28,6 +28,7 @@ impl TypedTool for AskUserTool {
     const NAME: &'static str = NAME;
     const DESCRIPTION: &'static str = "Ask the user a question when you cannot go on without their decision or a fact only they know. \
          Give choices when the answer is one of a few; otherwise the user types a short answer. Do not ask what you can find out yourself.";
+    const BRIEF: Option<&'static str> = Some("Ask the user a question.");
     const KIND: ToolKind = ToolKind::Think;
     const MUTATES: bool = false;
 

@@ -35,6 +35,8 @@ impl TypedTool for EditFileTool {
          (whitespace and indentation included) and exactly once: include enough surrounding lines to make it unique, \
          or set `replace_all` to change every occurrence. Do not include the line numbers read_file shows. \
          Read the file first. To create a file, use write_file.";
+    const BRIEF: Option<&'static str> =
+        Some("Replace the exact, unique `old_text` with `new_text` in a file.");
     const KIND: ToolKind = ToolKind::Edit;
     const MUTATES: bool = true;
 

@@ -32,6 +32,7 @@ impl TypedTool for GlobTool {
          The pattern matches paths relative to `path` (default: the working directory); `*` stays within one directory, \
          `**` crosses directories. Files matched by .gitignore are left out. Returns paths relative to the working directory, \
          sorted, at most 500. To search file contents, use grep.";
+    const BRIEF: Option<&'static str> = Some("Find files by path pattern, e.g. `**/*.rs`.");
     const KIND: ToolKind = ToolKind::Search;
     const MUTATES: bool = false;
 

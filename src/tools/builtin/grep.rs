@@ -46,6 +46,7 @@ impl TypedTool for GrepTool {
          Files matched by .gitignore and binary files are skipped. Narrow the search with `path` (a directory or a file) \
          and `glob` (a file-name filter such as `*.rs`, or a path pattern such as `src/**/*.ts`). \
          Returns at most 200 matching lines.";
+    const BRIEF: Option<&'static str> = Some("Search file contents for a regex.");
     const KIND: ToolKind = ToolKind::Search;
     const MUTATES: bool = false;
 

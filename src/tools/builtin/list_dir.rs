@@ -27,6 +27,7 @@ impl TypedTool for ListDirTool {
     const DESCRIPTION: &'static str = "List the entries of a directory (not recursive), sorted by name; directories end with `/`. \
          Entries matched by .gitignore are left out. Shows at most 500 entries. \
          To find files by name across directories, use glob.";
+    const BRIEF: Option<&'static str> = Some("List a directory.");
     const KIND: ToolKind = ToolKind::Read;
     const MUTATES: bool = false;
 

@@ -32,6 +32,7 @@ impl TypedTool for ReadFileTool {
     const DESCRIPTION: &'static str = "Read a text file. Returns its lines numbered from 1 (`number<TAB>line`; the numbers are not part of the file). \
          Reads up to 2000 lines by default; for long files pass `offset` (the first line, 1-based) and `limit` (how many lines). \
          Binary files cannot be read. Read a file before editing it.";
+    const BRIEF: Option<&'static str> = Some("Read a text file (lines numbered from 1).");
     const KIND: ToolKind = ToolKind::Read;
     const MUTATES: bool = false;
 

@@ -36,6 +36,7 @@ impl TypedTool for ShellTool {
          (stdout and stderr together; long output keeps its start and end). There is no input: commands must not wait for the keyboard. \
          Commands stop after 120 seconds unless `timeout_secs` says otherwise. \
          Prefer read_file, list_dir, glob and grep to cat, ls, find and grep.";
+    const BRIEF: Option<&'static str> = Some("Run a shell command.");
     const KIND: ToolKind = ToolKind::Execute;
     const MUTATES: bool = true;
 

@@ -34,6 +34,7 @@ impl TypedTool for TodoTool {
     const DESCRIPTION: &'static str = "Keep a todo list for a task with several steps; the user sees it. Each call replaces the whole list: \
          send every item with its current status. Mark an item in_progress when you start it and completed as soon as it is done; \
          keep one item in_progress at a time.";
+    const BRIEF: Option<&'static str> = Some("Set your task list, shown to the user.");
     const KIND: ToolKind = ToolKind::Think;
     const MUTATES: bool = false;
 

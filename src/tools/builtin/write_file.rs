@@ -24,6 +24,7 @@ impl TypedTool for WriteFileTool {
     const NAME: &'static str = "write_file";
     const DESCRIPTION: &'static str = "Create a text file, or replace the whole text of an existing one. Missing directories are created. \
          To change part of an existing file, prefer edit_file.";
+    const BRIEF: Option<&'static str> = Some("Create or overwrite a text file.");
     const KIND: ToolKind = ToolKind::Edit;
     const MUTATES: bool = true;
 

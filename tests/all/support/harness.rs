@@ -249,6 +249,20 @@ impl Wire {
         }
     }
 
+    /// A prompt-cache warm-up (a chat request for one token) gets a short
+    /// answer of its wire format; anything else is None.
+    pub fn warm_up(request: &Recorded) -> Option<Reply> {
+        let body = &request.body;
+        let wire = WIRES
+            .into_iter()
+            .find(|wire| request.path.ends_with(wire.chat_path()))?;
+        let one_token = match wire {
+            Wire::Ollama => body["options"]["num_predict"] == 1,
+            Wire::OpenAi | Wire::Anthropic => body["max_tokens"] == 1,
+        };
+        one_token.then(|| wire.stream("text", Split::Whole))
+    }
+
     pub fn is_metadata(self, path: &str) -> bool {
         let path = path.split('?').next().unwrap_or(path);
         path.ends_with("/models") || path.ends_with("/api/tags") || path.ends_with("/api/show")
@@ -260,6 +274,10 @@ type Handler = dyn Fn(&Recorded) -> Reply + Send + Sync;
 pub struct LlmServer {
     pub port: u16,
     requests: Arc<Mutex<Vec<Recorded>>>,
+    /// Prompt-cache warm-ups, answered by the server itself (see [`Wire::warm_up`]).
+    warmups: Arc<Mutex<Vec<Recorded>>>,
+    /// When set, warm-up answers wait for it.
+    warmup_gate: Arc<Mutex<Option<Arc<Notify>>>>,
     disconnects: Arc<Notify>,
 }
 
@@ -269,24 +287,36 @@ impl LlmServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
+        let warmups = Arc::new(Mutex::new(Vec::new()));
+        let warmup_gate: Arc<Mutex<Option<Arc<Notify>>>> = Arc::default();
         let disconnects = Arc::new(Notify::new());
         let handler: Arc<Handler> = Arc::new(handler);
         {
             let requests = Arc::clone(&requests);
+            let warmups = Arc::clone(&warmups);
+            let warmup_gate = Arc::clone(&warmup_gate);
             let disconnects = Arc::clone(&disconnects);
             let handler = Arc::clone(&handler);
             tokio::spawn(async move {
                 while let Ok((socket, _)) = listener.accept().await {
                     let requests = Arc::clone(&requests);
+                    let warmups = Arc::clone(&warmups);
                     let disconnects = Arc::clone(&disconnects);
                     let handler = Arc::clone(&handler);
-                    tokio::spawn(serve_one(socket, requests, disconnects, handler));
+                    let log = Log {
+                        requests,
+                        warmups,
+                        warmup_gate: warmup_gate.lock().unwrap().clone(),
+                    };
+                    tokio::spawn(serve_one(socket, log, disconnects, handler));
                 }
             });
         }
         Self {
             port,
             requests,
+            warmups,
+            warmup_gate,
             disconnects,
         }
     }
@@ -308,8 +338,38 @@ impl LlmServer {
         format!("http://127.0.0.1:{}/v1", self.port)
     }
 
+    /// Every request but the prompt-cache warm-ups.
     pub fn requests(&self) -> Vec<Recorded> {
         self.requests.lock().unwrap().clone()
+    }
+
+    /// The prompt-cache warm-ups the agent sent (one-token requests).
+    pub fn warmups(&self) -> Vec<Recorded> {
+        self.warmups.lock().unwrap().clone()
+    }
+
+    /// Hold the answers to later warm-ups until the returned gate is notified.
+    pub fn hold_warmups(&self) -> Arc<Notify> {
+        let gate = Arc::new(Notify::new());
+        *self.warmup_gate.lock().unwrap() = Some(Arc::clone(&gate));
+        gate
+    }
+
+    /// Wait until the agent has sent `count` warm-ups.
+    pub async fn wait_warmups(&self, count: usize) -> Vec<Recorded> {
+        let deadline = tokio::time::Instant::now() + *PATIENCE;
+        loop {
+            let warmups = self.warmups();
+            if warmups.len() >= count {
+                return warmups;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} warm-ups, not {count}",
+                warmups.len()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     pub fn chat_requests(&self) -> Vec<Recorded> {
@@ -331,12 +391,14 @@ impl LlmServer {
     }
 }
 
-async fn serve_one(
-    socket: TcpStream,
+/// Where a server keeps what it was sent.
+struct Log {
     requests: Arc<Mutex<Vec<Recorded>>>,
-    disconnects: Arc<Notify>,
-    handler: Arc<Handler>,
-) {
+    warmups: Arc<Mutex<Vec<Recorded>>>,
+    warmup_gate: Option<Arc<Notify>>,
+}
+
+async fn serve_one(socket: TcpStream, log: Log, disconnects: Arc<Notify>, handler: Arc<Handler>) {
     let mut reader = BufReader::new(socket);
     let mut request_line = String::new();
     if reader.read_line(&mut request_line).await.unwrap_or(0) == 0 {
@@ -374,8 +436,21 @@ async fn serve_one(
         headers,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     };
-    requests.lock().unwrap().push(recorded.clone());
-    let reply = handler(&recorded);
+    // A warm-up is answered here, so scripted replies stay one per real
+    // model call.
+    let reply = match Wire::warm_up(&recorded) {
+        Some(reply) => {
+            log.warmups.lock().unwrap().push(recorded);
+            match log.warmup_gate {
+                Some(gate) => reply.gated(gate),
+                None => reply,
+            }
+        }
+        None => {
+            log.requests.lock().unwrap().push(recorded.clone());
+            handler(&recorded)
+        }
+    };
     let mut socket = reader.into_inner();
     match reply {
         Reply::Full {
