@@ -142,6 +142,8 @@ pub enum CommandError {
         "usage: /rewind [N] [--dry-run] [--force], or /rewind undo [--dry-run] [--force]; `{0}` is not one of them"
     )]
     RewindUsage(String),
+    #[error("unknown option `{0}`; the options are --dry-run and --force")]
+    UnknownFlag(String),
     #[error("`/{0}` takes no arguments")]
     NoArguments(String),
     #[error("`/{command}` got more values than it has arguments; usage: `/{command} {usage}`")]
@@ -417,7 +419,7 @@ fn rewind_flags<'a>(words: &[&'a str]) -> Result<(RewindFlags, Vec<&'a str>), Co
             // Applying is the default; `--yes` is accepted for scripts that say so.
             "--yes" | "-y" => {}
             flag if flag.starts_with("--") => {
-                return Err(CommandError::RewindUsage(flag.to_string()));
+                return Err(CommandError::UnknownFlag(flag.to_string()));
             }
             other => rest.push(other),
         }
@@ -567,7 +569,7 @@ mod tests {
             ),
             (
                 "/rewind 2 --loud",
-                Some(Err(CommandError::RewindUsage("--loud".into()))),
+                Some(Err(CommandError::UnknownFlag("--loud".into()))),
             ),
             (
                 "/context rollback",
