@@ -462,6 +462,21 @@ mod tests {
     }
 
     #[test]
+    fn a_fork_takes_the_file_versions_along() {
+        let data = tempfile::tempdir().unwrap();
+        let store = Store::new(data.path());
+        let metadata = Metadata::new("src", PathBuf::from("/p"), "prov", "m", "act");
+        let open = store.create(&metadata).unwrap();
+        let blobs = super::super::Blobs::on_disk(open.dir.clone());
+        let (hash, kept) = blobs.put(b"before\n");
+        assert!(kept);
+        drop(open);
+        store.fork("src", "copy").unwrap();
+        let copied = super::super::Blobs::on_disk(store.dir().join("copy"));
+        assert_eq!(copied.get(&hash).unwrap(), b"before\n");
+    }
+
+    #[test]
     fn a_session_is_open_in_one_place_only() {
         let data = tempfile::tempdir().unwrap();
         let store = Store::new(data.path());
