@@ -295,7 +295,9 @@ impl SessionActor {
             if hash != step.expected && hash != step.restore {
                 changed.push(shown(&step.path));
             }
-            if !step.kept && hash != step.restore {
+            let available = step.kept
+                && (step.restore.as_deref()).is_none_or(|h| self.services.files.blobs.has(h));
+            if !available && hash != step.restore {
                 lost.push(shown(&step.path));
             }
             current.push((now, hash));
@@ -310,7 +312,7 @@ impl SessionActor {
                 }
             }
             if !lost.is_empty() {
-                report.push_str("Their earlier content was too large to keep:\n");
+                report.push_str("Their earlier content was not kept (too large, or missing from the session's blobs):\n");
                 for path in &lost {
                     let _ = writeln!(report, "- {path}");
                 }
@@ -323,7 +325,9 @@ impl SessionActor {
         }
         let mut done = Vec::new();
         for (step, (now, hash)) in steps.iter().zip(current) {
-            if hash == step.restore || !step.kept {
+            let available = step.kept
+                && (step.restore.as_deref()).is_none_or(|h| self.services.files.blobs.has(h));
+            if hash == step.restore || !available {
                 continue;
             }
             let replaced = now.map(|bytes| self.services.files.blobs.put(&bytes).0);

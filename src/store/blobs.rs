@@ -116,7 +116,8 @@ impl Blobs {
         })
     }
 
-    fn has(&self, hash: &str) -> bool {
+    /// Whether the content named `hash` is kept.
+    pub fn has(&self, hash: &str) -> bool {
         if lock(&self.inner.memory).contains_key(hash) {
             return true;
         }

@@ -299,3 +299,28 @@ async fn a_rollback_to_a_checkpoint_restores_the_files_too() {
     say(&mut agent, &session, "/rewind undo").await;
     assert_eq!(read(&cwd, "a.txt").as_deref(), Some("later\n"));
 }
+
+#[tokio::test]
+async fn a_content_that_was_not_kept_is_refused_by_name() {
+    let server = LlmServer::start(model(vec![
+        Step::Call("write_file", json!({"path": "a.txt", "content": "agent\n"})),
+        Step::Say("done"),
+    ]))
+    .await;
+    let mut agent = Agent::spawn(&config(&server)).await;
+    let cwd = agent.cwd();
+    std::fs::write(cwd.join("a.txt"), "original\n").unwrap();
+    let session = agent.start_session().await;
+    say(&mut agent, &session, "write it").await;
+    std::fs::remove_dir_all(agent.session_dir(&session).join("blobs")).unwrap();
+    let (refused, _) = say(&mut agent, &session, "/rewind").await;
+    assert!(refused.contains("was not kept"), "{refused}");
+    assert!(refused.contains("- a.txt"), "{refused}");
+    let (forced, _) = say(&mut agent, &session, "/rewind --force").await;
+    assert!(forced.contains("Went back 1 turn"), "{forced}");
+    assert_eq!(
+        read(&cwd, "a.txt").as_deref(),
+        Some("agent\n"),
+        "left as it is"
+    );
+}
