@@ -83,7 +83,8 @@ pub(super) struct RewindJob {
 
 /// What became of the files.
 enum Outcome {
-    Done(Vec<RestoredFile>),
+    /// The files written back, and those left as they are (not kept).
+    Done(Vec<RestoredFile>, Vec<String>),
     /// Nothing changed: the reasons, as a report.
     Refused(String),
 }
@@ -183,13 +184,13 @@ impl SessionActor {
             );
             return Err(text_only(text));
         }
-        let files = match self.restore(&steps, flags.force, &shown, command) {
+        let (files, left) = match self.restore(&steps, flags.force, &shown, command) {
             Outcome::Refused(report) => {
                 text.push_str(&report);
                 shell_note(&mut text, commands);
                 return Err(text_only(text));
             }
-            Outcome::Done(files) => files,
+            Outcome::Done(files, left) => (files, left),
         };
         let mut history = lock(&self.services.files.history);
         let id = history.next_id();
@@ -201,7 +202,7 @@ impl SessionActor {
             at_turn: self.conversation.context.last_turn(),
         };
         let _ = writeln!(text, "Went back {what}.");
-        restored_report(&mut text, &record.files, &shown);
+        restored_report(&mut text, &record.files, &left, &shown);
         shell_note(&mut text, commands);
         let _ = write!(text, "Undo it with `/rewind undo`.");
         if let Some(recorder) = &self.services.recorder {
@@ -248,11 +249,11 @@ impl SessionActor {
         }
         match self.restore(&steps, flags.force, &shown, "/rewind undo") {
             Outcome::Refused(report) => text_only(report),
-            Outcome::Done(files) => {
+            Outcome::Done(files, left) => {
                 text.push_str(
                     "Undid the last rewind: the conversation is back as it was before it.\n",
                 );
-                restored_report(&mut text, &files, &shown);
+                restored_report(&mut text, &files, &left, &shown);
                 if let Some(recorder) = &self.services.recorder {
                     recorder.rewind_undone(last.id);
                 }
@@ -346,7 +347,7 @@ impl SessionActor {
                 replaced,
             });
         }
-        Outcome::Done(done)
+        Outcome::Done(done, lost)
     }
 
     fn put_back(&self, step: &FileStep) -> Result<(), String> {
@@ -417,9 +418,22 @@ fn files_plan(out: &mut String, steps: &[FileStep], shown: &dyn Fn(&Path) -> Str
     }
 }
 
-fn restored_report(out: &mut String, files: &[RestoredFile], shown: &dyn Fn(&Path) -> String) {
+fn restored_report(
+    out: &mut String,
+    files: &[RestoredFile],
+    left: &[String],
+    shown: &dyn Fn(&Path) -> String,
+) {
+    if !left.is_empty() {
+        out.push_str("Left as they are (their earlier content was not kept):\n");
+        for path in left {
+            let _ = writeln!(out, "- {path}");
+        }
+    }
     if files.is_empty() {
-        out.push_str("No file needed restoring.\n");
+        if left.is_empty() {
+            out.push_str("No file needed restoring.\n");
+        }
         return;
     }
     out.push_str("Files:\n");
