@@ -403,9 +403,15 @@ impl SessionActor {
         let reply = turn.reply;
         let result = match outcome {
             Ok(outcome) => {
+                let children = self.services.tally.take_usage();
+                let tokens = |u: &Option<crate::providers::Usage>| {
+                    u.as_ref()
+                        .map_or(0, |u| u.prompt_tokens + u.completion_tokens)
+                };
                 if !turn.started.command {
-                    self.conversation.last_turn_tokens = (outcome.usage.as_ref())
-                        .map_or(0, |u| u.prompt_tokens + u.completion_tokens);
+                    // Delegated agents' tokens count for the session too, once their turn is over.
+                    self.services.tokens.add(tokens(&children));
+                    self.conversation.last_turn_tokens = tokens(&outcome.usage) + tokens(&children);
                 }
                 self.record_turn(&outcome, turn.started.command);
                 // The turn's copy holds its messages, compactions and drops.
@@ -413,7 +419,7 @@ impl SessionActor {
                 if let Some(switched) = outcome.switched {
                     self.adopt_fallback(switched);
                 }
-                let usage = with_children(outcome.usage, self.services.tally.take_usage());
+                let usage = with_children(outcome.usage, children);
                 outcome
                     .result
                     .map(|stop| TurnEnd { stop, usage })
