@@ -175,7 +175,7 @@ impl Budgets {
 
     /// The spend against each budget, for `/context` and `/budget`.
     pub fn report(&self, spent: &Spent) -> String {
-        let mut out = String::from("Budgets:\n");
+        let mut out = String::from("Token and cost budgets (spent / limit):\n");
         let tokens = |out: &mut String, what: &str, used: u64, max: Option<u64>, key: &str| {
             let _ = match max {
                 Some(max) => writeln!(out, "- {what}: {used} / {max} tokens (`{key}`)"),
