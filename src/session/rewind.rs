@@ -21,6 +21,10 @@ use crate::store::{Blobs, Recorder, content_hash};
 use crate::tools::journal::{Before, FileJournal};
 use crate::util::lock;
 
+/// What a sensitive file's earlier content is recorded as (not a hash:
+/// nothing is kept, nothing matches it).
+const WITHHELD: &str = "withheld";
+
 /// The name of the tool whose commands a rewind lists.
 const SHELL: &str = "shell";
 
@@ -52,6 +56,7 @@ impl FileJournal for SessionFiles {
     fn written(&self, path: &Path, before: Before, after: &[u8]) {
         let (before, before_kept) = match before {
             Before::Absent => (None, true),
+            Before::Withheld => (Some(WITHHELD.to_string()), false),
             Before::Content(bytes) => {
                 let (hash, kept) = self.blobs.put(&bytes);
                 (Some(hash), kept)
@@ -313,7 +318,7 @@ impl SessionActor {
                 }
             }
             if !lost.is_empty() {
-                report.push_str("Their earlier content was not kept (too large, or missing from the session's blobs):\n");
+                report.push_str("Their earlier content was not kept (too large, a sensitive file, or missing from the session's blobs):\n");
                 for path in &lost {
                     let _ = writeln!(report, "- {path}");
                 }
@@ -402,7 +407,9 @@ fn files_plan(out: &mut String, steps: &[FileStep], shown: &dyn Fn(&Path) -> Str
         let action = match (&step.restore, step.kept) {
             (None, _) => "removed (the agent created it)",
             (Some(_), true) => "restored to its earlier content",
-            (Some(_), false) => "cannot be restored (its earlier content was too large to keep)",
+            (Some(_), false) => {
+                "cannot be restored (its earlier content was not kept: too large, or a sensitive file)"
+            }
         };
         let now = read(&step.path)
             .ok()

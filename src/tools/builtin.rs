@@ -113,7 +113,7 @@ impl Target {
         let before = ctx
             .journal
             .as_ref()
-            .and_then(|_| super::journal::before(&self.path));
+            .and_then(|_| super::journal::before_write(&self.path, ctx));
         ctx.fs
             .write_text_file(&self.path, text)
             .await

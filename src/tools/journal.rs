@@ -8,11 +8,27 @@ use std::path::Path;
 pub enum Before {
     Absent,
     Content(Vec<u8>),
+    /// It existed, but it is a sensitive file (`[sensitive_files]`): its
+    /// content is not kept, so no secret reaches the session's store.
+    Withheld,
 }
 
 /// Told of every file write the agent makes, after it succeeded.
 pub trait FileJournal: Send + Sync {
     fn written(&self, path: &Path, before: Before, after: &[u8]);
+}
+
+/// What `path` holds before the agent writes it, as the journal may keep
+/// it: a sensitive file's content is withheld.
+pub fn before_write(path: &Path, ctx: &super::ToolContext) -> Option<Before> {
+    if ctx.settings.sensitive_files.matching(path).is_some() {
+        return Some(if path.exists() {
+            Before::Withheld
+        } else {
+            Before::Absent
+        });
+    }
+    before(path)
 }
 
 /// What `path` holds on disk now, read before a write. None: it cannot be
@@ -54,7 +70,7 @@ impl Watch {
                 if path.is_dir() {
                     continue;
                 }
-                if let Some(before) = before(&path) {
+                if let Some(before) = before_write(&path, ctx) {
                     files.push((path, before));
                 }
             }

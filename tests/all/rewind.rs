@@ -324,3 +324,50 @@ async fn a_content_that_was_not_kept_is_refused_by_name() {
         "left as it is"
     );
 }
+
+#[tokio::test]
+async fn a_sensitive_files_earlier_content_is_never_stored() {
+    let server = LlmServer::start(model(vec![
+        Step::Call(
+            "write_file",
+            json!({"path": ".env", "content": "TOKEN=new\n"}),
+        ),
+        Step::Say("done"),
+    ]))
+    .await;
+    let mut agent = Agent::spawn(&config(&server)).await;
+    let cwd = agent.cwd();
+    std::fs::write(cwd.join(".env"), "TOKEN=s3cr3t-value\n").unwrap();
+    let session = agent.start_session().await;
+    say(&mut agent, &session, "rotate it").await;
+    let (refused, _) = say(&mut agent, &session, "/rewind").await;
+    assert!(refused.contains("a sensitive file"), "{refused}");
+    assert!(refused.contains("- .env"), "{refused}");
+    // (The history itself shows the write's diff, old text included, as
+    // it always has; the blobs add no copy.)
+    let blobs = agent.session_dir(&session).join("blobs");
+    for entry in walk(&blobs) {
+        let bytes = std::fs::read(&entry).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("s3cr3t-value"),
+            "{} holds the secret",
+            entry.display()
+        );
+    }
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return files;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
