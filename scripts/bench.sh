@@ -5,6 +5,7 @@
 # heavy work first; numbers vary about 2x between runs on a busy machine, so
 # compare only within one run).
 #   BENCH_QUICK=1 make bench    fewer repetitions (about 3 minutes instead of 10)
+#   BENCH_LOCAL=0 make bench    without the local-model section (a real llama-server)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CARGO=${CARGO:-cargo}
@@ -34,3 +35,13 @@ echo "== bench: running (load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
 quick=()
 [ -n "${BENCH_QUICK:-}" ] && quick=(--quick)
 python3 bench/bench.py "$AGENT" "$CODEX_PKG/bin/codex-acp" "${quick[@]}" --out bench/results.md
+
+# The local-model section: a real llama-server (built on first use, ~7 min)
+# and SmolLM2, through a proxy that reads the server's own timings.
+# BENCH_LOCAL=0 skips it.
+if [ "${BENCH_LOCAL:-1}" != 0 ]; then
+  echo "== bench: local model (llama-server + SmolLM2-135M)"
+  bash scripts/llm-server.sh build >/dev/null
+  python3 bench/local_model.py "$AGENT" scripts/llm-server.sh --codex "$CODEX_PKG/bin/codex-acp" \
+    --out bench/results.md
+fi

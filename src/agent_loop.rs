@@ -162,6 +162,7 @@ pub async fn run_turn(
             total.prompt_tokens += usage.prompt_tokens;
             total.completion_tokens += usage.completion_tokens;
             total.cached_prompt_tokens += usage.cached_prompt_tokens;
+            total.cache_written_prompt_tokens += usage.cache_written_prompt_tokens;
             tracing::debug!(
                 estimated = context.estimator.tokens(request_chars),
                 reported = usage.prompt_tokens,
@@ -999,6 +1000,7 @@ mod tests {
                     prompt_tokens: 10,
                     completion_tokens: 2,
                     cached_prompt_tokens: 0,
+                    cache_written_prompt_tokens: 0,
                 })),
             ],
             false,

@@ -76,6 +76,10 @@ pub struct Usage {
     /// (priced apart), where the provider says.
     #[serde(default)]
     pub cached_prompt_tokens: u64,
+    /// The part of `prompt_tokens` written to the provider's prompt cache
+    /// (Anthropic bills it apart), where the provider says.
+    #[serde(default)]
+    pub cache_written_prompt_tokens: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

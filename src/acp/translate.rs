@@ -406,6 +406,9 @@ pub fn turn_usage(usage: Usage) -> acp::Usage {
         usage.completion_tokens,
     )
     .cached_read_tokens((usage.cached_prompt_tokens > 0).then_some(usage.cached_prompt_tokens))
+    .cached_write_tokens(
+        (usage.cache_written_prompt_tokens > 0).then_some(usage.cache_written_prompt_tokens),
+    )
 }
 
 pub fn stop_reason(reason: StopReason) -> acp::StopReason {
@@ -555,6 +558,28 @@ mod tests {
         assert_eq!(first["category"], "model");
         assert_eq!(first["currentValue"], "a");
         assert_eq!(first["options"][1]["value"], "b");
+    }
+
+    #[test]
+    fn turn_usage_carries_cache_reads_and_writes_only_when_there_are_any() {
+        let usage = Usage {
+            prompt_tokens: 125,
+            completion_tokens: 5,
+            cached_prompt_tokens: 100,
+            cache_written_prompt_tokens: 20,
+        };
+        let sent = serde_json::to_value(turn_usage(usage)).unwrap();
+        assert_eq!(sent["totalTokens"], 130);
+        assert_eq!(sent["cachedReadTokens"], 100);
+        assert_eq!(sent["cachedWriteTokens"], 20);
+        let plain = serde_json::to_value(turn_usage(Usage {
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            ..Usage::default()
+        }))
+        .unwrap();
+        assert!(plain.get("cachedReadTokens").is_none(), "{plain}");
+        assert!(plain.get("cachedWriteTokens").is_none(), "{plain}");
     }
 
     #[test]

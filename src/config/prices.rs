@@ -18,6 +18,8 @@ pub struct RawPrice {
     pub output: Option<f64>,
     /// Per million prompt tokens read from the provider's cache.
     pub cache: Option<f64>,
+    /// Per million prompt tokens written to the provider's cache.
+    pub cache_write: Option<f64>,
     /// "USD" when unset.
     pub currency: Option<String>,
 }
@@ -53,6 +55,7 @@ pub(super) fn validate_prices(
                 input,
                 output,
                 cache: amount("cache", price.cache)?,
+                cache_write: amount("cache_write", price.cache_write)?,
                 currency: price.currency.unwrap_or_else(|| "USD".into()),
             };
             Ok((model, price))

@@ -262,6 +262,7 @@ pub struct StreamDecoder {
     usage_sent: bool,
     prompt_tokens: u64,
     cached_prompt_tokens: u64,
+    cache_written_prompt_tokens: u64,
     completion_tokens: u64,
     /// Open blocks by the server's `index`; blocks may interleave.
     blocks: BTreeMap<usize, Block>,
@@ -288,6 +289,7 @@ impl WireDecoder for StreamDecoder {
                     self.usage_seen = true;
                     self.prompt_tokens = prompt_tokens(usage);
                     self.cached_prompt_tokens = count(usage, "cache_read_input_tokens");
+                    self.cache_written_prompt_tokens = count(usage, "cache_creation_input_tokens");
                     self.completion_tokens = count(usage, "output_tokens");
                 }
             }
@@ -336,6 +338,7 @@ impl StreamDecoder {
             if count(usage, "input_tokens") > 0 {
                 self.prompt_tokens = prompt_tokens(usage);
                 self.cached_prompt_tokens = count(usage, "cache_read_input_tokens");
+                self.cache_written_prompt_tokens = count(usage, "cache_creation_input_tokens");
             }
         }
         if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
@@ -452,6 +455,7 @@ impl StreamDecoder {
                 prompt_tokens: self.prompt_tokens,
                 completion_tokens: self.completion_tokens,
                 cached_prompt_tokens: self.cached_prompt_tokens,
+                cache_written_prompt_tokens: self.cache_written_prompt_tokens,
             }));
         }
     }
@@ -668,6 +672,7 @@ mod tests {
             prompt_tokens,
             completion_tokens,
             cached_prompt_tokens: 0,
+            cache_written_prompt_tokens: 0,
         })
     }
 
@@ -1022,7 +1027,7 @@ mod tests {
         let events = decode(&[
             (
                 "",
-                r#"{"type":"message_start","message":{"usage":{"input_tokens":5,"cache_read_input_tokens":100}}}"#,
+                r#"{"type":"message_start","message":{"usage":{"input_tokens":5,"cache_read_input_tokens":100,"cache_creation_input_tokens":20}}}"#,
             ),
             (
                 "",
@@ -1039,11 +1044,12 @@ mod tests {
                 Ok(call_start(0, "a", "ls")),
                 Ok(ProviderEvent::ToolCallEnd { index: 0 }),
                 Ok(ProviderEvent::Finish(FinishReason::Length)),
-                // Cache reads count in the prompt, and apart for pricing.
+                // Cache reads and writes count in the prompt, and apart for pricing.
                 Ok(ProviderEvent::Usage(Usage {
-                    prompt_tokens: 105,
+                    prompt_tokens: 125,
                     completion_tokens: 2,
                     cached_prompt_tokens: 100,
+                    cache_written_prompt_tokens: 20,
                 })),
             ]
         );

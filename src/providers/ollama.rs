@@ -279,6 +279,7 @@ impl StreamDecoder {
             prompt_tokens: count("prompt_eval_count"),
             completion_tokens: count("eval_count"),
             cached_prompt_tokens: 0,
+            cache_written_prompt_tokens: 0,
         }));
     }
 
@@ -462,6 +463,7 @@ mod tests {
             prompt_tokens,
             completion_tokens,
             cached_prompt_tokens: 0,
+            cache_written_prompt_tokens: 0,
         })
     }
 

@@ -239,6 +239,7 @@ impl WireDecoder for StreamDecoder {
                 cached_prompt_tokens: (usage.pointer("/prompt_tokens_details/cached_tokens"))
                     .and_then(Value::as_u64)
                     .unwrap_or(0),
+                cache_written_prompt_tokens: 0,
             }));
         }
         out.into_iter().map(Ok).collect()

@@ -13,6 +13,8 @@ pub struct Price {
     pub output: f64,
     /// Prompt tokens read from the provider's cache; `input` when unset.
     pub cache: Option<f64>,
+    /// Prompt tokens written to the provider's cache; `input` when unset.
+    pub cache_write: Option<f64>,
     /// ISO 4217 code ("USD") or another unit ("credits").
     pub currency: String,
 }
@@ -21,10 +23,12 @@ impl Price {
     /// What one call with `usage` cost.
     pub fn cost(&self, usage: &Usage) -> f64 {
         let cached = usage.cached_prompt_tokens.min(usage.prompt_tokens);
-        let fresh = usage.prompt_tokens - cached;
+        let written = (usage.cache_written_prompt_tokens).min(usage.prompt_tokens - cached);
+        let fresh = usage.prompt_tokens - cached - written;
         let per_token = |price: f64| price / 1_000_000.0;
         fresh as f64 * per_token(self.input)
             + cached as f64 * per_token(self.cache.unwrap_or(self.input))
+            + written as f64 * per_token(self.cache_write.unwrap_or(self.input))
             + usage.completion_tokens as f64 * per_token(self.output)
     }
 }
@@ -86,15 +90,18 @@ mod tests {
             input: 3.0,
             output: 15.0,
             cache: Some(0.3),
+            cache_write: Some(3.75),
             currency: "USD".into(),
         };
         let usage = Usage {
             prompt_tokens: 1_000_000,
             completion_tokens: 100_000,
             cached_prompt_tokens: 500_000,
+            cache_written_prompt_tokens: 200_000,
         };
         let cost = price.cost(&usage);
-        assert!((cost - (1.5 + 0.15 + 1.5)).abs() < 1e-9, "{cost}");
+        // 300k fresh at 3, 500k read at 0.3, 200k written at 3.75, 100k out at 15.
+        assert!((cost - (0.9 + 0.15 + 0.75 + 1.5)).abs() < 1e-9, "{cost}");
         let meter = CostMeter {
             price,
             spending: Spending::default(),
@@ -113,6 +120,7 @@ mod tests {
                 input: 1.0,
                 output: 2.0,
                 cache: None,
+                cache_write: None,
                 currency: "USD".into(),
             },
         )]);

@@ -52,6 +52,7 @@ pub fn usage_event(prompt_tokens: u64, completion_tokens: u64) -> ProviderEvent 
         prompt_tokens,
         completion_tokens,
         cached_prompt_tokens: 0,
+        cache_written_prompt_tokens: 0,
     })
 }
 

@@ -150,6 +150,8 @@ pub(super) fn with_children(own: Option<Usage>, children: Option<Usage>) -> Opti
             prompt_tokens: own.prompt_tokens + children.prompt_tokens,
             completion_tokens: own.completion_tokens + children.completion_tokens,
             cached_prompt_tokens: own.cached_prompt_tokens + children.cached_prompt_tokens,
+            cache_written_prompt_tokens: own.cache_written_prompt_tokens
+                + children.cache_written_prompt_tokens,
         }),
         (own, children) => own.or(children),
     }

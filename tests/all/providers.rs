@@ -182,6 +182,7 @@ fn usage(prompt_tokens: u64, completion_tokens: u64) -> Vec<Usage> {
         prompt_tokens,
         completion_tokens,
         cached_prompt_tokens: 0,
+        cache_written_prompt_tokens: 0,
     }]
 }
 
