@@ -67,6 +67,10 @@ pub struct TurnInput {
     pub first_token_notice: Option<Duration>,
     /// Where the turn goes on when its provider keeps failing.
     pub fallback: Option<Fallback>,
+    /// Token and cost limits: past one, the turn stops with `max_tokens`.
+    pub budgets: crate::context::spend::Budgets,
+    /// The session's tokens so far, which this turn's calls add to.
+    pub session_tokens: crate::context::spend::TokenTally,
     /// Sent with every request as the provider's prompt-cache key.
     pub cache_key: Option<String>,
     /// Where the turn's updates go: the model's stream is read only as fast
@@ -114,6 +118,9 @@ pub async fn run_turn(
         if requests >= input.max_turn_requests {
             break Ok(StopReason::MaxTurnRequests);
         }
+        if over_budget(&input, &usage_total, emit) {
+            break Ok(StopReason::MaxTokens);
+        }
         requests += 1;
         let tools = input.tools.definitions();
         let fixed_chars = context::budget::fixed_chars(input.system.as_deref(), &tools);
@@ -156,6 +163,7 @@ pub async fn run_turn(
         )
         .await;
         if let Some(usage) = call.usage {
+            (input.session_tokens).add(usage.prompt_tokens + usage.completion_tokens);
             let total = usage_total.get_or_insert_with(Usage::default);
             total.prompt_tokens += usage.prompt_tokens;
             total.completion_tokens += usage.completion_tokens;
@@ -218,6 +226,8 @@ pub async fn run_turn(
             break Ok(match finished {
                 FinishReason::Length => StopReason::MaxTokens,
                 FinishReason::Refusal => StopReason::Refusal,
+                // The answer is whole, but a limit was crossed on the way.
+                _ if over_budget(&input, &usage_total, emit) => StopReason::MaxTokens,
                 FinishReason::Stop | FinishReason::ToolCalls | FinishReason::Other(_) => {
                     StopReason::EndTurn
                 }
@@ -247,6 +257,32 @@ pub async fn run_turn(
         context,
         context_ops,
         switched,
+    }
+}
+
+/// Whether a budget is reached; if so the user is told which.
+fn over_budget(
+    input: &TurnInput,
+    usage: &Option<Usage>,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> bool {
+    let Some(why) = input.budgets.crossed(&spent(input, usage)) else {
+        return false;
+    };
+    emit(AgentEvent::AgentText(format!(
+        "\n\nStopped: {why} Raise it with `/budget`, or send another prompt to go on.\n"
+    )));
+    true
+}
+
+/// The turn's and the session's use so far, for the budgets.
+fn spent(input: &TurnInput, usage: &Option<Usage>) -> crate::context::spend::Spent {
+    crate::context::spend::Spent {
+        turn_tokens: usage
+            .as_ref()
+            .map_or(0, |u| u.prompt_tokens + u.completion_tokens),
+        session_tokens: input.session_tokens.total(),
+        session_cost: input.cost.as_ref().map(|meter| meter.so_far()),
     }
 }
 
@@ -918,6 +954,8 @@ mod tests {
             journal: None,
             first_token_notice: None,
             fallback: None,
+            budgets: Default::default(),
+            session_tokens: Default::default(),
         }
     }
 

@@ -50,6 +50,10 @@ pub struct AgentCard {
     pub mcps: Option<Vec<String>>,
     /// Model calls one turn may make while the card is active.
     pub max_turns: Option<u32>,
+    /// Budgets while the card is active (they replace the config's).
+    pub max_turn_tokens: Option<u64>,
+    pub max_session_tokens: Option<u64>,
+    pub max_session_cost: Option<f64>,
     /// The reasoning effort the card asks for (`off`, `low`, `medium`, `high`).
     pub thought_level: Option<String>,
     /// The kind of model wanted, looked up in `[llm.models]`.
@@ -70,7 +74,7 @@ pub enum CardError {
     #[error("{file}: line `{line}` is not `key: value` (or a list or map under a key)")]
     BadLine { file: String, line: String },
     #[error(
-        "{file}: unknown key `{key}`; known keys: name, description, model, provider, mode, tools, mcps, max_turns, specialty, thought_level (and Crucible's version, tags, temperature, max_tokens, which are not used)"
+        "{file}: unknown key `{key}`; known keys: name, description, model, provider, mode, tools, mcps, max_turns, max_turn_tokens, max_session_tokens, max_session_cost, specialty, thought_level (and Crucible's version, tags, temperature, max_tokens, which are not used)"
     )]
     UnknownKey { file: String, key: String },
     #[error("{file}: key `{key}`: {problem}")]
@@ -141,6 +145,25 @@ impl AgentCard {
                         return Err(bad(format!("`{written}` is not a whole number above 0")));
                     }
                 }
+            }
+            "max_turn_tokens" | "max_session_tokens" => {
+                let written = text(value)?;
+                let Some(tokens) = written.parse::<u64>().ok().filter(|n| *n > 0) else {
+                    return Err(bad(format!("`{written}` is not a whole number above 0")));
+                };
+                if key == "max_turn_tokens" {
+                    self.max_turn_tokens = Some(tokens);
+                } else {
+                    self.max_session_tokens = Some(tokens);
+                }
+            }
+            "max_session_cost" => {
+                let written = text(value)?;
+                let cost = written.parse::<f64>().ok();
+                let Some(cost) = cost.filter(|c| c.is_finite() && *c > 0.0) else {
+                    return Err(bad(format!("`{written}` is not a number above 0")));
+                };
+                self.max_session_cost = Some(cost);
             }
             "tools" => match value {
                 Value::Map(entries) => {
@@ -334,6 +357,11 @@ mod tests {
             ("---\nname x\n---\n", "is not `key: value`"),
             ("---\nname: x\ncolour: red\n---\n", "unknown key `colour`"),
             ("---\nmax_turns: none\n---\n", "key `max_turns`"),
+            ("---\nmax_turn_tokens: 0\n---\n", "key `max_turn_tokens`"),
+            (
+                "---\nmax_session_cost: lots\n---\n",
+                "key `max_session_cost`",
+            ),
             ("---\ntools:\n  bash: maybe\n---\n", "`bash: maybe`"),
             ("---\nname: [a, b]\n---\n", "key `name`"),
         ] {
@@ -354,6 +382,14 @@ mod tests {
         assert_eq!(card.model.as_deref(), Some("big"));
         assert_eq!(card.tools.unwrap(), ["read_file", "grep"]);
         assert_eq!(card.body, "Body.");
+        let card = AgentCard::parse(
+            "---\nname: thrifty\nmax_turn_tokens: 2000\nmax_session_tokens: 50000\nmax_session_cost: 0.25\n---\n",
+            "t.md",
+        )
+        .unwrap();
+        assert_eq!(card.max_turn_tokens, Some(2000));
+        assert_eq!(card.max_session_tokens, Some(50_000));
+        assert_eq!(card.max_session_cost, Some(0.25));
     }
 
     /// Crucible's documented example card, as its docs write it.

@@ -21,7 +21,7 @@ use crate::model::Part;
 /// The reserved namespace: `/crucible:context` is always the built-in.
 pub const NAMESPACE: &str = "crucible:";
 
-const BUILTIN: [(&str, &str, Option<&str>); 8] = [
+const BUILTIN: [(&str, &str, Option<&str>); 10] = [
     ("help", "List the commands", None),
     (
         "compact",
@@ -31,7 +31,17 @@ const BUILTIN: [(&str, &str, Option<&str>); 8] = [
     (
         "context",
         "Show the context stack, or: checkpoint NAME, rollback NAME, pop [N], reset, summarize",
-        Some("checkpoint NAME | rollback NAME | pop [N] | reset | summarize"),
+        Some("checkpoint NAME | rollback NAME [--dry-run] [--force] | pop [N] | reset | summarize"),
+    ),
+    (
+        "rewind",
+        "Take the conversation back to before the N-th last prompt (default 1) and put back the files the agent changed since; --dry-run shows the plan, --force overwrites files you changed, `undo` undoes the last rewind",
+        Some("[N] [--dry-run] [--force] | undo"),
+    ),
+    (
+        "budget",
+        "Show the tokens and cost spent against the budgets, or set one for this session: turn_tokens, session_tokens or session_cost (`off` lifts it)",
+        Some("LIMIT VALUE"),
     ),
     (
         "agent",
@@ -80,13 +90,33 @@ pub enum Command {
     Clear,
     /// `/permissions`, or `/permissions revoke ID` (the argument as typed).
     Permissions(Option<String>),
+    Rewind(RewindCommand),
+    /// `/budget`, or `/budget LIMIT VALUE` (the arguments as typed).
+    Budget(Option<String>),
+}
+
+/// How a rewind (or a rollback, which restores files the same way) runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RewindFlags {
+    /// Show what would change, change nothing.
+    pub dry_run: bool,
+    /// Overwrite files the user changed since the agent wrote them.
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RewindCommand {
+    /// `/rewind [N]`: back to before the N-th last user turn.
+    Back { turns: usize, flags: RewindFlags },
+    /// `/rewind undo`: the last rewind, undone.
+    Undo(RewindFlags),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ContextCommand {
     Show,
     Checkpoint(String),
-    Rollback(String),
+    Rollback(String, RewindFlags),
     Pop(usize),
     Reset,
     Summarize,
@@ -108,6 +138,12 @@ pub enum CommandError {
         missing: String,
         usage: String,
     },
+    #[error(
+        "usage: /rewind [N] [--dry-run] [--force], or /rewind undo [--dry-run] [--force]; `{0}` is not one of them"
+    )]
+    RewindUsage(String),
+    #[error("unknown option `{0}`; the options are --dry-run and --force")]
+    UnknownFlag(String),
     #[error("`/{0}` takes no arguments")]
     NoArguments(String),
     #[error("`/{command}` got more values than it has arguments; usage: `/{command} {usage}`")]
@@ -352,6 +388,8 @@ pub fn parse(text: &str) -> Option<Result<Command, CommandError>> {
         "model" => Command::Model(arg),
         "clear" => Command::Clear,
         "permissions" => Command::Permissions(arg),
+        "rewind" => return Some(parse_rewind(args).map(Command::Rewind)),
+        "budget" => Command::Budget(arg),
         _ => return None,
     };
     Some(Ok(command))
@@ -370,10 +408,50 @@ pub fn from_parts(parts: &[Part]) -> Option<Result<Command, CommandError>> {
     parse(&text)
 }
 
+/// The flags among `words` (any order), and the other words.
+fn rewind_flags<'a>(words: &[&'a str]) -> Result<(RewindFlags, Vec<&'a str>), CommandError> {
+    let mut flags = RewindFlags::default();
+    let mut rest = Vec::new();
+    for word in words {
+        match *word {
+            "--dry-run" | "-n" => flags.dry_run = true,
+            "--force" | "-f" => flags.force = true,
+            // Applying is the default; `--yes` is accepted for scripts that say so.
+            "--yes" | "-y" => {}
+            flag if flag.starts_with("--") => {
+                return Err(CommandError::UnknownFlag(flag.to_string()));
+            }
+            other => rest.push(other),
+        }
+    }
+    Ok((flags, rest))
+}
+
+fn parse_rewind(args: &str) -> Result<RewindCommand, CommandError> {
+    let words: Vec<&str> = args.split_whitespace().collect();
+    let (flags, rest) = rewind_flags(&words)?;
+    match rest.as_slice() {
+        [] => Ok(RewindCommand::Back { turns: 1, flags }),
+        ["undo"] => Ok(RewindCommand::Undo(flags)),
+        [n] => match n.parse::<usize>() {
+            Ok(turns) if turns > 0 => Ok(RewindCommand::Back { turns, flags }),
+            _ => Err(CommandError::RewindUsage((*n).to_string())),
+        },
+        more => Err(CommandError::RewindUsage(more.join(" "))),
+    }
+}
+
 fn parse_context(args: &str) -> Result<ContextCommand, CommandError> {
     let mut words = args.split_whitespace();
     let verb = words.next().unwrap_or("");
     let rest: Vec<&str> = words.collect();
+    if verb == "rollback" {
+        let (flags, name) = rewind_flags(&rest)?;
+        if name.is_empty() {
+            return Err(CommandError::NeedsName("rollback"));
+        }
+        return Ok(ContextCommand::Rollback(name.join(" "), flags));
+    }
     let name = |what: &'static str| {
         if rest.is_empty() {
             Err(CommandError::NeedsName(what))
@@ -384,7 +462,6 @@ fn parse_context(args: &str) -> Result<ContextCommand, CommandError> {
     match verb {
         "" | "show" | "list" => Ok(ContextCommand::Show),
         "checkpoint" => name("checkpoint").map(ContextCommand::Checkpoint),
-        "rollback" => name("rollback").map(ContextCommand::Rollback),
         "pop" => match rest.first() {
             None => Ok(ContextCommand::Pop(1)),
             Some(n) => match n.parse::<usize>() {
@@ -453,7 +530,46 @@ mod tests {
             ),
             (
                 "/context rollback a",
-                Some(Ok(C::Context(X::Rollback("a".into())))),
+                Some(Ok(C::Context(X::Rollback("a".into(), Default::default())))),
+            ),
+            (
+                "/context rollback a --dry-run",
+                Some(Ok(C::Context(X::Rollback(
+                    "a".into(),
+                    RewindFlags {
+                        dry_run: true,
+                        force: false,
+                    },
+                )))),
+            ),
+            (
+                "/rewind",
+                Some(Ok(C::Rewind(RewindCommand::Back {
+                    turns: 1,
+                    flags: RewindFlags::default(),
+                }))),
+            ),
+            (
+                "/rewind 2 --force",
+                Some(Ok(C::Rewind(RewindCommand::Back {
+                    turns: 2,
+                    flags: RewindFlags {
+                        dry_run: false,
+                        force: true,
+                    },
+                }))),
+            ),
+            (
+                "/rewind undo --yes",
+                Some(Ok(C::Rewind(RewindCommand::Undo(RewindFlags::default())))),
+            ),
+            (
+                "/rewind 0",
+                Some(Err(CommandError::RewindUsage("0".into()))),
+            ),
+            (
+                "/rewind 2 --loud",
+                Some(Err(CommandError::UnknownFlag("--loud".into()))),
             ),
             (
                 "/context rollback",

@@ -79,6 +79,8 @@ pub struct Config {
     pub first_token_notice: Option<Duration>,
     /// `[agent] thought_level`: the reasoning effort sessions start with.
     pub thought_level: Reasoning,
+    /// `[agent] max_turn_tokens`, `max_session_tokens`, `max_session_cost`.
+    pub budgets: crate::context::spend::Budgets,
     /// `[prices.MODEL]`: token prices by model.
     pub prices: crate::providers::pricing::PriceTable,
     /// `[acp] unstable`: the unstable ACP features turned on.
@@ -128,6 +130,7 @@ impl Config {
             max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
             first_token_notice: Some(DEFAULT_FIRST_TOKEN_NOTICE),
             thought_level: Reasoning::default(),
+            budgets: Default::default(),
             prices: Default::default(),
             unstable: Unstable::default(),
             default_mode: crate::modes::DEFAULT_MODE.to_string(),
@@ -281,6 +284,7 @@ fn compose(
     let home = (around.env)("HOME").map(PathBuf::from);
     let sandbox = sandbox::validate(raw.sandbox.unwrap_or_default(), path, home)?;
     let agent = raw.agent.unwrap_or_default();
+    let budgets = budgets(&agent, path)?;
     let default_mode = default_mode(agent.default_mode, &modes, path)?;
     let max_turn_requests = non_zero(
         agent.max_turn_requests,
@@ -309,6 +313,7 @@ fn compose(
         max_turn_requests,
         first_token_notice,
         thought_level,
+        budgets,
         prices,
         unstable,
         default_mode,
@@ -355,6 +360,38 @@ fn non_zero<T: PartialEq + Default>(
         Some(zero) if zero == T::default() => Err(invalid(path, key, problem, fix)),
         value => Ok(value),
     }
+}
+
+/// `[agent]`'s budgets: each above 0 when given.
+fn budgets(
+    agent: &raw::RawAgent,
+    path: &Path,
+) -> Result<crate::context::spend::Budgets, ConfigError> {
+    let tokens = |value: Option<u64>, key: &str| {
+        non_zero(
+            value,
+            path,
+            format!("agent.{key}"),
+            "is 0",
+            "Give a number of tokens above 0, or leave it out for no limit.",
+        )
+    };
+    let cost = match agent.max_session_cost {
+        Some(cost) if !(cost.is_finite() && cost > 0.0) => {
+            return Err(invalid(
+                path,
+                "agent.max_session_cost",
+                format!("`{cost}` is not above 0"),
+                "Give the most the session may cost, in the price table's currency, or leave it out.",
+            ));
+        }
+        cost => cost,
+    };
+    Ok(crate::context::spend::Budgets {
+        max_turn_tokens: tokens(agent.max_turn_tokens, "max_turn_tokens")?,
+        max_session_tokens: tokens(agent.max_session_tokens, "max_session_tokens")?,
+        max_session_cost: cost,
+    })
 }
 
 /// `[agent] default_mode`: one of the built-in or configured modes.
@@ -455,6 +492,23 @@ mod tests {
     /// Why `text` is refused, as the user reads it.
     pub(super) fn refusal(text: &str) -> String {
         load(text, &[]).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn budgets_are_read_from_agent_and_must_be_above_zero() {
+        let base = "[llm.providers.local]\ntype = \"ollama\"\n[agent]\n";
+        let config = load(
+            &format!("{base}max_turn_tokens = 5000\nmax_session_cost = 1.5\n"),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(config.budgets.max_turn_tokens, Some(5000));
+        assert_eq!(config.budgets.max_session_tokens, None);
+        assert_eq!(config.budgets.max_session_cost, Some(1.5));
+        let zero = refusal(&format!("{base}max_session_tokens = 0\n"));
+        assert!(zero.contains("agent.max_session_tokens"), "{zero}");
+        let negative = refusal(&format!("{base}max_session_cost = -2.0\n"));
+        assert!(negative.contains("agent.max_session_cost"), "{negative}");
     }
 
     pub(super) const SEED_EXAMPLE: &str = r#"

@@ -6,6 +6,8 @@
 
 pub mod budget;
 pub mod compact;
+pub mod rewind;
+pub mod spend;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -77,6 +79,10 @@ pub struct Entry {
     pub messages: Vec<Arc<Message>>,
     /// Raw size (chars), turned into tokens by the estimator.
     pub chars: u64,
+    /// A user prompt's turn number (1, 2, …, counted over the session's
+    /// whole life, so the same stored prompts always get the same
+    /// numbers); 0 for every other entry.
+    pub turn: u64,
 }
 
 impl Entry {
@@ -86,6 +92,7 @@ impl Entry {
             kind,
             messages: vec![message],
             chars,
+            turn: 0,
         }
     }
 
@@ -176,6 +183,8 @@ pub enum ContextError {
     },
     #[error("a checkpoint needs a name, e.g. `/context checkpoint before-refactor`")]
     EmptyName,
+    #[error("the context holds {have} user turns; cannot rewind {asked}")]
+    NotEnoughTurns { asked: usize, have: usize },
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -183,6 +192,8 @@ pub struct ContextManager {
     entries: Vec<Entry>,
     checkpoints: Vec<Checkpoint>,
     pub estimator: TokenEstimator,
+    /// User prompts pushed so far: the last one's turn number.
+    turns: u64,
 }
 
 impl ContextManager {
@@ -216,12 +227,15 @@ impl ContextManager {
                 _ => self.entries.push(Entry::new(EntryKind::User, message)),
             },
             Role::User => {
-                let kind = if message.text().starts_with(SUMMARY_PREFIX) {
-                    EntryKind::Summary
+                let summary = message.text().starts_with(SUMMARY_PREFIX);
+                let mut entry = Entry::new(EntryKind::User, message);
+                if summary {
+                    entry.kind = EntryKind::Summary;
                 } else {
-                    EntryKind::User
-                };
-                self.entries.push(Entry::new(kind, message));
+                    self.turns += 1;
+                    entry.turn = self.turns;
+                }
+                self.entries.push(entry);
             }
             Role::Assistant if has_calls => self
                 .entries
@@ -236,6 +250,12 @@ impl ContextManager {
 
     pub fn checkpoints(&self) -> &[Checkpoint] {
         &self.checkpoints
+    }
+
+    /// The number of the latest user prompt pushed (0 before the first);
+    /// it only grows, whatever is removed.
+    pub fn last_turn(&self) -> u64 {
+        self.turns
     }
 
     pub fn is_empty(&self) -> bool {

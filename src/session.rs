@@ -4,6 +4,7 @@
 //! turn (one at a time, with its cancellation token). Everything else talks
 //! to it through its mailbox, so sessions never lock or block each other.
 
+mod budget;
 mod fallback;
 mod live;
 pub mod manager;
@@ -12,6 +13,7 @@ mod pick;
 mod prewarm;
 mod prompts;
 mod record;
+mod rewind;
 mod rule_files;
 pub mod runtime;
 mod sandbox;
@@ -151,6 +153,10 @@ pub struct SessionStart {
     pub agent_restored: bool,
     /// The context a loaded session continues from (empty for a new one).
     pub history: ContextManager,
+    /// The files its agent changed and its rewinds (empty for a new one).
+    pub files: crate::context::rewind::FileHistory,
+    /// What it had spent (zero for a new one).
+    pub spent: crate::context::spend::Totals,
     /// Where the session is saved; None keeps it in memory only.
     pub recorder: Option<Recorder>,
     /// Why the session could not be saved at all, told in its first turn.
@@ -210,6 +216,10 @@ struct Conversation {
     /// None once the client takes them at any time.
     held: Option<Vec<Update>>,
     in_turn: bool,
+    /// The limits `/budget` set for this session.
+    budgets: crate::context::spend::Budgets,
+    /// The tokens the last prompt turn used.
+    last_turn_tokens: u64,
     /// The prompt-cache warm-up the first turn waits for.
     warming: Option<prewarm::Warming>,
     /// A prompt has started: the server has read the prefix, no warm-up.
@@ -229,6 +239,7 @@ impl SessionActor {
         mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
     ) -> Self {
         let services = Services::start(&mut start, shared, mailbox);
+        let budgets = (services.recorder.as_ref()).map(crate::store::Recorder::saved_budgets);
         let agent = start.settings.agent.take();
         let mut actor = SessionActor {
             services,
@@ -242,6 +253,8 @@ impl SessionActor {
                 mcp_failures_told: false,
                 held: Some(Vec::new()),
                 in_turn: false,
+                budgets: budgets.unwrap_or_default(),
+                last_turn_tokens: start.spent.turn_tokens,
                 warming: None,
                 prompted: false,
             },

@@ -4,6 +4,7 @@
 //! sessions/<id>/metadata.json   who the session is (rewritten atomically)
 //! sessions/<id>/history.jsonl   what happened, one StoredEvent a line, append-only
 //! sessions/<id>/lock            flock'ed by the process that has the session open
+//! sessions/<id>/blobs/<sha256>  file contents a rewind may put back (content-addressed)
 //! ```
 //!
 //! The history holds two views of a conversation: the updates the client saw
@@ -17,6 +18,7 @@
 //! format changes only when `disk.rs` does, and `metadata.json` says which
 //! format it is (`format_version`; files without it are version 1).
 
+mod blobs;
 mod disk;
 mod files;
 #[cfg(test)]
@@ -24,7 +26,8 @@ mod fixture;
 mod recorder;
 mod views;
 
+pub use blobs::{Blobs, MAX_BLOB_BYTES, content_hash};
 pub use disk::{Metadata, StoredEvent, StoredUpdate};
 pub use files::{ListPage, OpenSession, Store, StoreError, list_page};
 pub use recorder::{Recorder, Settings, Titled};
-pub use views::{Restored, context_from, replay_from};
+pub use views::{Restored, context_from, files_from, replay_from, totals_from};

@@ -73,6 +73,10 @@ pub struct RawAgent {
     pub first_token_notice_secs: Option<u64>,
     /// Reasoning effort sessions start with: off, low, medium or high.
     pub thought_level: Option<String>,
+    /// Budgets: tokens per turn, tokens and cost per session.
+    pub max_turn_tokens: Option<u64>,
+    pub max_session_tokens: Option<u64>,
+    pub max_session_cost: Option<f64>,
 }
 
 /// `[context]`: how the conversation is kept within the model's window.

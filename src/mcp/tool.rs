@@ -21,6 +21,10 @@ pub struct McpTool {
     description: String,
     parameters: Value,
     read_only: bool,
+    /// Not read-only and not marked `destructiveHint: false` (MCP's
+    /// default is destructive): the files its arguments name are kept for
+    /// rewinds.
+    destructive: bool,
     /// Weak: the manager owns the servers; a tool outliving it fails cleanly.
     server: Weak<ServerInner>,
 }
@@ -58,6 +62,12 @@ impl McpTool {
                 .as_ref()
                 .and_then(|annotations| annotations.read_only_hint)
                 == Some(true);
+        let destructive = !read_only
+            && tool
+                .annotations
+                .as_ref()
+                .and_then(|annotations| annotations.destructive_hint)
+                != Some(false);
         Self {
             name,
             server_name: server_name.to_string(),
@@ -65,6 +75,7 @@ impl McpTool {
             description,
             parameters: object_schema(&tool.input_schema),
             read_only,
+            destructive,
             server,
         }
     }
@@ -136,21 +147,29 @@ impl Tool for McpTool {
                     self.server_name
                 )));
             };
+            let watch = match (&arguments, self.destructive) {
+                (Some(arguments), true) => Some(crate::tools::journal::Watch::before_call(
+                    &Value::Object(arguments.clone()),
+                    ctx,
+                )),
+                _ => None,
+            };
             let result = McpServer::from_inner(server)
                 .call_tool_with_progress(&self.tool_name, arguments, &ctx.cancel, &ctx.progress)
-                .await
-                .map_err(|err| match err {
-                    McpCallError::Cancelled => ToolError::Cancelled,
-                    McpCallError::InvalidParams { message, .. } => {
-                        ToolError::InvalidArguments(message)
-                    }
-                    McpCallError::Died { ref server, .. }
-                    | McpCallError::Unavailable { ref server, .. } => ToolError::ServerDown {
-                        server: server.clone(),
-                        message: err.to_string(),
-                    },
-                    other => ToolError::Failed(other.to_string()),
-                })?;
+                .await;
+            if let Some(watch) = watch {
+                watch.after_call(ctx);
+            }
+            let result = result.map_err(|err| match err {
+                McpCallError::Cancelled => ToolError::Cancelled,
+                McpCallError::InvalidParams { message, .. } => ToolError::InvalidArguments(message),
+                McpCallError::Died { ref server, .. }
+                | McpCallError::Unavailable { ref server, .. } => ToolError::ServerDown {
+                    server: server.clone(),
+                    message: err.to_string(),
+                },
+                other => ToolError::Failed(other.to_string()),
+            })?;
             convert_result(result, ctx.settings.output_cap)
         })
     }

@@ -75,6 +75,8 @@ pub struct Defaults {
     pub subagents: crate::agents::SubagentSettings,
     /// `[agent] thought_level`.
     pub thought_level: crate::providers::Reasoning,
+    /// `[agent]`'s budgets.
+    pub budgets: crate::context::spend::Budgets,
     /// `[prices.MODEL]`.
     pub prices: crate::providers::pricing::PriceTable,
     /// `[acp] unstable`.
@@ -90,6 +92,7 @@ impl Defaults {
             provider: provider.name.clone(),
             model: provider.default_model.clone(),
             max_turn_requests: config.max_turn_requests,
+            budgets: config.budgets,
             first_token_notice: config.first_token_notice,
             mode: config.default_mode.clone(),
             modes: config.modes.clone(),
@@ -283,11 +286,13 @@ impl SessionManager {
                     Vec::new()
                 };
                 let restored = store::context_from(&events);
+                let files = store::files_from(&events);
+                let spent = store::totals_from(&events);
                 tracing::info!(session = %read_id, events = events.len(), entries = restored.context.entries().len(), "session loaded");
-                Ok((open, metadata, updates, restored))
+                Ok((open, metadata, updates, restored, (files, spent)))
             })
             .await;
-            let (open, mut metadata, updates, restored) = match opened {
+            let (open, mut metadata, updates, restored, (files, spent)) = match opened {
                 Ok(opened) => opened,
                 Err(err) => {
                     // Closed before the answer: the router forgets this handle.
@@ -337,6 +342,8 @@ impl SessionManager {
                 settings,
                 agent_restored: true,
                 history: restored.context,
+                files,
+                spent,
                 recorder: Some(recorder),
                 save_failure: None,
                 lineage: None,
@@ -415,6 +422,8 @@ impl SessionManager {
             },
             agent_restored: false,
             history: ContextManager::new(),
+            files: Default::default(),
+            spent: Default::default(),
             recorder,
             save_failure,
             lineage: None,

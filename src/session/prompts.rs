@@ -97,6 +97,7 @@ impl SessionActor {
         let (turn, journaled) = self.turn_context(true)?;
         let mut context = self.conversation.context.clone();
         let turn_cancel = cancel;
+        let files = std::sync::Arc::clone(&self.services.files);
         let task = tokio::spawn(async move {
             let emit = turn.emitter();
             let prompt = &command.prompt;
@@ -132,6 +133,8 @@ impl SessionActor {
             for message in &messages {
                 context.push(Arc::clone(message));
             }
+            // The files its tools write are filed under this turn.
+            files.set_turn(context.last_turn());
             // Saved before the model answers, so a load has the prompt's text.
             (turn.journal)(Journal::Round(messages.clone()));
             let input = turn.input(context, turn_cancel, &emit).await;

@@ -144,7 +144,12 @@ impl SessionActor {
                 recorder.context_op(op);
             }
         } else {
-            recorder.turn_end(Some(outcome.context.estimator));
+            let spent = crate::context::spend::Totals {
+                turn_tokens: self.conversation.last_turn_tokens,
+                session_tokens: self.services.tokens.total(),
+                session_cost: self.services.spending.add(0.0),
+            };
+            recorder.turn_end_spent(Some(outcome.context.estimator), spent);
         }
     }
 

@@ -48,6 +48,8 @@ pub(super) struct Services {
     pub tools: ToolRegistry,
     /// Shared by every turn: the todo list lives here.
     pub tool_context: ToolContext,
+    /// What the file tools replaced, for rewinds.
+    pub files: Arc<super::rewind::SessionFiles>,
     pub permissions: Arc<SessionPermissions>,
     pub mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
     pub runtime: Arc<AgentRuntime>,
@@ -57,6 +59,8 @@ pub(super) struct Services {
     pub tally: Arc<TurnTally>,
     /// What the session's model calls cost so far (where they are priced).
     pub spending: Spending,
+    /// The tokens the session's model calls used so far.
+    pub tokens: crate::context::spend::TokenTally,
     /// The skills of the user's and the project's folders, re-read when they change.
     pub skills: Arc<crate::skills::Catalog>,
     /// The client's `systemPrompt`, the system prompt's last layer.
@@ -128,6 +132,11 @@ impl Services {
         tool_context.settings.environment = Arc::clone(&shared.defaults.shell_environment);
         tool_context.settings.sensitive_files = Arc::clone(&shared.defaults.sensitive_files);
         tool_context.sandbox = sandbox;
+        let files = Arc::new(super::rewind::SessionFiles::new(
+            recorder.as_ref(),
+            std::mem::take(&mut start.files),
+        ));
+        tool_context.journal = Some(Arc::clone(&files) as Arc<dyn crate::tools::FileJournal>);
         let mut tools = ToolRegistry::builtin();
         let depth = lineage.as_ref().map_or(0, |lineage| lineage.depth);
         let mut parent_mcp = None;
@@ -165,12 +174,18 @@ impl Services {
             owns_mcp,
             tools,
             tool_context,
+            files,
             permissions,
             mailbox,
             runtime: shared.runtime,
             depth,
             tally: Arc::default(),
-            spending: Spending::default(),
+            spending: {
+                let spending = Spending::default();
+                spending.add(start.spent.session_cost);
+                spending
+            },
+            tokens: crate::context::spend::TokenTally::starting_at(start.spent.session_tokens),
             client_prompt: start.client_prompt.take(),
             skills: Arc::new(crate::skills::Catalog::new(crate::skills::folders(
                 &start.cwd,

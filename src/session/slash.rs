@@ -23,11 +23,15 @@ use crate::events::{AgentEvent, Compaction, CompactionOutcome, StopReason};
 struct Job {
     text: String,
     op: Option<ContextOp>,
+    /// A rewind's or a rollback's: applied in order, reported or not.
+    rewind: super::rewind::RewindJob,
     show: bool,
     /// `/compact` and `/context summarize`, with the user's focus.
     summarize: Option<Option<String>>,
     /// `/agent` or `/model` without a name, asked in a form.
     pick: Option<super::pick::Pick>,
+    /// `/context`'s spend against the budgets.
+    budgets: String,
 }
 
 impl SessionActor {
@@ -83,10 +87,17 @@ impl SessionActor {
             Ok(Command::Clear) => job.op = Some(ContextOp::Reset),
             Ok(Command::Permissions(args)) => job.text = self.permissions_command(args.as_deref()),
             Ok(Command::Compact { focus }) => job.summarize = Some(focus),
+            Ok(Command::Rewind(command)) => job.rewind = self.rewind_command(command),
+            Ok(Command::Budget(args)) => job.text = self.budget_command(args.as_deref()),
             Ok(Command::Context(command)) => match command {
-                ContextCommand::Show => job.show = true,
+                ContextCommand::Show => {
+                    job.show = true;
+                    job.budgets = self.budgets().report(&self.spent());
+                }
                 ContextCommand::Checkpoint(name) => job.op = Some(ContextOp::Checkpoint { name }),
-                ContextCommand::Rollback(name) => job.op = Some(ContextOp::Rollback { name }),
+                ContextCommand::Rollback(name, flags) => {
+                    job.rewind = self.rollback_command(&name, flags);
+                }
                 ContextCommand::Pop(count) => job.op = Some(ContextOp::Pop { count }),
                 ContextCommand::Reset => job.op = Some(ContextOp::Reset),
                 ContextCommand::Summarize => job.summarize = Some(None),
@@ -108,6 +119,23 @@ impl SessionActor {
             let mut text = job.text;
             if let Some(pick) = job.pick {
                 text = pick.run(&task_cancel).await;
+            }
+            text.push_str(&job.rewind.text);
+            let rewind = job.rewind.silent.into_iter().map(|op| (op, false));
+            let rollback = job.rewind.reported.into_iter().map(|op| (op, true));
+            for (op, reported) in rewind.chain(rollback) {
+                match context.apply(&op) {
+                    Ok(report) => {
+                        if reported {
+                            if !text.is_empty() {
+                                text.push('\n');
+                            }
+                            text.push_str(&report);
+                        }
+                        ops.push(op);
+                    }
+                    Err(err) => text.push_str(&err.to_string()),
+                }
             }
             if let Some(op) = job.op {
                 match context.apply(&op) {
@@ -182,6 +210,8 @@ impl SessionActor {
             ));
             if job.show {
                 text = roots_report(&roots);
+                text.push_str(&job.budgets);
+                text.push_str("\n\n");
                 text.push_str(&context.report(fixed, &budget));
                 if budget.window <= crate::prompt::SMALL_WINDOW {
                     let _ = write!(

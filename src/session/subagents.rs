@@ -139,6 +139,8 @@ impl TurnDelegator {
             settings,
             agent_restored: true,
             history: ContextManager::new(),
+            files: Default::default(),
+            spent: Default::default(),
             recorder,
             save_failure: None,
             lineage: Some(Lineage {

@@ -67,6 +67,8 @@ async fn session_with(client: RecordingClient, save_failure: Option<String>) -> 
         },
         agent_restored: false,
         history: ContextManager::new(),
+        files: Default::default(),
+        spent: Default::default(),
         recorder: None,
         save_failure,
         lineage: None,

@@ -80,6 +80,9 @@ pub(super) struct TurnContext {
     pub journal: JournalFn,
     /// The session's writer: asked at the turn's end whether saving failed.
     recorder: Option<crate::store::Recorder>,
+    /// The limits in force; the session's may be lifted for one turn.
+    pub budgets: crate::context::spend::Budgets,
+    session_tokens: crate::context::spend::TokenTally,
     /// Tells the client nothing (a cache warm-up): once-only notices wait
     /// for the first real turn.
     quiet: bool,
@@ -208,6 +211,8 @@ impl TurnContext {
             first_token_notice: self.defaults.first_token_notice,
             journal: Some(self.journal),
             fallback,
+            budgets: self.budgets,
+            session_tokens: self.session_tokens,
             cache_key: Some(self.session_id),
             outbound: Some(self.client),
         }
@@ -314,6 +319,8 @@ impl SessionActor {
             skills: Arc::clone(&services.skills),
             journal: self.journal(Arc::clone(&journaled)),
             recorder: services.recorder.clone(),
+            budgets: self.budgets(),
+            session_tokens: services.tokens.clone(),
             quiet: false,
         };
         Ok((context, journaled))
@@ -335,18 +342,37 @@ impl SessionActor {
             return self.start_prompt_command(command, &args, cancel);
         }
         let content = self.expand_skill_command(content);
-        let (turn, journaled) = self.turn_context(true)?;
+        let over_budget = self.over_budget();
+        let (mut turn, journaled) = self.turn_context(true)?;
         self.conversation.context.push(Arc::new(Message {
             role: Role::User,
             parts: content,
         }));
         self.record_prompt();
+        (self.services.files).set_turn(self.conversation.context.last_turn());
         let context = self.conversation.context.clone();
         let warming = self.conversation.warming.take();
         self.conversation.prompted = true;
         // A task of its own: a panic inside a turn must not take the session with it.
         let task = tokio::spawn(async move {
             let emit = turn.emitter();
+            if let Some(over) = over_budget {
+                match over.go_on(&cancel).await {
+                    // Past the session's limit by the user's leave: this turn only.
+                    Ok(()) => turn.budgets = turn.budgets.turn_only(),
+                    Err(stopped) => {
+                        emit(AgentEvent::AgentText(stopped));
+                        return TurnOutcome {
+                            new_messages: Vec::new(),
+                            result: Ok(crate::events::StopReason::MaxTokens),
+                            usage: None,
+                            context,
+                            context_ops: Vec::new(),
+                            switched: None,
+                        };
+                    }
+                }
+            }
             let recorder = turn.recorder.clone();
             if let Some(warming) = warming {
                 warming.wait(&cancel).await;
@@ -378,13 +404,23 @@ impl SessionActor {
         let reply = turn.reply;
         let result = match outcome {
             Ok(outcome) => {
+                let children = self.services.tally.take_usage();
+                let tokens = |u: &Option<crate::providers::Usage>| {
+                    u.as_ref()
+                        .map_or(0, |u| u.prompt_tokens + u.completion_tokens)
+                };
+                if !turn.started.command {
+                    // Delegated agents' tokens count for the session too, once their turn is over.
+                    self.services.tokens.add(tokens(&children));
+                    self.conversation.last_turn_tokens = tokens(&outcome.usage) + tokens(&children);
+                }
                 self.record_turn(&outcome, turn.started.command);
                 // The turn's copy holds its messages, compactions and drops.
                 self.conversation.context = outcome.context;
                 if let Some(switched) = outcome.switched {
                     self.adopt_fallback(switched);
                 }
-                let usage = with_children(outcome.usage, self.services.tally.take_usage());
+                let usage = with_children(outcome.usage, children);
                 outcome
                     .result
                     .map(|stop| TurnEnd { stop, usage })

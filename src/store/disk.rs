@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::context::{self, TokenEstimator};
+use crate::context::{self, TokenEstimator, rewind, spend};
 use crate::{events, model};
 
 #[macro_use]
@@ -65,6 +65,9 @@ pub struct Metadata {
     /// The session this one was forked from (`session/fork`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<String>,
+    /// The budgets `/budget` set for this session (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budgets: Option<Budgets>,
 }
 
 /// `metadata.json` as written: the format first, then the metadata.
@@ -117,6 +120,9 @@ pub enum StoredEvent {
         /// What the provider's usage taught the token estimate so far.
         #[serde(default)]
         estimator: Option<Estimator>,
+        /// What the session had used by then, for its budgets.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spent: Option<Totals>,
     },
     ModeChanged {
         mode: String,
@@ -124,6 +130,18 @@ pub enum StoredEvent {
     ModelChanged {
         provider: String,
         model: String,
+    },
+    /// The agent wrote a file; the content it replaced is in `blobs/`.
+    FileChanged {
+        change: FileChange,
+    },
+    /// A rewind (or a rollback with files) took turns back.
+    Rewound {
+        rewind: Rewind,
+    },
+    /// That rewind was undone.
+    RewindUndone {
+        id: u64,
     },
     /// A kind this version does not know (from a newer one): skipped.
     #[serde(other)]
@@ -305,6 +323,63 @@ mirrored_struct! {
 }
 
 mirrored_struct! {
+    /// The limits `/budget` set; absent ones are not set.
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+    pub struct Budgets = spend::Budgets {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_turn_tokens: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_session_tokens: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_session_cost: Option<f64>,
+    }
+}
+
+mirrored_struct! {
+    /// The tokens and cost spent, at a turn's end.
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+    pub struct Totals = spend::Totals {
+        turn_tokens: u64,
+        session_tokens: u64,
+        #[serde(default)]
+        session_cost: f64,
+    }
+}
+
+mirrored_struct! {
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct FileChange = rewind::FileChange {
+        turn: u64,
+        path: PathBuf,
+        /// None: the file did not exist.
+        before: Option<String>,
+        #[serde(default)]
+        before_kept: bool,
+        after: String,
+    }
+}
+
+mirrored_struct! {
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct RestoredFile = rewind::RestoredFile {
+        path: PathBuf,
+        restored: Option<String>,
+        replaced: Option<String>,
+    }
+}
+
+mirrored_struct! {
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct Rewind = rewind::Rewind {
+        id: u64,
+        checkpoint: String,
+        turns: Vec<u64>,
+        files: Vec<RestoredFile>,
+        at_turn: u64,
+    }
+}
+
+mirrored_struct! {
     /// What the provider's usage reports taught the token estimate.
     #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
     pub struct Estimator = context::TokenEstimator {
@@ -376,6 +451,15 @@ impl StoredEvent {
     pub fn turn_end(estimator: Option<TokenEstimator>) -> Self {
         Self::TurnEnd {
             estimator: estimator.map(Estimator::from),
+            spent: None,
+        }
+    }
+
+    /// A turn's end with what the session had spent by then.
+    pub fn turn_end_spent(estimator: Option<TokenEstimator>, spent: spend::Totals) -> Self {
+        Self::TurnEnd {
+            estimator: estimator.map(Estimator::from),
+            spent: Some(spent.into()),
         }
     }
 

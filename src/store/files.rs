@@ -35,6 +35,7 @@ impl Metadata {
             thought_level: None,
             system_prompt: None,
             forked_from: None,
+            budgets: None,
         }
     }
 }
@@ -135,6 +136,15 @@ impl Store {
         if history.is_file() {
             let to = dir.join(HISTORY);
             fs::copy(&history, &to).map_err(io_error("cannot copy", &to))?;
+        }
+        // The file versions too, so rewinds work in the fork.
+        if let Ok(blobs) = fs::read_dir(from.join("blobs")) {
+            let to = dir.join("blobs");
+            fs::create_dir_all(&to).map_err(io_error("cannot create", &to))?;
+            for blob in blobs.flatten() {
+                let target = to.join(blob.file_name());
+                fs::copy(blob.path(), &target).map_err(io_error("cannot copy", &target))?;
+            }
         }
         let now = now_rfc3339();
         metadata.id = id.to_string();
@@ -449,6 +459,21 @@ mod tests {
         assert!(events.is_empty());
         assert!(matches!(store.open("nope"), Err(StoreError::NotFound(_))));
         assert!(matches!(store.open("../x"), Err(StoreError::NotFound(_))));
+    }
+
+    #[test]
+    fn a_fork_takes_the_file_versions_along() {
+        let data = tempfile::tempdir().unwrap();
+        let store = Store::new(data.path());
+        let metadata = Metadata::new("src", PathBuf::from("/p"), "prov", "m", "act");
+        let open = store.create(&metadata).unwrap();
+        let blobs = super::super::Blobs::on_disk(open.dir.clone());
+        let (hash, kept) = blobs.put(b"before\n");
+        assert!(kept);
+        drop(open);
+        store.fork("src", "copy").unwrap();
+        let copied = super::super::Blobs::on_disk(store.dir().join("copy"));
+        assert_eq!(copied.get(&hash).unwrap(), b"before\n");
     }
 
     #[test]

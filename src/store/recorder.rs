@@ -57,6 +57,7 @@ pub struct Recorder {
     tx: mpsc::Sender<Op>,
     metadata: Arc<Mutex<Metadata>>,
     health: Arc<SaveHealth>,
+    blobs: super::Blobs,
 }
 
 /// The session's settings, as the metadata keeps them.
@@ -82,6 +83,7 @@ impl Recorder {
         let (tx, rx) = mpsc::channel();
         let id = metadata.id.clone();
         let health = Arc::new(SaveHealth::default());
+        let blobs = super::Blobs::on_disk(open.dir.clone());
         let writer_health = Arc::clone(&health);
         let spawned = std::thread::Builder::new()
             .name(format!("store-{}", short(&id)))
@@ -94,6 +96,7 @@ impl Recorder {
             tx,
             metadata: Arc::new(Mutex::new(metadata)),
             health,
+            blobs,
         }
     }
 
@@ -136,6 +139,29 @@ impl Recorder {
         self.append(StoredEvent::round(messages));
     }
 
+    /// The agent wrote a file (the content it replaced is a blob already).
+    pub fn file_changed(&self, change: &crate::context::rewind::FileChange) {
+        self.append(StoredEvent::FileChanged {
+            change: change.clone().into(),
+        });
+    }
+
+    /// A rewind took turns back, with their files.
+    pub fn rewound(&self, rewind: &crate::context::rewind::Rewind) {
+        self.append(StoredEvent::Rewound {
+            rewind: rewind.clone().into(),
+        });
+    }
+
+    pub fn rewind_undone(&self, id: u64) {
+        self.append(StoredEvent::RewindUndone { id });
+    }
+
+    /// Where this session keeps file versions.
+    pub fn blobs(&self) -> super::Blobs {
+        self.blobs.clone()
+    }
+
     /// A change to the context stack, in the order it applied.
     pub fn context_op(&self, op: &ContextOp) {
         self.append(StoredEvent::context(op));
@@ -144,6 +170,15 @@ impl Recorder {
     /// The turn is over; `estimator`: what the provider's usage taught.
     pub fn turn_end(&self, estimator: Option<TokenEstimator>) {
         self.append(StoredEvent::turn_end(estimator));
+    }
+
+    /// A prompt turn is over, with what the session has spent so far.
+    pub fn turn_end_spent(
+        &self,
+        estimator: Option<TokenEstimator>,
+        spent: crate::context::spend::Totals,
+    ) {
+        self.append(StoredEvent::turn_end_spent(estimator, spent));
     }
 
     /// What the client was shown, for replay (only the conversation is kept).
@@ -196,6 +231,16 @@ impl Recorder {
         if self.lock().system_prompt.as_ref() != prompt {
             self.update(|m| m.system_prompt = prompt.cloned());
         }
+    }
+
+    /// The budgets `/budget` set for this session, saved for loads.
+    pub fn budgets(&self, budgets: crate::context::spend::Budgets) {
+        self.update(|m| m.budgets = Some(budgets.into()));
+    }
+
+    /// The budgets saved with the session (none set: all off).
+    pub fn saved_budgets(&self) -> crate::context::spend::Budgets {
+        self.lock().budgets.map(Into::into).unwrap_or_default()
     }
 
     /// A title the user gave (it replaces the one from the first prompt).
@@ -277,6 +322,8 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str, health: &
                         event,
                         StoredEvent::UserPrompt { .. }
                             | StoredEvent::Round { .. }
+                            | StoredEvent::Rewound { .. }
+                            | StoredEvent::RewindUndone { .. }
                             | StoredEvent::Context { .. }
                             | StoredEvent::TurnEnd { .. }
                     );

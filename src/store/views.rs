@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use super::disk::{self, StoredEvent, StoredUpdate};
 use crate::client::Update;
+use crate::context::rewind::FileHistory;
+use crate::context::spend::Totals;
 use crate::context::{ContextManager, ContextOp};
 use crate::model::{Message, Role};
 
@@ -100,7 +102,7 @@ pub fn context_from(events: &[StoredEvent]) -> Restored {
                     seen.clear();
                 }
             }
-            StoredEvent::TurnEnd { estimator } => {
+            StoredEvent::TurnEnd { estimator, .. } => {
                 open = None;
                 if let Some(estimator) = estimator {
                     context.estimator = (*estimator).into();
@@ -110,12 +112,43 @@ pub fn context_from(events: &[StoredEvent]) -> Restored {
             StoredEvent::ModeChanged { .. }
             | StoredEvent::ModelChanged { .. }
             | StoredEvent::Update { .. }
+            | StoredEvent::FileChanged { .. }
+            | StoredEvent::Rewound { .. }
+            | StoredEvent::RewindUndone { .. }
             | StoredEvent::Unknown => {}
         }
     }
     let cut_short = open.clone();
     close_cut_short(&mut context, &mut open);
     Restored { context, cut_short }
+}
+
+/// The files the agent changed and the rewinds, as recorded.
+pub fn files_from(events: &[StoredEvent]) -> FileHistory {
+    let mut files = FileHistory::default();
+    for event in events {
+        match event {
+            StoredEvent::FileChanged { change } => files.changed(change.clone().into()),
+            StoredEvent::Rewound { rewind } => files.rewound(rewind.clone().into()),
+            StoredEvent::RewindUndone { id } => files.undone(*id),
+            _ => {}
+        }
+    }
+    files
+}
+
+/// What the session had spent at its last recorded turn end (zero before any).
+pub fn totals_from(events: &[StoredEvent]) -> Totals {
+    events
+        .iter()
+        .rev()
+        .find_map(|event| match event {
+            StoredEvent::TurnEnd {
+                spent: Some(spent), ..
+            } => Some((*spent).into()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// A session title from its first prompt: the first line of text, shortened.
@@ -358,6 +391,58 @@ mod tests {
         // A turn end written without an estimator still reads.
         let bare: StoredEvent = serde_json::from_value(json!({"event": "turn_end"})).unwrap();
         assert_eq!(bare, StoredEvent::turn_end(None));
+    }
+
+    #[test]
+    fn file_changes_rewinds_and_spend_come_back_from_their_lines() {
+        use crate::context::rewind::{FileChange, RestoredFile, Rewind};
+        let change = FileChange {
+            turn: 2,
+            path: "/p/a.txt".into(),
+            before: None,
+            before_kept: true,
+            after: "ab".into(),
+        };
+        let rewind = Rewind {
+            id: 1,
+            checkpoint: "before-rewind-1".into(),
+            turns: vec![2],
+            files: vec![RestoredFile {
+                path: "/p/a.txt".into(),
+                restored: None,
+                replaced: Some("ab".into()),
+            }],
+            at_turn: 2,
+        };
+        let spent = Totals {
+            turn_tokens: 5,
+            session_tokens: 50,
+            session_cost: 0.25,
+        };
+        let events: Vec<StoredEvent> = [
+            StoredEvent::FileChanged {
+                change: change.clone().into(),
+            },
+            StoredEvent::turn_end_spent(None, spent),
+            StoredEvent::Rewound {
+                rewind: rewind.clone().into(),
+            },
+        ]
+        .iter()
+        .map(|event| serde_json::from_str(&serde_json::to_string(event).unwrap()).unwrap())
+        .collect();
+        let files = files_from(&events);
+        assert_eq!(files.changes(), [change]);
+        assert_eq!(files.last_rewind(), Some(&rewind));
+        assert_eq!(totals_from(&events), spent);
+        let mut undone = events.clone();
+        undone.push(StoredEvent::RewindUndone { id: 1 });
+        assert_eq!(files_from(&undone).last_rewind(), None);
+        // Histories from before these lines: nothing changed, nothing spent.
+        assert_eq!(
+            totals_from(&[StoredEvent::turn_end(None)]),
+            Totals::default()
+        );
     }
 
     #[test]

@@ -108,11 +108,20 @@ impl Target {
             .map_err(|err| self.error(err))
     }
 
+    /// Writes the file; the session's journal is told what it held before.
     async fn write_text(&self, ctx: &ToolContext, text: &str) -> Result<(), ToolError> {
+        let before = ctx
+            .journal
+            .as_ref()
+            .and_then(|_| super::journal::before_write(&self.path, ctx));
         ctx.fs
             .write_text_file(&self.path, text)
             .await
-            .map_err(|err| self.error(err))
+            .map_err(|err| self.error(err))?;
+        if let (Some(journal), Some(before)) = (&ctx.journal, before) {
+            journal.written(&self.path, before, text.as_bytes());
+        }
+        Ok(())
     }
 
     /// A location at a 1-based line.

@@ -105,6 +105,8 @@ pub struct ToolContext {
     pub sandbox: Arc<SessionSandbox>,
     /// Where `ask_user` asks; None when the editor cannot show questions.
     pub asker: Option<Asker>,
+    /// Told of each file the agent writes (for rewinds); None: nobody keeps them.
+    pub journal: Option<Arc<dyn super::FileJournal>>,
 }
 
 /// The editor a session's questions go to.
@@ -143,6 +145,7 @@ impl ToolContext {
             delegator: None,
             sandbox: Arc::new(SessionSandbox::off()),
             asker: None,
+            journal: None,
         }
     }
 

@@ -7,10 +7,12 @@ use serde_json::{Value, json};
 use crate::support::context::{config_with, system_text, talkative_model, tool_names};
 use crate::support::harness::{Agent, LlmServer, agent_text, updates};
 
-const BUILTINS: [&str; 8] = [
+const BUILTINS: [&str; 10] = [
     "help",
     "compact",
     "context",
+    "rewind",
+    "budget",
     "agent",
     "mode",
     "model",

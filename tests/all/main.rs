@@ -13,6 +13,7 @@ mod support;
 mod architecture;
 mod bad_params;
 mod bounds;
+mod budgets;
 
 mod acp_fields;
 mod backpressure;
@@ -44,6 +45,7 @@ mod providers;
 mod rate_limits;
 mod real_llm;
 mod reasoning;
+mod rewind;
 mod sandbox;
 mod secrets;
 mod sessions;

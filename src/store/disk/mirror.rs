@@ -115,7 +115,20 @@ macro_rules! across_as_it_is {
     };
 }
 
-across_as_it_is!(String, PathBuf, Value, Option<u32>, Option<Value>, f64, u32);
+across_as_it_is!(
+    String,
+    PathBuf,
+    Value,
+    Option<u32>,
+    Option<Value>,
+    Option<String>,
+    Option<u64>,
+    Option<f64>,
+    f64,
+    u32,
+    u64,
+    bool
+);
 
 impl<T: Across<U>, U> Across<Vec<U>> for Vec<T> {
     fn across(self) -> Vec<U> {
