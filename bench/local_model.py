@@ -63,7 +63,7 @@ class Proxy:
 
     async def serve(self, reader, writer):
         try:
-            while True:
+            while not writer.is_closing():
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1)) \
                     if re.search(rb"(?i)content-length:", head) else 0
@@ -71,6 +71,8 @@ class Proxy:
                 await self.forward(head, body, writer)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
+        except Exception as err:  # a bench bug must show, not vanish with the task
+            print(f"proxy: {type(err).__name__}: {err}", file=sys.stderr)
         finally:
             writer.close()
 
@@ -86,19 +88,33 @@ class Proxy:
             if not chunk:
                 break
             data += chunk
-            writer.write(chunk)
-            await writer.drain()
+            # The agent may hang up once it has what it needs (the finish
+            # and usage): the call is still recorded.
+            if not writer.is_closing():
+                try:
+                    writer.write(chunk)
+                    await writer.drain()
+                except ConnectionError:
+                    writer.close()
         up_w.close()
         if not head.startswith(b"POST"):
             return
         request = json.loads(body or b"{}")
         timings, prompt_tokens = None, None
-        for line in bytes(data).split(b"\n"):
-            if b'"timings"' in line and line.startswith(b"data: "):
+        text = dechunked(bytes(data))
+        for line in text.split(b"\n"):
+            if line.startswith(b"data: {") and (b'"timings"' in line or b'"usage"' in line):
                 try:
-                    timings = json.loads(line[6:]).get("timings")
+                    event = json.loads(line[6:])
                 except ValueError:
-                    pass
+                    continue
+                if event.get("timings"):
+                    timings = event["timings"]
+                elif event.get("usage") and not timings:
+                    # Without timings: the usage says as much (cached = reused).
+                    usage = event["usage"]
+                    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+                    timings = {"prompt_n": usage.get("prompt_tokens", 0) - cached, "cache_n": cached}
         # A prompt too long for the window: llama-server says how long.
         found = re.search(rb'"n_prompt_tokens":\s*(\d+)', bytes(data))
         if found:
@@ -113,7 +129,28 @@ class Proxy:
             "seconds": time.perf_counter() - start,
             "timings": timings or {},
             "prompt_tokens": prompt_tokens or (timings or {}).get("prompt_n"),
+            "tail": None if timings else text[-400:].decode(errors="replace"),
         })
+
+
+def dechunked(response):
+    """The body of a raw HTTP response, its chunked framing removed (a
+    chunk boundary may fall inside an event line)."""
+    head, _, body = response.partition(b"\r\n\r\n")
+    if b"chunked" not in head.lower():
+        return body
+    out, rest = bytearray(), body
+    while rest:
+        size_line, _, rest = rest.partition(b"\r\n")
+        try:
+            size = int(size_line.split(b";")[0], 16)
+        except ValueError:
+            break
+        if size == 0:
+            break
+        out += rest[:size]
+        rest = rest[size + 2:]
+    return bytes(out)
 
 
 class LlamaServer:
@@ -161,6 +198,9 @@ async def ttft(agent, sid, text):
             first.append(time.perf_counter())
 
     stop, total = await agent.prompt(sid, text, on_update)
+    # The proxy records a call when the server closes it, which may come
+    # just after the agent has answered.
+    await asyncio.sleep(0.3)
     return (first[0] - t0 if first else None), total, stop
 
 
@@ -219,17 +259,20 @@ async def run(args):
         call = turn_call(proxy.calls, before)
         compaction = next((c for c in proxy.calls[before:] if c["compaction"]), None)
         if i <= 5:
-            rows["turns"].append({"turn": i, "ttft": first, "reuse": reuse(call),
+            rows["turns"].append({"turn": i, "ttft": first, "reuse": reuse(call), "stop": stop,
+                                  "calls": len(proxy.calls) - before,
                                   "prompt_n": (call or {}).get("timings", {}).get("prompt_n")})
         if compaction and rows["compaction"] is None:
             rows["compaction"] = {"turn": i, "seconds": compaction["seconds"],
                                   "prompt_n": compaction["timings"].get("prompt_n"),
                                   "predicted_n": compaction["timings"].get("predicted_n"),
-                                  "ttft": first, "after_reuse": reuse(call)}
+                                  "turn_seconds": total, "after_reuse": reuse(call),
+                                  "after_prompt_n": (call or {}).get("timings", {}).get("prompt_n")}
         if i >= 5 and rows["compaction"]:
             break
     await agent.stop()
     server.stop()
+    rows["unread"] = [c["tail"] for c in proxy.calls if c["tail"]]
 
     if args.codex:
         rows["codex"] = await codex_first_request(args, tmp)
@@ -290,7 +333,8 @@ def report(rows):
     if c:
         out.append(f"| automatic compaction (turn {c['turn']}): time · tokens read · written | "
                    f"{fmt_s(c['seconds'])} · {c['prompt_n']} · {c['predicted_n']} | — |")
-        out.append(f"| … TTFT of that turn · reuse after it | {fmt_s(c['ttft'])} · {fmt_pct(c['after_reuse'])} | — |")
+        out.append(f"| … that whole turn · the turn's own call after it: tokens read · reuse | "
+                   f"{fmt_s(c['turn_seconds'])} · {c['after_prompt_n']} · {fmt_pct(c['after_reuse'])} | — |")
     else:
         out.append("| automatic compaction | none within the prompts | — |")
     codex = rows.get("codex")

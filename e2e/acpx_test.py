@@ -199,6 +199,31 @@ def list_from_agent():
     check(STATE["sid"] in out, f"the agent's session/list shows the stored session: {out[-500:]}")
 
 
+def rewind_with_files():
+    # acpx writes on disk what the agent asks it to; a rewind puts it back.
+    path = PROJECT / "rewound.txt"
+    transcript(acpx("--approve-all", "prompt",
+                    '[[tool:write_file {"path":"rewound.txt","content":"kept by rewind\\n"}]]', ttl=60).stdout)
+    check(path.exists() and path.read_text() == "kept by rewind\n", "the agent wrote rewound.txt")
+    dry = answer_text(transcript(acpx("--approve-all", "prompt", "/rewind --dry-run", ttl=60).stdout))
+    check("rewound.txt" in dry and path.exists(), f"the dry run lists the file and changes nothing: {dry!r}")
+    done = answer_text(transcript(acpx("--approve-all", "prompt", "/rewind", ttl=60).stdout))
+    check(not path.exists(), f"the rewind removed the file the agent created: {done!r}")
+    undone = answer_text(transcript(acpx("--approve-all", "prompt", "/rewind undo", ttl=60).stdout))
+    check(path.exists() and path.read_text() == "kept by rewind\n", f"/rewind undo brought it back: {undone!r}")
+
+
+def budget_crossed():
+    transcript(acpx("--approve-all", "prompt", "/budget turn_tokens 1", ttl=60).stdout)
+    over = transcript(acpx("--approve-all", "prompt", "hello again", ttl=60, check_exit=False).stdout)
+    stop = result_of(over, "session/prompt").get("stopReason")
+    check(stop == "max_tokens", f"the turn past its token budget ends max_tokens, not {stop}")
+    transcript(acpx("--approve-all", "prompt", "/budget turn_tokens off", ttl=60).stdout)
+    again = transcript(acpx("--approve-all", "prompt", "and again", ttl=60).stdout)
+    stop = result_of(again, "session/prompt").get("stopReason")
+    check(stop == "end_turn", f"with the budget lifted the next turn ends end_turn, not {stop}")
+
+
 def close_owner():
     acpx("sessions", "close", check_exit=False)
     stop_owners()
@@ -211,6 +236,8 @@ step("acpx exec: read_file result reaches the model", exec_read)
 step("acpx session: two prompts in one session, the second remembers the first", multi_turn)
 step("acpx session: prompt after the agent process exited restores the stored session", load_after_idle, feature="resume")
 step("acpx sessions list: the agent's session/list", list_from_agent, feature="list")
+step("acpx session: /rewind removes the file a turn wrote, /rewind undo brings it back", rewind_with_files)
+step("acpx session: /budget turn_tokens 1 ends the next turn max_tokens; off lifts it", budget_crossed)
 close_owner()
 shutil.rmtree(TMP, ignore_errors=True)
 print(f"acpx: {len(PASSED)} passed, {len(FAILED)} failed, {len(PENDING)} pending", flush=True)

@@ -156,6 +156,26 @@ mod tests {
         assert!(!ws.dir.path().join("evil.txt").exists());
     }
 
+    #[tokio::test]
+    async fn a_hard_link_to_a_file_outside_is_replaced_not_written_through() {
+        // A hard link cannot be told from a plain file by its path; the
+        // write replaces the link (temp file renamed over it), so the file
+        // outside the workspace keeps its content.
+        let ws = workspace();
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret.txt");
+        std::fs::write(&secret, "outside\n").unwrap();
+        if std::fs::hard_link(&secret, ws.path("linked.txt")).is_err() {
+            return; // another filesystem: no hard link possible, nothing to test
+        }
+        let written = ws
+            .call(&WriteFileTool, json!({"path": "linked.txt", "content": "inside\n"}))
+            .await;
+        assert!(written.is_ok(), "{written:?}");
+        assert_eq!(ws.read("linked.txt"), "inside\n");
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "outside\n");
+    }
+
     #[test]
     fn title_and_locations_come_from_the_arguments() {
         let ws = workspace();
