@@ -73,16 +73,7 @@ async fn past_the_session_budget_a_scripted_client_is_stopped_until_it_is_raised
 async fn past_the_session_budget_a_client_with_forms_is_asked_first() {
     let server = LlmServer::start(model()).await;
     let mut agent = Agent::spawn(&config(&server, "max_session_tokens = 100")).await;
-    let (_, response) = agent
-        .call(
-            "initialize",
-            json!({"protocolVersion": 1,
-                "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false},
-                    "terminal": false, "elicitation": {"form": {}}},
-                "clientInfo": {"name": "forms", "version": "0"}}),
-        )
-        .await;
-    assert!(response.get("result").is_some(), "{response}");
+    agent.initialize_with_forms().await;
     let session = agent.new_session().await;
     let (_, stop) = prompt(&mut agent, &session, "look around").await;
     assert_eq!(stop, "max_tokens");

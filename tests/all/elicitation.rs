@@ -6,19 +6,6 @@ use serde_json::{Value, json};
 
 use crate::support::harness::{Agent, LlmServer, agent_text, config_for, scripted_model};
 
-async fn initialize_with_forms(agent: &mut Agent) {
-    let (_, response) = agent
-        .call(
-            "initialize",
-            json!({"protocolVersion": 1,
-                "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false},
-                    "terminal": false, "elicitation": {"form": {}}},
-                "clientInfo": {"name": "forms", "version": "0"}}),
-        )
-        .await;
-    assert!(response.get("result").is_some(), "{response}");
-}
-
 /// Wait for the agent's `elicitation/create`, answer it with `answer`;
 /// returns the request.
 async fn answer_question(agent: &mut Agent, answer: Value) -> Value {
@@ -48,7 +35,7 @@ async fn the_model_asks_and_the_users_pick_reaches_it() {
     )]))
     .await;
     let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
-    initialize_with_forms(&mut agent).await;
+    agent.initialize_with_forms().await;
     let session = agent.new_session().await;
     let prompt = agent.start_prompt(&session, "paint it").await;
     let request = answer_question(
@@ -90,7 +77,7 @@ async fn without_forms_the_tool_is_not_offered() {
 async fn model_without_a_name_asks_which_and_switches() {
     let server = LlmServer::start(scripted_model(vec![])).await;
     let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
-    initialize_with_forms(&mut agent).await;
+    agent.initialize_with_forms().await;
     let session = agent.new_session().await;
     let prompt = agent.start_prompt(&session, "/model").await;
     let request = answer_question(

@@ -169,7 +169,10 @@ mod tests {
             return; // another filesystem: no hard link possible, nothing to test
         }
         let written = ws
-            .call(&WriteFileTool, json!({"path": "linked.txt", "content": "inside\n"}))
+            .call(
+                &WriteFileTool,
+                json!({"path": "linked.txt", "content": "inside\n"}),
+            )
             .await;
         assert!(written.is_ok(), "{written:?}");
         assert_eq!(ws.read("linked.txt"), "inside\n");

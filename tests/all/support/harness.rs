@@ -795,6 +795,20 @@ impl Agent {
         response
     }
 
+    /// Initialize as a client that shows forms (ACP elicitation).
+    pub async fn initialize_with_forms(&mut self) {
+        let (_, response) = self
+            .call(
+                "initialize",
+                json!({"protocolVersion": 1,
+                    "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false},
+                        "terminal": false, "elicitation": {"form": {}}},
+                    "clientInfo": {"name": "forms", "version": "0"}}),
+            )
+            .await;
+        assert!(response.get("result").is_some(), "{response}");
+    }
+
     /// Initialize and open a session in the agent's temp dir; returns its id.
     pub async fn start_session(&mut self) -> String {
         self.initialize().await;
