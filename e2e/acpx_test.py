@@ -224,6 +224,58 @@ def budget_crossed():
     check(stop == "end_turn", f"with the budget lifted the next turn ends end_turn, not {stop}")
 
 
+def skill_command():
+    # A project skill is a slash command; its instructions reach the model.
+    skill = PROJECT / ".crucible" / "skills" / "haiku-writer"
+    skill.mkdir(parents=True, exist_ok=True)
+    (skill / "SKILL.md").write_text("---\nname: haiku-writer\ndescription: Writes haiku about code\n---\n"
+                                    "Answer in three lines of five, seven and five syllables.\n")
+    msgs = transcript(acpx("--approve-all", "exec", "/haiku-writer about Rust").stdout)
+    text = answer_text(msgs)
+    # (The scripted model echoes the start of what it was sent.)
+    check("Use the skill `haiku-writer`" in text and '<skill name="haiku-writer">\nAnswer in' in text,
+          f"the skill's instructions reached the model: {text!r}")
+
+
+def fallback_provider():
+    # The default provider is down; the turn goes on with the next of its chain.
+    dead = TMP / "fallback.toml"
+    dead.write_text(f"""[chat]
+default_provider = "down"
+
+[llm.providers.down]
+type = "openai"
+endpoint = "http://127.0.0.1:9/v1"
+default_model = "gone"
+max_retries = 0
+fallback = ["scripted"]
+
+[llm.providers.scripted]
+type = "openai"
+endpoint = "{LLM}/v1"
+default_model = "scripted-a"
+""")
+    cmd = [ACPX, "--agent", f"{AGENT} --config {dead} --data-dir {TMP / 'data-fallback'}", "--format", "json",
+           "--approve-all", "exec", "still there?"]
+    p = subprocess.run(cmd, cwd=PROJECT, env=dict(os.environ, HOME=str(HOME), RUST_LOG="warn"),
+                       capture_output=True, text=True, timeout=120)
+    msgs = transcript(p.stdout)
+    check(result_of(msgs, "session/prompt").get("stopReason") == "end_turn", "the turn ended normally")
+    check("Scripted reply to: still there?" in answer_text(msgs), f"the fallback answered: {answer_text(msgs)!r}")
+    said = json.dumps([m for m in msgs if m.get("method") == "session/update"])
+    check("scripted" in said and "down" in said, "the switch to the fallback was told")
+
+
+def rate_limit_waited():
+    # A 429 with Retry-After: 2 is waited out (and said), then the turn goes
+    # on. (A wait past a minute is said as "rate limited until HH:MM".)
+    msgs = transcript(acpx("--approve-all", "exec", "[[ratelimit:2]] are you there?").stdout)
+    check(result_of(msgs, "session/prompt").get("stopReason") == "end_turn", "the turn ended normally")
+    check("Scripted reply to: [[ratelimit:2]] are you there?" in answer_text(msgs), f"answer: {answer_text(msgs)!r}")
+    said = json.dumps([m for m in msgs if m.get("method") == "session/update"])
+    check("retrying in 2 s" in said or "rate limited until" in said, f"the wait was told: {said[-600:]}")
+
+
 def close_owner():
     acpx("sessions", "close", check_exit=False)
     stop_owners()
@@ -238,6 +290,9 @@ step("acpx session: prompt after the agent process exited restores the stored se
 step("acpx sessions list: the agent's session/list", list_from_agent, feature="list")
 step("acpx session: /rewind removes the file a turn wrote, /rewind undo brings it back", rewind_with_files)
 step("acpx session: /budget turn_tokens 1 ends the next turn max_tokens; off lifts it", budget_crossed)
+step("acpx exec: a project skill runs as a slash command", skill_command)
+step("acpx exec: with the default provider down, its fallback answers and the switch is told", fallback_provider)
+step("acpx exec: a 429 with Retry-After is waited out, said, and the turn goes on", rate_limit_waited)
 close_owner()
 shutil.rmtree(TMP, ignore_errors=True)
 print(f"acpx: {len(PASSED)} passed, {len(FAILED)} failed, {len(PENDING)} pending", flush=True)

@@ -15,6 +15,8 @@ tool result, by that result), so a test scripts the model from its prompt:
                               after the tool result: "Tool NAME returned: <first 200 chars>"
   [[chunks:N]]                N text chunks "w0 w1 ... w(N-1) " (one word each); the first
                               chunk is "t=<CLOCK_MONOTONIC ns when it was written> "
+  [[ratelimit:N]]             the first request with this text is answered 429 with
+                              Retry-After: N (a usage limit); later ones as usual
   [[slow]]                    a text chunk every 50 ms for 30 s (for cancel tests);
                               the first chunk is "slow-start " so a client knows it began
   otherwise                   "Scripted reply to: <text>. User messages so far: <n>." in
@@ -236,6 +238,24 @@ async def send_json(writer, status, obj):
     await writer.drain()
 
 
+RATE_LIMITED = set()  # texts already answered 429 once
+
+
+async def rate_limited(writer, body):
+    """`[[ratelimit:N]]` in the last user message: 429 the first time."""
+    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+    text = text_of(users[-1].get("content")) if users else ""
+    m = re.search(r"\[\[ratelimit:(\d+)\]\]", text)
+    if not m or text in RATE_LIMITED:
+        return False
+    RATE_LIMITED.add(text)
+    data = json.dumps({"error": {"message": "Rate limit reached for requests", "type": "rate_limit_exceeded"}}).encode()
+    writer.write(b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: %s\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (m.group(1).encode(), len(data), data))
+    await writer.drain()
+    return True
+
+
 async def handle(reader, writer):
     try:
         while True:
@@ -263,6 +283,8 @@ async def handle(reader, writer):
                 del REQUESTS[:-KEEP_REQUESTS]
                 if not body.get("stream"):
                     await send_json(writer, 400, {"error": {"message": "fake_llm only streams"}})
+                    continue
+                if await rate_limited(writer, body):
                     continue
                 writer.write(sse_headers())
                 conn = Conn(writer, True)

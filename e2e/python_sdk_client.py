@@ -117,7 +117,7 @@ class Client:
         self.calls.append("session/request_permission")
         self.permission_requests.append((tool_call, options))
         for o in options:
-            if o.kind == self.permission_answer:
+            if self.permission_answer in (o.kind, o.option_id):
                 return S.RequestPermissionResponse(outcome=S.AllowedOutcome(outcome="selected", option_id=o.option_id))
         raise AssertionError(f"no {self.permission_answer} option among {[o.kind for o in options]}")
 
@@ -509,6 +509,28 @@ unstable = ["providers"]
             check(current is not None and current.base_url == f"{LLM}/v1", f"current: {current}")
             check(r.providers[0].required, "the default provider is required")
         await step("providers/list (unstable, turned on in the config): validated by the SDK schema", providers_list)
+
+        async def project_rule():
+            # "Always allow in this project": a rule in the project's file,
+            # obeyed by a new session without asking.
+            client.permission_answer = "allow_project"
+            asked = len(client.permission_requests)
+            r = await conn.prompt(session_id=sid, prompt=[text_block(
+                '[[tool:write_file {"path":"ruled.txt","content":"one\\n"}]]')])
+            check(r.stop_reason == "end_turn", f"stop reason {r.stop_reason}")
+            check(len(client.permission_requests) == asked + 1, "the first write asked")
+            rules = workspace / ".crucible" / "permissions.toml"
+            text = rules.read_text() if rules.exists() else ""
+            check("[[permissions.rules]]" in text and "write_file" in text, f"the project rule was written: {text!r}")
+            client.permission_answer = "reject_once"
+            other = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            r = await conn.prompt(session_id=other.session_id, prompt=[text_block(
+                '[[tool:write_file {"path":"ruled.txt","content":"two\\n"}]]')])
+            check(r.stop_reason == "end_turn", f"stop reason {r.stop_reason}")
+            check(len(client.permission_requests) == asked + 1, "the new session wrote without asking")
+            check(client.written.get(str(workspace / "ruled.txt")) == "two\n", f"written: {client.written}")
+            client.permission_answer = "allow_once"
+        await step("permissions: 'always allow in this project' writes a project rule a new session obeys", project_rule)
 
     shutil.rmtree(tmp, ignore_errors=True)
     return report()
