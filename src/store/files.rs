@@ -214,9 +214,22 @@ impl Store {
     pub fn delete(&self, id: &str) -> Result<(), StoreError> {
         let dir = self.existing_dir(id)?;
         let lock = open_locked(id, &dir)?;
-        fs::remove_dir_all(&dir).map_err(io_error("cannot remove", &dir))?;
+        // Moved out of `sessions/` first, in one rename: a request opening
+        // the session meanwhile finds nothing (instead of creating its lock
+        // file in a directory being removed), and the listing never shows
+        // a half-removed session.
+        let doomed = match self.dir.parent() {
+            Some(data) => {
+                let trash = data.join("deleted");
+                fs::create_dir_all(&trash).map_err(io_error("cannot create", &trash))?;
+                let doomed = trash.join(format!("{id}-{}", uuid::Uuid::new_v4().simple()));
+                fs::rename(&dir, &doomed).map_err(io_error("cannot remove", &dir))?;
+                doomed
+            }
+            None => dir,
+        };
         drop(lock);
-        Ok(())
+        fs::remove_dir_all(&doomed).map_err(io_error("cannot remove", &doomed))
     }
 
     fn existing_dir(&self, id: &str) -> Result<PathBuf, StoreError> {
