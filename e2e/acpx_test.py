@@ -42,8 +42,8 @@ AGENT_CMD = f"{AGENT} --config {CONFIG} --data-dir {TMP / 'data'}"
 PASSED, FAILED, PENDING = [], [], []
 
 
-def acpx(*args, home=HOME, ttl=None, check_exit=True):
-    cmd = [ACPX, "--agent", AGENT_CMD, "--format", "json"]
+def acpx(*args, home=HOME, ttl=None, check_exit=True, agent=AGENT_CMD):
+    cmd = [ACPX, "--agent", agent, "--format", "json"]
     if ttl is not None:
         cmd += ["--ttl", str(ttl)]
     cmd += list(args)
@@ -255,11 +255,8 @@ type = "openai"
 endpoint = "{LLM}/v1"
 default_model = "scripted-a"
 """)
-    cmd = [ACPX, "--agent", f"{AGENT} --config {dead} --data-dir {TMP / 'data-fallback'}", "--format", "json",
-           "--approve-all", "exec", "still there?"]
-    p = subprocess.run(cmd, cwd=PROJECT, env=dict(os.environ, HOME=str(HOME), RUST_LOG="warn"),
-                       capture_output=True, text=True, timeout=120)
-    msgs = transcript(p.stdout)
+    msgs = transcript(acpx("--approve-all", "exec", "still there?",
+                           agent=f"{AGENT} --config {dead} --data-dir {TMP / 'data-fallback'}").stdout)
     check(result_of(msgs, "session/prompt").get("stopReason") == "end_turn", "the turn ended normally")
     check("Scripted reply to: still there?" in answer_text(msgs), f"the fallback answered: {answer_text(msgs)!r}")
     said = json.dumps([m for m in msgs if m.get("method") == "session/update"])
