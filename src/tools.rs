@@ -36,7 +36,7 @@ use crate::model::ToolDefinition;
 pub use client_fs::ClientFs;
 pub use context::{Asker, Progress, ToolContext, ToolSettings};
 pub use delegate::{DelegateTool, Delegation, Delegator};
-pub use fs::{FileSystem, FsFuture, LineWindow, LocalFs};
+pub use fs::{ConfinedPath, FileSystem, FsFuture, LineWindow, LocalFs};
 pub use journal::FileJournal;
 pub use shell::{LocalShell, Shell, ShellOutput, ShellRun};
 pub use terminal::ClientTerminal;

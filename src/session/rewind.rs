@@ -19,6 +19,7 @@ use crate::context::ContextOp;
 use crate::context::rewind::{self, FileChange, FileHistory, FileStep, RestoredFile, Rewind};
 use crate::store::{Blobs, Recorder, content_hash};
 use crate::tools::journal::{Before, FileJournal};
+use crate::tools::{ConfinedPath, ToolContext};
 use crate::util::lock;
 
 /// What a sensitive file's earlier content is recorded as (not a hash:
@@ -181,7 +182,7 @@ impl SessionActor {
         let mut text = String::new();
         if flags.dry_run {
             let _ = writeln!(text, "Dry run: `{command}` would go back {what}.");
-            files_plan(&mut text, &steps, &shown);
+            files_plan(&mut text, &steps, &shown, &self.services.tool_context);
             shell_note(&mut text, commands);
             let _ = write!(
                 text,
@@ -248,7 +249,7 @@ impl SessionActor {
         let mut text = String::new();
         if flags.dry_run {
             text.push_str("Dry run: `/rewind undo` would bring the conversation back as it was before the last rewind.\n");
-            files_plan(&mut text, &steps, &shown);
+            files_plan(&mut text, &steps, &shown, &self.services.tool_context);
             text.push_str("Nothing changed. Apply it with `/rewind undo`.");
             return text_only(text);
         }
@@ -288,7 +289,7 @@ impl SessionActor {
         let mut lost = Vec::new();
         let mut current = Vec::new();
         for step in steps {
-            let now = match read(&step.path) {
+            let now = match read(&self.services.tool_context, &step.path) {
                 Ok(now) => now,
                 Err(err) => {
                     return Outcome::Refused(format!(
@@ -355,12 +356,13 @@ impl SessionActor {
         Outcome::Done(done, lost)
     }
 
+    /// Puts one file back, through the same confinement as the file
+    /// tools: a symlink swapped in since the agent wrote the file cannot
+    /// send the restore outside the workspace.
     fn put_back(&self, step: &FileStep) -> Result<(), String> {
+        let place = confine(&self.services.tool_context, &step.path)?;
         match &step.restore {
-            None => match std::fs::remove_file(&step.path) {
-                Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err.to_string()),
-                _ => Ok(()),
-            },
+            None => place.remove().map_err(|e| e.to_string()),
             Some(hash) => {
                 let bytes = self
                     .services
@@ -368,10 +370,7 @@ impl SessionActor {
                     .blobs
                     .get(hash)
                     .map_err(|e| e.to_string())?;
-                if let Some(parent) = step.path.parent() {
-                    std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-                }
-                std::fs::write(&step.path, bytes).map_err(|e| e.to_string())
+                place.write(&bytes).map_err(|e| e.to_string())
             }
         }
     }
@@ -389,15 +388,25 @@ fn text_only(text: String) -> RewindJob {
 }
 
 /// A file's content now; None: it does not exist.
-fn read(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(err),
-    }
+fn read(tools: &ToolContext, path: &Path) -> Result<Option<Vec<u8>>, String> {
+    confine(tools, path)?
+        .read_if_present()
+        .map_err(|err| err.to_string())
 }
 
-fn files_plan(out: &mut String, steps: &[FileStep], shown: &dyn Fn(&Path) -> String) {
+/// A recorded path checked again against the session's roots, now.
+fn confine(tools: &ToolContext, path: &Path) -> Result<ConfinedPath, String> {
+    tools
+        .confine(&path.to_string_lossy())
+        .map_err(|err| err.to_string())
+}
+
+fn files_plan(
+    out: &mut String,
+    steps: &[FileStep],
+    shown: &dyn Fn(&Path) -> String,
+    tools: &ToolContext,
+) {
     if steps.is_empty() {
         out.push_str("No file the agent wrote changes.\n");
         return;
@@ -411,7 +420,7 @@ fn files_plan(out: &mut String, steps: &[FileStep], shown: &dyn Fn(&Path) -> Str
                 "cannot be restored (its earlier content was not kept: too large, or a sensitive file)"
             }
         };
-        let now = read(&step.path)
+        let now = read(tools, &step.path)
             .ok()
             .map(|now| now.as_deref().map(content_hash));
         let changed = match now {

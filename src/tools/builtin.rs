@@ -16,7 +16,7 @@ pub mod write_file;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{LineWindow, Tool, ToolContext, ToolError};
+use super::{ConfinedPath, LineWindow, Tool, ToolContext, ToolError};
 use crate::events::Location;
 
 pub use ask_user::AskUserTool;
@@ -78,14 +78,16 @@ fn path_location(path: Option<&str>, ctx: &ToolContext) -> Vec<Location> {
 struct Target {
     path: PathBuf,
     shown: String,
+    place: ConfinedPath,
 }
 
 impl Target {
     /// The model's path, confined to the workspace.
     fn resolve(ctx: &ToolContext, path: &str) -> Result<Self, ToolError> {
-        let path = ctx.resolve(path)?;
+        let place = ctx.confine(path)?;
+        let path = place.path().to_path_buf();
         let shown = ctx.display_path(&path);
-        Ok(Self { path, shown })
+        Ok(Self { path, shown, place })
     }
 
     /// An error about the path told with the path as the model wrote it
@@ -103,7 +105,7 @@ impl Target {
 
     async fn read_text(&self, ctx: &ToolContext) -> Result<String, ToolError> {
         ctx.fs
-            .read_text_file(&self.path, LineWindow::WHOLE)
+            .read_text_file(&self.place, LineWindow::WHOLE)
             .await
             .map_err(|err| self.error(err))
     }
@@ -113,9 +115,9 @@ impl Target {
         let before = ctx
             .journal
             .as_ref()
-            .and_then(|_| super::journal::before_write(&self.path, ctx));
+            .and_then(|_| super::journal::before_write(&self.place, ctx));
         ctx.fs
-            .write_text_file(&self.path, text)
+            .write_text_file(&self.place, text)
             .await
             .map_err(|err| self.error(err))?;
         if let (Some(journal), Some(before)) = (&ctx.journal, before) {

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{FileSystem, FsFuture, LineWindow, LocalFs, ToolError};
+use super::{ConfinedPath, FileSystem, FsFuture, LineWindow, LocalFs, ToolError};
 use crate::client::{ClientError, ClientFuture, ClientSink, ReadTextFile, WriteTextFile};
 
 pub struct ClientFs {
@@ -36,10 +36,15 @@ fn client_error(path: &Path, err: ClientError) -> ToolError {
 }
 
 impl FileSystem for ClientFs {
-    fn read_text_file<'a>(&'a self, path: &'a Path, window: LineWindow) -> FsFuture<'a, String> {
+    fn read_text_file<'a>(
+        &'a self,
+        place: &'a ConfinedPath,
+        window: LineWindow,
+    ) -> FsFuture<'a, String> {
         if !self.read {
-            return self.local.read_text_file(path, window);
+            return self.local.read_text_file(place, window);
         }
+        let path = place.path();
         let request = ReadTextFile {
             session_id: self.session_id.clone(),
             path: path.to_path_buf(),
@@ -49,10 +54,15 @@ impl FileSystem for ClientFs {
         editor_answer(path, self.sink.read_text_file(request))
     }
 
-    fn write_text_file<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()> {
+    fn write_text_file<'a>(
+        &'a self,
+        place: &'a ConfinedPath,
+        content: &'a str,
+    ) -> FsFuture<'a, ()> {
         if !self.write {
-            return self.local.write_text_file(path, content);
+            return self.local.write_text_file(place, content);
         }
+        let path = place.path();
         let request = WriteTextFile {
             session_id: self.session_id.clone(),
             path: path.to_path_buf(),
@@ -66,6 +76,7 @@ impl FileSystem for ClientFs {
 mod tests {
     use super::*;
     use crate::client::testing::RecordingClient;
+    use crate::tools::fs::testing::place;
 
     fn fs(client: RecordingClient, read: bool, write: bool) -> (Arc<RecordingClient>, ClientFs) {
         let client = Arc::new(client);
@@ -82,19 +93,20 @@ mod tests {
     #[tokio::test]
     async fn offered_operations_go_to_the_editor() {
         let path = Path::new("/project/buffer.txt");
+        let buffer = place("/project", "buffer.txt");
         let (client, fs) = fs(
             RecordingClient::default().with_file(path, "unsaved"),
             true,
             true,
         );
         assert_eq!(
-            fs.read_text_file(path, LineWindow::WHOLE).await.unwrap(),
+            fs.read_text_file(&buffer, LineWindow::WHOLE).await.unwrap(),
             "unsaved"
         );
-        fs.write_text_file(path, "new").await.unwrap();
+        fs.write_text_file(&buffer, "new").await.unwrap();
         assert_eq!(client.file(path).as_deref(), Some("new"));
         let missing = fs
-            .read_text_file(Path::new("/project/nope"), LineWindow::WHOLE)
+            .read_text_file(&place("/project", "nope"), LineWindow::WHOLE)
             .await
             .unwrap_err();
         assert!(matches!(missing, ToolError::NotFound { .. }), "{missing}");
@@ -107,7 +119,7 @@ mod tests {
     #[tokio::test]
     async fn what_the_editor_does_not_offer_uses_the_disk() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.txt");
+        let path = place(dir.path(), "a.txt");
         let (client, fs) = fs(RecordingClient::default(), false, false);
         fs.write_text_file(&path, "on disk").await.unwrap();
         assert_eq!(

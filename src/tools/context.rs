@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::environment::EnvironmentPolicy;
 use super::sandbox::SessionSandbox;
 use super::sensitive::SensitiveFiles;
-use super::{Delegator, FileSystem, LocalFs, LocalShell, Shell, ToolError};
+use super::{ConfinedPath, Delegator, FileSystem, LocalFs, LocalShell, Shell, ToolError};
 use crate::events::{TodoItem, ToolContent};
 
 /// How a running call shows what it is doing before it finishes (an ACP
@@ -195,11 +195,20 @@ impl ToolContext {
     }
 
     /// The absolute path for a path the model gave, if it stays inside the
-    /// allowed roots. `..` is normalised first; then symlinks are resolved on
-    /// the longest existing ancestor, so neither can lead outside, while a new
-    /// file in an existing directory is still allowed. Returns the
-    /// normalised path (what the editor knows), not the resolved one.
+    /// allowed roots (see [`Self::confine`]): the normalised path, what
+    /// the editor knows, not the resolved one.
     pub fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
+        self.confine(path)
+            .map(|confined| confined.path().to_path_buf())
+    }
+
+    /// A path the model gave, checked against the allowed roots. `..` is
+    /// normalised first; then symlinks are resolved on the longest existing
+    /// ancestor, so neither can lead outside, while a new file in an
+    /// existing directory is still allowed. Local reads and writes go
+    /// through the result, which keeps them beneath the root that was
+    /// checked even if a symlink is swapped in afterwards.
+    pub fn confine(&self, path: &str) -> Result<ConfinedPath, ToolError> {
         if path.trim().is_empty() {
             return Err(ToolError::InvalidArguments("the path is empty".into()));
         }
@@ -220,18 +229,14 @@ impl ToolContext {
             },
         })?;
         let allowed = self.allowed_roots();
-        let inside = allowed.iter().any(|root| {
+        let confined = allowed.iter().find_map(|root| {
             let root = std::fs::canonicalize(root).unwrap_or_else(|_| normalize(root));
-            real.starts_with(root)
+            ConfinedPath::new(normalized.clone(), &root, &real)
         });
-        if inside {
-            Ok(normalized)
-        } else {
-            Err(ToolError::PathOutsideWorkspace {
-                path: path.to_string(),
-                allowed,
-            })
-        }
+        confined.ok_or_else(|| ToolError::PathOutsideWorkspace {
+            path: path.to_string(),
+            allowed,
+        })
     }
 
     /// A path as the model should see it: relative to `cwd` when inside it.

@@ -1,14 +1,17 @@
-//! File contents behind a small trait: on the local disk now, through the
-//! editor (ACP `fs/read_text_file`, `fs/write_text_file`) later, so the
-//! editor sees unsaved buffers and records edits.
+//! File contents behind a small trait: on the local disk, or through the
+//! editor (ACP `fs/read_text_file`, `fs/write_text_file`) where it offers
+//! them, so the editor sees unsaved buffers and records edits.
 
-use std::io;
+use std::io::{self, Read};
 use std::path::Path;
 
 use futures::future::BoxFuture;
-use tokio::io::AsyncWriteExt;
 
 use super::ToolError;
+
+mod confined;
+
+pub use confined::ConfinedPath;
 
 /// A file operation under way.
 pub type FsFuture<'a, T> = BoxFuture<'a, Result<T, ToolError>>;
@@ -28,19 +31,23 @@ impl LineWindow {
     };
 }
 
-/// Reads and writes whole text files. Paths are absolute and already
-/// confined by [`super::ToolContext::resolve`]. A missing file must be
+/// Reads and writes whole text files, at paths confined by
+/// [`super::ToolContext::confine`]. A missing file must be
 /// [`ToolError::NotFound`]: `write_file` tells a new file by it.
 pub trait FileSystem: Send + Sync {
     /// The file's text, or the lines of it `window` asks for.
-    fn read_text_file<'a>(&'a self, path: &'a Path, window: LineWindow) -> FsFuture<'a, String>;
+    fn read_text_file<'a>(
+        &'a self,
+        path: &'a ConfinedPath,
+        window: LineWindow,
+    ) -> FsFuture<'a, String>;
 
     /// Replaces the file's text, creating the file and any missing
     /// parent directories.
-    fn write_text_file<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()>;
+    fn write_text_file<'a>(&'a self, path: &'a ConfinedPath, content: &'a str) -> FsFuture<'a, ()>;
 }
 
-/// The local disk.
+/// The local disk, reached from the allowed root down (see [`ConfinedPath`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalFs {
     /// Larger files are refused rather than loaded into memory.
@@ -56,29 +63,45 @@ impl Default for LocalFs {
 }
 
 impl FileSystem for LocalFs {
-    fn read_text_file<'a>(&'a self, path: &'a Path, window: LineWindow) -> FsFuture<'a, String> {
+    fn read_text_file<'a>(
+        &'a self,
+        path: &'a ConfinedPath,
+        window: LineWindow,
+    ) -> FsFuture<'a, String> {
         Box::pin(async move {
-            let meta = tokio::fs::metadata(path)
-                .await
-                .map_err(|err| io_error(path, err))?;
-            if meta.is_dir() {
-                return Err(ToolError::Failed(format!(
-                    "{} is a directory, not a file; use list_dir to see what it holds",
-                    path.display()
-                )));
-            }
-            if meta.len() > self.max_file_bytes {
-                return Err(ToolError::TooLarge {
-                    path: path.display().to_string(),
-                    size: meta.len(),
-                    limit: self.max_file_bytes,
-                });
-            }
-            let bytes = tokio::fs::read(path)
-                .await
-                .map_err(|err| io_error(path, err))?;
+            let max_file_bytes = self.max_file_bytes;
+            let place = path.clone();
+            let read = blocking(path, move || {
+                let file = place.open()?;
+                let meta = file.metadata()?;
+                if meta.is_dir() {
+                    return Ok(Err(ReadRefusal::Directory));
+                }
+                if meta.len() > max_file_bytes {
+                    return Ok(Err(ReadRefusal::TooLarge(meta.len())));
+                }
+                let mut bytes = Vec::new();
+                // The limit again: the file may grow after the check.
+                file.take(max_file_bytes + 1).read_to_end(&mut bytes)?;
+                Ok(Ok(bytes))
+            })
+            .await?;
+            let shown = path.path();
+            let bytes = match read {
+                Ok(bytes) if bytes.len() as u64 <= max_file_bytes => bytes,
+                Ok(bytes) => return Err(too_large(shown, bytes.len() as u64, max_file_bytes)),
+                Err(ReadRefusal::TooLarge(size)) => {
+                    return Err(too_large(shown, size, max_file_bytes));
+                }
+                Err(ReadRefusal::Directory) => {
+                    return Err(ToolError::Failed(format!(
+                        "{} is a directory, not a file; use list_dir to see what it holds",
+                        shown.display()
+                    )));
+                }
+            };
             let not_text = || ToolError::NotText {
-                path: path.display().to_string(),
+                path: shown.display().to_string(),
             };
             if looks_binary(&bytes) {
                 return Err(not_text());
@@ -92,73 +115,56 @@ impl FileSystem for LocalFs {
         })
     }
 
-    fn write_text_file<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()> {
+    fn write_text_file<'a>(&'a self, path: &'a ConfinedPath, content: &'a str) -> FsFuture<'a, ()> {
         Box::pin(async move {
-            // Write through a symlink to its target rather than replacing the link.
-            let target = tokio::fs::canonicalize(path)
-                .await
-                .unwrap_or_else(|_| path.to_path_buf());
-            let existing = match tokio::fs::metadata(&target).await {
-                Ok(meta) if meta.is_dir() => {
-                    return Err(ToolError::Failed(format!(
-                        "{} is a directory; give the path of a file",
-                        path.display()
-                    )));
-                }
-                Ok(meta) => Some(meta),
-                Err(_) => None,
-            };
-            let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
-                return Err(ToolError::Failed(format!(
-                    "{} is not a file path",
-                    path.display()
-                )));
-            };
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|err| io_error(parent, err))?;
-            // A temp file in the same directory, renamed over the target: readers
-            // never see half a file.
-            let temp = parent.join(format!(
-                ".{}.{:016x}.tmp",
-                name.to_string_lossy(),
-                fastrand::u64(..)
-            ));
-            let written = write_new(&temp, content, existing.map(|meta| meta.permissions())).await;
-            let renamed = match written {
-                Ok(()) => tokio::fs::rename(&temp, &target).await,
-                Err(err) => Err(err),
-            };
-            if let Err(err) = renamed {
-                let _ = tokio::fs::remove_file(&temp).await;
-                return Err(io_error(path, err));
-            }
-            Ok(())
+            let place = path.clone();
+            let content = content.to_string();
+            blocking(path, move || place.write(content.as_bytes())).await
         })
     }
 }
 
-async fn write_new(
-    path: &Path,
-    content: &str,
-    permissions: Option<std::fs::Permissions>,
-) -> io::Result<()> {
-    let mut file = tokio::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .await?;
-    file.write_all(content.as_bytes()).await?;
-    // Keep the mode of the file being replaced (an executable script stays one).
-    if let Some(permissions) = permissions {
-        file.set_permissions(permissions).await?;
+enum ReadRefusal {
+    Directory,
+    TooLarge(u64),
+}
+
+fn too_large(path: &Path, size: u64, limit: u64) -> ToolError {
+    ToolError::TooLarge {
+        path: path.display().to_string(),
+        size,
+        limit,
     }
-    file.sync_all().await?;
-    Ok(())
+}
+
+/// Runs blocking file work off the runtime, its errors told as the tools
+/// tell them.
+async fn blocking<T: Send + 'static>(
+    path: &ConfinedPath,
+    work: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> Result<T, ToolError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(io_error(path.path(), err)),
+        Err(err) => Err(ToolError::Failed(format!(
+            "the file operation on {} stopped: {err}",
+            path.path().display()
+        ))),
+    }
 }
 
 pub(crate) fn io_error(path: &Path, err: io::Error) -> ToolError {
-    if err.kind() == io::ErrorKind::NotFound {
+    if confined::left_the_root(&err) {
+        ToolError::Failed(format!(
+            "{} now leads outside the workspace (a symlink on the way was changed); nothing was read or written",
+            path.display()
+        ))
+    } else if err.kind() == io::ErrorKind::IsADirectory {
+        ToolError::Failed(format!(
+            "{} is a directory; give the path of a file",
+            path.display()
+        ))
+    } else if err.kind() == io::ErrorKind::NotFound {
         ToolError::NotFound {
             path: path.display().to_string(),
         }
@@ -200,15 +206,30 @@ pub(crate) fn select_lines(text: &str, window: LineWindow) -> &str {
     &text[start..end]
 }
 
+/// Confined paths for tests, checked against one root.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::path::Path;
+
+    use super::ConfinedPath;
+
+    pub fn place(root: impl AsRef<Path>, path: &str) -> ConfinedPath {
+        crate::tools::ToolContext::local(root.as_ref())
+            .confine(path)
+            .unwrap()
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::testing::place;
     use super::*;
 
     #[tokio::test]
     async fn reads_whole_files_and_line_windows() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.txt");
-        std::fs::write(&path, "one\ntwo\nthree\nfour").unwrap();
+        std::fs::write(dir.path().join("a.txt"), "one\ntwo\nthree\nfour").unwrap();
+        let path = place(dir.path(), "a.txt");
         let fs = LocalFs::default();
         let table = [
             (None, None, "one\ntwo\nthree\nfour"),
@@ -229,30 +250,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let fs = LocalFs { max_file_bytes: 10 };
         let missing = fs
-            .read_text_file(&dir.path().join("nope"), LineWindow::WHOLE)
+            .read_text_file(&place(dir.path(), "nope"), LineWindow::WHOLE)
             .await;
         assert!(matches!(missing, Err(ToolError::NotFound { .. })));
 
         std::fs::write(dir.path().join("bin"), b"ab\0cd").unwrap();
         let binary = fs
-            .read_text_file(&dir.path().join("bin"), LineWindow::WHOLE)
+            .read_text_file(&place(dir.path(), "bin"), LineWindow::WHOLE)
             .await;
         assert!(matches!(binary, Err(ToolError::NotText { .. })));
 
         std::fs::write(dir.path().join("latin1"), b"caf\xe9").unwrap();
         let latin1 = fs
-            .read_text_file(&dir.path().join("latin1"), LineWindow::WHOLE)
+            .read_text_file(&place(dir.path(), "latin1"), LineWindow::WHOLE)
             .await;
         assert!(matches!(latin1, Err(ToolError::NotText { .. })));
 
         std::fs::write(dir.path().join("big"), "x".repeat(11)).unwrap();
         let big = fs
-            .read_text_file(&dir.path().join("big"), LineWindow::WHOLE)
+            .read_text_file(&place(dir.path(), "big"), LineWindow::WHOLE)
             .await;
         assert!(matches!(big, Err(ToolError::TooLarge { size: 11, .. })));
 
         let directory = fs
-            .read_text_file(dir.path(), LineWindow::WHOLE)
+            .read_text_file(&place(dir.path(), "."), LineWindow::WHOLE)
             .await
             .unwrap_err();
         assert!(directory.to_string().contains("list_dir"), "{directory}");
@@ -261,11 +282,11 @@ mod tests {
     #[tokio::test]
     async fn writes_create_directories_and_leave_no_temp_files() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("new/deeper/a.txt");
+        let path = place(dir.path(), "new/deeper/a.txt");
         let fs = LocalFs::default();
         fs.write_text_file(&path, "hello").await.unwrap();
         fs.write_text_file(&path, "hello again").await.unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "hello again");
+        assert_eq!(std::fs::read_to_string(path.path()).unwrap(), "hello again");
         let names: Vec<_> = std::fs::read_dir(dir.path().join("new/deeper"))
             .unwrap()
             .map(|entry| entry.unwrap().file_name())
@@ -284,7 +305,7 @@ mod tests {
         std::os::unix::fs::symlink(&script, &link).unwrap();
 
         LocalFs::default()
-            .write_text_file(&link, "#!/bin/sh\necho hi\n")
+            .write_text_file(&place(dir.path(), "link.sh"), "#!/bin/sh\necho hi\n")
             .await
             .unwrap();
         assert!(
@@ -304,10 +325,13 @@ mod tests {
     #[tokio::test]
     async fn writing_over_a_directory_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let err = LocalFs::default()
-            .write_text_file(dir.path(), "x")
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("is a directory"), "{err}");
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        for path in [".", "sub"] {
+            let err = LocalFs::default()
+                .write_text_file(&place(dir.path(), path), "x")
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains("is a directory"), "{path}: {err}");
+        }
     }
 }

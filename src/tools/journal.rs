@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use super::ConfinedPath;
+
 /// What a file held before the agent wrote it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Before {
@@ -18,9 +20,10 @@ pub trait FileJournal: Send + Sync {
     fn written(&self, path: &Path, before: Before, after: &[u8]);
 }
 
-/// What `path` holds before the agent writes it, as the journal may keep
+/// What `place` holds before the agent writes it, as the journal may keep
 /// it: a sensitive file's content is withheld.
-pub fn before_write(path: &Path, ctx: &super::ToolContext) -> Option<Before> {
+pub fn before_write(place: &ConfinedPath, ctx: &super::ToolContext) -> Option<Before> {
+    let path = place.path();
     if ctx.settings.sensitive_files.matching(path).is_some() {
         return Some(if path.exists() {
             Before::Withheld
@@ -28,15 +31,9 @@ pub fn before_write(path: &Path, ctx: &super::ToolContext) -> Option<Before> {
             Before::Absent
         });
     }
-    before(path)
-}
-
-/// What `path` holds on disk now, read before a write. None: it cannot be
-/// read (the write goes on; the change is not kept).
-pub fn before(path: &Path) -> Option<Before> {
-    match std::fs::read(path) {
-        Ok(bytes) => Some(Before::Content(bytes)),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Some(Before::Absent),
+    match place.read_if_present() {
+        Ok(Some(bytes)) => Some(Before::Content(bytes)),
+        Ok(None) => Some(Before::Absent),
         Err(err) => {
             tracing::warn!(path = %path.display(), %err, "cannot keep the file's content for a rewind");
             None
@@ -49,7 +46,7 @@ pub fn before(path: &Path) -> Option<Before> {
 /// names a path or file) inside the workspace, with what it holds before
 /// the call; after it, those that changed are told to the journal.
 pub struct Watch {
-    files: Vec<(std::path::PathBuf, Before)>,
+    files: Vec<(ConfinedPath, Before)>,
 }
 
 impl Watch {
@@ -64,14 +61,14 @@ impl Watch {
                 if !(key.contains("path") || key.contains("file")) {
                     continue;
                 }
-                let Ok(path) = ctx.resolve(path) else {
+                let Ok(place) = ctx.confine(path) else {
                     continue;
                 };
-                if path.is_dir() {
+                if place.path().is_dir() {
                     continue;
                 }
-                if let Some(before) = before_write(&path, ctx) {
-                    files.push((path, before));
+                if let Some(before) = before_write(&place, ctx) {
+                    files.push((place, before));
                 }
             }
         }
@@ -81,14 +78,14 @@ impl Watch {
     /// After the call: the files it changed, told to the journal.
     pub fn after_call(self, ctx: &super::ToolContext) {
         let Some(journal) = &ctx.journal else { return };
-        for (path, was) in self.files {
-            let after = match std::fs::read(&path) {
-                Ok(bytes) => bytes,
+        for (place, was) in self.files {
+            let after = match place.read_if_present() {
+                Ok(Some(bytes)) => bytes,
                 // Removed: nothing a hash of the agent's write could name.
-                Err(_) => continue,
+                _ => continue,
             };
             if was != Before::Content(after.clone()) {
-                journal.written(&path, was, &after);
+                journal.written(place.path(), was, &after);
             }
         }
     }
