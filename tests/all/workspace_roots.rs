@@ -109,3 +109,84 @@ async fn a_resume_replaces_the_roots_and_bad_roots_are_refused() {
         "{listed}"
     );
 }
+
+/// TOCTOU: a directory on the way to the file is swapped for a symlink to
+/// somewhere else, over and over, while a turn writes and reads through
+/// it. Every check of the path may pass just before a swap; the file tools
+/// still never write or read outside the roots.
+#[tokio::test]
+async fn a_symlink_swapped_in_during_a_turn_never_leads_a_tool_outside() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    let extra = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let (sub, away) = (extra.path().join("sub"), extra.path().join("sub.away"));
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("f.txt"), "inside").unwrap();
+    std::fs::write(outside.path().join("f.txt"), "SECRET-OUTSIDE").unwrap();
+    let target = sub.join("f.txt");
+    let calls: Vec<_> = (0..40)
+        .map(|n| {
+            if n % 2 == 0 {
+                (
+                    "write_file",
+                    json!({"path": target, "content": format!("write {n}")}),
+                )
+            } else {
+                ("read_file", json!({"path": target}))
+            }
+        })
+        .collect();
+    let server = LlmServer::start(scripted_model(calls)).await;
+    let config = format!(
+        "{}\n[agent]\ndefault_mode = \"auto\"\nmax_turn_requests = 100\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn(&config).await;
+    agent.initialize().await;
+    let session = session_with_root(&mut agent, extra.path()).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(AtomicU64::new(0));
+    let swapper = std::thread::spawn({
+        let (stop, swaps) = (Arc::clone(&stop), Arc::clone(&swaps));
+        let outside = outside.path().to_path_buf();
+        // The agent may create `sub` again while it is away, so any step
+        // may fail; the swaps that happen are counted.
+        move || {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = std::fs::rename(&sub, &away);
+                if std::os::unix::fs::symlink(&outside, &sub).is_ok() {
+                    swaps.fetch_add(1, Ordering::Relaxed);
+                    std::thread::yield_now();
+                    let _ = std::fs::remove_file(&sub);
+                }
+                let _ = std::fs::rename(&away, &sub);
+            }
+        }
+    });
+    let (seen, response) = agent
+        .prompt(&session, "write and read, again and again")
+        .await;
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let ended = statuses(&seen);
+    assert_eq!(ended.len(), 40, "every call ends: {ended:?}");
+    assert!(swaps.load(Ordering::Relaxed) > 0);
+    assert!(ended.iter().any(|s| s == "completed"), "{ended:?}");
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("f.txt")).unwrap(),
+        "SECRET-OUTSIDE"
+    );
+    let left_outside: Vec<_> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert_eq!(left_outside, ["f.txt"], "nothing was written outside");
+    let requests = server.chat_requests();
+    let sent = serde_json::to_string(&requests.last().unwrap().body).unwrap();
+    assert!(!sent.contains("SECRET-OUTSIDE"), "a read reached outside");
+}
