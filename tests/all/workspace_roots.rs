@@ -111,8 +111,8 @@ async fn a_resume_replaces_the_roots_and_bad_roots_are_refused() {
 }
 
 /// TOCTOU: a directory on the way to the file is swapped for a symlink to
-/// somewhere else, over and over, while a turn writes and reads through
-/// it. Every check of the path may pass just before a swap; the file tools
+/// somewhere else, over and over, while a turn writes, reads and greps
+/// through it. Every check of the path may pass just before a swap; the file tools
 /// still never write or read outside the roots.
 #[tokio::test]
 async fn a_symlink_swapped_in_during_a_turn_never_leads_a_tool_outside() {
@@ -126,16 +126,14 @@ async fn a_symlink_swapped_in_during_a_turn_never_leads_a_tool_outside() {
     std::fs::write(sub.join("f.txt"), "inside").unwrap();
     std::fs::write(outside.path().join("f.txt"), "SECRET-OUTSIDE").unwrap();
     let target = sub.join("f.txt");
-    let calls: Vec<_> = (0..40)
-        .map(|n| {
-            if n % 2 == 0 {
-                (
-                    "write_file",
-                    json!({"path": target, "content": format!("write {n}")}),
-                )
-            } else {
-                ("read_file", json!({"path": target}))
-            }
+    let calls: Vec<_> = (0..42)
+        .map(|n| match n % 3 {
+            0 => (
+                "write_file",
+                json!({"path": target, "content": format!("write {n}")}),
+            ),
+            1 => ("read_file", json!({"path": target})),
+            _ => ("grep", json!({"pattern": "OUTSIDE", "path": sub})),
         })
         .collect();
     let server = LlmServer::start(scripted_model(calls)).await;
@@ -174,7 +172,7 @@ async fn a_symlink_swapped_in_during_a_turn_never_leads_a_tool_outside() {
 
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let ended = statuses(&seen);
-    assert_eq!(ended.len(), 40, "every call ends: {ended:?}");
+    assert_eq!(ended.len(), 42, "every call ends: {ended:?}");
     assert!(swaps.load(Ordering::Relaxed) > 0);
     assert!(ended.iter().any(|s| s == "completed"), "{ended:?}");
     assert_eq!(

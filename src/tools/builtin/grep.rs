@@ -12,7 +12,9 @@ use super::walk::{is_file, skipped_as_sensitive, walk};
 use super::{Target, path_location, place, plural, search_title};
 use crate::events::{Location, ToolKind};
 use crate::tools::fs::{io_error, looks_binary};
-use crate::tools::{ToolContext, ToolError, ToolOutput, TypedTool, display_path, shorten};
+use crate::tools::{
+    ConfinedPath, ToolContext, ToolError, ToolOutput, TypedTool, display_path, shorten,
+};
 
 /// The most matching lines one call returns.
 pub const MAX_MATCHES: usize = 200;
@@ -124,6 +126,7 @@ async fn search(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> 
         .map_err(|err| base.error(io_error(&base.path, err)))?;
 
     let root = base.path.clone();
+    let confined = base.place.clone();
     let named = args.glob.clone();
     let sensitive = std::sync::Arc::clone(&ctx.settings.sensitive_files);
     let found = walk(
@@ -138,7 +141,8 @@ async fn search(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> 
             if is_file(&entry)
                 && wanted
                 && !skipped_as_sensitive(&sensitive, entry.path(), &root, named.as_deref())
-                && let Some(text) = read_searchable(entry.path())
+                && let Ok(relative) = entry.path().strip_prefix(&root)
+                && let Some(text) = read_searchable(&confined.child(relative))
             {
                 search_text(&regex, entry.path(), &text, found);
             }
@@ -187,8 +191,10 @@ async fn search(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> 
 
 /// The file's text, or None for files not worth searching (unreadable,
 /// too large, binary). Invalid UTF-8 is replaced, as ripgrep does.
-fn read_searchable(path: &Path) -> Option<String> {
-    let file = std::fs::File::open(path).ok()?;
+/// The file's text, read beneath the root the search was confined to: a
+/// directory swapped for a symlink during the walk cannot lead outside.
+fn read_searchable(place: &ConfinedPath) -> Option<String> {
+    let file = place.open().ok()?;
     if file.metadata().ok()?.len() > MAX_FILE_BYTES {
         return None;
     }

@@ -42,6 +42,20 @@ impl ConfinedPath {
         &self.shown
     }
 
+    /// A path beneath this one (`relative` as a walk of it found it), held
+    /// to the same root.
+    pub fn child(&self, relative: &Path) -> Self {
+        if relative.as_os_str().is_empty() {
+            // `join("")` would add a trailing slash, which only a directory has.
+            return self.clone();
+        }
+        Self {
+            shown: self.shown.join(relative),
+            root: self.root.clone(),
+            within: self.within.join(relative),
+        }
+    }
+
     fn root_dir(&self) -> io::Result<Dir> {
         Dir::open_ambient_dir(&self.root, ambient_authority())
     }
