@@ -19,7 +19,8 @@ use crate::events::{
 use crate::model::{Message, Part, Role};
 use crate::permissions::{Permission, PermissionGate};
 use crate::providers::{
-    ChatRequest, FinishReason, Provider, ProviderError, ProviderEvent, ToolChoice, Usage, retry,
+    ChatRequest, FinishReason, Provider, ProviderError, ProviderEvent, ToolChoice, ToolDefinition,
+    Usage, retry,
 };
 use crate::tools::redact::Redactor;
 use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry, parse_arguments};
@@ -76,6 +77,25 @@ pub struct TurnInput {
     /// Where the turn's updates go: the model's stream is read only as fast
     /// as it takes them ([`ClientSink::room`]).
     pub outbound: Option<Arc<dyn crate::client::ClientSink>>,
+}
+
+impl TurnInput {
+    /// A model call of this turn: the model, system prompt, tools and cache
+    /// key every call shares (the prefix a provider's cache keeps), then
+    /// `messages`. The warm-up sends the same, so the two cannot drift.
+    pub fn request(&self, tools: Vec<ToolDefinition>, messages: Vec<Arc<Message>>) -> ChatRequest {
+        ChatRequest {
+            model: self.model.clone(),
+            system: self.system.clone(),
+            messages,
+            tools,
+            tool_choice: ToolChoice::Auto,
+            max_output_tokens: self.provider.config().max_output_tokens,
+            context_window: Some(self.context_window),
+            reasoning: self.reasoning,
+            cache_key: self.cache_key.clone(),
+        }
+    }
 }
 
 pub struct TurnOutcome {
@@ -138,17 +158,7 @@ pub async fn run_turn(
             break Err(err);
         }
         let request_chars = fixed_chars + context.chars();
-        let request = ChatRequest {
-            model: input.model.clone(),
-            system: input.system.clone(),
-            messages: context.messages(),
-            tools,
-            tool_choice: ToolChoice::Auto,
-            max_output_tokens: input.provider.config().max_output_tokens,
-            context_window: Some(input.context_window),
-            reasoning: input.reasoning,
-            cache_key: input.cache_key.clone(),
-        };
+        let request = input.request(tools, context.messages());
         let call = call_model(
             &*input.provider,
             request,
@@ -164,11 +174,7 @@ pub async fn run_turn(
         .await;
         if let Some(usage) = call.usage {
             (input.session_tokens).add(usage.prompt_tokens + usage.completion_tokens);
-            let total = usage_total.get_or_insert_with(Usage::default);
-            total.prompt_tokens += usage.prompt_tokens;
-            total.completion_tokens += usage.completion_tokens;
-            total.cached_prompt_tokens += usage.cached_prompt_tokens;
-            total.cache_written_prompt_tokens += usage.cache_written_prompt_tokens;
+            *usage_total.get_or_insert_with(Usage::default) += usage;
             tracing::debug!(
                 estimated = context.estimator.tokens(request_chars),
                 reported = usage.prompt_tokens,

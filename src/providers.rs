@@ -82,6 +82,16 @@ pub struct Usage {
     pub cache_written_prompt_tokens: u64,
 }
 
+impl std::ops::AddAssign for Usage {
+    /// Sums every count: a turn's calls, a parent's and its children's.
+    fn add_assign(&mut self, other: Self) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.cached_prompt_tokens += other.cached_prompt_tokens;
+        self.cache_written_prompt_tokens += other.cache_written_prompt_tokens;
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FinishReason {
     Stop,

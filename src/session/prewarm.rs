@@ -13,7 +13,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::SessionActor;
 use crate::agent_loop::TurnInput;
 use crate::context::budget;
-use crate::providers::{ChatRequest, ToolChoice};
+use crate::providers::ChatRequest;
 
 /// A warm-up under way (or ended), which the first turn waits for.
 pub(super) struct Warming {
@@ -83,16 +83,10 @@ async fn warm(input: TurnInput, cancel: &CancellationToken) -> Result<(), String
     // A history the first turn must compact would change before it is
     // sent: then only the fixed part is worth warming.
     let fits = context.estimator.tokens(fixed + context.chars()) < budget.compact_at();
+    let messages = if fits { context.messages() } else { Vec::new() };
     let request = ChatRequest {
-        model: input.model.clone(),
-        system: input.system.clone(),
-        messages: if fits { context.messages() } else { Vec::new() },
-        tools,
-        tool_choice: ToolChoice::Auto,
         max_output_tokens: Some(1),
-        context_window: Some(input.context_window),
-        reasoning: input.reasoning,
-        cache_key: input.cache_key.clone(),
+        ..input.request(tools, messages)
     };
     let mut stream = tokio::select! {
         biased;

@@ -132,9 +132,8 @@ impl TurnTally {
 
     pub fn add_usage(&self, usage: Usage) {
         let mut inner = lock(&self.inner);
-        let total = inner.1.get_or_insert_with(Usage::default);
-        total.prompt_tokens += usage.prompt_tokens;
-        total.completion_tokens += usage.completion_tokens;
+        // Every count, the cache's too: the parent's report includes them.
+        *inner.1.get_or_insert_with(Usage::default) += usage;
     }
 
     /// The children's tokens this turn, taken (the turn's report adds them).
@@ -146,13 +145,10 @@ impl TurnTally {
 /// `own` plus the children's tokens.
 pub(super) fn with_children(own: Option<Usage>, children: Option<Usage>) -> Option<Usage> {
     match (own, children) {
-        (Some(own), Some(children)) => Some(Usage {
-            prompt_tokens: own.prompt_tokens + children.prompt_tokens,
-            completion_tokens: own.completion_tokens + children.completion_tokens,
-            cached_prompt_tokens: own.cached_prompt_tokens + children.cached_prompt_tokens,
-            cache_written_prompt_tokens: own.cache_written_prompt_tokens
-                + children.cache_written_prompt_tokens,
-        }),
+        (Some(mut own), Some(children)) => {
+            own += children;
+            Some(own)
+        }
         (own, children) => own.or(children),
     }
 }
@@ -188,19 +184,22 @@ mod tests {
         tally.add_usage(Usage {
             prompt_tokens: 5,
             completion_tokens: 2,
-            ..Default::default()
+            cached_prompt_tokens: 4,
+            cache_written_prompt_tokens: 1,
         });
         let own = Some(Usage {
             prompt_tokens: 100,
             completion_tokens: 7,
-            ..Default::default()
+            cached_prompt_tokens: 60,
+            cache_written_prompt_tokens: 0,
         });
         assert_eq!(
             with_children(own, tally.take_usage()),
             Some(Usage {
                 prompt_tokens: 115,
                 completion_tokens: 10,
-                ..Default::default()
+                cached_prompt_tokens: 64,
+                cache_written_prompt_tokens: 1,
             })
         );
         assert_eq!(tally.take_usage(), None);
