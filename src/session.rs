@@ -190,7 +190,7 @@ pub fn spawn(start: SessionStart, shared: Shared) -> SessionHandle {
     let (tx, rx) = mpsc::unbounded_channel();
     let id = start.id.clone();
     let actor = SessionActor::new(start, shared, tx.downgrade());
-    let task = tokio::spawn(actor.run(rx));
+    let task = tokio::spawn(actor.run_guarded(rx));
     SessionHandle { id, tx, task }
 }
 
@@ -202,7 +202,20 @@ pub(crate) async fn run(
     mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
     rx: mpsc::UnboundedReceiver<SessionMsg>,
 ) {
-    SessionActor::new(start, shared, mailbox).run(rx).await
+    SessionActor::new(start, shared, mailbox)
+        .run_guarded(rx)
+        .await
+}
+
+/// A panic's message, as `panic!` was given it.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "(no message)".into()
+    }
 }
 
 /// The conversation and what the client has been told of the session.
@@ -304,6 +317,24 @@ impl SessionActor {
         let waiting = self.conversation.held.as_mut().map(std::mem::take);
         for update in waiting.into_iter().flatten() {
             self.services.client.send(&self.services.id, update);
+        }
+    }
+
+    /// Runs the actor. A panic in it (a bug) stops this session only: it
+    /// is logged and marked in the session's store, the running turn is
+    /// aborted, and every request waiting on the session is answered with
+    /// an error by its waiter (its reply is dropped). The others go on.
+    async fn run_guarded(self, rx: mpsc::UnboundedReceiver<SessionMsg>) {
+        let id = self.services.id.clone();
+        let recorder = self.services.recorder.clone();
+        let run = std::panic::AssertUnwindSafe(self.run(rx));
+        if let Err(panic) = futures::FutureExt::catch_unwind(run).await {
+            let detail = format!("a panic: {}", panic_message(&*panic));
+            tracing::error!(session = %id, %detail, "the session stopped on an internal error");
+            if let Some(recorder) = recorder {
+                recorder.crashed(&detail);
+                recorder.close().await;
+            }
         }
     }
 

@@ -228,6 +228,15 @@ impl Router {
         }
     }
 
+    /// The error for a request to a session that is not open here.
+    fn not_running(&self, id: &str) -> RpcError {
+        if self.sessions.stopped(id) {
+            RpcError::session_stopped(id)
+        } else {
+            RpcError::session_not_found(id)
+        }
+    }
+
     fn initialize(&mut self, request: acp::InitializeRequest, responder: Responder) {
         self.client = Some(ClientInfo::from_request(&request));
         responder.respond_with(Ok(initialize_response_with(self.sessions.unstable())));
@@ -422,12 +431,12 @@ impl Router {
                 .sessions
                 .into_iter()
                 .map(|s| {
-                    let lineage = translate::lineage_meta(&s);
+                    let meta = translate::list_meta(&s);
                     acp::SessionInfo::new(s.id, s.cwd)
                         .additional_directories(s.additional_directories)
                         .title(s.title)
                         .updated_at(s.updated_at)
-                        .meta(lineage)
+                        .meta(meta)
                 })
                 .collect();
             responder.respond_with(Ok(
@@ -474,7 +483,7 @@ impl Router {
 
     fn prompt(&mut self, request: acp::PromptRequest, responder: Responder) {
         let Some(session) = self.sessions.get(&request.session_id.0) else {
-            return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
+            return responder.respond(Err(self.not_running(&request.session_id.0)));
         };
         let content = match translate::prompt_parts(request.prompt) {
             Ok(content) => content,
@@ -517,7 +526,7 @@ impl Router {
         responder: Responder,
     ) {
         let Some(session) = self.sessions.get(&request.session_id.0) else {
-            return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
+            return responder.respond(Err(self.not_running(&request.session_id.0)));
         };
         let Some(value) = request.value.as_value_id() else {
             return responder.respond(Err(RpcError::invalid_params(format!(
@@ -541,7 +550,7 @@ impl Router {
 
     fn set_mode(&mut self, request: acp::SetSessionModeRequest, responder: Responder) {
         let Some(session) = self.sessions.get(&request.session_id.0) else {
-            return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
+            return responder.respond(Err(self.not_running(&request.session_id.0)));
         };
         let (reply, answer) = oneshot::channel();
         session.send(SessionMsg::SetMode {
@@ -558,7 +567,7 @@ impl Router {
 
     fn set_model(&mut self, request: SetModelRequest, responder: Responder) {
         let Some(session) = self.sessions.get(&request.session_id) else {
-            return responder.respond(Err(RpcError::session_not_found(&request.session_id)));
+            return responder.respond(Err(self.not_running(&request.session_id)));
         };
         let (reply, answer) = oneshot::channel();
         session.send(SessionMsg::SetModel {
@@ -573,7 +582,7 @@ impl Router {
 
     fn close_session(&mut self, request: acp::CloseSessionRequest, responder: Responder) {
         let Some(session) = self.sessions.remove(&request.session_id.0) else {
-            return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
+            return responder.respond(Err(self.not_running(&request.session_id.0)));
         };
         tokio::spawn(async move {
             manager::close(session).await;

@@ -376,9 +376,10 @@ pub fn session_models(options: &[SelectOption]) -> Option<serde_json::Value> {
     }))
 }
 
-/// A delegated session's parent and a parent's children, for
-/// `session/list` (in `_meta`: the schema has no lineage fields).
-pub fn lineage_meta(session: &crate::store::Metadata) -> Option<acp::Meta> {
+/// What `session/list` tells in `_meta` (the schema has no fields for it):
+/// a delegated session's parent and agent, a parent's children, and an
+/// internal error that stopped the session.
+pub fn list_meta(session: &crate::store::Metadata) -> Option<acp::Meta> {
     let mut meta = acp::Meta::new();
     if let Some(parent) = &session.parent_id {
         meta.insert("parentSessionId".into(), serde_json::json!(parent));
@@ -395,7 +396,15 @@ pub fn lineage_meta(session: &crate::store::Metadata) -> Option<acp::Meta> {
             serde_json::json!(session.children),
         );
     }
-    (session.parent_id.is_some() || !session.children.is_empty()).then_some(meta)
+    // A session whose last turn (or itself) stopped on an internal error.
+    if let Some(broken) = &session.broken {
+        meta.insert(
+            "brokenAt".into(),
+            serde_json::json!({"at": broken.at, "detail": broken.detail}),
+        );
+    }
+    let lineage = session.parent_id.is_some() || !session.children.is_empty();
+    (lineage || session.broken.is_some()).then_some(meta)
 }
 
 /// A turn's token totals (unstable in the schema as end-turn token usage).

@@ -12,6 +12,9 @@ use super::{
 use crate::events::ToolCallInfo;
 use crate::util::lock;
 
+/// Which updates a [`RecordingClient`] panics on.
+pub type UpdateTest = dyn Fn(&Update) -> bool + Send + Sync;
+
 /// An editor that answers every permission question with `permission`
 /// (none: it cannot ask), keeps written files in memory, and whose
 /// terminals print "hi\n" and exit 3 (or never exit, with `commands_hang`).
@@ -19,8 +22,8 @@ use crate::util::lock;
 pub struct RecordingClient {
     pub permission: Option<PermissionChoice>,
     pub commands_hang: bool,
-    /// Panics when shown a thought containing this (a bug's stand-in).
-    pub panic_on_thought: Option<String>,
+    /// Panics when shown an update this matches (a bug's stand-in).
+    pub panics_on: Option<Box<UpdateTest>>,
     updates: Mutex<Vec<(String, Update)>>,
     requests: Mutex<Vec<String>>,
     files: Mutex<HashMap<PathBuf, String>>,
@@ -34,10 +37,18 @@ impl RecordingClient {
         }
     }
 
-    /// Panics when shown a thought containing `marker`.
+    /// Panics when shown a thought containing `marker` (sent by a turn).
     pub fn panicking_on(marker: &str) -> Self {
+        let marker = marker.to_string();
+        Self::panicking_when(
+            move |update| matches!(update, Update::Agent(crate::events::AgentEvent::Thought(text)) if text.contains(&marker)),
+        )
+    }
+
+    /// Panics when shown an update `matches` holds for.
+    pub fn panicking_when(matches: impl Fn(&Update) -> bool + Send + Sync + 'static) -> Self {
         Self {
-            panic_on_thought: Some(marker.into()),
+            panics_on: Some(Box::new(matches)),
             ..Self::default()
         }
     }
@@ -85,11 +96,10 @@ impl RecordingClient {
 
 impl ClientSink for RecordingClient {
     fn send(&self, session_id: &str, update: Update) {
-        if let (Some(marker), Update::Agent(crate::events::AgentEvent::Thought(text))) =
-            (&self.panic_on_thought, &update)
-            && text.contains(marker.as_str())
+        if let Some(matches) = &self.panics_on
+            && matches(&update)
         {
-            panic!("a bug: {text}");
+            panic!("a bug: {update:?}");
         }
         lock(&self.updates).push((session_id.to_string(), update));
     }

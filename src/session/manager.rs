@@ -303,6 +303,15 @@ impl SessionManager {
             };
             let defaults = &shared.defaults;
             let mut notices = Vec::new();
+            if let Some(broken) = &metadata.broken {
+                notices.push(super::record::saving_notice(
+                    "This session stopped on an internal error",
+                    format!(
+                        "At {}, it stopped on an internal error in the agent ({}). Everything saved before that is intact, and the session goes on from there. If it happens again, please report it with the log (RUST_LOG=debug).",
+                        broken.at, broken.detail
+                    ),
+                ));
+            }
             if shared.providers.config(&metadata.provider).is_none() {
                 tracing::warn!(session = %metadata.id, provider = %metadata.provider, "the session's provider is no longer configured; using the default");
                 notices.push(super::record::saving_notice("Saved session problem", format!(
@@ -439,6 +448,14 @@ impl SessionManager {
         self.sessions
             .get(id)
             .filter(|handle| !handle.tx.is_closed())
+    }
+
+    /// Whether `id` was open here and its actor is gone: it stopped on an
+    /// internal error, or its load failed.
+    pub fn stopped(&self, id: &str) -> bool {
+        self.sessions
+            .get(id)
+            .is_some_and(|handle| handle.tx.is_closed())
     }
 
     pub fn remove(&mut self, id: &str) -> Option<SessionHandle> {

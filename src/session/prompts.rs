@@ -146,7 +146,7 @@ impl SessionActor {
             outcome
         });
         Ok(Started {
-            task,
+            task: tokio_util::task::AbortOnDropHandle::new(task),
             command: false,
             journaled,
         })

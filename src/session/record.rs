@@ -154,8 +154,10 @@ impl SessionActor {
     }
 
     /// A turn whose task died: what it journaled is saved already; it ends.
-    pub(super) fn record_crashed_turn(&self) {
+    /// A turn that panicked: marked in the store, then ended.
+    pub(super) fn record_crashed_turn(&self, detail: &str) {
         if let Some(recorder) = &self.services.recorder {
+            recorder.crashed(detail);
             recorder.turn_end(None);
         }
     }

@@ -241,7 +241,7 @@ impl SessionActor {
             }
         });
         Ok(Started {
-            task,
+            task: tokio_util::task::AbortOnDropHandle::new(task),
             command: true,
             journaled,
         })

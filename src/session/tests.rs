@@ -39,6 +39,33 @@ async fn session() -> Fixture {
 }
 
 async fn session_with(client: RecordingClient, save_failure: Option<String>) -> Fixture {
+    session_from(client, save_failure, None).await
+}
+
+/// A session saved in a fresh store: the fixture, the store, and the
+/// data dir that holds it.
+async fn session_saved(
+    client: RecordingClient,
+    save_failure: Option<String>,
+) -> (Fixture, crate::store::Store, tempfile::TempDir) {
+    let data = tempfile::tempdir().unwrap();
+    let store = crate::store::Store::new(data.path());
+    let metadata =
+        crate::store::Metadata::new("s1", std::env::temp_dir(), "local", "test-model", "act");
+    let open = store.create(&metadata).unwrap();
+    let recorder = crate::store::Recorder::start(open, metadata);
+    (
+        session_from(client, save_failure, Some(recorder)).await,
+        store,
+        data,
+    )
+}
+
+async fn session_from(
+    client: RecordingClient,
+    save_failure: Option<String>,
+    recorder: Option<crate::store::Recorder>,
+) -> Fixture {
     let endpoint = silent_server().await;
     let text = format!(
         "[chat]\ndefault_provider = \"local\"\n\n[llm.providers.local]\ntype = \"openai\"\nendpoint = \"{endpoint}\"\ndefault_model = \"test-model\"\ncontext_window = 32768\n\n[llm.providers.other]\ntype = \"openai\"\nendpoint = \"{endpoint}\"\ndefault_model = \"other-default\"\ncontext_window = 32768\n"
@@ -69,7 +96,7 @@ async fn session_with(client: RecordingClient, save_failure: Option<String>) -> 
         history: ContextManager::new(),
         files: Default::default(),
         spent: Default::default(),
-        recorder: None,
+        recorder,
         save_failure,
         lineage: None,
         notices: Vec::new(),
@@ -346,4 +373,78 @@ async fn a_panic_in_a_turn_answers_that_prompt_with_an_error_and_the_session_liv
     // The session still takes requests.
     let options = fixture.set_option(PROVIDER_OPTION, "other").await;
     assert!(options.is_ok(), "{options:?}");
+}
+
+/// The stored session after its writer has finished: its metadata and
+/// whether its history holds a crash.
+fn stored(store: &crate::store::Store) -> (crate::store::Metadata, bool) {
+    let read = || {
+        let (metadata, events) = store.read("s1").unwrap();
+        let crashed = events
+            .iter()
+            .any(|event| matches!(event, crate::store::StoredEvent::Crashed { .. }));
+        (metadata, crashed)
+    };
+    for _ in 0..200 {
+        let (metadata, crashed) = read();
+        if metadata.broken.is_some() && crashed {
+            return (metadata, crashed);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    read()
+}
+
+#[tokio::test]
+async fn a_panic_in_a_turn_is_marked_in_the_store() {
+    let client = RecordingClient::panicking_on("PANIC-MARKER");
+    let (fixture, store, _data) =
+        session_saved(client, Some("PANIC-MARKER: not saved".into())).await;
+    let answer = tokio::time::timeout(Duration::from_secs(10), fixture.prompt("hi"))
+        .await
+        .expect("the prompt is answered")
+        .expect("by the session");
+    assert!(
+        matches!(answer, Err(SessionError::Crashed(_))),
+        "{answer:?}"
+    );
+    let (metadata, crashed) = stored(&store);
+    let broken = metadata.broken.expect("marked broken");
+    assert!(broken.detail.starts_with("a panic: a bug"), "{broken:?}");
+    assert!(crashed, "the history holds the crash");
+}
+
+#[tokio::test]
+async fn a_panic_in_the_session_itself_stops_it_alone_and_is_marked_in_the_store() {
+    let client = RecordingClient::panicking_when(
+        |update| matches!(update, Update::CurrentMode(mode) if mode == "plan"),
+    );
+    let (fixture, store, _data) = session_saved(client, None).await;
+    fixture
+        .session
+        .send(SessionMsg::Started { interleaves: true });
+    let (reply, answer) = oneshot::channel();
+    assert!(fixture.session.send(SessionMsg::SetMode {
+        mode: "plan".into(),
+        reply,
+    }));
+    let answer = tokio::time::timeout(Duration::from_secs(10), answer)
+        .await
+        .expect("the waiter hears at once");
+    assert!(
+        answer.is_err(),
+        "the reply was dropped, not sent: {answer:?}"
+    );
+    // The actor is gone; its mailbox is closed.
+    for _ in 0..200 {
+        if fixture.session.tx.is_closed() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(fixture.session.tx.is_closed());
+    let (metadata, crashed) = stored(&store);
+    let broken = metadata.broken.expect("marked broken");
+    assert!(broken.detail.contains("a bug"), "{broken:?}");
+    assert!(crashed, "the history holds the crash");
 }

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::runtime::with_children;
 use super::settings::Settings;
@@ -41,7 +41,9 @@ pub(super) struct RunningTurn {
 
 /// A turn's task, just spawned.
 pub(super) struct Started {
-    pub task: JoinHandle<TurnOutcome>,
+    /// Aborted if dropped unawaited: a session that stops (even on a panic)
+    /// takes its turn with it rather than leaving it running detached.
+    pub task: AbortOnDropHandle<TurnOutcome>,
     /// A slash command: its context operations are recorded when it ends
     /// (a prompt turn records its own as they happen).
     pub command: bool,
@@ -390,7 +392,7 @@ impl SessionActor {
             outcome
         });
         Ok(Started {
-            task,
+            task: AbortOnDropHandle::new(task),
             command: false,
             journaled,
         })
@@ -444,11 +446,21 @@ impl SessionActor {
                         }
                     }
                 }
-                self.record_crashed_turn();
-                Err(SessionError::Crashed(err.to_string()))
+                let detail = crash_detail(err);
+                self.record_crashed_turn(&detail);
+                Err(SessionError::Crashed(detail))
             }
         };
         self.conversation.in_turn = false;
         let _ = reply.send(result);
+    }
+}
+
+/// What a failed turn task says: the panic's own message where there is one.
+fn crash_detail(err: tokio::task::JoinError) -> String {
+    if err.is_panic() {
+        format!("a panic: {}", super::panic_message(&*err.into_panic()))
+    } else {
+        err.to_string()
     }
 }

@@ -68,6 +68,18 @@ pub struct Metadata {
     /// The budgets `/budget` set for this session (absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budgets: Option<Budgets>,
+    /// Set when a turn or the session itself stopped on an internal error
+    /// (a bug), until a later turn ends normally.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken: Option<Broken>,
+}
+
+/// An internal error that stopped a turn or the session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Broken {
+    pub at: String,
+    /// The panic's message.
+    pub detail: String,
 }
 
 /// `metadata.json` as written: the format first, then the metadata.
@@ -142,6 +154,12 @@ pub enum StoredEvent {
     /// That rewind was undone.
     RewindUndone {
         id: u64,
+    },
+    /// A turn or the session stopped on an internal error (a bug). What was
+    /// written before it is intact.
+    Crashed {
+        at: String,
+        detail: String,
     },
     /// A kind this version does not know (from a newer one): skipped.
     #[serde(other)]

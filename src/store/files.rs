@@ -36,6 +36,7 @@ impl Metadata {
             system_prompt: None,
             forked_from: None,
             budgets: None,
+            broken: None,
         }
     }
 }

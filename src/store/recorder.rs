@@ -52,6 +52,9 @@ impl SaveHealth {
 /// A handle on a stored session. Clones share the writer and the metadata,
 /// so a running turn and the permission gate can record the moment
 /// something happens, not when the actor next gets to it.
+/// A panic's message is kept to this length.
+const MAX_CRASH_DETAIL_CHARS: usize = 500;
+
 #[derive(Clone)]
 pub struct Recorder {
     tx: mpsc::Sender<Op>,
@@ -179,6 +182,10 @@ impl Recorder {
         spent: crate::context::spend::Totals,
     ) {
         self.append(StoredEvent::turn_end_spent(estimator, spent));
+        // A turn that ended normally: the session works again.
+        if self.lock().broken.is_some() {
+            self.update(|m| m.broken = None);
+        }
     }
 
     /// What the client was shown, for replay (only the conversation is kept).
@@ -236,6 +243,18 @@ impl Recorder {
     /// The budgets `/budget` set for this session, saved for loads.
     pub fn budgets(&self, budgets: crate::context::spend::Budgets) {
         self.update(|m| m.budgets = Some(budgets.into()));
+    }
+
+    /// A turn or the session stopped on an internal error: kept in the
+    /// history, and marked in the metadata until a turn ends normally.
+    pub fn crashed(&self, detail: &str) {
+        let at = now_rfc3339();
+        let detail: String = detail.chars().take(MAX_CRASH_DETAIL_CHARS).collect();
+        self.append(StoredEvent::Crashed {
+            at: at.clone(),
+            detail: detail.clone(),
+        });
+        self.update(|m| m.broken = Some(super::disk::Broken { at, detail }));
     }
 
     /// The budgets saved with the session (none set: all off).
@@ -488,6 +507,27 @@ mod tests {
         metadata.thought_level = Some("off".into());
         let open = store.create(&metadata).unwrap();
         (data, store, Recorder::start(open, metadata))
+    }
+
+    #[tokio::test]
+    async fn a_crash_marks_the_session_until_a_turn_ends_normally() {
+        let (_data, store, recorder) = recording("s1");
+        recorder.crashed(&"x".repeat(2_000));
+        recorder.turn_end(None);
+        recorder.close().await;
+        let (metadata, events) = store.read("s1").unwrap();
+        let broken = metadata.broken.expect("marked");
+        assert_eq!(broken.detail.len(), MAX_CRASH_DETAIL_CHARS);
+        assert!(
+            matches!(events[0], StoredEvent::Crashed { .. }),
+            "{events:?}"
+        );
+
+        let (open, metadata, _) = store.open("s1").unwrap();
+        let recorder = Recorder::start(open, metadata);
+        recorder.turn_end_spent(None, Default::default());
+        recorder.close().await;
+        assert_eq!(store.metadata("s1").unwrap().broken, None);
     }
 
     #[tokio::test]

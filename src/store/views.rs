@@ -115,6 +115,7 @@ pub fn context_from(events: &[StoredEvent]) -> Restored {
             | StoredEvent::FileChanged { .. }
             | StoredEvent::Rewound { .. }
             | StoredEvent::RewindUndone { .. }
+            | StoredEvent::Crashed { .. }
             | StoredEvent::Unknown => {}
         }
     }

@@ -63,6 +63,15 @@ impl RpcError {
         )
         .with_data(serde_json::json!({ "sessionId": session_id }))
     }
+
+    /// A session that was open in this process and has stopped.
+    pub fn session_stopped(session_id: &str) -> Self {
+        Self::new(
+            RESOURCE_NOT_FOUND,
+            format!("Resource not found: session `{session_id}` is no longer running in this agent process (it stopped on an internal error, or did not load); session/load opens it again from what was saved"),
+        )
+        .with_data(serde_json::json!({ "sessionId": session_id }))
+    }
 }
 
 /// One parsed line from the peer.

@@ -570,3 +570,56 @@ async fn an_unwritable_data_dir_still_answers_prompts_saying_saving_failed() {
     let (_, again) = agent.prompt(&session, "hello again").await;
     assert_eq!(again["result"]["stopReason"], "end_turn", "{again}");
 }
+
+/// The panic policy, as a client sees it after the fact: a session the
+/// agent marked broken (a turn or the session panicked; the unit tests in
+/// `session/tests.rs` prove the mark is written) is listed with the mark,
+/// told about when it is loaded, goes on, and loses the mark with its next
+/// turn that ends normally.
+#[tokio::test]
+async fn a_session_marked_broken_is_listed_told_on_load_and_cleared_by_a_good_turn() {
+    let (server, mut agent, session) = interruptible_session().await;
+    let (_, answered) = agent.prompt(&session, "before the crash").await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    agent.close_stdin();
+    assert!(agent.wait_exit().await.success());
+    let metadata_file = agent.session_dir(&session).join("metadata.json");
+    let mut metadata: Value =
+        serde_json::from_str(&std::fs::read_to_string(&metadata_file).unwrap()).unwrap();
+    metadata["broken"] =
+        json!({"at": "2026-11-25T12:00:00Z", "detail": "a panic: index out of bounds"});
+    std::fs::write(&metadata_file, metadata.to_string()).unwrap();
+
+    let mut later = Agent::spawn_sharing(&config_for(&server, "test-model"), &agent).await;
+    later.initialize().await;
+    let (_, listed) = later.call("session/list", json!({})).await;
+    let mark = &listed["result"]["sessions"][0]["_meta"]["brokenAt"];
+    assert_eq!(mark["detail"], "a panic: index out of bounds", "{listed}");
+    let (_, loaded) = later
+        .call(
+            "session/load",
+            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": []}),
+        )
+        .await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let (seen, answered) = later.prompt(&session, "after the crash").await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    let told: String = seen.iter().map(Value::to_string).collect();
+    assert!(
+        told.contains("stopped on an internal error") && told.contains("index out of bounds"),
+        "the load tells of the crash: {seen:?}"
+    );
+    // The metadata is written by the session's writer, just after the answer.
+    let mut listed = Value::Null;
+    for _ in 0..100 {
+        listed = later.call("session/list", json!({})).await.1;
+        if listed["result"]["sessions"][0]["_meta"]
+            .get("brokenAt")
+            .is_none()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("a good turn clears the mark: {listed}");
+}
