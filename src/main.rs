@@ -189,9 +189,15 @@ async fn serve(
     let stdin = tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin());
     let read_result = tokio::select! {
         result = transport::run_reader(stdin, |message| service.handle(message)) => result,
-        // The client closed stdout: nobody is listening any more.
+        // The client closed stdout: nobody is listening any more. The
+        // writer finds out when a write fails; the watch, at once.
         written = &mut writer => {
             tracing::info!(?written, "output closed");
+            service.shutdown().await;
+            return Ok(());
+        }
+        () = transport::stdout_closed() => {
+            tracing::info!("the client closed stdout");
             service.shutdown().await;
             return Ok(());
         }
