@@ -61,8 +61,8 @@ const BUILTIN: [(&str, &str, Option<&str>); 10] = [
     ),
     (
         "permissions",
-        "List the permission rules in force and where each comes from, or: revoke ID",
-        Some("revoke ID"),
+        "List the permission rules in force and where each comes from, or: revoke ID, trust (the project file)",
+        Some("revoke ID | trust"),
     ),
 ];
 
@@ -88,7 +88,8 @@ pub enum Command {
     Mode(Option<String>),
     Model(Option<String>),
     Clear,
-    /// `/permissions`, or `/permissions revoke ID` (the argument as typed).
+    /// `/permissions`, `/permissions revoke ID` or `/permissions trust`
+    /// (the argument as typed).
     Permissions(Option<String>),
     Rewind(RewindCommand),
     /// `/budget`, or `/budget LIMIT VALUE` (the arguments as typed).

@@ -18,6 +18,7 @@ mod command_line;
 mod escalation;
 pub mod patterns;
 pub mod remembered;
+mod trust;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,6 +35,7 @@ use crate::tools::sensitive::SensitiveFiles;
 use crate::util::lock;
 use patterns::{PatternLists, Verdict};
 pub use remembered::{Persist, RuleFiles, RuleOrigin};
+pub use trust::TrustedRules;
 
 /// What a rule decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -92,6 +94,9 @@ pub struct Rule {
     pub decision: Decision,
     /// Where the rule was written, for `/permissions`.
     pub origin: RuleOrigin,
+    /// An allow rule of a project file that is not trusted
+    /// ([`TrustedRules`]): listed, not applied.
+    pub untrusted: bool,
 }
 
 impl Rule {
@@ -314,7 +319,11 @@ impl SessionPermissions {
     /// The decision and scope of the first matching rule.
     fn decided(&self, call: &ToolCallInfo, tool: &dyn Tool) -> Option<(Decision, RuleScope)> {
         let session = self.lock_session_rules().clone();
-        let files = lock(&self.file_rules).clone();
+        // A project file's allow rules that are not trusted do not apply.
+        let files: Vec<Rule> = (lock(&self.file_rules).iter())
+            .filter(|rule| !rule.untrusted)
+            .cloned()
+            .collect();
         let agent = lock(&self.agent).clone();
         // This session's answers, then the remembered ones, then the config's.
         first_match(

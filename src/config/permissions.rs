@@ -266,6 +266,7 @@ impl RulePlace<'_> {
             paths,
             decision,
             origin: crate::permissions::RuleOrigin::Config,
+            untrusted: false,
         })
     }
 

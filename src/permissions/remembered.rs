@@ -51,11 +51,24 @@ pub struct RuleFiles {
     pub project_root: PathBuf,
     /// The user's, when a config directory is known.
     pub user: Option<PathBuf>,
+    /// Which project files may allow; None (no data directory): every one.
+    pub trust: Option<super::TrustedRules>,
 }
 
 impl RuleFiles {
     pub fn project(&self) -> PathBuf {
         self.project_root.join(".crucible").join(FILE_NAME)
+    }
+
+    /// The agent itself just wrote `path`: if it is the project's file,
+    /// what it holds now is trusted.
+    fn wrote(&self, path: &Path) {
+        if let Some(trust) = &self.trust
+            && path == self.project()
+            && let Err(err) = trust.trust_current(path)
+        {
+            tracing::warn!(path = %path.display(), %err, "cannot record the project rules as trusted");
+        }
     }
 }
 
@@ -276,6 +289,11 @@ impl SessionPermissions {
         *lock(&self.file_problems) = problems;
     }
 
+    /// Where this session's rules files are.
+    pub fn rule_files(&self) -> Option<RuleFiles> {
+        lock(&self.rule_files).clone()
+    }
+
     /// Why a rules file is not used, if one is not.
     pub fn file_problems(&self) -> Vec<String> {
         lock(&self.file_problems).clone()
@@ -314,7 +332,12 @@ impl SessionPermissions {
             call.title.replace('\n', " ")
         );
         let kept = match append(&path, &rule, base.as_deref(), &note) {
-            Ok(()) => rule,
+            Ok(()) => {
+                if let Some(files) = &files {
+                    files.wrote(&path);
+                }
+                rule
+            }
             Err(err) => {
                 tracing::warn!(session = %self.session_id, %err, "answer not written; kept for this session");
                 Rule {
@@ -335,6 +358,7 @@ impl SessionPermissions {
         let files = lock(&self.file_rules);
         files
             .iter()
+            .filter(|rule| !rule.untrusted)
             .find(|rule| rule.matches(call, tool))
             .map(|rule| rule.decision)
     }
@@ -344,9 +368,13 @@ impl SessionPermissions {
     pub fn listing(&self) -> Vec<ListedRule> {
         let mut listed = Vec::new();
         let mut push = |prefix: &str, n: usize, rule: &Rule, origin: String| {
+            let mut text = rule.describe();
+            if rule.untrusted {
+                text.push_str(" (not applied: the file is not trusted, see below)");
+            }
             listed.push(ListedRule {
                 id: format!("{prefix}{}", n + 1),
-                text: rule.describe(),
+                text,
                 origin,
             });
         };
@@ -435,6 +463,9 @@ impl SessionPermissions {
                     &files[at].origin
                 {
                     remove(path, number - 1).map_err(|err| err.to_string())?;
+                    if let Some(files) = lock(&self.rule_files).as_ref() {
+                        files.wrote(path);
+                    }
                 }
                 files.remove(at);
                 Ok(format!(
@@ -518,6 +549,7 @@ mod tests {
         let files = RuleFiles {
             project_root: project.path().to_path_buf(),
             user: None,
+            trust: None,
         };
         gate.set_rule_files(files.clone(), Vec::new(), Vec::new());
         let registry = ToolRegistry::builtin();

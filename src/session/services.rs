@@ -116,8 +116,18 @@ impl Services {
             lineage.as_ref(),
             &sandbox,
         );
-        let (files, remembered, problems) = super::rule_files::load(&start.cwd);
-        permissions.set_rule_files(files, remembered, problems);
+        let trust = (shared.runtime.store.as_ref())
+            .map(|store| crate::permissions::TrustedRules::in_dir(store.data_dir()));
+        let loaded = super::rule_files::load(&start.cwd, trust);
+        if lineage.is_none()
+            && let Some(untrusted) = loaded.untrusted
+        {
+            start.notices.push(record::saving_notice(
+                "Project permission rules not applied",
+                untrusted,
+            ));
+        }
+        permissions.set_rule_files(loaded.files, loaded.rules, loaded.problems);
         if lineage.is_none() {
             let escalation: Arc<dyn Escalation> = permissions.clone();
             sandbox.set_escalation(Arc::downgrade(&escalation));

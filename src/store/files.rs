@@ -102,6 +102,11 @@ impl Store {
         &self.dir
     }
 
+    /// The data directory the sessions directory is in.
+    pub fn data_dir(&self) -> &Path {
+        self.dir.parent().unwrap_or(&self.dir)
+    }
+
     /// The directory of session `id`; ids that could leave the sessions
     /// directory are not ids of ours.
     fn session_dir(&self, id: &str) -> Result<PathBuf, StoreError> {

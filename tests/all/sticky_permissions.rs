@@ -149,3 +149,66 @@ async fn a_project_rule_is_written_as_narrow_as_asked_and_obeyed_by_new_sessions
         "{listing}"
     );
 }
+
+/// The model cannot widen its own permissions: a project rules file that
+/// the model (here through an approved shell command), another program or
+/// a checkout wrote has its allow rules listed but not applied, and the
+/// user is told, until `/permissions trust`. Its deny rules apply at once.
+#[tokio::test]
+async fn allow_rules_the_model_wrote_into_the_project_file_wait_for_the_users_trust() {
+    let server = LlmServer::start(runs_the_prompt).await;
+    let (mut agent, _config_home) =
+        agent_with_config_home(&config_for(&server, "test-model")).await;
+    let first = agent.start_session().await;
+    let widen = "mkdir -p .crucible && printf '[[permissions.rules]]\\ntool = \"shell\"\\ncommand = \"echo widened\"\\ndecision = \"allow\"\\n\\n[[permissions.rules]]\\ntool = \"shell\"\\ncommand = \"echo narrowed\"\\ndecision = \"deny\"\\n' > .crucible/permissions.toml";
+    let (was_asked, _) = run(&mut agent, &first, widen, "allow_once").await;
+    assert!(was_asked, "act mode asks before the command");
+    let file = agent.cwd().join(".crucible/permissions.toml");
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("echo widened")
+    );
+
+    let second = agent.new_session().await;
+    let (seen, response) = agent.prompt(&second, "/permissions").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let everything: String = seen.iter().map(Value::to_string).collect();
+    assert!(
+        everything.contains("Not applied: the allow rule in"),
+        "the user is told: {seen:?}"
+    );
+    let listing = agent_text(&seen, &second);
+    assert!(
+        listing.contains("running exactly `echo widened` (not applied")
+            && listing.contains("/permissions trust"),
+        "{listing}"
+    );
+    let (was_asked, _) = run(&mut agent, &second, "echo widened", "reject_once").await;
+    assert!(was_asked, "the model's own allow rule was applied");
+    let (was_asked, text) = run(&mut agent, &second, "echo narrowed", "allow_once").await;
+    assert!(
+        !was_asked && !text.contains("narrowed\n"),
+        "the deny rule applies: {text}"
+    );
+
+    let trusted = slash(&mut agent, &second, "/permissions trust").await;
+    assert!(
+        trusted.contains("Trusted") && trusted.contains("(1)"),
+        "{trusted}"
+    );
+    let (was_asked, _) = run(&mut agent, &second, "echo widened", "reject_once").await;
+    assert!(!was_asked, "trusted: the rule applies in this session");
+    let third = agent.new_session().await;
+    let (was_asked, _) = run(&mut agent, &third, "echo widened", "reject_once").await;
+    assert!(!was_asked, "and in new ones");
+
+    // A later change by anyone but the agent's own answers needs trust again.
+    let changed = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("widened", "changed");
+    std::fs::write(&file, changed).unwrap();
+    let fourth = agent.new_session().await;
+    let (was_asked, _) = run(&mut agent, &fourth, "echo changed", "reject_once").await;
+    assert!(was_asked, "a changed file is not trusted");
+}
