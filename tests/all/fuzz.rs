@@ -121,6 +121,53 @@ const KEYS: &[&str] = &[
     "value",
 ];
 
+/// The history's event kinds and the keys its events and metadata use.
+const EVENT_KINDS: &[&str] = &[
+    "user_prompt",
+    "update",
+    "round",
+    "context",
+    "turn_end",
+    "mode_changed",
+    "model_changed",
+    "file_changed",
+    "rewound",
+    "rewind_undone",
+    "crashed",
+];
+const STORE_KEYS: &[&str] = &[
+    "at",
+    "detail",
+    "message",
+    "messages",
+    "update",
+    "op",
+    "estimator",
+    "spent",
+    "mode",
+    "provider",
+    "model",
+    "change",
+    "rewind",
+    "id",
+];
+
+/// A history line of a known kind with random fields.
+fn stored_event() -> impl Strategy<Value = Value> {
+    (
+        prop::sample::select(EVENT_KINDS),
+        prop::collection::vec((prop::sample::select(STORE_KEYS), json_value()), 0..4),
+    )
+        .prop_map(|(kind, fields)| {
+            let mut event = serde_json::Map::new();
+            event.insert("event".into(), json!(kind));
+            for (key, value) in fields {
+                event.insert(key.into(), value);
+            }
+            Value::Object(event)
+        })
+}
+
 fn json_value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
@@ -416,7 +463,7 @@ proptest! {
     #[test]
     fn stored_histories_never_panic(
         edits in prop::collection::vec((any::<prop::sample::Index>(), mutation()), 0..6),
-        extra in prop::collection::vec(json_value(), 0..3),
+        extra in prop::collection::vec(prop_oneof![json_value(), stored_event()], 0..3),
     ) {
         let source = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/sessions/1a16db45-1483-4fb1-ae8c-5d2f2067f4a5");
@@ -442,10 +489,14 @@ proptest! {
     }
 
     #[test]
-    fn stored_metadata_never_panics(m in mutation(), v in json_value()) {
+    fn stored_metadata_never_panics(m in mutation(), v in json_value(), broken in json_value()) {
         let source = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/sessions/1a16db45-1483-4fb1-ae8c-5d2f2067f4a5");
         let metadata = std::fs::read_to_string(source.join("metadata.json")).unwrap();
+        // With a `broken` mark of any shape, then mutated as text.
+        let mut marked: Value = serde_json::from_str(&metadata).unwrap();
+        marked["broken"] = broken;
+        let metadata = marked.to_string();
         let data = tempfile::tempdir().unwrap();
         let id = "1a16db45-1483-4fb1-ae8c-5d2f2067f4a5";
         for (n, text) in [apply(&metadata, &m), v.to_string()].iter().enumerate() {
