@@ -13,7 +13,7 @@ pub mod todo;
 mod walk;
 pub mod write_file;
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 
 use super::{ConfinedPath, LineWindow, Tool, ToolContext, ToolError};
@@ -76,18 +76,21 @@ fn path_location(path: Option<&str>, ctx: &ToolContext) -> Vec<Location> {
 
 /// A path the model named: where it is, and how the model should read it.
 struct Target {
-    path: PathBuf,
-    shown: String,
     place: ConfinedPath,
+    shown: String,
 }
 
 impl Target {
     /// The model's path, confined to the workspace.
     fn resolve(ctx: &ToolContext, path: &str) -> Result<Self, ToolError> {
         let place = ctx.confine(path)?;
-        let path = place.path().to_path_buf();
-        let shown = ctx.display_path(&path);
-        Ok(Self { path, shown, place })
+        let shown = ctx.display_path(place.path());
+        Ok(Self { place, shown })
+    }
+
+    /// The absolute path, as the editor knows it.
+    fn path(&self) -> &Path {
+        self.place.path()
     }
 
     /// An error about the path told with the path as the model wrote it
@@ -121,14 +124,17 @@ impl Target {
             .await
             .map_err(|err| self.error(err))?;
         if let (Some(journal), Some(before)) = (&ctx.journal, before) {
-            journal.written(&self.path, before, text.as_bytes());
+            journal.written(self.path(), before, text.as_bytes());
         }
         Ok(())
     }
 
     /// A location at a 1-based line.
     fn at_line(&self, line: usize) -> Location {
-        Location::at_line(self.path.clone(), u32::try_from(line).unwrap_or(u32::MAX))
+        Location::at_line(
+            self.path().to_path_buf(),
+            u32::try_from(line).unwrap_or(u32::MAX),
+        )
     }
 }
 

@@ -71,29 +71,35 @@ impl FileSystem for LocalFs {
         Box::pin(async move {
             let max_file_bytes = self.max_file_bytes;
             let place = path.clone();
-            let read = blocking(path, move || {
+            let found = blocking(path, move || {
                 let file = place.open()?;
                 let meta = file.metadata()?;
                 if meta.is_dir() {
-                    return Ok(Err(ReadRefusal::Directory));
+                    return Ok(Found::Directory);
                 }
                 if meta.len() > max_file_bytes {
-                    return Ok(Err(ReadRefusal::TooLarge(meta.len())));
+                    return Ok(Found::TooLarge(meta.len()));
                 }
                 let mut bytes = Vec::new();
                 // The limit again: the file may grow after the check.
                 file.take(max_file_bytes + 1).read_to_end(&mut bytes)?;
-                Ok(Ok(bytes))
+                Ok(match bytes.len() as u64 {
+                    size if size > max_file_bytes => Found::TooLarge(size),
+                    _ => Found::File(bytes),
+                })
             })
             .await?;
             let shown = path.path();
-            let bytes = match read {
-                Ok(bytes) if bytes.len() as u64 <= max_file_bytes => bytes,
-                Ok(bytes) => return Err(too_large(shown, bytes.len() as u64, max_file_bytes)),
-                Err(ReadRefusal::TooLarge(size)) => {
-                    return Err(too_large(shown, size, max_file_bytes));
+            let bytes = match found {
+                Found::File(bytes) => bytes,
+                Found::TooLarge(size) => {
+                    return Err(ToolError::TooLarge {
+                        path: shown.display().to_string(),
+                        size,
+                        limit: max_file_bytes,
+                    });
                 }
-                Err(ReadRefusal::Directory) => {
+                Found::Directory => {
                     return Err(ToolError::Failed(format!(
                         "{} is a directory, not a file; use list_dir to see what it holds",
                         shown.display()
@@ -124,17 +130,11 @@ impl FileSystem for LocalFs {
     }
 }
 
-enum ReadRefusal {
+/// What a read found at the path.
+enum Found {
+    File(Vec<u8>),
     Directory,
     TooLarge(u64),
-}
-
-fn too_large(path: &Path, size: u64, limit: u64) -> ToolError {
-    ToolError::TooLarge {
-        path: path.display().to_string(),
-        size,
-        limit,
-    }
 }
 
 /// Runs blocking file work off the runtime, its errors told as the tools

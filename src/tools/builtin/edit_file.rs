@@ -126,7 +126,7 @@ async fn edit(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         }),
         locations: vec![file.at_line(first_line)],
         content: vec![ToolContent::Diff {
-            path: file.path,
+            path: file.path().to_path_buf(),
             old_text: Some(old_file),
             new_text: new_file,
         }],

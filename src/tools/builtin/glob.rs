@@ -75,12 +75,12 @@ async fn find(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let base = Target::resolve(ctx, args.path.as_deref().unwrap_or("."))?;
     require_dir(&base).await?;
 
-    let root = base.path.clone();
+    let root = base.path().to_path_buf();
     let pattern_given = pattern.to_string();
     let sensitive = std::sync::Arc::clone(&ctx.settings.sensitive_files);
     let (paths, total) = walk(
         ctx,
-        &base.path,
+        base.path(),
         None,
         (Vec::new(), 0),
         move |found, entry| {

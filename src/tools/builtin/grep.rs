@@ -121,17 +121,17 @@ async fn search(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> 
         _ => None,
     };
     let base = Target::resolve(ctx, args.path.as_deref().unwrap_or("."))?;
-    tokio::fs::metadata(&base.path)
+    tokio::fs::metadata(base.path())
         .await
-        .map_err(|err| base.error(io_error(&base.path, err)))?;
+        .map_err(|err| base.error(io_error(base.path(), err)))?;
 
-    let root = base.path.clone();
+    let root = base.path().to_path_buf();
     let confined = base.place.clone();
     let named = args.glob.clone();
     let sensitive = std::sync::Arc::clone(&ctx.settings.sensitive_files);
     let found = walk(
         ctx,
-        &base.path,
+        base.path(),
         None,
         Found::default(),
         move |found, entry| {

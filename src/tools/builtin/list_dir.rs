@@ -53,7 +53,7 @@ impl TypedTool for ListDirTool {
 async fn list(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let dir = Target::resolve(ctx, args.path.as_deref().unwrap_or("."))?;
     require_dir(&dir).await?;
-    let mut entries = walk(ctx, &dir.path, Some(1), Vec::new(), |entries, entry| {
+    let mut entries = walk(ctx, dir.path(), Some(1), Vec::new(), |entries, entry| {
         if entry.depth() == 0 {
             return;
         }
@@ -85,7 +85,7 @@ async fn list(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
             "entries": entries,
             "total": total,
         }))
-        .with_locations(vec![Location::file(dir.path)]))
+        .with_locations(vec![Location::file(dir.path().to_path_buf())]))
 }
 
 #[cfg(test)]

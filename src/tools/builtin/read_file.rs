@@ -67,7 +67,7 @@ async fn read(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     // A huge file is refused before it is loaded, unless a window was asked for.
     if args.offset.is_none()
         && args.limit.is_none()
-        && let Ok(meta) = tokio::fs::metadata(&file.path).await
+        && let Ok(meta) = tokio::fs::metadata(file.path()).await
         && meta.is_file()
         && meta.len() > max_bytes
     {

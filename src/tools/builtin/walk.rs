@@ -73,12 +73,12 @@ pub(super) fn is_file(entry: &ignore::DirEntry) -> bool {
 
 /// Whether `dir` is a directory, told as the model should hear it.
 pub(super) async fn require_dir(dir: &Target) -> Result<(), ToolError> {
-    match tokio::fs::metadata(&dir.path).await {
+    match tokio::fs::metadata(dir.path()).await {
         Ok(meta) if meta.is_dir() => Ok(()),
         Ok(_) => Err(ToolError::Failed(format!(
             "{} is a file, not a directory; use read_file to read it",
             dir.shown
         ))),
-        Err(err) => Err(dir.error(crate::tools::fs::io_error(&dir.path, err))),
+        Err(err) => Err(dir.error(crate::tools::fs::io_error(dir.path(), err))),
     }
 }

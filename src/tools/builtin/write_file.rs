@@ -77,7 +77,7 @@ async fn write(args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         }),
         locations: vec![file.at_line(line)],
         content: vec![ToolContent::Diff {
-            path: file.path,
+            path: file.path().to_path_buf(),
             old_text,
             new_text,
         }],

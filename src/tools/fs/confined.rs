@@ -9,6 +9,7 @@
 //! rename inside the parent directory, which replaces a swapped-in link
 //! rather than writing through it.
 
+use std::ffi::OsStr;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -92,33 +93,10 @@ impl ConfinedPath {
     /// it, so readers never see half a file; missing parents are created,
     /// and the mode of the file replaced is kept.
     pub(crate) fn write(&self, content: &[u8]) -> io::Result<()> {
-        let root = self.root_dir()?;
-        let (Some(parent), Some(name)) = (self.within.parent(), self.within.file_name()) else {
-            return Err(io::Error::new(
-                io::ErrorKind::IsADirectory,
-                "the path names a root directory, not a file",
-            ));
-        };
-        let parent = if parent.as_os_str().is_empty() {
-            root
-        } else {
-            match root.open_dir(parent) {
-                Ok(dir) => dir,
-                Err(err) if err.kind() == io::ErrorKind::NotFound => {
-                    root.create_dir_all(parent)?;
-                    root.open_dir(parent)?
-                }
-                Err(err) => return Err(err),
-            }
-        };
+        let (parent, name) = self.parent(Parents::Create)?;
         // Its mode, from the file itself (following a link only if it stays inside).
         let existing = match parent.metadata(name) {
-            Ok(meta) if meta.is_dir() => {
-                return Err(io::Error::new(
-                    io::ErrorKind::IsADirectory,
-                    "it is a directory; give the path of a file",
-                ));
-            }
+            Ok(meta) if meta.is_dir() => return Err(io::ErrorKind::IsADirectory.into()),
             Ok(meta) => Some(meta.permissions()),
             Err(_) => None,
         };
@@ -139,24 +117,44 @@ impl ConfinedPath {
         written
     }
 
-    /// Removes the file; a file already gone is not an error.
+    /// Removes the file; a file already gone (or its directory) is not an error.
     pub(crate) fn remove(&self) -> io::Result<()> {
-        let root = self.root_dir()?;
-        let parent = match self.within.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => root.open_dir(parent)?,
-            _ => root,
-        };
-        let Some(name) = self.within.file_name() else {
-            return Err(io::Error::new(
-                io::ErrorKind::IsADirectory,
-                "the path names a root directory, not a file",
-            ));
-        };
-        match parent.remove_file(name) {
+        let removed = self
+            .parent(Parents::Existing)
+            .and_then(|(parent, name)| parent.remove_file(name));
+        match removed {
             Err(err) if err.kind() != io::ErrorKind::NotFound => Err(err),
             _ => Ok(()),
         }
     }
+
+    /// The directory the file is in, opened beneath the root, and the
+    /// file's name in it.
+    fn parent(&self, parents: Parents) -> io::Result<(Dir, &OsStr)> {
+        let root = self.root_dir()?;
+        let (Some(parent), Some(name)) = (self.within.parent(), self.within.file_name()) else {
+            // The root itself.
+            return Err(io::ErrorKind::IsADirectory.into());
+        };
+        if parent.as_os_str().is_empty() {
+            return Ok((root, name));
+        }
+        let dir = match root.open_dir(parent) {
+            Err(err) if err.kind() == io::ErrorKind::NotFound && parents == Parents::Create => {
+                root.create_dir_all(parent)?;
+                root.open_dir(parent)
+            }
+            opened => opened,
+        }?;
+        Ok((dir, name))
+    }
+}
+
+/// Whether [`ConfinedPath::parent`] creates the directories that are missing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Parents {
+    Create,
+    Existing,
 }
 
 /// Whether an error is cap-std's refusal of a path that left the root.
@@ -222,6 +220,15 @@ mod tests {
             1,
             "no temp file outside"
         );
+    }
+
+    #[test]
+    fn removing_a_file_already_gone_with_its_directory_is_not_an_error() {
+        let (_dir, root, _outside) = workspace();
+        let checked = place(&root, "sub/f.txt");
+        std::fs::remove_dir_all(root.join("sub")).unwrap();
+        checked.remove().unwrap();
+        assert!(place(&root, ".").remove().is_err(), "the root is no file");
     }
 
     #[tokio::test]
