@@ -95,7 +95,7 @@ pub struct Rule {
     /// Where the rule was written, for `/permissions`.
     pub origin: RuleOrigin,
     /// An allow rule of a project file that is not trusted
-    /// ([`TrustedRules`]): listed, not applied.
+    /// ([`TrustedRules`]): listed, never matched.
     pub untrusted: bool,
 }
 
@@ -110,8 +110,10 @@ impl Rule {
         }
     }
 
+    /// Whether the rule decides `call`. An untrusted rule decides nothing.
     pub fn matches(&self, call: &ToolCallInfo, tool: &dyn Tool) -> bool {
-        self.tool.as_deref().is_none_or(|name| name == tool.name())
+        !self.untrusted
+            && self.tool.as_deref().is_none_or(|name| name == tool.name())
             && self.kind.is_none_or(|kind| kind == tool.kind())
             && (self.command_prefixes.is_empty()
                 || call.raw_input["command"].as_str().is_some_and(|command| {
@@ -319,11 +321,7 @@ impl SessionPermissions {
     /// The decision and scope of the first matching rule.
     fn decided(&self, call: &ToolCallInfo, tool: &dyn Tool) -> Option<(Decision, RuleScope)> {
         let session = self.lock_session_rules().clone();
-        // A project file's allow rules that are not trusted do not apply.
-        let files: Vec<Rule> = (lock(&self.file_rules).iter())
-            .filter(|rule| !rule.untrusted)
-            .cloned()
-            .collect();
+        let files = lock(&self.file_rules).clone();
         let agent = lock(&self.agent).clone();
         // This session's answers, then the remembered ones, then the config's.
         first_match(

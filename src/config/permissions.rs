@@ -109,12 +109,13 @@ fn validate_lists(
 /// A rules file (`PROJECT/.crucible/permissions.toml`, the user's
 /// `permissions.toml`): `[[permissions.rules]]` only, its relative paths
 /// under `base`; each rule ranks as the user's answer ([`RuleScope::Session`]).
-/// A missing file has no rules.
+/// Also the text the rules were read from, so a caller judges the very
+/// bytes they came from. A missing file has no rules (and no text).
 pub fn load_rules_file(
     path: &Path,
     base: Option<&Path>,
     origin: crate::permissions::RuleOrigin,
-) -> Result<Vec<Rule>, ConfigError> {
+) -> Result<(Vec<Rule>, String), ConfigError> {
     #[derive(serde::Deserialize, Default)]
     #[serde(deny_unknown_fields)]
     struct RulesFile {
@@ -129,7 +130,9 @@ pub fn load_rules_file(
     }
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((Vec::new(), String::new()));
+        }
         Err(source) => {
             return Err(ConfigError::Read {
                 path: path.to_path_buf(),
@@ -141,7 +144,7 @@ pub fn load_rules_file(
         path: path.to_path_buf(),
         message: format!("{err}It holds only [[permissions.rules]] entries."),
     })?;
-    (file.permissions.rules.into_iter().enumerate())
+    let rules = (file.permissions.rules.into_iter().enumerate())
         .map(|(n, raw)| {
             let place = RulePlace { n, path, base };
             let rule = place.rule(raw)?;
@@ -158,7 +161,8 @@ pub fn load_rules_file(
                 ..rule
             })
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok((rules, text))
 }
 
 /// The rules in the order written (first match wins among equals).

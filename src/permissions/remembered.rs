@@ -358,7 +358,6 @@ impl SessionPermissions {
         let files = lock(&self.file_rules);
         files
             .iter()
-            .filter(|rule| !rule.untrusted)
             .find(|rule| rule.matches(call, tool))
             .map(|rule| rule.decision)
     }

@@ -34,13 +34,13 @@ pub(super) fn load(cwd: &Path, trust: Option<TrustedRules>) -> Loaded {
     let project = files.project();
     let mut problems = Vec::new();
     let origin = RuleOrigin::ProjectFile(project.clone());
-    let mut rules = read(&project, Some(&files.project_root), origin, &mut problems);
-    let untrusted =
-        (files.trust.as_ref()).and_then(|trust| hold_back_untrusted(&project, trust, &mut rules));
+    let (mut rules, text) = read(&project, Some(&files.project_root), origin, &mut problems);
+    let untrusted = (files.trust.as_ref())
+        .and_then(|trust| hold_back_untrusted(&project, &text, trust, &mut rules));
     problems.extend(untrusted.clone());
     if let Some(user) = &files.user {
         let origin = RuleOrigin::UserFile(user.clone());
-        rules.extend(read(user, None, origin, &mut problems));
+        rules.extend(read(user, None, origin, &mut problems).0);
     }
     Loaded {
         files,
@@ -50,22 +50,29 @@ pub(super) fn load(cwd: &Path, trust: Option<TrustedRules>) -> Loaded {
     }
 }
 
+/// A file's rules and the text they were read from.
 fn read(
     path: &Path,
     base: Option<&Path>,
     origin: RuleOrigin,
     problems: &mut Vec<String>,
-) -> Vec<Rule> {
+) -> (Vec<Rule>, String) {
     crate::config::load_rules_file(path, base, origin).unwrap_or_else(|err| {
         tracing::warn!(%err, "permission rules file not used");
         problems.push(format!("Not used (fix the file): {err}"));
-        Vec::new()
+        (Vec::new(), String::new())
     })
 }
 
-/// Marks the project file's allow rules as not applied when the file is
-/// not what the agent last wrote or the user trusted; what to tell then.
-fn hold_back_untrusted(project: &Path, trust: &TrustedRules, rules: &mut [Rule]) -> Option<String> {
+/// Marks the project file's allow rules as not applied when `text`, what
+/// they were read from, is not what the agent last wrote or the user
+/// trusted; what to tell then.
+fn hold_back_untrusted(
+    project: &Path,
+    text: &str,
+    trust: &TrustedRules,
+    rules: &mut [Rule],
+) -> Option<String> {
     let allowing = rules
         .iter()
         .filter(|r| r.decision == Decision::Allow)
@@ -73,8 +80,7 @@ fn hold_back_untrusted(project: &Path, trust: &TrustedRules, rules: &mut [Rule])
     if allowing == 0 {
         return None;
     }
-    let content = std::fs::read(project).unwrap_or_default();
-    if trust.is_trusted(project, &content) {
+    if trust.is_trusted(project, text.as_bytes()) {
         return None;
     }
     for rule in rules.iter_mut().filter(|r| r.decision == Decision::Allow) {
