@@ -23,11 +23,17 @@ pub struct Unstable {
     /// Delegated agents as sessions of their own (`subagent_update`,
     /// `session_message`), even for a client that does not say it takes them.
     pub subagents: bool,
+    /// Session cursors (`cursor_update`, `session/fork` at a `cursorId`).
+    pub cursors: bool,
+    /// MCP servers the client serves over the ACP connection (`mcp/message`).
+    pub mcp_over_acp: bool,
 }
 
 /// The names `[acp] unstable` takes.
 const KNOWN: &[&str] = &[
+    "cursors",
     "fork",
+    "mcp_over_acp",
     "providers",
     "set_title",
     "status",
@@ -50,6 +56,8 @@ pub(super) fn validate_unstable(
             "subagents" => unstable.subagents = true,
             "providers" => unstable.providers = true,
             "usage" => unstable.usage = true,
+            "cursors" => unstable.cursors = true,
+            "mcp_over_acp" => unstable.mcp_over_acp = true,
             other => {
                 return Err(invalid(
                     path,
