@@ -208,7 +208,10 @@ fn hosted_choice(
     let mut key = None;
     for _ in 0..TRIES {
         let typed = term
-            .ask_hidden(&prompt)?
+            .ask_hidden(&prompt)
+            .map_err(|err| {
+                CliError::Refused(format!("cannot read the key from the terminal: {err}"))
+            })?
             .ok_or_else(ended)?
             .trim()
             .to_string();
