@@ -153,4 +153,72 @@ mod tests {
         };
         assert_eq!(for_client(chunk.clone(), compaction), Some(chunk));
     }
+
+    #[test]
+    fn the_todo_list_is_a_plan_by_id_only_for_clients_that_take_them() {
+        use crate::events::{TodoItem, TodoPriority, TodoStatus};
+        let items = vec![TodoItem {
+            content: "Fix".into(),
+            status: TodoStatus::Pending,
+            priority: TodoPriority::Medium,
+        }];
+        let todo = |items: Vec<TodoItem>| Update::Agent(AgentEvent::Plan(items));
+        let plain = ClientAbilities::default();
+        let plans = ClientAbilities {
+            plans: true,
+            ..plain
+        };
+        assert_eq!(
+            for_client(todo(items.clone()), plain),
+            Some(todo(items.clone()))
+        );
+        assert_eq!(
+            for_client(todo(items.clone()), plans),
+            Some(Update::Plan {
+                plan_id: TODO_PLAN_ID.into(),
+                plan: PlanContent::Items(items),
+            })
+        );
+        assert_eq!(
+            for_client(todo(Vec::new()), plans),
+            Some(Update::PlanRemoved {
+                plan_id: TODO_PLAN_ID.into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_finished_delegate_call_leads_with_its_childs_session_for_clients_that_show_it() {
+        let done = |name: &str| {
+            Update::Agent(AgentEvent::ToolCallUpdate(ToolCallProgress {
+                id: "call-1".into(),
+                name: name.into(),
+                status: crate::events::ToolStatus::Completed,
+                content: vec![ToolContent::Text("summary".into())],
+                locations: Vec::new(),
+                raw_output: Some(serde_json::json!({"sessionId": "child-1"})),
+            }))
+        };
+        let content = |update: Option<Update>| match update {
+            Some(Update::Agent(AgentEvent::ToolCallUpdate(progress))) => progress.content,
+            other => panic!("{other:?}"),
+        };
+        let shows = ClientAbilities {
+            subagents: true,
+            ..ClientAbilities::default()
+        };
+        assert_eq!(
+            content(for_client(done("delegate"), shows)),
+            vec![
+                ToolContent::Session {
+                    session_id: "child-1".into()
+                },
+                ToolContent::Text("summary".into())
+            ]
+        );
+        // Other tools, and clients that do not show children, are left alone.
+        assert_eq!(content(for_client(done("shell"), shows)).len(), 1);
+        let plain = ClientAbilities::default();
+        assert_eq!(content(for_client(done("delegate"), plain)).len(), 1);
+    }
 }

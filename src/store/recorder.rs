@@ -554,6 +554,60 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn plans_by_id_are_kept_as_the_todo_list_and_session_links_not_at_all() {
+        use crate::events::{TodoItem, TodoPriority, TodoStatus, ToolCallProgress, ToolStatus};
+        let (_data, store, recorder) = recording("s1");
+        let sink = recorder.wrap(Arc::new(RecordingClient::default()));
+        let items = vec![TodoItem {
+            content: "Fix".into(),
+            status: TodoStatus::Pending,
+            priority: TodoPriority::Medium,
+        }];
+        sink.send(
+            "s1",
+            Update::Plan {
+                plan_id: TODO_PLAN_ID.into(),
+                plan: PlanContent::Items(items.clone()),
+            },
+        );
+        let progress = |content| ToolCallProgress {
+            id: "c1".into(),
+            name: "delegate".into(),
+            status: ToolStatus::Completed,
+            content,
+            locations: Vec::new(),
+            raw_output: None,
+        };
+        let summary = ToolContent::Text("done".into());
+        let linked = vec![
+            ToolContent::Session {
+                session_id: "child".into(),
+            },
+            summary.clone(),
+        ];
+        sink.send(
+            "s1",
+            Update::Agent(AgentEvent::ToolCallUpdate(progress(linked))),
+        );
+        sink.send(
+            "s1",
+            Update::PlanRemoved {
+                plan_id: TODO_PLAN_ID.into(),
+            },
+        );
+        recorder.close().await;
+        let (_, events) = store.read("s1").unwrap();
+        assert_eq!(
+            crate::store::replay_from(&events),
+            vec![
+                Update::Agent(AgentEvent::Plan(items)),
+                Update::Agent(AgentEvent::ToolCallUpdate(progress(vec![summary]))),
+                Update::Agent(AgentEvent::Plan(Vec::new())),
+            ]
+        );
+    }
+
+    #[tokio::test]
     async fn what_the_sink_forwards_is_what_the_store_replays() {
         let (_data, store, recorder) = recording("s1");
         let sink = recorder.wrap(Arc::new(RecordingClient::default()));
