@@ -5,12 +5,24 @@ use std::path::Path;
 
 use agent_client_protocol_schema::v1 as acp;
 
-use crate::mcp::{McpServerSpec, McpTransport, SpecError};
+use crate::mcp::{McpServerSpec, McpTransport, Relay, SpecError};
 
 /// An ACP `mcpServers` entry, with stdio servers started in `cwd` (the
-/// session's directory: ACP gives them none of their own).
-pub fn server_spec(server: &acp::McpServer, cwd: &Path) -> Result<McpServerSpec, SpecError> {
-    let spec = spec_of(server)?;
+/// session's directory: ACP gives them none of their own). `acp` entries
+/// are served over `relay`, and refused without one (`mcp_over_acp` off).
+pub fn server_spec(
+    server: &acp::McpServer,
+    cwd: &Path,
+    relay: Option<&Relay>,
+) -> Result<McpServerSpec, SpecError> {
+    let spec = match (server, relay) {
+        (acp::McpServer::Acp(entry), Some(relay)) => {
+            let spec = McpServerSpec::acp(&entry.name, entry.server_id.0.as_ref(), relay.clone());
+            spec.validate()?;
+            spec
+        }
+        _ => spec_of(server)?,
+    };
     Ok(match spec.transport {
         McpTransport::Stdio { cwd: None, .. } => spec.with_cwd(cwd),
         _ => spec,
@@ -70,7 +82,7 @@ mod tests {
             "args": ["server.js", "/tmp"],
             "env": [{"name": "TOKEN", "value": "x"}]
         }));
-        let spec = server_spec(&server, Path::new("/work/project")).unwrap();
+        let spec = server_spec(&server, Path::new("/work/project"), None).unwrap();
         assert_eq!(
             spec,
             McpServerSpec::stdio("fs", "/usr/bin/node")
@@ -95,7 +107,7 @@ mod tests {
             "type": "sse", "name": "old", "url": "https://example.com/sse", "headers": []
         }));
         assert_eq!(
-            server_spec(&sse, Path::new("/x")).unwrap(),
+            server_spec(&sse, Path::new("/x"), None).unwrap(),
             McpServerSpec::sse("old", "https://example.com/sse")
         );
     }

@@ -4,6 +4,7 @@
 //! waiting happens in small tasks that hold the responder.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use agent_client_protocol_schema::v1 as acp;
 use agent_client_protocol_schema::v1::RequestId;
@@ -11,10 +12,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::mcp_relay::McpRelay;
 use super::{mcp_spec, translate};
 use crate::client::{ClientAbilities, ClientSink, SelectOption};
 use crate::events::StopReason;
-use crate::mcp::McpServerSpec;
+use crate::mcp::{McpServerSpec, Relay};
 use crate::model::ClientPrompt;
 use crate::session::manager::{self, SessionManager};
 use crate::session::{SessionError, SessionMsg};
@@ -84,6 +86,8 @@ pub struct Router {
     /// the next one waits for it, so replays never interleave and each
     /// answer follows its own replay.
     last_reopen: Option<oneshot::Receiver<()>>,
+    /// Carries the editor's `acp` MCP servers (unstable `mcp_over_acp`).
+    mcp_relay: Arc<McpRelay>,
 }
 
 /// How a stored session comes back: `session/load` replays its history to
@@ -109,6 +113,7 @@ impl Reopen {
 impl Router {
     pub fn new(connection: Connection, sessions: SessionManager) -> Self {
         Self {
+            mcp_relay: McpRelay::new(connection.clone()),
             connection,
             sessions,
             client: None,
@@ -214,6 +219,10 @@ impl Router {
                     self.connection.cancel_request(&cancel.request_id)
                 })
             }
+            // The editor's MCP server speaking for a request of ours.
+            "mcp/message" if self.sessions.unstable().mcp_over_acp => {
+                on_notification(method, params, |message| self.mcp_relay.deliver(message))
+            }
             // Unknown notifications are ignored, as JSON-RPC asks.
             _ => tracing::debug!(%method, "ignored notification"),
         }
@@ -247,7 +256,8 @@ impl Router {
     }
 
     fn new_session(&mut self, request: acp::NewSessionRequest, responder: Responder) {
-        let checked = session_servers("session/new", &request.cwd, &request.mcp_servers)
+        let relay = self.acp_relay();
+        let checked = session_servers("session/new", &request.cwd, &request.mcp_servers, relay.as_ref())
             .and_then(|servers| Ok((servers, check_roots(&request.additional_directories)?)))
             .and_then(|checked| {
                 Ok((
@@ -290,6 +300,14 @@ impl Router {
 
     fn interleaves(&self) -> bool {
         self.client.as_ref().is_some_and(ClientInfo::interleaves)
+    }
+
+    /// What serves `acp` MCP servers, when `[acp] unstable` names `mcp_over_acp`.
+    fn acp_relay(&self) -> Option<Relay> {
+        self.sessions
+            .unstable()
+            .mcp_over_acp
+            .then(|| self.mcp_relay.relay())
     }
 
     fn abilities(&self) -> ClientAbilities {
@@ -356,7 +374,8 @@ impl Router {
         (servers, client_prompt): (&[acp::McpServer], Option<ClientPrompt>),
         responder: Responder,
     ) {
-        let checked = session_servers(how.method(), &cwd, servers)
+        let relay = self.acp_relay();
+        let checked = session_servers(how.method(), &cwd, servers, relay.as_ref())
             .and_then(|servers| Ok((servers, check_roots(&roots)?)));
         let (mcp_servers, roots) = match checked {
             Ok(checked) => checked,
@@ -671,13 +690,14 @@ fn session_servers(
     method: &str,
     cwd: &Path,
     servers: &[acp::McpServer],
+    relay: Option<&Relay>,
 ) -> Result<Vec<McpServerSpec>, RpcError> {
     check_cwd(cwd)?;
     servers
         .iter()
         .enumerate()
         .map(|(n, server)| {
-            mcp_spec::server_spec(server, cwd).map_err(|err| {
+            mcp_spec::server_spec(server, cwd, relay).map_err(|err| {
                 RpcError::invalid_params(format!("{method}: field mcpServers[{n}]: {err}"))
             })
         })

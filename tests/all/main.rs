@@ -34,6 +34,7 @@ mod fuzz;
 mod live_updates;
 mod mcp;
 mod mcp_faults;
+mod mcp_over_acp;
 mod mcp_prompts;
 mod mcp_sessions;
 mod prompt_cache;

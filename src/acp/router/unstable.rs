@@ -111,5 +111,8 @@ pub fn initialize_response_with(unstable: crate::config::Unstable) -> acp::Initi
     if unstable.providers {
         response.agent_capabilities.providers = Some(acp::ProvidersCapabilities::new());
     }
+    if unstable.mcp_over_acp {
+        response.agent_capabilities.mcp_capabilities.acp = true;
+    }
     response
 }
