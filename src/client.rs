@@ -169,6 +169,36 @@ pub enum Update {
     /// A message this session sent to or got from another (ACP unstable
     /// `session_message`): a delegated task and its answer.
     SessionMessage(SessionMessage),
+    /// Part of the agent's answer or thinking, with the id of the message
+    /// it belongs to (ACP `messageId`), for clients that take cursors.
+    Tagged {
+        message_id: String,
+        event: AgentEvent,
+    },
+    /// A point of the session the client may act at (ACP unstable
+    /// `cursor_update`): a checkpoint of the context stack.
+    Cursor(Cursor),
+}
+
+/// A named point of the session, just before or after something the
+/// client was shown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cursor {
+    /// Unique in the session; also its checkpoint's name.
+    pub id: String,
+    pub at: Shown,
+    /// Just after it (else just before).
+    pub after: bool,
+    /// `session/fork` takes it.
+    pub fork: bool,
+}
+
+/// Something the client was shown, by the id it knows it by.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shown {
+    AgentMessage(String),
+    AgentThought(String),
+    ToolCall(String),
 }
 
 /// A child session as its parent shows it; None leaves a field as it was.
@@ -253,6 +283,15 @@ pub struct ClientAbilities {
     /// Shows delegated agents as sessions of their own (ACP unstable
     /// `subagents`): their updates go out under their own session ids.
     pub subagents: bool,
+    /// Takes cursors (ACP unstable `session.cursors`, when `[acp] unstable`
+    /// names `cursors`); `fork` says whether they can be forked at.
+    pub cursors: Option<CursorUse>,
+}
+
+/// What a client that takes cursors can do with them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CursorUse {
+    pub fork: bool,
 }
 
 /// The user's answer to one permission request.

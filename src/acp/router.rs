@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 
 use super::mcp_relay::McpRelay;
 use super::{mcp_spec, translate};
-use crate::client::{ClientAbilities, ClientSink, SelectOption};
+use crate::client::{ClientAbilities, ClientSink, CursorUse, SelectOption};
 use crate::events::StopReason;
 use crate::mcp::{McpServerSpec, Relay};
 use crate::model::ClientPrompt;
@@ -39,6 +39,8 @@ pub struct ClientInfo {
     pub elicitation: bool,
     /// Takes delegated agents as sessions (unstable `subagents`).
     pub subagents: bool,
+    /// Takes `cursor_update` (unstable `session.cursors`).
+    pub cursors: bool,
     pub name: Option<String>,
 }
 
@@ -59,6 +61,7 @@ impl ClientInfo {
             elicitation: (caps.elicitation.as_ref())
                 .is_some_and(acp::ElicitationCapabilities::supports_form),
             subagents: caps.subagents.is_some(),
+            cursors: caps.session.as_ref().is_some_and(|s| s.cursors.is_some()),
             name: request.client_info.as_ref().map(|info| info.name.clone()),
         };
         tracing::info!(client = ?info, requested = %request.protocol_version, "initialize");
@@ -321,6 +324,11 @@ impl Router {
                 compaction: info.compaction,
                 ask_user: info.elicitation,
                 subagents: info.subagents || self.sessions.unstable().subagents,
+                cursors: (info.cursors && self.sessions.unstable().cursors).then_some(
+                    CursorUse {
+                        fork: self.sessions.unstable().fork,
+                    },
+                ),
             })
             .unwrap_or_default()
     }
@@ -337,7 +345,7 @@ impl Router {
         };
         self.reopen(
             Reopen::Load,
-            &id.0,
+            (&id.0, None),
             (cwd, roots),
             (&request.mcp_servers, prompt),
             responder,
@@ -356,7 +364,7 @@ impl Router {
         };
         self.reopen(
             Reopen::Resume,
-            &id.0,
+            (&id.0, None),
             (cwd, roots),
             (&request.mcp_servers, prompt),
             responder,
@@ -369,7 +377,7 @@ impl Router {
     fn reopen(
         &mut self,
         how: Reopen,
-        id: &str,
+        (id, at): (&str, Option<String>),
         (cwd, roots): (PathBuf, Vec<PathBuf>),
         (servers, client_prompt): (&[acp::McpServer], Option<ClientPrompt>),
         responder: Responder,
@@ -385,7 +393,10 @@ impl Router {
         let interleaves = self.interleaves();
         let replay = how == Reopen::Load;
         let loaded = match how {
-            Reopen::Fork => self.sessions.fork(id, (cwd, roots), client, mcp_servers),
+            Reopen::Fork => {
+                self.sessions
+                    .fork(id, at, (cwd, roots), client, mcp_servers)
+            }
             Reopen::Load | Reopen::Resume => self
                 .sessions
                 .load(id, cwd, roots, client, mcp_servers, replay)
@@ -786,6 +797,9 @@ fn store_error(err: crate::store::StoreError) -> RpcError {
             ),
         ),
         StoreError::Locked { .. } => RpcError::new(INVALID_REQUEST, err.to_string()),
+        StoreError::UnknownCheckpoint { .. } => {
+            RpcError::invalid_params(format!("cursorId: {err}; send a cursor this agent announced in a cursor_update"))
+        }
         StoreError::Corrupt { .. } | StoreError::NewerFormat { .. } | StoreError::Io { .. } => {
             RpcError::internal(err.to_string())
         }

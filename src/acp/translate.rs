@@ -14,6 +14,7 @@ use crate::events::{
 use crate::model::Part;
 use crate::providers::Usage;
 
+mod cursors;
 mod subagents;
 
 pub fn session_update(update: &Update) -> acp::SessionUpdate {
@@ -73,6 +74,8 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
         }
         Update::Subagent(info) => subagents::subagent_update(info),
         Update::SessionMessage(message) => subagents::session_message(message),
+        Update::Tagged { message_id, event } => cursors::tagged(message_id, event),
+        Update::Cursor(cursor) => cursors::cursor_update(cursor),
     }
 }
 

@@ -190,7 +190,7 @@ impl Recorder {
 
     /// What the client was shown, for replay (only the conversation is kept).
     pub fn shown(&self, update: &Update) {
-        if let Update::Agent(event) = update
+        if let Update::Agent(event) | Update::Tagged { event, .. } = update
             && let Some(event) = StoredEvent::shown(event)
         {
             self.append(event);
