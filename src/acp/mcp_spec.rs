@@ -112,6 +112,45 @@ mod tests {
         );
     }
 
+    struct Unanswered;
+
+    impl crate::mcp::AcpRelay for Unanswered {
+        fn request(
+            &self,
+            _: &str,
+            _: &str,
+            _: &str,
+            _: Option<serde_json::Map<String, serde_json::Value>>,
+        ) -> futures::future::BoxFuture<'static, Result<crate::mcp::RelayAnswer, String>> {
+            Box::pin(async { Err("no editor here".to_string()) })
+        }
+
+        fn subscribe(
+            &self,
+            _: &str,
+        ) -> tokio::sync::mpsc::UnboundedReceiver<crate::mcp::RelayNotification> {
+            tokio::sync::mpsc::unbounded_channel().1
+        }
+    }
+
+    #[test]
+    fn acp_entries_need_the_relay_and_a_server_id() {
+        let entry = parse(serde_json::json!({"type": "acp", "name": "ed", "serverId": "s1"}));
+        assert_eq!(
+            server_spec(&entry, Path::new("/x"), None).unwrap_err(),
+            SpecError::UnsupportedTransport { name: "ed".into() }
+        );
+        let relay = Relay(std::sync::Arc::new(Unanswered));
+        let spec = server_spec(&entry, Path::new("/x"), Some(&relay)).unwrap();
+        assert_eq!(spec, McpServerSpec::acp("ed", "s1", relay.clone()));
+        assert_eq!(spec.target(), "acp:s1");
+        let blank = parse(serde_json::json!({"type": "acp", "name": "ed", "serverId": " "}));
+        assert_eq!(
+            server_spec(&blank, Path::new("/x"), Some(&relay)).unwrap_err(),
+            SpecError::EmptyServerId { name: "ed".into() }
+        );
+    }
+
     #[test]
     fn unusable_entries_say_why() {
         let bad_url = parse(

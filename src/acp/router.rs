@@ -224,7 +224,9 @@ impl Router {
             }
             // The editor's MCP server speaking for a request of ours.
             "mcp/message" if self.sessions.unstable().mcp_over_acp => {
-                on_notification(method, params, |message| self.mcp_relay.deliver(message))
+                on_notification(method, params, |message: acp::MessageMcpNotification| {
+                    self.mcp_relay.deliver(message)
+                })
             }
             // Unknown notifications are ignored, as JSON-RPC asks.
             _ => tracing::debug!(%method, "ignored notification"),
