@@ -35,8 +35,8 @@ pub use names::{MAX_TOOL_NAME, NameAllocator, sanitize};
 pub use prompt::{McpPrompt, McpPromptArgument};
 pub use server::McpServer;
 pub use spec::{McpServerSpec, McpTransport, SpecError, StdioSandbox, ToolSelection};
-pub use transport::acp::{AcpRelay, Relay, RelayAnswer, RelayNotification};
 pub use tool::McpTool;
+pub use transport::acp::{AcpRelay, Relay, RelayAnswer, RelayNotification};
 
 use crate::model::Message;
 use crate::tools::Tool;

@@ -262,14 +262,19 @@ impl Router {
 
     fn new_session(&mut self, request: acp::NewSessionRequest, responder: Responder) {
         let relay = self.acp_relay();
-        let checked = session_servers("session/new", &request.cwd, &request.mcp_servers, relay.as_ref())
-            .and_then(|servers| Ok((servers, check_roots(&request.additional_directories)?)))
-            .and_then(|checked| {
-                Ok((
-                    checked,
-                    self.client_prompt("session/new", request.system_prompt)?,
-                ))
-            });
+        let checked = session_servers(
+            "session/new",
+            &request.cwd,
+            &request.mcp_servers,
+            relay.as_ref(),
+        )
+        .and_then(|servers| Ok((servers, check_roots(&request.additional_directories)?)))
+        .and_then(|checked| {
+            Ok((
+                checked,
+                self.client_prompt("session/new", request.system_prompt)?,
+            ))
+        });
         let ((mcp_servers, roots), client_prompt) = match checked {
             Ok(checked) => checked,
             Err(err) => return responder.respond(Err(err)),
@@ -326,11 +331,9 @@ impl Router {
                 compaction: info.compaction,
                 ask_user: info.elicitation,
                 subagents: info.subagents || self.sessions.unstable().subagents,
-                cursors: (info.cursors && self.sessions.unstable().cursors).then_some(
-                    CursorUse {
-                        fork: self.sessions.unstable().fork,
-                    },
-                ),
+                cursors: (info.cursors && self.sessions.unstable().cursors).then_some(CursorUse {
+                    fork: self.sessions.unstable().fork,
+                }),
             })
             .unwrap_or_default()
     }
@@ -395,10 +398,9 @@ impl Router {
         let interleaves = self.interleaves();
         let replay = how == Reopen::Load;
         let loaded = match how {
-            Reopen::Fork => {
-                self.sessions
-                    .fork(id, at, (cwd, roots), client, mcp_servers)
-            }
+            Reopen::Fork => self
+                .sessions
+                .fork(id, at, (cwd, roots), client, mcp_servers),
             Reopen::Load | Reopen::Resume => self
                 .sessions
                 .load(id, cwd, roots, client, mcp_servers, replay)
@@ -799,9 +801,9 @@ fn store_error(err: crate::store::StoreError) -> RpcError {
             ),
         ),
         StoreError::Locked { .. } => RpcError::new(INVALID_REQUEST, err.to_string()),
-        StoreError::UnknownCheckpoint { .. } => {
-            RpcError::invalid_params(format!("cursorId: {err}; send a cursor this agent announced in a cursor_update"))
-        }
+        StoreError::UnknownCheckpoint { .. } => RpcError::invalid_params(format!(
+            "cursorId: {err}; send a cursor this agent announced in a cursor_update"
+        )),
         StoreError::Corrupt { .. } | StoreError::NewerFormat { .. } | StoreError::Io { .. } => {
             RpcError::internal(err.to_string())
         }

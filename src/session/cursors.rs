@@ -169,7 +169,11 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert_eq!(id(&a), "msg-abc-2");
-        assert_eq!(id(&b), "msg-abc-2", "one message until something else comes");
+        assert_eq!(
+            id(&b),
+            "msg-abc-2",
+            "one message until something else comes"
+        );
         let call = ToolCallInfo {
             id: "call_1".into(),
             name: "read".into(),

@@ -426,7 +426,11 @@ impl SessionActor {
     /// the context just after the prompt, saved like `/context checkpoint`.
     /// Delegated agents' sessions have none (their parent shows them).
     fn prompt_cursor(&mut self) -> Option<cursors::Shared> {
-        let uses = self.services.abilities.cursors.filter(|_| self.services.depth == 0)?;
+        let uses = self
+            .services
+            .abilities
+            .cursors
+            .filter(|_| self.services.depth == 0)?;
         let id = cursors::new_id();
         let op = cursors::checkpoint(&id);
         if let Err(err) = self.conversation.context.apply(&op) {

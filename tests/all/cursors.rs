@@ -30,8 +30,14 @@ async fn initialize_with_cursors(agent: &mut Agent) {
 /// answer's message id.
 fn turn_cursors(seen: &[Value], session: &str) -> (String, String) {
     let chunks = updates(seen, session, "agent_message_chunk");
-    let message = chunks[0]["messageId"].as_str().expect("no messageId").to_string();
-    assert!(chunks.iter().all(|c| c["messageId"] == message.as_str()), "{chunks:?}");
+    let message = chunks[0]["messageId"]
+        .as_str()
+        .expect("no messageId")
+        .to_string();
+    assert!(
+        chunks.iter().all(|c| c["messageId"] == message.as_str()),
+        "{chunks:?}"
+    );
     let cursors = updates(seen, session, "cursor_update");
     assert_eq!(cursors.len(), 2, "{cursors:?}");
     for (cursor, position) in cursors.iter().zip(["before", "after"]) {
@@ -87,7 +93,10 @@ async fn a_fork_at_a_cursor_has_only_the_history_before_it() {
     assert_ne!(after_prompt, after_answer);
     let (seen, _) = agent.prompt(&session, "second question").await;
     let (later, _) = turn_cursors(&seen, &session);
-    assert!(![&after_prompt, &after_answer].contains(&&later), "cursor ids are never reused");
+    assert!(
+        ![&after_prompt, &after_answer].contains(&&later),
+        "cursor ids are never reused"
+    );
 
     // After the first answer: the first exchange, not the second.
     let fork = fork_at(&mut agent, &session, &after_answer).await;
@@ -98,7 +107,9 @@ async fn a_fork_at_a_cursor_has_only_the_history_before_it() {
     assert!(seen[0].1.contains("first question"), "{seen:?}");
     assert!(seen[2].1.contains("third question"), "{seen:?}");
     // Its replay shows the same.
-    agent.call("session/close", json!({"sessionId": fork})).await;
+    agent
+        .call("session/close", json!({"sessionId": fork}))
+        .await;
     let (replayed, loaded) = agent
         .call(
             "session/load",
@@ -108,7 +119,12 @@ async fn a_fork_at_a_cursor_has_only_the_history_before_it() {
     assert!(loaded.get("result").is_some(), "{loaded}");
     let shown: Vec<String> = updates(&replayed, &fork, "user_message_chunk")
         .iter()
-        .map(|u| u["content"]["text"].as_str().unwrap_or_default().to_string())
+        .map(|u| {
+            u["content"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
         .collect();
     assert_eq!(shown, ["first question", "third question"], "{replayed:?}");
 
@@ -119,12 +135,21 @@ async fn a_fork_at_a_cursor_has_only_the_history_before_it() {
     let roles: Vec<&str> = seen.iter().map(|(role, _)| role.as_str()).collect();
     assert!(!roles.contains(&"assistant"), "{seen:?}");
     assert!(seen[0].1.contains("first question"), "{seen:?}");
-    assert!(!seen.iter().any(|(_, text)| text.contains("second question")), "{seen:?}");
+    assert!(
+        !seen
+            .iter()
+            .any(|(_, text)| text.contains("second question")),
+        "{seen:?}"
+    );
 
     // The source goes on with its whole history.
     agent.prompt(&session, "fourth question").await;
     let seen = last_messages(&server);
-    assert!(seen.iter().any(|(_, text)| text.contains("second question")), "{seen:?}");
+    assert!(
+        seen.iter()
+            .any(|(_, text)| text.contains("second question")),
+        "{seen:?}"
+    );
 }
 
 #[tokio::test]
@@ -135,10 +160,16 @@ async fn clients_that_do_not_take_cursors_see_no_change() {
     agent.initialize().await;
     let session = agent.new_session().await;
     let (seen, _) = agent.prompt(&session, "hello").await;
-    assert!(updates(&seen, &session, "cursor_update").is_empty(), "{seen:?}");
+    assert!(
+        updates(&seen, &session, "cursor_update").is_empty(),
+        "{seen:?}"
+    );
     let chunks = updates(&seen, &session, "agent_message_chunk");
     assert!(!chunks.is_empty());
-    assert!(chunks.iter().all(|c| c.get("messageId").is_none()), "{chunks:?}");
+    assert!(
+        chunks.iter().all(|c| c.get("messageId").is_none()),
+        "{chunks:?}"
+    );
     let (_, unknown) = agent
         .call(
             "session/fork",
@@ -146,14 +177,23 @@ async fn clients_that_do_not_take_cursors_see_no_change() {
         )
         .await;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
-    assert!(unknown["error"]["message"].as_str().unwrap().contains("cursor-nope"), "{unknown}");
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cursor-nope"),
+        "{unknown}"
+    );
 
     // Not turned on: a cursor-taking client gets none, and cursorId is refused.
     let mut agent = Agent::spawn(&config(&server, "\"fork\"")).await;
     initialize_with_cursors(&mut agent).await;
     let session = agent.new_session().await;
     let (seen, _) = agent.prompt(&session, "hello").await;
-    assert!(updates(&seen, &session, "cursor_update").is_empty(), "{seen:?}");
+    assert!(
+        updates(&seen, &session, "cursor_update").is_empty(),
+        "{seen:?}"
+    );
     let (_, refused) = agent
         .call(
             "session/fork",
@@ -161,5 +201,11 @@ async fn clients_that_do_not_take_cursors_see_no_change() {
         )
         .await;
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
-    assert!(refused["error"]["message"].as_str().unwrap().contains("cursorId"), "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cursorId"),
+        "{refused}"
+    );
 }

@@ -88,9 +88,20 @@ async fn the_editors_server_serves_a_tool_and_a_failing_call_fails_alone() {
     let init = agent.initialize().await;
     let caps = &init["result"]["agentCapabilities"]["mcpCapabilities"];
     assert_eq!(caps["acp"], true, "{caps}");
-    let session = agent.new_session_with(editor_entry()).await;
-
+    // The servers start at once: the editor is asked before the answer comes.
     let mut methods = Vec::new();
+    let cwd = agent.cwd();
+    let id = agent
+        .request(
+            "session/new",
+            json!({"cwd": cwd, "mcpServers": editor_entry()}),
+        )
+        .await;
+    let (_, created) = respond_until(&mut agent, id, |m| editor_server(m, &mut methods)).await;
+    let session = created["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_string();
     let id = agent.start_prompt(&session, "define ferrous").await;
     let (seen, answer) = respond_until(&mut agent, id, |m| editor_server(m, &mut methods)).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
@@ -124,11 +135,23 @@ async fn the_editors_server_serves_a_tool_and_a_failing_call_fails_alone() {
         "{finished:?}"
     );
     let text = |u: &Value| u.to_string();
-    assert!(text(finished[0]).contains("ferrous: containing iron"), "{}", finished[0]);
+    assert!(
+        text(finished[0]).contains("ferrous: containing iron"),
+        "{}",
+        finished[0]
+    );
     assert!(text(finished[1]).contains("crashed"), "{}", finished[1]);
-    assert!(text(finished[2]).contains("no answer within 2"), "{}", finished[2]);
+    assert!(
+        text(finished[2]).contains("did not answer within 2 s"),
+        "{}",
+        finished[2]
+    );
     // The server still works after a failed and a timed-out call.
-    assert!(text(finished[3]).contains("cupric: containing iron"), "{}", finished[3]);
+    assert!(
+        text(finished[3]).contains("cupric: containing iron"),
+        "{}",
+        finished[3]
+    );
     let requests = server.chat_requests();
     let last = requests.last().unwrap().body.to_string();
     assert!(last.contains("cupric: containing iron"), "{last}");

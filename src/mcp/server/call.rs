@@ -216,7 +216,10 @@ impl ServerInner {
                         (detail, "reconnected")
                     }
                     McpTransport::Acp { server_id, .. } => (
-                        format!("the editor's server `{server_id}` stopped answering: {}", error_chain(&err)),
+                        format!(
+                            "the editor's server `{server_id}` stopped answering: {}",
+                            error_chain(&err)
+                        ),
                         "asked again",
                     ),
                 };

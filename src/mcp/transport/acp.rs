@@ -117,8 +117,12 @@ impl AcpTransport {
         let key = request_id.clone();
         let task = tokio::spawn(async move {
             let message = match answer.await {
-                Ok(RelayAnswer::Result(result)) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-                Ok(RelayAnswer::Error(error)) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+                Ok(RelayAnswer::Result(result)) => {
+                    json!({"jsonrpc": "2.0", "id": id, "result": result})
+                }
+                Ok(RelayAnswer::Error(error)) => {
+                    json!({"jsonrpc": "2.0", "id": id, "error": error})
+                }
                 Err(reason) => json!({"jsonrpc": "2.0", "id": id, "error": {
                     "code": INTERNAL_ERROR,
                     "message": format!("the editor did not answer {method}: {reason}"),
@@ -236,5 +240,59 @@ fn key_value(key: &str) -> Value {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::{McpOptions, McpServer, McpServerSpec};
+
+    /// An editor whose server has one tool, `echo`.
+    struct Editor;
+
+    impl AcpRelay for Editor {
+        fn request(
+            &self,
+            server_id: &str,
+            _request_id: &str,
+            method: &str,
+            params: Option<JsonObject>,
+        ) -> BoxFuture<'static, Result<RelayAnswer, String>> {
+            assert_eq!(server_id, "ed-1");
+            let answer = match method {
+                "initialize" => RelayAnswer::Result(json!({
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "ed", "version": "1"}
+                })),
+                "tools/list" => RelayAnswer::Result(json!({"tools": [{
+                    "name": "echo", "inputSchema": {"type": "object"}
+                }]})),
+                "tools/call" => RelayAnswer::Result(json!({"content": [{
+                    "type": "text",
+                    "text": params.map(|p| Value::Object(p).to_string()).unwrap_or_default()
+                }]})),
+                other => RelayAnswer::Error(json!({"code": -32601, "message": other})),
+            };
+            Box::pin(async move { Ok(answer) })
+        }
+
+        fn subscribe(&self, _: &str) -> mpsc::UnboundedReceiver<RelayNotification> {
+            mpsc::unbounded_channel().1
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_over_the_relay_lists_and_calls_its_tools() {
+        let relay = Relay(Arc::new(Editor));
+        let spec = McpServerSpec::acp("ed", "ed-1", relay);
+        let server = McpServer::start(spec, McpOptions::default()).await.unwrap();
+        assert_eq!(server.tool_names(), ["echo"]);
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let result = server.call_tool("echo", None, &cancel).await.unwrap();
+        assert!(format!("{result:?}").contains("echo"), "{result:?}");
+    }
 }
