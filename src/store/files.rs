@@ -532,6 +532,30 @@ mod tests {
     }
 
     #[test]
+    fn a_fork_at_a_checkpoint_keeps_the_history_up_to_it() {
+        let data = tempfile::tempdir().unwrap();
+        let store = Store::new(data.path());
+        drop(store.create(&meta("src", "t", "/")).unwrap());
+        let checkpoint = |name: &str| {
+            StoredEvent::context(&crate::context::ContextOp::Checkpoint { name: name.into() })
+        };
+        let lines: String = ["a", "b", "c"]
+            .iter()
+            .map(|name| serde_json::to_string(&checkpoint(name)).unwrap() + "\n")
+            .collect();
+        fs::write(store.dir().join("src").join(HISTORY), lines).unwrap();
+        store.fork("src", "copy", Some("b")).unwrap();
+        let (_, events) = store.read("copy").unwrap();
+        assert_eq!(events, [checkpoint("a"), checkpoint("b")]);
+        let err = store.fork("src", "other", Some("z")).unwrap_err();
+        assert!(matches!(err, StoreError::UnknownCheckpoint { .. }), "{err}");
+        assert!(
+            !store.dir().join("other").exists(),
+            "nothing is left of a refused fork"
+        );
+    }
+
+    #[test]
     fn a_session_is_open_in_one_place_only() {
         let data = tempfile::tempdir().unwrap();
         let store = Store::new(data.path());
