@@ -23,11 +23,10 @@ pub struct Unstable {
     /// Delegated agents as sessions of their own (`subagent_update`,
     /// `session_message`), even for a client that does not say it takes them.
     pub subagents: bool,
-    /// The editor's own MCP servers (`type: "acp"`), over `mcp/message`.
-    pub mcp_over_acp: bool,
-    /// `cursor_update` for clients with `session.cursors`, and
-    /// `session/fork` at a cursor.
+    /// Session cursors (`cursor_update`, `session/fork` at a `cursorId`).
     pub cursors: bool,
+    /// MCP servers the client serves over the ACP connection (`mcp/message`).
+    pub mcp_over_acp: bool,
 }
 
 /// The names `[acp] unstable` takes.
@@ -55,10 +54,10 @@ pub(super) fn validate_unstable(
             "system_prompt" => unstable.system_prompt = true,
             "fork" => unstable.fork = true,
             "subagents" => unstable.subagents = true,
-            "mcp_over_acp" => unstable.mcp_over_acp = true,
-            "cursors" => unstable.cursors = true,
             "providers" => unstable.providers = true,
             "usage" => unstable.usage = true,
+            "cursors" => unstable.cursors = true,
+            "mcp_over_acp" => unstable.mcp_over_acp = true,
             other => {
                 return Err(invalid(
                     path,

@@ -37,7 +37,10 @@ async fn initialize_negotiates_version_and_advertises_truthfully() {
         );
     }
     // MCP over streamable HTTP and legacy SSE both work (tests/all/mcp.rs).
-    assert_eq!(caps["mcpCapabilities"], json!({"http": true, "sse": true}));
+    assert_eq!(caps["mcpCapabilities"]["http"], true);
+    assert_eq!(caps["mcpCapabilities"]["sse"], true);
+    // MCP over ACP is unstable: not offered unless `[acp] unstable` names it.
+    assert_ne!(caps["mcpCapabilities"]["acp"], true);
     assert_eq!(caps["promptCapabilities"]["audio"], false);
     assert!(caps["sessionCapabilities"]["close"].is_object());
     // A future protocol version gets the one we speak.
