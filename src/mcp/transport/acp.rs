@@ -115,6 +115,8 @@ impl AcpTransport {
         let answers = self.answers.clone();
         let waiting = self.waiting.clone();
         let key = request_id.clone();
+        // Held until the task is filed, so its own removal comes after.
+        let mut filed = lock(&self.waiting);
         let task = tokio::spawn(async move {
             let message = match answer.await {
                 Ok(RelayAnswer::Result(result)) => {
@@ -135,7 +137,7 @@ impl AcpTransport {
                 }
                 Err(err) => {
                     tracing::warn!(%err, %method, "the editor's MCP answer is not an MCP result");
-                    let failed = json!({"jsonrpc": "2.0", "id": key_value(&key), "error": {
+                    let failed = json!({"jsonrpc": "2.0", "id": id, "error": {
                         "code": INTERNAL_ERROR,
                         "message": format!("the editor's answer to {method} could not be read: {err}"),
                     }});
@@ -145,7 +147,7 @@ impl AcpTransport {
                 }
             }
         });
-        lock(&self.waiting).insert(request_id, task.abort_handle());
+        filed.insert(request_id, task.abort_handle());
     }
 
     /// `notifications/cancelled`: the request's ACP request is withdrawn.
@@ -230,13 +232,6 @@ fn id_text(id: &Value) -> String {
         Value::String(text) => text.clone(),
         other => other.to_string(),
     }
-}
-
-/// The id back as JSON: a number when it reads as one.
-fn key_value(key: &str) -> Value {
-    key.parse::<i64>()
-        .map(Value::from)
-        .unwrap_or_else(|_| Value::from(key))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
