@@ -37,8 +37,10 @@ pub struct ClientInfo {
     pub notices: bool,
     pub compaction: bool,
     pub elicitation: bool,
-    /// Takes delegated agents as sessions (unstable `subagents`).
+    /// Takes delegated agents as sessions (`subagents`).
     pub subagents: bool,
+    /// Takes plans by id (`plan`: `plan_update`, `plan_removed`).
+    pub plans: bool,
     /// Takes `cursor_update` (unstable `session.cursors`).
     pub cursors: bool,
     pub name: Option<String>,
@@ -61,6 +63,7 @@ impl ClientInfo {
             elicitation: (caps.elicitation.as_ref())
                 .is_some_and(acp::ElicitationCapabilities::supports_form),
             subagents: caps.subagents.is_some(),
+            plans: caps.plan.is_some(),
             cursors: caps.session.as_ref().is_some_and(|s| s.cursors.is_some()),
             name: request.client_info.as_ref().map(|info| info.name.clone()),
         };
@@ -194,6 +197,9 @@ impl Router {
             "providers/disable" if self.sessions.unstable().providers => {
                 Self::dispatch(Self::disable_provider)
             }
+            "auth/status" if self.sessions.unstable().auth_status => {
+                Self::dispatch(Self::auth_status)
+            }
             _ => return responder.respond(Err(RpcError::method_not_found(method))),
         };
         handler(self, method, params, responder);
@@ -242,6 +248,15 @@ impl Router {
         }
     }
 
+    /// A request's `systemPrompt` (stable since ACP 1.20: every client may send one).
+    fn client_prompt(
+        &self,
+        method: &str,
+        prompt: Option<acp::SystemPrompt>,
+    ) -> Result<Option<ClientPrompt>, RpcError> {
+        super::system_prompt::read(method, prompt)
+    }
+
     /// The error for a request to a session that is not open here.
     fn not_running(&self, id: &str) -> RpcError {
         if self.sessions.stopped(id) {
@@ -256,8 +271,12 @@ impl Router {
         responder.respond_with(Ok(initialize_response_with(self.sessions.unstable())));
     }
 
-    fn authenticate(&mut self, _: acp::AuthenticateRequest, responder: Responder) {
-        responder.respond_with(Ok(acp::AuthenticateResponse::new()));
+    fn authenticate(&mut self, request: acp::AuthenticateRequest, responder: Responder) {
+        let (providers, _) = self.sessions.providers();
+        responder.respond_with(super::auth::authenticate(
+            &request,
+            &super::auth::state(&providers),
+        ));
     }
 
     fn new_session(&mut self, request: acp::NewSessionRequest, responder: Responder) {
@@ -331,6 +350,7 @@ impl Router {
                 compaction: info.compaction,
                 ask_user: info.elicitation,
                 subagents: info.subagents || self.sessions.unstable().subagents,
+                plans: info.plans,
                 cursors: (info.cursors && self.sessions.unstable().cursors).then_some(CursorUse {
                     fork: self.sessions.unstable().fork,
                 }),
@@ -747,13 +767,14 @@ pub fn initialize_response() -> acp::InitializeResponse {
                         .resume(acp::SessionResumeCapabilities::new())
                         .close(acp::SessionCloseCapabilities::new())
                         .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new())
-                        .delete(acp::SessionDeleteCapabilities::new()),
+                        .delete(acp::SessionDeleteCapabilities::new())
+                        .system_prompt(super::system_prompt::capabilities()),
                 ),
         )
         .agent_info(
             acp::Implementation::new("crucible-agent", env!("CARGO_PKG_VERSION")).title("Crucible"),
         )
-        .auth_methods(Vec::new())
+        .auth_methods(super::auth::methods())
 }
 
 /// `additionalDirectories`: each an absolute, existing directory (the

@@ -1,13 +1,21 @@
 //! Live events (notices, compaction steps) as this client can take them:
 //! as they are when it said it shows them, else as the thoughts clients
-//! were always shown (or, for a compaction's end, as a notice).
+//! were always shown (or, for a compaction's end, as a notice). The todo
+//! list goes to clients that take plans by id as a plan of its own, and a
+//! delegated agent's call names its session to clients that show them.
 
-use crate::client::{ClientAbilities, Update};
-use crate::events::{AgentEvent, Compaction, CompactionOutcome, Notice, Severity};
+use crate::client::{ClientAbilities, PlanContent, TODO_PLAN_ID, Update};
+use crate::events::{
+    AgentEvent, Compaction, CompactionOutcome, Notice, Severity, ToolCallProgress, ToolContent,
+};
 
 /// `update` for a client with `abilities`; None when it has no equivalent.
 pub(super) fn for_client(update: Update, abilities: ClientAbilities) -> Option<Update> {
+    let update = plan_for_client(update, abilities);
     let event = match update {
+        Update::Agent(AgentEvent::ToolCallUpdate(progress)) if abilities.subagents => {
+            AgentEvent::ToolCallUpdate(with_child_session(progress))
+        }
         Update::Agent(AgentEvent::Notice(notice)) if !abilities.notices => {
             AgentEvent::Thought(notice.thought)
         }
@@ -38,6 +46,44 @@ pub(super) fn for_client(update: Update, abilities: ClientAbilities) -> Option<U
         other => return Some(other),
     };
     Some(Update::Agent(event))
+}
+
+/// The todo list as a plan by id (`plan_update`, or `plan_removed` once
+/// empty) for a client that takes them; anything else as it is. Applied to
+/// a load's replay too.
+pub(super) fn plan_for_client(update: Update, abilities: ClientAbilities) -> Update {
+    match update {
+        Update::Agent(AgentEvent::Plan(items)) if abilities.plans => {
+            let plan_id = TODO_PLAN_ID.to_string();
+            if items.is_empty() {
+                Update::PlanRemoved { plan_id }
+            } else {
+                Update::Plan {
+                    plan_id,
+                    plan: PlanContent::Items(items),
+                }
+            }
+        }
+        other => other,
+    }
+}
+
+/// A finished `delegate` call leads with the child's session (its raw
+/// output names it), so the client links the call to the child's transcript.
+fn with_child_session(mut progress: ToolCallProgress) -> ToolCallProgress {
+    let child = (progress.name == crate::tools::delegate::NAME)
+        .then(|| progress.raw_output.as_ref()?.get("sessionId")?.as_str())
+        .flatten()
+        .map(str::to_string);
+    let shown = (progress.content.iter()).any(|c| matches!(c, ToolContent::Session { .. }));
+    if let Some(session_id) = child
+        && !shown
+    {
+        progress
+            .content
+            .insert(0, ToolContent::Session { session_id });
+    }
+    progress
 }
 
 #[cfg(test)]

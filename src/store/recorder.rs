@@ -14,11 +14,11 @@ use super::disk::{Metadata, StoredEvent};
 use super::files::{OpenSession, now_rfc3339, write_metadata};
 use super::views::title_from;
 use crate::client::{
-    ClientFuture, ClientSink, CreateTerminal, PermissionChoice, ReadTextFile, TerminalExit,
-    TerminalId, TerminalOutput, Update, WriteTextFile,
+    ClientFuture, ClientSink, CreateTerminal, PermissionChoice, PlanContent, ReadTextFile,
+    TODO_PLAN_ID, TerminalExit, TerminalId, TerminalOutput, Update, WriteTextFile,
 };
 use crate::context::{ContextOp, TokenEstimator};
-use crate::events::ToolCallInfo;
+use crate::events::{AgentEvent, ToolCallInfo, ToolContent};
 use crate::model::Message;
 
 enum Op {
@@ -188,11 +188,34 @@ impl Recorder {
         }
     }
 
-    /// What the client was shown, for replay (only the conversation is kept).
+    /// What the client was shown, for replay (only the conversation is
+    /// kept; a reference to another session is display only).
     pub fn shown(&self, update: &Update) {
-        if let Update::Agent(event) | Update::Tagged { event, .. } = update
-            && let Some(event) = StoredEvent::shown(event)
-        {
+        let event = match update {
+            Update::Agent(AgentEvent::ToolCallUpdate(progress))
+                if progress
+                    .content
+                    .iter()
+                    .any(|c| matches!(c, ToolContent::Session { .. })) =>
+            {
+                let mut progress = progress.clone();
+                progress
+                    .content
+                    .retain(|c| !matches!(c, ToolContent::Session { .. }));
+                AgentEvent::ToolCallUpdate(progress)
+            }
+            Update::Agent(event) | Update::Tagged { event, .. } => event.clone(),
+            // The todo list as a client that takes plans by id saw it.
+            Update::Plan {
+                plan_id,
+                plan: PlanContent::Items(items),
+            } if plan_id == TODO_PLAN_ID => AgentEvent::Plan(items.clone()),
+            Update::PlanRemoved { plan_id } if plan_id == TODO_PLAN_ID => {
+                AgentEvent::Plan(Vec::new())
+            }
+            _ => return,
+        };
+        if let Some(event) = StoredEvent::shown(&event) {
             self.append(event);
         }
     }

@@ -26,7 +26,9 @@ async fn initialize_negotiates_version_and_advertises_truthfully() {
     assert_eq!(result["protocolVersion"], 1);
     assert_eq!(result["agentInfo"]["name"], "crucible-agent");
     assert_eq!(result["agentInfo"]["version"], env!("CARGO_PKG_VERSION"));
-    assert_eq!(result["authMethods"], json!([]));
+    // One sign-in method, the ACP registry's minimum: a terminal running `setup`.
+    assert_eq!(result["authMethods"][0]["type"], "terminal");
+    assert_eq!(result["authMethods"][0]["args"], json!(["setup"]));
     let caps = &result["agentCapabilities"];
     // Sessions are stored: load, list, resume, close and delete work (tests/all/sessions.rs).
     assert_eq!(caps["loadSession"], true);
@@ -166,7 +168,7 @@ async fn authenticate_and_logout_succeed_without_auth() {
     let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
     agent.initialize().await;
     let (_, response) = agent
-        .call("authenticate", json!({"methodId": "none"}))
+        .call("authenticate", json!({"methodId": "setup"}))
         .await;
     assert!(response.get("result").is_some(), "{response}");
     let (_, response) = agent.call("logout", json!({})).await;
