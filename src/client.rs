@@ -218,6 +218,7 @@ pub enum Shown {
     AgentMessage(String),
     AgentThought(String),
     ToolCall(String),
+    Compaction(String),
 }
 
 /// A child session as its parent shows it; None leaves a field as it was.

@@ -3,16 +3,16 @@
 //! after the user's prompt and one after the answer, like
 //! `/context checkpoint` (recorded in the history, so a fork at one keeps
 //! the history up to it: see `Store::fork`). Each is announced anchored on
-//! something the client was shown: the prompt's just before the first
-//! thing the answer shows (the client holds no id of its own prompt in ACP
-//! v1), the answer's just after the last. The answer's text and thoughts
-//! carry message ids for that.
+//! something the client was shown (a message, a tool call or a compaction):
+//! the prompt's just before the first thing the answer shows (the client
+//! holds no id of its own prompt in ACP v1), the answer's just after the
+//! last. The answer's text and thoughts carry message ids for that.
 
 use std::sync::Arc;
 
 use crate::client::{CursorUse, Shown, Update};
 use crate::context::ContextOp;
-use crate::events::AgentEvent;
+use crate::events::{AgentEvent, Compaction};
 use crate::util::lock;
 
 /// A new cursor's id, which is also its checkpoint's name; never reused.
@@ -90,6 +90,15 @@ impl TurnCursors {
                 self.message = None;
                 Shown::ToolCall(call.id.clone())
             }
+            // Shown as such only to clients that take compaction updates.
+            AgentEvent::Compaction(
+                Compaction::Started { id, .. }
+                | Compaction::SummaryChunk { id, .. }
+                | Compaction::Ended { id, .. },
+            ) => {
+                self.message = None;
+                Shown::Compaction(id.clone())
+            }
             _ => return vec![Update::Agent(event)],
         };
         let mut out = Vec::new();
@@ -101,7 +110,7 @@ impl TurnCursors {
                 message_id: id.clone(),
                 event,
             },
-            Shown::ToolCall(_) => Update::Agent(event),
+            Shown::ToolCall(_) | Shown::Compaction(_) => Update::Agent(event),
         });
         self.last = Some(shown);
         out
@@ -189,6 +198,22 @@ mod tests {
         };
         assert_eq!(answer.at, Shown::AgentMessage("msg-abc-3".into()));
         assert!(answer.after);
+    }
+
+    #[test]
+    fn a_compaction_shown_as_such_anchors_a_cursor() {
+        let mut cursors = TurnCursors::new("cursor-c".into(), CursorUse::default());
+        let started = Update::Agent(AgentEvent::Compaction(Compaction::Started {
+            id: "compaction-1".into(),
+            thought: None,
+        }));
+        let out = cursors.observe(started.clone());
+        assert_eq!(out.len(), 2);
+        assert!(
+            matches!(&out[0], Update::Cursor(c) if c.at == Shown::Compaction("compaction-1".into())),
+            "{out:?}"
+        );
+        assert_eq!(out[1], started);
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub(super) fn cursor_update(cursor: &Cursor) -> acp::SessionUpdate {
             id.clone(),
             position.clone(),
         )),
+        Shown::Compaction(id) => acp::CursorAnchor::Compaction(acp::CursorCompactionAnchor::new(
+            id.clone(),
+            position.clone(),
+        )),
     };
     let mut capabilities = acp::CursorCapabilities::new();
     if cursor.fork {
@@ -74,6 +78,17 @@ mod tests {
                 json!({"sessionUpdate": "cursor_update", "cursorId": "cursor-2",
                     "capabilities": {},
                     "anchor": {"type": "tool_call", "toolCallId": "call_1", "position": "before"}}),
+            ),
+            (
+                cursor_update(&Cursor {
+                    id: "cursor-3".into(),
+                    at: Shown::Compaction("compaction-1".into()),
+                    after: true,
+                    fork: false,
+                }),
+                json!({"sessionUpdate": "cursor_update", "cursorId": "cursor-3",
+                    "capabilities": {},
+                    "anchor": {"type": "compaction", "compactionId": "compaction-1", "position": "after"}}),
             ),
             (
                 tagged("msg-2", &AgentEvent::Thought("hm".into())),
