@@ -43,6 +43,8 @@ pub struct ClientInfo {
     pub plans: bool,
     /// Takes `cursor_update` (unstable `session.cursors`).
     pub cursors: bool,
+    /// Can run a `terminal` sign-in method (`auth.terminal`).
+    pub terminal_auth: bool,
     pub name: Option<String>,
 }
 
@@ -65,6 +67,7 @@ impl ClientInfo {
             subagents: caps.subagents.is_some(),
             plans: caps.plan.is_some(),
             cursors: caps.session.as_ref().is_some_and(|s| s.cursors.is_some()),
+            terminal_auth: caps.auth.terminal,
             name: request.client_info.as_ref().map(|info| info.name.clone()),
         };
         tracing::info!(client = ?info, requested = %request.protocol_version, "initialize");
@@ -267,8 +270,10 @@ impl Router {
     }
 
     fn initialize(&mut self, request: acp::InitializeRequest, responder: Responder) {
-        self.client = Some(ClientInfo::from_request(&request));
-        responder.respond_with(Ok(initialize_response_with(self.sessions.unstable())));
+        let client = ClientInfo::from_request(&request);
+        let response = initialize_response_with(self.sessions.unstable());
+        responder.respond_with(Ok(sign_in_for(response, &client)));
+        self.client = Some(client);
     }
 
     fn authenticate(&mut self, request: acp::AuthenticateRequest, responder: Responder) {
@@ -774,7 +779,20 @@ pub fn initialize_response() -> acp::InitializeResponse {
         .agent_info(
             acp::Implementation::new("crucible-agent", env!("CARGO_PKG_VERSION")).title("Crucible"),
         )
-        .auth_methods(super::auth::methods())
+        .auth_methods(Vec::new())
+}
+
+/// `response` with the sign-in methods `client` can run: the terminal
+/// one only for a client that says it runs them (`auth.terminal`).
+pub fn sign_in_for(
+    response: acp::InitializeResponse,
+    client: &ClientInfo,
+) -> acp::InitializeResponse {
+    if client.terminal_auth {
+        response.auth_methods(super::auth::methods())
+    } else {
+        response
+    }
 }
 
 /// `additionalDirectories`: each an absolute, existing directory (the

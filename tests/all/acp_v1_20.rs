@@ -1,6 +1,6 @@
 //! What ACP 1.20 made stable, and its new unstable parts this agent
 //! serves: the client system prompt for every client, a terminal sign-in
-//! method and `authenticate` with it, `auth/status` behind `[acp] unstable`,
+//! method (for clients that run one) and `authenticate` with it, `auth/status` behind `[acp] unstable`,
 //! and the todo list as a plan by id (`plan_update`, `plan_removed`) for
 //! clients that declare `plan`, the old `plan` for the rest.
 
@@ -35,7 +35,7 @@ async fn every_client_gets_the_system_prompt_and_a_terminal_sign_in() {
     );
     for config in [config_for(&server, "test-model"), config] {
         let mut agent = Agent::spawn(&config).await;
-        let result = init(&mut agent, json!({})).await;
+        let result = init(&mut agent, json!({"auth": {"terminal": true}})).await;
         let caps = &result["agentCapabilities"]["sessionCapabilities"];
         assert!(
             caps["systemPrompt"]["mode"]["override"].is_object(),
@@ -66,6 +66,17 @@ async fn every_client_gets_the_system_prompt_and_a_terminal_sign_in() {
             .await;
         assert!(created["result"]["sessionId"].is_string(), "{created}");
     }
+}
+
+#[tokio::test]
+async fn a_client_that_runs_no_terminal_is_offered_no_terminal_sign_in() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let result = init(&mut agent, json!({"auth": {"terminal": false}})).await;
+    assert_eq!(result["authMethods"], json!([]), "{result}");
+    // A client on a schema without `auth` (Crucible's 0.11, tests/all/crucible_client.rs) neither.
+    let result = init(&mut agent, json!({})).await;
+    assert_eq!(result["authMethods"], json!([]), "{result}");
 }
 
 #[tokio::test]

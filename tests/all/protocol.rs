@@ -26,9 +26,8 @@ async fn initialize_negotiates_version_and_advertises_truthfully() {
     assert_eq!(result["protocolVersion"], 1);
     assert_eq!(result["agentInfo"]["name"], "crucible-agent");
     assert_eq!(result["agentInfo"]["version"], env!("CARGO_PKG_VERSION"));
-    // One sign-in method, the ACP registry's minimum: a terminal running `setup`.
-    assert_eq!(result["authMethods"][0]["type"], "terminal");
-    assert_eq!(result["authMethods"][0]["args"], json!(["setup"]));
+    // The terminal sign-in goes only to clients that run one (acp_v1_20.rs).
+    assert_eq!(result["authMethods"], json!([]));
     let caps = &result["agentCapabilities"];
     // Sessions are stored: load, list, resume, close and delete work (tests/all/sessions.rs).
     assert_eq!(caps["loadSession"], true);
