@@ -236,10 +236,12 @@ impl SessionManager {
 
     /// `session/fork`: a copy of stored session `source` (its history as
     /// saved so far) under a new id, opened like a resume. The copy is made
-    /// on a blocking thread before the open.
+    /// on a blocking thread before the open. With `at` (a cursor's
+    /// checkpoint), the copy's history ends at that checkpoint.
     pub fn fork(
         &mut self,
         source: &str,
+        at: Option<String>,
         (cwd, additional_directories): (PathBuf, Vec<PathBuf>),
         client: ClientAbilities,
         mcp_servers: Vec<McpServerSpec>,
@@ -250,7 +252,7 @@ impl SessionManager {
             .ok_or_else(|| StoreError::NotFound(source.to_string()))?;
         let id = uuid::Uuid::new_v4().to_string();
         let (source, copy_id, copying) = (source.to_string(), id.clone(), Arc::clone(&store));
-        let prepare: Prepare = Box::new(move || copying.fork(&source, &copy_id));
+        let prepare: Prepare = Box::new(move || copying.fork(&source, &copy_id, at.as_deref()));
         let (tx, loading) = self.open_stored(
             (&id, store),
             (cwd, additional_directories),
