@@ -20,13 +20,15 @@ use crate::model::{Message, Part, Role};
 use crate::permissions::{Permission, PermissionGate};
 use crate::providers::{
     ChatRequest, FinishReason, Provider, ProviderError, ProviderEvent, ToolChoice, ToolDefinition,
-    Usage, retry,
+    Usage, retry, tool_calling,
 };
 use crate::tools::redact::Redactor;
 use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry, parse_arguments};
 
 pub mod fallback;
+pub mod loop_guard;
 pub use fallback::{Fallback, Switched};
+use loop_guard::{LoopGuard, LoopGuardSettings};
 
 /// What a turn reports for the session store the moment it happens, so a
 /// crash loses only the round in flight.
@@ -60,6 +62,8 @@ pub struct TurnInput {
     pub permissions: Arc<dyn PermissionGate>,
     /// Model calls allowed in one turn before it stops with `max_turn_requests`.
     pub max_turn_requests: u32,
+    /// How many identical calls in a row stop the turn.
+    pub loop_guard: LoopGuardSettings,
     /// Told of every round and context operation as it happens.
     pub journal: Option<JournalFn>,
     /// After this long without a first token from the model, and again at
@@ -131,6 +135,7 @@ pub async fn run_turn(
     let mut new_messages: Vec<Arc<Message>> = Vec::new();
     let mut usage_total: Option<Usage> = None;
     let mut requests = 0;
+    let mut guard = LoopGuard::new(input.loop_guard);
     let result = loop {
         if input.cancel.is_cancelled() {
             break Ok(StopReason::Cancelled);
@@ -207,6 +212,17 @@ pub async fn run_turn(
                 break Ok(StopReason::Cancelled);
             }
             Err(err) => {
+                // The same request again at once, with its tools as text.
+                let refused = call.message.parts.is_empty().then(|| {
+                    let sent_tools = !input.tools.is_empty();
+                    let config = input.provider.config();
+                    tool_calling::switch_on_refusal(config, &input.model, &err, sent_tools)
+                });
+                if let Some(notice) = refused.flatten() {
+                    emit(AgentEvent::Notice(notice));
+                    requests -= 1;
+                    continue;
+                }
                 // Only before the user saw any of the answer: a second one would repeat it.
                 if call.message.parts.is_empty()
                     && let Some(next) = fallback::fall_back(&mut input, &err, emit).await
@@ -239,7 +255,7 @@ pub async fn run_turn(
                 }
             });
         }
-        let mut results = run_tools(&input, calls, emit).await;
+        let mut results = run_tools(&input, calls, &mut guard, emit).await;
         context::budget::fit_results(&mut results, budget.results_chars(fixed_chars));
         let results = Arc::new(Message {
             role: Role::User,
@@ -254,6 +270,10 @@ pub async fn run_turn(
         );
         if input.cancel.is_cancelled() {
             break Ok(StopReason::Cancelled);
+        }
+        if let Some(why) = guard.stopped() {
+            emit(AgentEvent::AgentText(why.to_string()));
+            break Ok(StopReason::EndTurn);
         }
     };
     TurnOutcome {
@@ -434,6 +454,7 @@ struct PreparedCall {
 async fn run_tools(
     input: &TurnInput,
     calls: Vec<(String, String, String)>,
+    guard: &mut LoopGuard,
     emit: &(dyn Fn(AgentEvent) + Send + Sync),
 ) -> Vec<Part> {
     let prepared: Vec<PreparedCall> = calls
@@ -473,6 +494,12 @@ async fn run_tools(
     // A decision to run carries the tool and its arguments.
     let mut decisions = Vec::with_capacity(prepared.len());
     for call in &prepared {
+        let runnable = call.arguments.as_ref().ok().filter(|_| call.tool.is_some());
+        let guarded = guard.admit(&call.info, runnable, &*input.permissions, &input.cancel);
+        if let Some(refused) = guarded.await {
+            decisions.push(Err(refused));
+            continue;
+        }
         let decision = match (&call.tool, &call.arguments) {
             (None, _) => Err(ToolError::UnknownTool {
                 name: call.info.title.clone(),

@@ -79,6 +79,7 @@ fn input(provider: Arc<Scripted>, cancel: CancellationToken) -> TurnInput {
         tool_context: ToolContext::local(std::env::temp_dir()),
         permissions: Arc::new(AllowAll),
         max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
+        loop_guard: LoopGuardSettings::default(),
         journal: None,
         first_token_notice: None,
         fallback: None,
