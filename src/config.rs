@@ -303,7 +303,7 @@ fn compose(
             path,
             "agent.repeated_call_limit",
             problem,
-            "Write 3 (the default), another number of 2 or more, or 0.",
+            "Give the number of identical calls in a row that stops a turn (2 or more; default 3), or 0 to turn the guard off.",
         )
     })?;
     let first_token_notice = match agent.first_token_notice_secs {
@@ -540,7 +540,10 @@ mod tests {
         assert_eq!(local.tool_calling_for("big:70b"), ToolCalling::Native);
         assert_eq!(config.loop_guard.limit, Some(5));
         let defaults = load(base, &[]).unwrap();
-        assert_eq!(defaults.providers["local"].tool_calling_for("m"), ToolCalling::Auto);
+        assert_eq!(
+            defaults.providers["local"].tool_calling_for("m"),
+            ToolCalling::Auto
+        );
         assert_eq!(defaults.loop_guard.limit, Some(3));
         let bad = refusal(&format!("{base}tool_calling = \"text\"\n"));
         assert!(bad.contains("llm.providers.local.tool_calling"), "{bad}");

@@ -18,9 +18,9 @@ pub mod reasoning;
 pub mod retry;
 pub mod settings;
 pub mod stream;
-pub mod tool_calling;
 #[cfg(test)]
 mod testing;
+pub mod tool_calling;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -145,7 +145,9 @@ mod tests {
             ("read_file", Some(&b)),
             ("read_file", Some(&b)),
         ] {
-            let refused = guard.admit(&call(name), arguments, &AllowAll, &cancel).await;
+            let refused = guard
+                .admit(&call(name), arguments, &AllowAll, &cancel)
+                .await;
             assert!(refused.is_none(), "{name} {arguments:?}");
         }
         // The third in a row: AllowAll cannot ask, so the turn stops.
@@ -156,7 +158,12 @@ mod tests {
         let stopped = guard.stopped().expect("stops the turn");
         assert!(stopped.contains("repeated_call_limit"), "{stopped}");
         // Later calls of the same answer do not run either.
-        assert!(guard.admit(&read, Some(&a), &AllowAll, &cancel).await.is_some());
+        assert!(
+            guard
+                .admit(&read, Some(&a), &AllowAll, &cancel)
+                .await
+                .is_some()
+        );
     }
 
     #[tokio::test]

@@ -131,10 +131,7 @@ async fn a_silent_model_gets_notices_until_its_first_token() {
     assert!(told.is_empty(), "{told:?}");
 }
 
-fn scripted(
-    events: Vec<Result<ProviderEvent, ProviderError>>,
-    hang_after: bool,
-) -> Arc<Scripted> {
+fn scripted(events: Vec<Result<ProviderEvent, ProviderError>>, hang_after: bool) -> Arc<Scripted> {
     Arc::new(Scripted {
         events,
         later: None,
@@ -239,11 +236,7 @@ async fn provider_errors_end_the_turn_with_the_error() {
     assert_eq!(outcome.new_messages[0].text(), "a");
 }
 
-fn tool_call(
-    id: &str,
-    name: &str,
-    arguments: &str,
-) -> Vec<Result<ProviderEvent, ProviderError>> {
+fn tool_call(id: &str, name: &str, arguments: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
     vec![
         Ok(ProviderEvent::ToolCallStart {
             index: 0,
@@ -366,6 +359,8 @@ async fn a_model_that_keeps_calling_tools_stops_at_max_turn_requests() {
     );
     let mut turn = input(provider.clone(), CancellationToken::new());
     turn.max_turn_requests = 3;
+    // The same call each time: the loop guard would stop it first.
+    turn.loop_guard = LoopGuardSettings { limit: None };
     let outcome = run_turn(turn, &|_| {}).await;
     assert_eq!(outcome.result.unwrap(), StopReason::MaxTurnRequests);
     assert_eq!(provider.seen.lock().unwrap().len(), 3);

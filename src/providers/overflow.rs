@@ -77,7 +77,10 @@ mod tests {
     fn server_messages_about_the_context_are_told_from_others() {
         for (detail, overflow) in [
             (LM_STUDIO, true),
-            ("the request exceeds the available context size, try increasing it", true),
+            (
+                "the request exceeds the available context size, try increasing it",
+                true,
+            ),
             ("prompt is too long: 210000 tokens > 200000 maximum", true),
             ("This model's maximum context length is 8192 tokens", true),
             ("CUDA out of memory", false),
@@ -110,13 +113,19 @@ mod tests {
             window: None,
         };
         let message = in_window(empty, Some(8192)).to_string();
-        assert!(message.contains("empty stream") && message.contains("8192 tokens"), "{message}");
+        assert!(
+            message.contains("empty stream") && message.contains("8192 tokens"),
+            "{message}"
+        );
         // Other errors pass as they are.
         let other = ProviderError::Remote {
             provider: "p".into(),
             detail: "invalid grammar".into(),
             transient: false,
         };
-        assert!(matches!(in_window(other, Some(1)), ProviderError::Remote { .. }));
+        assert!(matches!(
+            in_window(other, Some(1)),
+            ProviderError::Remote { .. }
+        ));
     }
 }

@@ -33,7 +33,11 @@ pub enum ToolCalling {
 }
 
 impl ToolCalling {
-    pub const ALL: [ToolCalling; 3] = [ToolCalling::Auto, ToolCalling::Native, ToolCalling::Prompted];
+    pub const ALL: [ToolCalling; 3] = [
+        ToolCalling::Auto,
+        ToolCalling::Native,
+        ToolCalling::Prompted,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -57,9 +61,7 @@ pub fn is_prompted(settings: &ProviderSettings, model: &str) -> bool {
     match settings.tool_calling_for(model) {
         ToolCalling::Prompted => true,
         ToolCalling::Native => false,
-        ToolCalling::Auto => {
-            lock(&SWITCHED).contains(&(settings.name.clone(), model.to_string()))
-        }
+        ToolCalling::Auto => lock(&SWITCHED).contains(&(settings.name.clone(), model.to_string())),
     }
 }
 
@@ -88,10 +90,7 @@ pub fn switch_on_refusal(
     err: &ProviderError,
     sent_tools: bool,
 ) -> Option<Notice> {
-    if !sent_tools
-        || settings.tool_calling_for(model) != ToolCalling::Auto
-        || !refuses_tools(err)
-    {
+    if !sent_tools || settings.tool_calling_for(model) != ToolCalling::Auto || !refuses_tools(err) {
         return None;
     }
     let newly = lock(&SWITCHED).insert((settings.name.clone(), model.to_string()));
@@ -234,8 +233,16 @@ mod tests {
     #[test]
     fn refusals_of_tools_are_told_from_other_errors() {
         for (status, detail, refusal) in [
-            (400, "registry.ollama.ai/library/gemma:2b does not support tools", true),
-            (400, "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set", true),
+            (
+                400,
+                "registry.ollama.ai/library/gemma:2b does not support tools",
+                true,
+            ),
+            (
+                400,
+                "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
+                true,
+            ),
             (422, "Extra inputs are not permitted: body.tools", true),
             (500, "tools param requires --jinja flag", true),
             (500, "CUDA out of memory", false),
@@ -243,7 +250,11 @@ mod tests {
             (400, "messages: field required", false),
             (429, "too many tools requests", false),
         ] {
-            assert_eq!(refuses_tools(&http(status, detail)), refusal, "{status} {detail}");
+            assert_eq!(
+                refuses_tools(&http(status, detail)),
+                refusal,
+                "{status} {detail}"
+            );
         }
         let empty = ProviderError::EmptyStream {
             provider: "p".into(),
@@ -262,7 +273,10 @@ mod tests {
         assert!(switch_on_refusal(&auto, "m", &http(400, "bad"), true).is_none());
         let notice = switch_on_refusal(&auto, "m", &refused, true).expect("switched");
         assert!(notice.title.contains("prompted"), "{notice:?}");
-        assert!(notice.thought.contains("tool_calling = \"prompted\""), "{notice:?}");
+        assert!(
+            notice.thought.contains("tool_calling = \"prompted\""),
+            "{notice:?}"
+        );
         assert!(is_prompted(&auto, "m"));
         assert!(!is_prompted(&auto, "other-model"));
         // Once: a second refusal is an error like any other.
@@ -313,7 +327,10 @@ mod tests {
         let later = prompted_request(request(vec![Arc::clone(&user), call, result]));
         assert!(first.tools.is_empty() && later.tools.is_empty());
         let system = first.system.clone().unwrap_or_default();
-        assert!(system.starts_with("You are helpful.\n\n# Tools"), "{system}");
+        assert!(
+            system.starts_with("You are helpful.\n\n# Tools"),
+            "{system}"
+        );
         assert!(system.contains(r#""name":"read_file""#), "{system}");
         assert!(system.contains("<tool_call>"), "{system}");
         assert_eq!(first.system, later.system);

@@ -26,9 +26,7 @@ impl LoopGuardSettings {
         match written {
             None => Ok(Self::default()),
             Some(0) => Ok(Self { limit: None }),
-            Some(1) => Err(
-                "is 1, which would stop every tool call. Give the number of identical calls in a row that stops a turn (2 or more; default 3), or 0 to turn the guard off".into(),
-            ),
+            Some(1) => Err("is 1, which would stop every tool call".into()),
             Some(limit) => Ok(Self { limit: Some(limit) }),
         }
     }
@@ -44,7 +42,10 @@ mod tests {
             LoopGuardSettings::from_written(None).unwrap().limit,
             Some(3)
         );
-        assert_eq!(LoopGuardSettings::from_written(Some(0)).unwrap().limit, None);
+        assert_eq!(
+            LoopGuardSettings::from_written(Some(0)).unwrap().limit,
+            None
+        );
         assert_eq!(
             LoopGuardSettings::from_written(Some(5)).unwrap().limit,
             Some(5)

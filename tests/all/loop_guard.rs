@@ -69,7 +69,10 @@ async fn in_act_a_yes_lets_the_call_run_and_the_turn_go_on() {
     assert_eq!(requests.len(), 4);
     let results = tool_results(&requests[3].body);
     assert_eq!(results.len(), 3);
-    assert!(results.iter().all(|r| !r.contains("in a row")), "{results:?}");
+    assert!(
+        results.iter().all(|r| !r.contains("in a row")),
+        "{results:?}"
+    );
 }
 
 #[tokio::test]

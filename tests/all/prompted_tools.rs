@@ -14,13 +14,14 @@ use crate::support::harness::{
 /// What a model that knows only the prompt's convention says: a call to
 /// `write_file` in text, then, once the result is back, a closing line.
 fn text_caller(request: &Recorded) -> Reply {
-    let answered = request.body["messages"]
-        .as_array()
-        .is_some_and(|messages| {
-            messages
-                .iter()
-                .any(|m| m["content"].as_str().unwrap_or("").contains("<tool_response>"))
-        });
+    let answered = request.body["messages"].as_array().is_some_and(|messages| {
+        messages.iter().any(|m| {
+            m["content"]
+                .as_str()
+                .unwrap_or("")
+                .contains("<tool_response>")
+        })
+    });
     if answered {
         return Reply::stream(text_stream(&["Written."]), Split::Every(13));
     }
@@ -37,7 +38,10 @@ fn auto(config: String) -> String {
 }
 
 fn system_of(request: &Recorded) -> String {
-    let messages = request.body["messages"].as_array().cloned().unwrap_or_default();
+    let messages = request.body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     messages
         .iter()
         .find(|m| m["role"] == "system")
@@ -47,8 +51,14 @@ fn system_of(request: &Recorded) -> String {
 }
 
 fn without_system(request: &Recorded) -> Vec<Value> {
-    let messages = request.body["messages"].as_array().cloned().unwrap_or_default();
-    messages.into_iter().filter(|m| m["role"] != "system").collect()
+    let messages = request.body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    messages
+        .into_iter()
+        .filter(|m| m["role"] != "system")
+        .collect()
 }
 
 #[tokio::test]
@@ -74,7 +84,9 @@ async fn a_server_that_refuses_tools_gets_the_same_request_without_them_and_the_
     assert!(told.contains("prompted"), "{told}");
     assert!(told.contains("does not support tools"), "{told}");
     assert_eq!(
-        std::fs::read_to_string(agent.cwd().join("out.txt")).ok().as_deref(),
+        std::fs::read_to_string(agent.cwd().join("out.txt"))
+            .ok()
+            .as_deref(),
         Some("hello")
     );
     let requests = server.chat_requests();
@@ -84,12 +96,18 @@ async fn a_server_that_refuses_tools_gets_the_same_request_without_them_and_the_
     assert_eq!(without_system(&requests[0]), without_system(&requests[1]));
     let system = system_of(&requests[1]);
     assert!(system.starts_with(&system_of(&requests[0])), "{system}");
-    assert!(system.contains("<tools>") && system.contains("\"write_file\""), "{system}");
+    assert!(
+        system.contains("<tools>") && system.contains("\"write_file\""),
+        "{system}"
+    );
     // The call and its result go back as text, in the same convention.
     let last = without_system(&requests[2]);
     let said: Vec<&str> = last.iter().filter_map(|m| m["content"].as_str()).collect();
     assert!(said.iter().any(|t| t.contains("<tool_call>")), "{said:?}");
-    assert!(said.iter().any(|t| t.contains("<tool_response>")), "{said:?}");
+    assert!(
+        said.iter().any(|t| t.contains("<tool_response>")),
+        "{said:?}"
+    );
     assert!(last.iter().all(|m| m["role"] != "tool"), "{last:?}");
     // A second turn is prompted from its first request: no second refusal.
     let (seen, _) = agent.prompt(&session, "again").await;
@@ -120,7 +138,11 @@ async fn prompted_in_the_config_sends_no_tools_and_the_same_system_prompt_every_
     assert_eq!(requests.len(), 2);
     for request in &requests {
         assert!(request.body.get("tools").is_none(), "{}", request.body);
-        assert!(request.body.get("tool_choice").is_none(), "{}", request.body);
+        assert!(
+            request.body.get("tool_choice").is_none(),
+            "{}",
+            request.body
+        );
     }
     // A stable prefix for the server's prompt cache.
     assert_eq!(system_of(&requests[0]), system_of(&requests[1]));
@@ -135,7 +157,9 @@ async fn a_model_table_overrides_its_provider() {
         if request.path.ends_with("/models") {
             return models_reply(&["big"]);
         }
-        log.lock().unwrap().push(request.body.get("tools").is_some());
+        log.lock()
+            .unwrap()
+            .push(request.body.get("tools").is_some());
         Reply::stream(text_stream(&["hi"]), Split::Whole)
     })
     .await;
@@ -152,7 +176,10 @@ async fn a_model_table_overrides_its_provider() {
 #[tokio::test]
 async fn a_native_model_that_is_refused_reports_the_refusal() {
     let server = LlmServer::chat(|_request| {
-        Reply::json(400, json!({"error": "registry.ollama.ai/library/tiny:latest does not support tools"}))
+        Reply::json(
+            400,
+            json!({"error": "registry.ollama.ai/library/tiny:latest does not support tools"}),
+        )
     })
     .await;
     let config = format!("{}tool_calling = \"native\"\n", config_for(&server, "tiny"));

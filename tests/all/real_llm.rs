@@ -445,10 +445,15 @@ async fn prompted_smollm2_calls_tools_from_text_without_required_or_a_prefill() 
     for request in &requests {
         assert!(request.get("tools").is_none(), "{request}");
         assert!(request.get("tool_choice").is_none(), "{request}");
-        let system = request["messages"][0]["content"].as_str().unwrap_or_default();
+        let system = request["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default();
         assert!(system.contains("<tool_call>"), "{system}");
         let last = request["messages"].as_array().and_then(|m| m.last());
-        assert!(last.is_some_and(|m| m["role"] != "assistant"), "a prefill: {request}");
+        assert!(
+            last.is_some_and(|m| m["role"] != "assistant"),
+            "a prefill: {request}"
+        );
     }
     // The figure, not a pass mark: a 135M model calls when it will.
     eprintln!(
