@@ -10,11 +10,9 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::compact::{self, CompactError};
-use crate::context::{self, ContextBudget, ContextManager, ContextOp, ContextSettings};
+use crate::context::{self, ContextManager, ContextOp, ContextSettings};
 use crate::events::{
-    AgentEvent, Compaction, CompactionOutcome, StopReason, ToolCallInfo, ToolCallProgress,
-    ToolContent, ToolKind, ToolStatus,
+    AgentEvent, StopReason, ToolCallInfo, ToolCallProgress, ToolContent, ToolKind, ToolStatus,
 };
 use crate::model::{Message, Part, Role};
 use crate::permissions::{Permission, PermissionGate};
@@ -26,8 +24,12 @@ use crate::tools::redact::Redactor;
 use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry, parse_arguments};
 
 pub mod fallback;
+mod first_token;
+mod fit;
 pub mod loop_guard;
 pub use fallback::{Fallback, Switched};
+use first_token::FirstTokenWait;
+use fit::fit;
 use loop_guard::{LoopGuard, LoopGuardSettings};
 
 /// What a turn reports for the session store the moment it happens, so a
@@ -84,6 +86,15 @@ pub struct TurnInput {
 }
 
 impl TurnInput {
+    /// What bounds each of the turn's model calls besides its request.
+    fn limits(&self) -> Limits<'_> {
+        Limits {
+            context_window: self.context_window,
+            first_token_notice: self.first_token_notice,
+            outbound: self.outbound.as_deref(),
+        }
+    }
+
     /// A model call of this turn: the model, system prompt, tools and cache
     /// key every call shares (the prefix a provider's cache keeps), then
     /// `messages`. The warm-up sends the same, so the two cannot drift.
@@ -137,29 +148,15 @@ pub async fn run_turn(
     let mut requests = 0;
     let mut guard = LoopGuard::new(input.loop_guard);
     let result = loop {
-        if input.cancel.is_cancelled() {
-            break Ok(StopReason::Cancelled);
-        }
-        if requests >= input.max_turn_requests {
-            break Ok(StopReason::MaxTurnRequests);
-        }
-        if over_budget(&input, &usage_total, emit) {
-            break Ok(StopReason::MaxTokens);
+        if let Some(stop) = stop_before_call(&input, requests, &usage_total, emit) {
+            break Ok(stop);
         }
         requests += 1;
         let tools = input.tools.definitions();
         let fixed_chars = context::budget::fixed_chars(input.system.as_deref(), &tools);
         // Before every call, also between tool rounds: the request must fit.
-        if let Err(err) = fit(
-            &mut context,
-            &mut context_ops,
-            &input,
-            fixed_chars,
-            &budget,
-            emit,
-        )
-        .await
-        {
+        let kept = (&mut context, &mut context_ops);
+        if let Err(err) = fit(kept, &input, fixed_chars, &budget, emit).await {
             break Err(err);
         }
         let request_chars = fixed_chars + context.chars();
@@ -168,41 +165,15 @@ pub async fn run_turn(
             &*input.provider,
             request,
             &input.cancel,
-            Limits {
-                context_window: input.context_window,
-                first_token_notice: input.first_token_notice,
-                outbound: input.outbound.as_deref(),
-            },
+            input.limits(),
             input.cost.as_ref(),
             emit,
         )
         .await;
         if let Some(usage) = call.usage {
-            (input.session_tokens).add(usage.prompt_tokens + usage.completion_tokens);
-            *usage_total.get_or_insert_with(Usage::default) += usage;
-            tracing::debug!(
-                estimated = context.estimator.tokens(request_chars),
-                reported = usage.prompt_tokens,
-                drift = context.estimator.drift,
-                "prompt tokens: estimate vs provider"
-            );
-            context
-                .estimator
-                .observe(request_chars, usage.prompt_tokens);
+            count_usage(&input, &mut usage_total, &mut context, request_chars, usage);
         }
-        let calls: Vec<(String, String, String)> = call
-            .message
-            .parts
-            .iter()
-            .filter_map(|part| match part {
-                Part::ToolCall {
-                    id,
-                    name,
-                    arguments,
-                } => Some((id.clone(), name.clone(), arguments.clone())),
-                _ => None,
-            })
-            .collect();
+        let calls = tool_calls(&call.message);
         let finished = match call.result {
             Ok(CallEnd::Finished(reason)) => reason,
             Ok(CallEnd::Cancelled) => {
@@ -213,13 +184,7 @@ pub async fn run_turn(
             }
             Err(err) => {
                 // The same request again at once, with its tools as text.
-                let refused = call.message.parts.is_empty().then(|| {
-                    let sent_tools = !input.tools.is_empty();
-                    let config = input.provider.config();
-                    tool_calling::switch_on_refusal(config, &input.model, &err, sent_tools)
-                });
-                if let Some(notice) = refused.flatten() {
-                    emit(AgentEvent::Notice(notice));
+                if call.message.parts.is_empty() && switched_to_prompted(&input, &err, emit) {
                     requests -= 1;
                     continue;
                 }
@@ -245,29 +210,12 @@ pub async fn run_turn(
             if let Some(message) = message {
                 journal(&input, Journal::Round(vec![message]));
             }
-            break Ok(match finished {
-                FinishReason::Length => StopReason::MaxTokens,
-                FinishReason::Refusal => StopReason::Refusal,
-                // The answer is whole, but a limit was crossed on the way.
-                _ if over_budget(&input, &usage_total, emit) => StopReason::MaxTokens,
-                FinishReason::Stop | FinishReason::ToolCalls | FinishReason::Other(_) => {
-                    StopReason::EndTurn
-                }
-            });
+            break Ok(stop_reason(finished, &input, &usage_total, emit));
         }
-        let mut results = run_tools(&input, calls, &mut guard, emit).await;
-        context::budget::fit_results(&mut results, budget.results_chars(fixed_chars));
-        let results = Arc::new(Message {
-            role: Role::User,
-            parts: results,
-        });
-        context.push(Arc::clone(&results));
-        new_messages.push(Arc::clone(&results));
-        // The calls and their results are stored together or not at all.
-        journal(
-            &input,
-            Journal::Round(message.into_iter().chain([results]).collect()),
-        );
+        let results = run_tools(&input, calls, &mut guard, emit).await;
+        let room = budget.results_chars(fixed_chars);
+        let kept = (&mut context, &mut new_messages);
+        keep_round(&input, kept, message, results, room);
         if input.cancel.is_cancelled() {
             break Ok(StopReason::Cancelled);
         }
@@ -283,6 +231,119 @@ pub async fn run_turn(
         context,
         context_ops,
         switched,
+    }
+}
+
+/// A round's tool results, fitted to `room` chars, kept in the context
+/// after the answer that asked for them, and stored with it: the calls and
+/// their results are stored together or not at all.
+fn keep_round(
+    input: &TurnInput,
+    (context, new_messages): (&mut ContextManager, &mut Vec<Arc<Message>>),
+    answer: Option<Arc<Message>>,
+    mut results: Vec<Part>,
+    room: usize,
+) {
+    context::budget::fit_results(&mut results, room);
+    let results = Arc::new(Message {
+        role: Role::User,
+        parts: results,
+    });
+    context.push(Arc::clone(&results));
+    new_messages.push(Arc::clone(&results));
+    journal(
+        input,
+        Journal::Round(answer.into_iter().chain([results]).collect()),
+    );
+}
+
+/// Why the turn stops before its next model call, if it does.
+fn stop_before_call(
+    input: &TurnInput,
+    requests: u32,
+    usage: &Option<Usage>,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> Option<StopReason> {
+    if input.cancel.is_cancelled() {
+        return Some(StopReason::Cancelled);
+    }
+    if requests >= input.max_turn_requests {
+        return Some(StopReason::MaxTurnRequests);
+    }
+    over_budget(input, usage, emit).then_some(StopReason::MaxTokens)
+}
+
+/// Why a turn whose model answered without calls ends.
+fn stop_reason(
+    finished: FinishReason,
+    input: &TurnInput,
+    usage: &Option<Usage>,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> StopReason {
+    match finished {
+        FinishReason::Length => StopReason::MaxTokens,
+        FinishReason::Refusal => StopReason::Refusal,
+        // The answer is whole, but a limit was crossed on the way.
+        _ if over_budget(input, usage, emit) => StopReason::MaxTokens,
+        FinishReason::Stop | FinishReason::ToolCalls | FinishReason::Other(_) => {
+            StopReason::EndTurn
+        }
+    }
+}
+
+/// A call's tokens: added to the turn's and the session's, and taught to
+/// the estimator.
+fn count_usage(
+    input: &TurnInput,
+    total: &mut Option<Usage>,
+    context: &mut ContextManager,
+    request_chars: u64,
+    usage: Usage,
+) {
+    (input.session_tokens).add(usage.prompt_tokens + usage.completion_tokens);
+    *total.get_or_insert_with(Usage::default) += usage;
+    tracing::debug!(
+        estimated = context.estimator.tokens(request_chars),
+        reported = usage.prompt_tokens,
+        drift = context.estimator.drift,
+        "prompt tokens: estimate vs provider"
+    );
+    context
+        .estimator
+        .observe(request_chars, usage.prompt_tokens);
+}
+
+/// The calls of an answer: the provider's id, the name, the arguments.
+fn tool_calls(message: &Message) -> Vec<(String, String, String)> {
+    message
+        .parts
+        .iter()
+        .filter_map(|part| match part {
+            Part::ToolCall {
+                id,
+                name,
+                arguments,
+            } => Some((id.clone(), name.clone(), arguments.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether the server refused the tools of a model under `auto`, which now
+/// runs prompted (the user told): the request is sent again at once.
+fn switched_to_prompted(
+    input: &TurnInput,
+    err: &ProviderError,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> bool {
+    let sent_tools = !input.tools.is_empty();
+    let config = input.provider.config();
+    match tool_calling::switch_on_refusal(config, &input.model, err, sent_tools) {
+        Some(notice) => {
+            emit(AgentEvent::Notice(notice));
+            true
+        }
+        None => false,
     }
 }
 
@@ -332,110 +393,6 @@ fn push_without_calls(
         context.push(Arc::clone(&message));
         messages.push(Arc::clone(&message));
         journal(input, Journal::Round(vec![message]));
-    }
-}
-
-/// Make the next request fit: past the compaction threshold, summarize
-/// older turns; past the budget even so, drop the oldest whole turns and
-/// tell the user. A request that cannot fit is not sent.
-async fn fit(
-    context: &mut ContextManager,
-    ops: &mut Vec<ContextOp>,
-    input: &TurnInput,
-    fixed_chars: u64,
-    budget: &ContextBudget,
-    emit: &(dyn Fn(AgentEvent) + Send + Sync),
-) -> Result<(), ProviderError> {
-    let fixed = context.estimator.tokens(fixed_chars);
-    let used = fixed + context.tokens();
-    if used <= budget.compact_at() {
-        return Ok(());
-    }
-    let keep = input.context_settings.keep_recent_turns;
-    if let Some(entries) = compact::compactable(context, keep) {
-        let id = compaction_id();
-        emit(AgentEvent::Compaction(Compaction::Started {
-            id: id.clone(),
-            thought: Some(format!(
-                "Context at ~{used} of {} tokens (compaction at {}): summarizing {entries} earlier entries…\n",
-                budget.window,
-                budget.compact_at()
-            )),
-        }));
-        let on_text = |text: &str| {
-            emit(AgentEvent::Compaction(Compaction::SummaryChunk {
-                id: id.clone(),
-                text: text.to_string(),
-            }))
-        };
-        let wanted = compact::SummaryWanted {
-            focus: None,
-            on_text: &on_text,
-        };
-        let compacted = compact::compact(
-            context,
-            entries,
-            &*input.provider,
-            &input.model,
-            wanted,
-            budget,
-            &input.cancel,
-        )
-        .await;
-        let ended = |outcome, thought| {
-            emit(AgentEvent::Compaction(Compaction::Ended {
-                id: id.clone(),
-                outcome,
-                thought,
-            }))
-        };
-        match compacted {
-            Ok(compact::Compacted { op, report }) => {
-                ended(CompactionOutcome::Completed, Some(format!("{report}\n")));
-                journal(input, Journal::Op(op.clone()));
-                ops.push(op);
-            }
-            // The call that follows sees the cancel and sends nothing.
-            Err(CompactError::Cancelled) => {
-                ended(CompactionOutcome::Cancelled, None);
-                return Ok(());
-            }
-            Err(CompactError::Apply(err)) => {
-                tracing::warn!(%err, "compaction could not be applied");
-                ended(CompactionOutcome::Failed(err.to_string()), None);
-            }
-            Err(err) => ended(
-                CompactionOutcome::Failed(err.to_string()),
-                Some(format!("{err}\n")),
-            ),
-        }
-    }
-    let room = budget.limit().saturating_sub(fixed);
-    let (drops, fits) = context.plan_drops(room);
-    if !drops.is_empty() {
-        let before = context.entries().len();
-        for op in drops {
-            if let Err(err) = context.apply(&op) {
-                tracing::warn!(%err, "drop could not be applied");
-                continue;
-            }
-            journal(input, Journal::Op(op.clone()));
-            ops.push(op);
-        }
-        emit(AgentEvent::AgentText(format!(
-            "\n[Context full: dropped the {} oldest entries to fit the {}-token window. `/context` shows what remains.]\n",
-            before - context.entries().len(),
-            budget.window
-        )));
-    }
-    if fits {
-        Ok(())
-    } else {
-        Err(ProviderError::ContextOverflow {
-            needed: fixed + context.tokens(),
-            limit: budget.limit(),
-            window: budget.window,
-        })
     }
 }
 
@@ -542,54 +499,62 @@ async fn run_tools(
         .zip(decisions)
         .map(|(call, decision)| async move {
             let outcome = match decision {
-                Ok((tool, arguments)) => {
-                    emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
-                        id: call.info.id.clone(),
-                        name: call.info.name.clone(),
-                        status: ToolStatus::InProgress,
-                        content: Vec::new(),
-                        locations: Vec::new(),
-                        raw_output: None,
-                    }));
-                    let (progress, mut reports) = Progress::channel();
-                    let context = input.tool_context.for_call(
-                        &call.info.id,
-                        input.cancel.child_token(),
-                        progress,
-                    );
-                    let in_progress = |content| {
-                        emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
-                            id: call.info.id.clone(),
-                            name: call.info.name.clone(),
-                            status: ToolStatus::InProgress,
-                            content,
-                            locations: Vec::new(),
-                            raw_output: None,
-                        }))
-                    };
-                    let run = tool.call(arguments.clone(), &context);
-                    tokio::pin!(run);
-                    // Reports go out as they come, all before the final update.
-                    let outcome = loop {
-                        tokio::select! {
-                            biased;
-                            outcome = &mut run => break outcome,
-                            Some(content) = reports.recv() => in_progress(content),
-                        }
-                    };
-                    while let Ok(content) = reports.try_recv() {
-                        in_progress(content);
-                    }
-                    if let Some(plan) = outcome.as_ref().ok().and_then(|out| out.plan.clone()) {
-                        emit(AgentEvent::Plan(plan));
-                    }
-                    outcome
-                }
+                Ok((tool, arguments)) => run_allowed(input, call, tool, arguments, emit).await,
                 Err(err) => Err(err),
             };
             finish_call(call, outcome, redactor, emit)
         });
     futures::future::join_all(runs).await
+}
+
+/// Run one allowed call, its progress reports told as they come, all
+/// before its final update.
+async fn run_allowed(
+    input: &TurnInput,
+    call: &PreparedCall,
+    tool: &Arc<dyn Tool>,
+    arguments: &Value,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> Result<crate::tools::ToolOutput, ToolError> {
+    emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
+        id: call.info.id.clone(),
+        name: call.info.name.clone(),
+        status: ToolStatus::InProgress,
+        content: Vec::new(),
+        locations: Vec::new(),
+        raw_output: None,
+    }));
+    let (progress, mut reports) = Progress::channel();
+    let context = input
+        .tool_context
+        .for_call(&call.info.id, input.cancel.child_token(), progress);
+    let in_progress = |content| {
+        emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
+            id: call.info.id.clone(),
+            name: call.info.name.clone(),
+            status: ToolStatus::InProgress,
+            content,
+            locations: Vec::new(),
+            raw_output: None,
+        }))
+    };
+    let run = tool.call(arguments.clone(), &context);
+    tokio::pin!(run);
+    // Reports go out as they come, all before the final update.
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            outcome = &mut run => break outcome,
+            Some(content) = reports.recv() => in_progress(content),
+        }
+    };
+    while let Ok(content) = reports.try_recv() {
+        in_progress(content);
+    }
+    if let Some(plan) = outcome.as_ref().ok().and_then(|out| out.plan.clone()) {
+        emit(AgentEvent::Plan(plan));
+    }
+    outcome
 }
 
 fn finish_call(
@@ -780,47 +745,6 @@ async fn call_model(
     // Dropping the stream here aborts the HTTP response at once on cancel.
     drop(stream);
     builder.finish(usage, result)
-}
-
-/// The wait for a model call's first token, and the notices sent during it.
-struct FirstTokenWait {
-    every: Option<Duration>,
-    since: tokio::time::Instant,
-    next: Option<tokio::time::Instant>,
-}
-
-impl FirstTokenWait {
-    fn new(every: Option<Duration>) -> Self {
-        let since = tokio::time::Instant::now();
-        Self {
-            every,
-            since,
-            next: every.map(|every| since + every),
-        }
-    }
-
-    /// Ready when the next notice is due; never once the first token came.
-    async fn next_notice(&self) {
-        match self.next {
-            Some(at) => tokio::time::sleep_until(at).await,
-            None => std::future::pending().await,
-        }
-    }
-
-    /// The notice now due; the one after it is due a period later.
-    fn notice(&mut self) -> AgentEvent {
-        if let (Some(next), Some(every)) = (self.next.as_mut(), self.every) {
-            *next += every;
-        }
-        let waited = self.since.elapsed().as_secs();
-        AgentEvent::Thought(format!(
-            "Still waiting for the model's first token ({waited} s so far; a local model can take minutes to read a long prompt).\n"
-        ))
-    }
-
-    fn done(&mut self) {
-        self.next = None;
-    }
 }
 
 /// Collects what the model said, in the order it said it, so thinking

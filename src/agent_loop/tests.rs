@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::config::DEFAULT_MAX_TURN_REQUESTS;
+use crate::events::Compaction;
 use crate::permissions::AllowAll;
 use crate::providers::settings::ProviderSettings;
 use crate::providers::{EventStream, ModelInfo};
