@@ -144,8 +144,11 @@ async fn prompted_in_the_config_sends_no_tools_and_the_same_system_prompt_every_
             request.body
         );
     }
-    // A stable prefix for the server's prompt cache.
+    // A stable prefix for the server's prompt cache, the warm-up's included.
     assert_eq!(system_of(&requests[0]), system_of(&requests[1]));
+    let warmed = server.wait_warmups(1).await;
+    assert!(warmed[0].body.get("tools").is_none(), "{}", warmed[0].body);
+    assert_eq!(system_of(&warmed[0]), system_of(&requests[0]));
     assert!(system_of(&requests[0]).contains("<tool_call>"));
 }
 
