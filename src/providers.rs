@@ -5,6 +5,7 @@
 //! `[llm.providers.NAME]` table means.
 
 pub mod anthropic;
+pub mod dialects;
 pub mod encoded;
 pub mod fallback;
 pub mod http;
