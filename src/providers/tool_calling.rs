@@ -348,6 +348,24 @@ mod tests {
     }
 
     #[test]
+    fn the_convention_is_one_the_text_decoder_reads() {
+        let tools = [tool()];
+        let mut decoder = super::super::dialects::TextCallDecoder::new(&tools);
+        let written = format!(
+            "Let me read it.\n{}",
+            call_text("read_file", r#"{"path":"a.txt"}"#)
+        );
+        let mut shown = decoder.push(&written);
+        let finished = decoder.finish(false);
+        shown.push_str(&finished.text);
+        assert_eq!(shown.trim(), "Let me read it.");
+        assert_eq!(finished.calls.len(), 1, "{finished:?}");
+        assert_eq!(finished.calls[0].name, "read_file");
+        let arguments: Value = serde_json::from_str(&finished.calls[0].arguments).unwrap();
+        assert_eq!(arguments, json!({"path": "a.txt"}));
+    }
+
+    #[test]
     fn modes_parse_by_name() {
         for mode in ToolCalling::ALL {
             assert_eq!(ToolCalling::parse(mode.as_str()), Some(mode));
