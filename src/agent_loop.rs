@@ -16,12 +16,13 @@ use crate::events::{
 };
 use crate::model::{Message, Part, Role};
 use crate::permissions::{Permission, PermissionGate};
+use crate::providers::dialects::{self, SettledCall, TextCallDecoder};
 use crate::providers::{
     ChatRequest, FinishReason, Provider, ProviderError, ProviderEvent, ToolChoice, ToolDefinition,
     Usage, retry, tool_calling,
 };
 use crate::tools::redact::Redactor;
-use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry, parse_arguments};
+use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry};
 
 pub mod fallback;
 mod first_token;
@@ -160,10 +161,12 @@ pub async fn run_turn(
             break Err(err);
         }
         let request_chars = fixed_chars + context.chars();
+        let offered = tools.clone();
         let request = input.request(tools, context.messages());
-        let call = call_model(
+        let mut call = call_model(
             &*input.provider,
             request,
+            &offered,
             &input.cancel,
             input.limits(),
             input.cost.as_ref(),
@@ -173,7 +176,8 @@ pub async fn run_turn(
         if let Some(usage) = call.usage {
             count_usage(&input, &mut usage_total, &mut context, request_chars, usage);
         }
-        let calls = tool_calls(&call.message);
+        let cut_off = matches!(call.result, Ok(CallEnd::Finished(FinishReason::Length)));
+        let calls = dialects::settle(&mut call.message.parts, &offered, cut_off);
         let finished = match call.result {
             Ok(CallEnd::Finished(reason)) => reason,
             Ok(CallEnd::Cancelled) => {
@@ -313,22 +317,6 @@ fn count_usage(
         .observe(request_chars, usage.prompt_tokens);
 }
 
-/// The calls of an answer: the provider's id, the name, the arguments.
-fn tool_calls(message: &Message) -> Vec<(String, String, String)> {
-    message
-        .parts
-        .iter()
-        .filter_map(|part| match part {
-            Part::ToolCall {
-                id,
-                name,
-                arguments,
-            } => Some((id.clone(), name.clone(), arguments.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Whether the server refused the tools of a model under `auto`, which now
 /// runs prompted (the user told): the request is sent again at once.
 fn switched_to_prompted(
@@ -410,38 +398,44 @@ struct PreparedCall {
 /// valid for every provider).
 async fn run_tools(
     input: &TurnInput,
-    calls: Vec<(String, String, String)>,
+    calls: Vec<SettledCall>,
     guard: &mut LoopGuard,
     emit: &(dyn Fn(AgentEvent) + Send + Sync),
 ) -> Vec<Part> {
     let prepared: Vec<PreparedCall> = calls
         .into_iter()
-        .map(|(provider_id, name, arguments)| {
-            let tool = input.tools.get(&name).cloned();
-            let arguments = parse_arguments(&arguments);
-            let raw_input = arguments.as_ref().cloned().unwrap_or(Value::Null);
-            let (title, kind, locations) = match &tool {
-                Some(tool) => (
-                    tool.title(&raw_input),
-                    tool.kind(),
-                    tool.locations(&raw_input, &input.tool_context),
-                ),
-                None => (name.clone(), ToolKind::Other, Vec::new()),
-            };
-            PreparedCall {
-                provider_id,
-                info: ToolCallInfo {
-                    id: format!("call-{}", uuid::Uuid::new_v4().simple()),
-                    name: name.clone(),
-                    title,
-                    kind,
-                    raw_input,
-                    locations,
-                },
-                arguments,
-                tool,
-            }
-        })
+        .map(
+            |SettledCall {
+                 id,
+                 name,
+                 arguments,
+             }| {
+                let tool = input.tools.get(&name).cloned();
+                let arguments = arguments.map_err(ToolError::InvalidArguments);
+                let raw_input = arguments.as_ref().cloned().unwrap_or(Value::Null);
+                let (title, kind, locations) = match &tool {
+                    Some(tool) => (
+                        tool.title(&raw_input),
+                        tool.kind(),
+                        tool.locations(&raw_input, &input.tool_context),
+                    ),
+                    None => (name.clone(), ToolKind::Other, Vec::new()),
+                };
+                PreparedCall {
+                    provider_id: id,
+                    info: ToolCallInfo {
+                        id: format!("call-{}", uuid::Uuid::new_v4().simple()),
+                        name: name.clone(),
+                        title,
+                        kind,
+                        raw_input,
+                        locations,
+                    },
+                    arguments,
+                    tool,
+                }
+            },
+        )
         .collect();
     for call in &prepared {
         emit(AgentEvent::ToolCall(call.info.clone()));
@@ -554,7 +548,13 @@ async fn run_allowed(
     if let Some(plan) = outcome.as_ref().ok().and_then(|out| out.plan.clone()) {
         emit(AgentEvent::Plan(plan));
     }
-    outcome
+    // Arguments that do not fit the tool: the model gets its schema.
+    outcome.map_err(|err| match err {
+        ToolError::InvalidArguments(why) => {
+            ToolError::InvalidArguments(dialects::repair::unusable(&why, &tool.definition()))
+        }
+        other => other,
+    })
 }
 
 fn finish_call(
@@ -632,6 +632,7 @@ struct Limits<'a> {
 async fn call_model(
     provider: &dyn Provider,
     request: ChatRequest,
+    offered: &[ToolDefinition],
     cancel: &CancellationToken,
     limits: Limits<'_>,
     meter: Option<&crate::providers::pricing::CostMeter>,
@@ -643,6 +644,8 @@ async fn call_model(
         outbound,
     } = limits;
     let mut builder = AssistantBuilder::default();
+    // Calls the server passed through as text are read out of it.
+    let mut text_calls = (!offered.is_empty()).then(|| TextCallDecoder::new(offered));
     let mut usage = None;
     let notify = |notice: retry::RetryNotice| {
         let thought = notice.message();
@@ -701,10 +704,10 @@ async fn call_model(
         }
         match next {
             Some(Ok(event)) => match event {
-                ProviderEvent::TextDelta(text) => {
-                    builder.text(&text);
-                    emit(AgentEvent::AgentText(text));
-                }
+                ProviderEvent::TextDelta(text) => match &mut text_calls {
+                    Some(decoder) => builder.say(decoder.push(&text), emit),
+                    None => builder.say(text, emit),
+                },
                 ProviderEvent::ThinkingDelta(text) => {
                     builder.thinking(&text);
                     emit(AgentEvent::Thought(text));
@@ -744,6 +747,14 @@ async fn call_model(
     };
     // Dropping the stream here aborts the HTTP response at once on cancel.
     drop(stream);
+    if let Some(decoder) = text_calls {
+        let cut_off = matches!(result, Ok(CallEnd::Finished(FinishReason::Length)));
+        // A cut-short answer runs nothing: what it held is text.
+        let keep_text = !builder.calls.is_empty() || !matches!(result, Ok(CallEnd::Finished(_)));
+        let (text, calls) = decoder.finish(cut_off).into_parts(keep_text);
+        builder.say(text, emit);
+        builder.parts.extend(calls);
+    }
     builder.finish(usage, result)
 }
 
@@ -757,6 +768,14 @@ struct AssistantBuilder {
 }
 
 impl AssistantBuilder {
+    /// Text the user sees as it is added.
+    fn say(&mut self, text: String, emit: &(dyn Fn(AgentEvent) + Send + Sync)) {
+        if !text.is_empty() {
+            self.text(&text);
+            emit(AgentEvent::AgentText(text));
+        }
+    }
+
     fn text(&mut self, delta: &str) {
         match self.parts.last_mut() {
             Some(Part::Text { text }) => text.push_str(delta),

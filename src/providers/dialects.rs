@@ -134,6 +134,9 @@ const END_TOKENS: &[&str] = &[
     "<|im_end|>",
     "<|endoftext|>",
     "</s>",
+    // Qwen3-Coder on Ollama: the opening tag is eaten as a special token,
+    // the closing one is left.
+    "</tool_call>",
 ];
 
 /// One step of the scan.
@@ -182,6 +185,9 @@ pub struct TextCallDecoder {
     code: Code,
     /// Whether anything but whitespace was shown.
     spoke: bool,
+    /// The held length at which to look again: a long call is read again
+    /// only each time it doubles, so reading it stays linear.
+    retry_at: usize,
 }
 
 impl TextCallDecoder {
@@ -197,6 +203,9 @@ impl TextCallDecoder {
     /// (possibly empty: what may start a call is held back).
     pub fn push(&mut self, text: &str) -> String {
         self.held.push_str(text);
+        if self.held.len() < self.retry_at {
+            return String::new();
+        }
         self.scan(false)
     }
 
@@ -204,12 +213,15 @@ impl TextCallDecoder {
     /// was being written counts as a call (the model is told it was cut
     /// off) instead of text.
     pub fn finish(mut self, cut_off: bool) -> Finished {
+        // Look again at what waited for more (see `retry_at`), so what is
+        // held is the same however the text came.
+        let mut text = self.scan(false);
         if cut_off && let Some(call) = self.cut_call() {
             self.tail.push_str(&self.held);
             self.held.clear();
             self.calls.push(call);
         }
-        let text = self.scan(true);
+        text.push_str(&self.scan(true));
         Finished {
             text,
             calls: self.calls,
@@ -252,6 +264,10 @@ impl TextCallDecoder {
             }
         }
         self.held.drain(..at);
+        // What is held waits at a possible call; the scan's answer there
+        // depends only on the text, so looking again later changes nothing
+        // but when it is known.
+        self.retry_at = self.held.len() * 2;
         shown
     }
 

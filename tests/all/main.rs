@@ -27,6 +27,7 @@ mod crash_consistency;
 mod crucible_client;
 mod crucible_config;
 mod crucible_permissions;
+mod dialects;
 mod disk_full;
 mod elicitation;
 mod faults;

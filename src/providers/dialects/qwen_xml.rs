@@ -22,13 +22,21 @@ pub fn parse(input: &str, ended: bool, offered: &Offered) -> Attempt {
             Attempt::More
         };
     };
-    let (body, used) = match after.find(CLOSE) {
-        Some(end) => (&after[name_end + 1..end], MARKER.len() + end + CLOSE.len()),
-        None if ended => (&after[name_end + 1..], input.len()),
-        None => return Attempt::More,
-    };
-    let Some(name) = offered.name(&after[..name_end]) else {
+    let called = &after[..name_end];
+    if called.contains(['<', '\n']) {
         return Attempt::No;
+    }
+    let Some(name) = offered.name(called) else {
+        return Attempt::No;
+    };
+    let body_start = name_end + 1;
+    let (body, used) = match after[body_start..].find(CLOSE) {
+        Some(end) => (
+            &after[body_start..body_start + end],
+            MARKER.len() + body_start + end + CLOSE.len(),
+        ),
+        None if ended => (&after[body_start..], input.len()),
+        None => return Attempt::More,
     };
     let schema = offered.schema(&name);
     let mut arguments = Map::new();
