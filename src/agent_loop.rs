@@ -392,6 +392,39 @@ struct PreparedCall {
     tool: Option<Arc<dyn Tool>>,
 }
 
+/// A call as the editor is told of it and the tool will get it.
+fn prepare(input: &TurnInput, call: SettledCall) -> PreparedCall {
+    let SettledCall {
+        id,
+        name,
+        arguments,
+    } = call;
+    let tool = input.tools.get(&name).cloned();
+    let arguments = arguments.map_err(ToolError::InvalidArguments);
+    let raw_input = arguments.as_ref().cloned().unwrap_or(Value::Null);
+    let (title, kind, locations) = match &tool {
+        Some(tool) => (
+            tool.title(&raw_input),
+            tool.kind(),
+            tool.locations(&raw_input, &input.tool_context),
+        ),
+        None => (name.clone(), ToolKind::Other, Vec::new()),
+    };
+    PreparedCall {
+        provider_id: id,
+        info: ToolCallInfo {
+            id: format!("call-{}", uuid::Uuid::new_v4().simple()),
+            name,
+            title,
+            kind,
+            raw_input,
+            locations,
+        },
+        arguments,
+        tool,
+    }
+}
+
 /// Run the calls of one model answer: announce each, ask permission one at
 /// a time, run the allowed ones concurrently, and return their results in
 /// the order the model asked (every call gets one, so the conversation stays
@@ -402,41 +435,7 @@ async fn run_tools(
     guard: &mut LoopGuard,
     emit: &(dyn Fn(AgentEvent) + Send + Sync),
 ) -> Vec<Part> {
-    let prepared: Vec<PreparedCall> = calls
-        .into_iter()
-        .map(
-            |SettledCall {
-                 id,
-                 name,
-                 arguments,
-             }| {
-                let tool = input.tools.get(&name).cloned();
-                let arguments = arguments.map_err(ToolError::InvalidArguments);
-                let raw_input = arguments.as_ref().cloned().unwrap_or(Value::Null);
-                let (title, kind, locations) = match &tool {
-                    Some(tool) => (
-                        tool.title(&raw_input),
-                        tool.kind(),
-                        tool.locations(&raw_input, &input.tool_context),
-                    ),
-                    None => (name.clone(), ToolKind::Other, Vec::new()),
-                };
-                PreparedCall {
-                    provider_id: id,
-                    info: ToolCallInfo {
-                        id: format!("call-{}", uuid::Uuid::new_v4().simple()),
-                        name: name.clone(),
-                        title,
-                        kind,
-                        raw_input,
-                        locations,
-                    },
-                    arguments,
-                    tool,
-                }
-            },
-        )
-        .collect();
+    let prepared: Vec<PreparedCall> = calls.into_iter().map(|c| prepare(input, c)).collect();
     for call in &prepared {
         emit(AgentEvent::ToolCall(call.info.clone()));
     }
