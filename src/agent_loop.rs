@@ -27,6 +27,7 @@ use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry};
 pub mod fallback;
 mod first_token;
 mod fit;
+mod keep_alive;
 pub mod loop_guard;
 pub use fallback::{Fallback, Switched};
 use first_token::FirstTokenWait;
@@ -533,12 +534,17 @@ async fn run_allowed(
     };
     let run = tool.call(arguments.clone(), &context);
     tokio::pin!(run);
+    let mut keep_alive = keep_alive::KeepAlive::new(keep_alive::EVERY);
     // Reports go out as they come, all before the final update.
     let outcome = loop {
         tokio::select! {
             biased;
             outcome = &mut run => break outcome,
-            Some(content) = reports.recv() => in_progress(content),
+            Some(content) = reports.recv() => {
+                keep_alive.shown(&content);
+                in_progress(content);
+            }
+            () = keep_alive.due() => in_progress(keep_alive.update()),
         }
     };
     while let Ok(content) = reports.try_recv() {
