@@ -6,6 +6,10 @@
 //! Run one topic with `cargo test --test all cancel::`. The ignored tests need
 //! real servers and run under `make e2e` (`scripts/e2e.sh`): `real_llm` and
 //! `context_real_llm` (llama-server), and `mcp`'s (the npm MCP servers).
+//!
+//! They speak POSIX `sh` to the agent's tools, so they build on Unix only;
+//! on Windows the smoke (`scripts/windows-smoke.sh`) drives the `.exe`.
+#![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -53,6 +57,8 @@ mod rate_limits;
 mod real_llm;
 mod reasoning;
 mod rewind;
+// Landlock's; macOS's Seatbelt has unit tests of its profile only.
+#[cfg(target_os = "linux")]
 mod sandbox;
 mod secrets;
 mod sessions;
