@@ -20,6 +20,7 @@ pub mod mcp;
 pub mod model;
 pub mod modes;
 pub mod permissions;
+pub mod platform;
 pub mod prompt;
 pub mod providers;
 pub mod session;

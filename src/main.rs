@@ -202,8 +202,8 @@ async fn serve(
             return Ok(());
         }
         // Asked to stop: end like EOF, every turn answered and saved.
-        () = terminate_signal() => {
-            tracing::info!("SIGTERM received; shutting down");
+        () = crucible_agent::platform::stop_requested() => {
+            tracing::info!("asked to stop (SIGTERM); shutting down");
             Ok(())
         }
     };
@@ -220,21 +220,6 @@ async fn serve(
         Err(_) => tracing::warn!("output did not drain within {FLUSH_GRACE:?}"),
     }
     Ok(())
-}
-
-/// Resolves on SIGTERM; never when the handler cannot be installed (the
-/// default action, exiting at once, then stays).
-async fn terminate_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut terminate) => {
-            terminate.recv().await;
-        }
-        Err(err) => {
-            tracing::warn!(%err, "cannot handle SIGTERM");
-            std::future::pending::<()>().await;
-        }
-    }
 }
 
 /// The session manager the config describes.

@@ -269,40 +269,10 @@ pub fn spawn_stdout_writer(
     Ok(finished)
 }
 
-/// Resolves when the client closes its end of stdout. A write finds that
-/// out only at the next message, and a turn waiting on a long command may
-/// write nothing for minutes; the pipe reports it at once (`POLLERR` on a
-/// pipe whose reader is gone). Never resolves for a file, `/dev/null`, or a
-/// terminal that stays open.
+/// Resolves when the client closes its end of stdout, even while nothing
+/// is written (where the platform can tell; see [`crate::platform::stdout_closed`]).
 pub async fn stdout_closed() {
-    let (closed, told) = oneshot::channel();
-    let watching = std::thread::Builder::new()
-        .name("stdout-watch".into())
-        .spawn(move || {
-            loop {
-                // No events asked for: only errors and hang-ups are reported.
-                let mut stdout = libc::pollfd {
-                    fd: libc::STDOUT_FILENO,
-                    events: 0,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd, alive for the whole call.
-                let ready = unsafe { libc::poll(&mut stdout, 1, -1) };
-                if ready < 0 {
-                    if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                        continue;
-                    }
-                    return; // cannot watch: the writer still finds out on its next write
-                }
-                if stdout.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-                    let _ = closed.send(());
-                    return;
-                }
-            }
-        });
-    if watching.is_err() || told.await.is_err() {
-        std::future::pending::<()>().await;
-    }
+    crate::platform::stdout_closed().await;
 }
 
 /// Drain `lines` into `output`, one message per line, blocking the thread.

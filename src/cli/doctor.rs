@@ -11,7 +11,7 @@ use crate::mcp::McpTransport;
 use crate::providers::Providers;
 use crate::providers::settings::ProviderKind;
 use crate::tools::environment::Inherit;
-use crate::tools::sandbox::{NETWORK_ABI, SandboxMode, SandboxSettings, Support};
+use crate::tools::sandbox::{SandboxMode, SandboxSettings, Support};
 
 /// How long an endpoint may take to list its models.
 const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -304,18 +304,18 @@ fn check_sandbox(settings: &SandboxSettings, support: &Support) -> Check {
     let mode = settings.mode.as_str();
     let network = if settings.network { "on" } else { "off" };
     match (support, settings.mode) {
-        (Support::Available { abi }, SandboxMode::Off) => Check::ok(
+        (Support::Available { mechanism, .. }, SandboxMode::Off) => Check::ok(
             "sandbox",
-            format!("available (Landlock ABI {abi}), but [sandbox] mode = \"off\": commands run with your full rights"),
+            format!("available ({mechanism}), but [sandbox] mode = \"off\": commands run with your full rights"),
         ),
-        (Support::Available { abi }, _) if *abi < NETWORK_ABI && !settings.network => Check::warn(
+        (Support::Available { mechanism, network_gap: Some(gap) }, _) if !settings.network => Check::warn(
             "sandbox",
-            format!("Landlock ABI {abi}: commands run {mode}, but this kernel cannot turn their network off (ABI {NETWORK_ABI}, Linux 6.7, is needed)"),
+            format!("{mechanism}: commands run {mode}, but {gap}"),
             None,
         ),
-        (Support::Available { abi }, _) => Check::ok(
+        (Support::Available { mechanism, .. }, _) => Check::ok(
             "sandbox",
-            format!("available (Landlock ABI {abi}): commands run {mode}, network {network}"),
+            format!("available ({mechanism}): commands run {mode}, network {network}"),
         ),
         (Support::Unavailable(reason), SandboxMode::Off) => Check::ok(
             "sandbox",
@@ -324,7 +324,7 @@ fn check_sandbox(settings: &SandboxSettings, support: &Support) -> Check {
         (Support::Unavailable(reason), _) => Check::warn(
             "sandbox",
             format!("not available: {reason}. Commands run with your full rights; in auto mode each asks first"),
-            Some("use a kernel with Landlock, or set [sandbox] mode = \"off\" to run commands unasked in auto mode".into()),
+            Some("use a system with a sandbox (Linux with Landlock, or macOS), or set [sandbox] mode = \"off\" to run commands unasked in auto mode".into()),
         ),
     }
 }

@@ -3,7 +3,7 @@
 //! tools share (the todo list).
 
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path, PathBuf, Prefix};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -212,12 +212,31 @@ impl ToolContext {
         if path.trim().is_empty() {
             return Err(ToolError::InvalidArguments("the path is empty".into()));
         }
+        if let Some(Component::Prefix(prefix)) = Path::new(path).components().next()
+            && !Path::new(path).has_root()
+        {
+            // Windows' `C:foo` starts at drive C's current directory, which
+            // the agent does not choose.
+            return Err(ToolError::InvalidArguments(format!(
+                "{path} is relative to the current directory of drive {}; give a path relative to the working directory, or an absolute one",
+                prefix.as_os_str().to_string_lossy()
+            )));
+        }
         let joined = if Path::new(path).is_absolute() {
             PathBuf::from(path)
         } else {
             self.cwd.join(path)
         };
         let normalized = normalize(&joined);
+        let allowed = self.allowed_roots();
+        if !on_a_root_volume(&normalized, &allowed) {
+            // Not even looked at: touching `\\server\share` would make
+            // Windows contact that server (and offer it the user's credentials).
+            return Err(ToolError::PathOutsideWorkspace {
+                path: path.to_string(),
+                allowed,
+            });
+        }
         let real = real_path(&normalized).map_err(|err| match err {
             RealPathError::DanglingSymlink(link) => ToolError::Failed(format!(
                 "{path} goes through the symlink {}, whose target does not exist; refusing to follow it",
@@ -228,7 +247,6 @@ impl ToolContext {
                 source,
             },
         })?;
-        let allowed = self.allowed_roots();
         let confined = allowed.iter().find_map(|root| {
             let root = std::fs::canonicalize(root).unwrap_or_else(|_| normalize(root));
             ConfinedPath::new(normalized.clone(), &root, &real)
@@ -243,6 +261,41 @@ impl ToolContext {
     pub fn display_path(&self, path: &Path) -> String {
         super::display_path(path, &self.cwd)
     }
+}
+
+/// Whether `path` is on the drive or network share of one of the `roots`
+/// (always on Unix, where paths have no such prefix).
+fn on_a_root_volume(path: &Path, roots: &[PathBuf]) -> bool {
+    let Some(wanted) = volume(path) else {
+        return true;
+    };
+    roots.iter().any(|root| {
+        volume(root).is_some_and(|v| v == wanted)
+            || std::fs::canonicalize(root)
+                .ok()
+                .and_then(|real| volume(&real))
+                .is_some_and(|v| v == wanted)
+    })
+}
+
+/// A Windows path's drive or share, spelt one way (`C:`, `\\server\share`):
+/// `\\?\C:\` and `C:\` are the same volume.
+fn volume(path: &Path) -> Option<String> {
+    let Some(Component::Prefix(prefix)) = path.components().next() else {
+        return None;
+    };
+    Some(match prefix.kind() {
+        Prefix::Disk(drive) | Prefix::VerbatimDisk(drive) => {
+            format!("{}:", char::from(drive.to_ascii_uppercase()))
+        }
+        Prefix::UNC(server, share) | Prefix::VerbatimUNC(server, share) => format!(
+            "\\\\{}\\{}",
+            server.to_string_lossy(),
+            share.to_string_lossy()
+        )
+        .to_lowercase(),
+        Prefix::Verbatim(name) | Prefix::DeviceNS(name) => name.to_string_lossy().to_lowercase(),
+    })
 }
 
 /// Removes `.` and resolves `..` lexically (`..` at the root stays there).
@@ -355,6 +408,7 @@ mod tests {
         assert_eq!(ctx.resolve(absolute.to_str().unwrap()).unwrap(), absolute);
     }
 
+    #[cfg(unix)]
     #[test]
     fn every_way_out_of_the_workspace_is_refused() {
         let (dir, ctx) = workspace();
@@ -385,6 +439,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     #[test]
     fn dangling_symlinks_are_refused() {
         let (dir, ctx) = workspace();
@@ -394,6 +449,7 @@ mod tests {
         assert!(ctx.resolve("dangling/x").is_err());
     }
 
+    #[cfg(unix)]
     #[test]
     fn symlinks_inside_the_workspace_are_followed() {
         let (_dir, ctx) = workspace();
@@ -446,5 +502,45 @@ mod tests {
             priority: TodoPriority::default(),
         }]);
         assert_eq!(ctx.todos().len(), 1);
+    }
+
+    /// Windows' own ways out: another drive, a drive-relative path, a
+    /// network share (refused before anything touches it).
+    #[cfg(windows)]
+    #[test]
+    fn drive_relative_unc_and_other_drive_paths_are_refused() {
+        let (_dir, ctx) = workspace();
+        let drive = volume(&ctx.cwd).unwrap();
+        let err = ctx.resolve(&format!("{drive}foo")).unwrap_err();
+        assert!(
+            matches!(err, ToolError::InvalidArguments(_)),
+            "drive-relative: {err:?}"
+        );
+        assert_outside(&ctx, r"\\attacker\share\x");
+        assert_outside(&ctx, r"\\?\UNC\attacker\share\x");
+        let other = if drive == "Q:" { "R:" } else { "Q:" };
+        assert_outside(&ctx, &format!(r"{other}\x"));
+        assert_outside(&ctx, r"..\..\x");
+        // The project's own drive, spelt another way, is still the project.
+        let upper = ctx.cwd.join("src").join("a.rs");
+        assert_eq!(ctx.resolve(&upper.display().to_string()).unwrap(), upper);
+    }
+
+    #[test]
+    fn volumes_are_compared_however_they_are_spelt() {
+        // Unix paths have no volume, so nothing is refused for one.
+        assert_eq!(volume(Path::new("/home/u")), None);
+        assert!(on_a_root_volume(
+            Path::new("/etc"),
+            &[PathBuf::from("/home/u")]
+        ));
+        #[cfg(windows)]
+        {
+            assert_eq!(volume(Path::new(r"c:\x")), volume(Path::new(r"\\?\C:\y")));
+            assert_eq!(
+                volume(Path::new(r"\\Srv\Share\x")).as_deref(),
+                Some(r"\\srv\share")
+            );
+        }
     }
 }

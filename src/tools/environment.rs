@@ -7,10 +7,10 @@
 use crate::util::glob_matches;
 
 /// The variables a program needs to run normally: the base of an MCP stdio
-/// server's environment, and what `inherit = "core"` keeps.
-pub const CORE_VARIABLES: &[&str] = &[
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "TMPDIR",
-];
+/// server's environment, and what `inherit = "core"` keeps (PATH, HOME,
+/// USER, LOGNAME, SHELL, TERM, LANG and TMPDIR on Unix; PATH, SystemRoot,
+/// TEMP, USERPROFILE, APPDATA and the like on Windows).
+pub const CORE_VARIABLES: &[&str] = crate::platform::CORE_VARIABLES;
 
 /// Names left out of a command's environment unless
 /// `ignore_default_excludes` (matched without regard to case).
@@ -86,7 +86,9 @@ impl EnvironmentPolicy {
         for (name, value) in from {
             let inherited = match self.inherit {
                 Inherit::All => true,
-                Inherit::Core => CORE_VARIABLES.contains(&name.as_str()),
+                Inherit::Core => CORE_VARIABLES
+                    .iter()
+                    .any(|core| crate::platform::same_variable(core, &name)),
                 Inherit::None => false,
             };
             if !inherited {

@@ -294,6 +294,7 @@ mod tests {
         assert_eq!(names, ["a.txt"]);
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn writes_keep_the_file_mode_and_follow_symlinks() {
         use std::os::unix::fs::PermissionsExt;

@@ -1,14 +1,23 @@
 //! The sandbox for commands the model runs (`shell`, and MCP stdio servers
-//! that opt in): on Linux with Landlock, a command may read everywhere but
-//! write only in the session's roots and the temp directories (or only in
-//! temp), and opens no TCP connection unless the network is allowed. The
-//! agent itself stays unconfined; each command confines itself between fork
-//! and exec ([`landlock`]). A denied action is explained to the model
+//! that opt in): a command may read everywhere but write only in the
+//! session's roots and the temp directories (or only in temp), and opens no
+//! network connection unless the network is allowed. The agent itself stays
+//! unconfined; each command is confined as it starts, by the platform's
+//! [`Confiner`]: Landlock on Linux (`landlock.rs`), Seatbelt on macOS
+//! (`seatbelt.rs`), none elsewhere (`none.rs`: commands run unconfined and
+//! `auto` asks first). A denied action is explained to the model
 //! ([`denial`]); the user may let one blocked command run outside
 //! ([`Escalation`]). See the README, "Sandbox".
 
 mod denial;
+#[cfg(target_os = "linux")]
 mod landlock;
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+mod none;
+#[cfg(target_os = "macos")]
+mod seatbelt;
+#[cfg(any(target_os = "macos", test))]
+mod seatbelt_profile;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,9 +25,71 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use futures::future::BoxFuture;
 
-pub use self::landlock::{NETWORK_ABI, Support, UNAVAILABLE_VAR};
 use crate::events::ToolCallInfo;
+use crate::platform::CommandLine;
 use crate::util::lock;
+
+/// What a platform's sandbox does: tell whether it works here, and start a
+/// command confined.
+trait Confiner {
+    /// Whether commands can be confined on this machine.
+    fn probe() -> Support;
+    /// A process running `line` within `confinement`, not started yet.
+    fn command(
+        confinement: &Confinement,
+        line: &CommandLine,
+    ) -> Result<tokio::process::Command, SandboxError>;
+}
+
+#[cfg(target_os = "linux")]
+type Os = landlock::Landlock;
+#[cfg(target_os = "macos")]
+type Os = seatbelt::Seatbelt;
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+type Os = none::NoSandbox;
+
+/// Set to anything but "" or "0" to make the sandbox look unavailable, as
+/// on a kernel without Landlock (a test hook: the agent then behaves as it
+/// would there).
+pub const UNAVAILABLE_VAR: &str = "CRUCIBLE_AGENT_SANDBOX_UNAVAILABLE";
+
+/// Whether commands can be confined on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Support {
+    Available {
+        /// What confines them, for the user ("Landlock ABI 6", "Seatbelt").
+        mechanism: String,
+        /// Why the network cannot be turned off for commands, if it cannot.
+        network_gap: Option<String>,
+    },
+    /// Why not, for the user.
+    Unavailable(String),
+}
+
+impl Support {
+    /// Asks the platform (honouring [`UNAVAILABLE_VAR`]).
+    pub fn probe() -> Self {
+        if std::env::var(UNAVAILABLE_VAR).is_ok_and(|value| !value.is_empty() && value != "0") {
+            return Self::Unavailable(format!("disabled by {UNAVAILABLE_VAR}"));
+        }
+        Os::probe()
+    }
+
+    pub fn is_available(&self) -> bool {
+        matches!(self, Self::Available { .. })
+    }
+
+    /// Whether network connections can be denied.
+    pub fn controls_network(&self) -> bool {
+        matches!(
+            self,
+            Self::Available {
+                network_gap: None,
+                ..
+            }
+        )
+    }
+}
 
 /// How far commands are confined (`[sandbox] mode`, and the session's
 /// `sandbox` option).
@@ -132,11 +203,9 @@ impl Confinement {
         })
     }
 
-    /// Makes `command` confine itself when it starts.
-    pub fn confine(&self, command: &mut tokio::process::Command) -> Result<(), SandboxError> {
-        let ruleset = landlock::ruleset(&self.writable, self.network)?;
-        landlock::restrict_child(command, ruleset);
-        Ok(())
+    /// A process running `line` confined, not started yet.
+    pub fn command(&self, line: &CommandLine) -> Result<tokio::process::Command, SandboxError> {
+        Os::command(self, line)
     }
 
     /// What the sandbox probably blocked, judging by a failed command's
@@ -244,7 +313,7 @@ impl SessionSandbox {
     }
 
     /// What a command gets now, or None when it runs unconfined (mode off,
-    /// or no Landlock).
+    /// or no sandbox here).
     pub fn confinement(&self, roots: &[PathBuf], env: &[(String, String)]) -> Option<Confinement> {
         if !self.support.is_available() {
             return None;
@@ -259,14 +328,11 @@ impl SessionSandbox {
             Support::Unavailable(reason) if self.wanted_but_unavailable() => format!(
                 "The command sandbox is not available: {reason}. Commands run with the user's full rights, so in auto mode each command asks first.\n"
             ),
-            Support::Available { abi }
-                if self.mode() != SandboxMode::Off
-                    && !self.settings.network
-                    && !self.support.controls_network() =>
-            {
-                format!(
-                    "The command sandbox confines writes, but this kernel (Landlock ABI {abi}) cannot turn the network off for commands (ABI {NETWORK_ABI}, Linux 6.7, is needed).\n"
-                )
+            Support::Available {
+                network_gap: Some(gap),
+                ..
+            } if self.mode() != SandboxMode::Off && !self.settings.network => {
+                format!("The command sandbox confines writes, but {gap}.\n")
             }
             _ => return None,
         };
@@ -376,8 +442,13 @@ mod tests {
                 .is_some_and(|text| text.contains("not available: no"))
         );
         assert_eq!(missing.notice(), None, "once");
-        let old_kernel =
-            SessionSandbox::new(SandboxSettings::default(), Support::Available { abi: 3 });
+        let old_kernel = SessionSandbox::new(
+            SandboxSettings::default(),
+            Support::Available {
+                mechanism: "Landlock ABI 3".into(),
+                network_gap: Some("this kernel cannot turn the network off".into()),
+            },
+        );
         assert!(
             old_kernel
                 .notice()
@@ -391,7 +462,13 @@ mod tests {
             SessionSandbox::new(off, Support::Unavailable("no".into())).notice(),
             None
         );
-        let fine = SessionSandbox::new(SandboxSettings::default(), Support::Available { abi: 7 });
+        let fine = SessionSandbox::new(
+            SandboxSettings::default(),
+            Support::Available {
+                mechanism: "Landlock ABI 7".into(),
+                network_gap: None,
+            },
+        );
         assert_eq!(fine.notice(), None);
     }
 

@@ -1,8 +1,8 @@
-//! Commands behind a small trait: `sh -c` on this machine, or an editor
-//! terminal (ACP `terminal/*`, see [`super::ClientTerminal`]).
+//! Commands behind a small trait: this machine's interpreter (`sh -c`;
+//! PowerShell or `cmd /C` on Windows, see [`crate::platform::interpreter`]),
+//! or an editor terminal (ACP `terminal/*`, see [`super::ClientTerminal`]).
 
 use std::collections::VecDeque;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::sandbox::Confinement;
 use super::{Progress, ToolContent, ToolError};
+use crate::platform::{self, ProcessTree};
 
 /// How a command ended and what it printed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +43,7 @@ impl ShellOutput {
 /// One command to run and the limits it runs within.
 #[derive(Debug, Clone, Copy)]
 pub struct ShellRun<'a> {
-    /// The command line, given to `sh -c`.
+    /// The command line, given to the interpreter (`sh -c`).
     pub command: &'a str,
     pub cwd: &'a Path,
     /// The command's whole environment, as the session's
@@ -72,8 +73,9 @@ pub trait Shell: Send + Sync {
     }
 }
 
-/// `sh -c` on this machine, in a process group of its own so a timeout or a
-/// cancel kills everything the command started.
+/// The interpreter on this machine, the command in a process tree of its
+/// own (a process group; a Job Object on Windows) so a timeout or a cancel
+/// kills everything the command started.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LocalShell;
 
@@ -107,30 +109,31 @@ async fn run_local(run: ShellRun<'_>) -> Result<ShellOutput, ToolError> {
     if cancel.is_cancelled() {
         return Err(ToolError::Cancelled);
     }
-    let mut command = tokio::process::Command::new("sh");
-    if let Some(confinement) = run.confinement {
-        confinement
-            .confine(&mut command)
-            .map_err(|err| ToolError::Failed(err.to_string()))?;
-    }
-    let mut child = command
-        .arg("-c")
-        .arg(run.command)
+    let interpreter = platform::interpreter();
+    let line = interpreter.command_line(run.command);
+    let mut command = match run.confinement {
+        Some(confinement) => confinement
+            .command(&line)
+            .map_err(|err| ToolError::Failed(err.to_string()))?,
+        None => line.command(),
+    };
+    command
         .env_clear()
         .envs(run.env.iter().map(|(name, value)| (name, value)))
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .process_group(0)
-        .spawn()
-        .map_err(|err| {
-            ToolError::Failed(format!("could not start `sh` in {}: {err}", cwd.display()))
-        })?;
-    let mut group = GroupKiller {
-        pgid: child.id().and_then(|pid| libc::pid_t::try_from(pid).ok()),
-    };
+        .kill_on_drop(true);
+    // Killed whole on a timeout, a cancel, or when the run is dropped
+    // half-way (kill_on_drop alone would reach only the interpreter).
+    let (mut child, mut tree) = platform::spawn_tree(&mut command).map_err(|err| {
+        ToolError::Failed(format!(
+            "could not start `{}` in {}: {err}",
+            interpreter.name(),
+            cwd.display()
+        ))
+    })?;
     let mut pipes = Pipes {
         stdout: Pipe::new(child.stdout.take()),
         stderr: Pipe::new(child.stderr.take()),
@@ -176,14 +179,14 @@ async fn run_local(run: ShellRun<'_>) -> Result<ShellOutput, ToolError> {
     match ending {
         Ending::Exited(status) => {
             // Processes it left in the background keep running, as in a terminal.
-            group.disarm();
+            tree.release();
             let status = status.map_err(|err| {
                 ToolError::Failed(format!("could not wait for the command: {err}"))
             })?;
             let (output, omitted_bytes) = output.finish();
             Ok(ShellOutput {
                 exit_code: status.code(),
-                signal: status.signal(),
+                signal: platform::exit_signal(status),
                 output,
                 timed_out: false,
                 omitted_bytes,
@@ -191,12 +194,12 @@ async fn run_local(run: ShellRun<'_>) -> Result<ShellOutput, ToolError> {
             })
         }
         Ending::Cancelled => {
-            group.kill();
+            tree.kill();
             let _ = tokio::time::timeout(AFTER_KILL, child.wait()).await;
             Err(ToolError::Cancelled)
         }
         Ending::TimedOut => {
-            group.kill();
+            tree.kill();
             // What was already in the pipes is part of the answer.
             let drain = async {
                 while !pipes.closed() {
@@ -206,8 +209,8 @@ async fn run_local(run: ShellRun<'_>) -> Result<ShellOutput, ToolError> {
             let _ = tokio::time::timeout(AFTER_KILL, drain).await;
             let status = tokio::time::timeout(AFTER_KILL, child.wait()).await;
             let signal = match status {
-                Ok(Ok(status)) => status.signal(),
-                _ => Some(libc::SIGKILL),
+                Ok(Ok(status)) => platform::exit_signal(status),
+                _ => platform::KILL_SIGNAL,
             };
             let (output, omitted_bytes) = output.finish();
             Ok(ShellOutput {
@@ -278,34 +281,6 @@ async fn sleep_until_some(deadline: Option<Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
-    }
-}
-
-/// Kills the command's whole process group, also when the run is dropped
-/// half-way (kill_on_drop alone would reach only `sh`).
-struct GroupKiller {
-    pgid: Option<libc::pid_t>,
-}
-
-impl GroupKiller {
-    fn kill(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            // SAFETY: kill(2) with a negative pid signals that process group;
-            // it touches no memory of ours.
-            unsafe {
-                libc::kill(-pgid, libc::SIGKILL);
-            }
-        }
-    }
-
-    fn disarm(&mut self) {
-        self.pgid = None;
-    }
-}
-
-impl Drop for GroupKiller {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
@@ -389,7 +364,9 @@ impl CappedOutput {
     }
 }
 
+// The tests speak `sh`.
 #[cfg(test)]
+#[cfg(unix)]
 mod tests {
     use super::*;
 

@@ -21,7 +21,8 @@ use crate::events::ToolContent;
 /// request after the command was stopped (a hung editor must not hang the turn).
 const AFTER_KILL: Duration = Duration::from_secs(5);
 
-/// Runs commands as `sh -c COMMAND` in a terminal the editor creates.
+/// Runs commands with this machine's interpreter (`sh -c COMMAND`; see
+/// [`crate::platform::interpreter`]) in a terminal the editor creates.
 pub struct ClientTerminal {
     pub session_id: String,
     pub sink: Arc<dyn ClientSink>,
@@ -49,10 +50,13 @@ impl ClientTerminal {
                 "a command in the editor's terminal cannot be confined to the sandbox".into(),
             ));
         }
+        let line = crate::platform::interpreter().command_line(run.command);
         let request = CreateTerminal {
             session_id: self.session_id.clone(),
-            command: "sh".into(),
-            args: vec!["-c".into(), run.command.into()],
+            command: line.program.to_string_lossy().into_owned(),
+            args: (line.args.iter())
+                .map(|arg| arg.to_string_lossy().into_owned())
+                .collect(),
             // The editor's terminal may add its own environment to this.
             env: run.env.to_vec(),
             cwd: Some(run.cwd.to_path_buf()),
@@ -168,7 +172,7 @@ impl Terminal {
                 };
                 Ok(ShellOutput {
                     exit_code: None,
-                    signal: Some(libc::SIGKILL),
+                    signal: crate::platform::KILL_SIGNAL,
                     output,
                     timed_out: true,
                     omitted_bytes,
@@ -195,21 +199,22 @@ fn capped_output(answer: &TerminalOutput, output_cap: usize) -> (String, u64) {
     }
 }
 
-/// A signal name as the editor reports it ("SIGKILL", "KILL", "9").
+/// A signal name as the editor reports it ("SIGKILL", "KILL", "9"). The
+/// numbers are POSIX's, the same on Linux and macOS (Windows has none).
 fn signal_number(name: &str) -> Option<i32> {
     if let Ok(number) = name.parse() {
         return Some(number);
     }
     let name = name.strip_prefix("SIG").unwrap_or(name);
     Some(match name {
-        "HUP" => libc::SIGHUP,
-        "INT" => libc::SIGINT,
-        "QUIT" => libc::SIGQUIT,
-        "ABRT" => libc::SIGABRT,
-        "KILL" => libc::SIGKILL,
-        "SEGV" => libc::SIGSEGV,
-        "PIPE" => libc::SIGPIPE,
-        "TERM" => libc::SIGTERM,
+        "HUP" => 1,
+        "INT" => 2,
+        "QUIT" => 3,
+        "ABRT" => 6,
+        "KILL" => 9,
+        "SEGV" => 11,
+        "PIPE" => 13,
+        "TERM" => 15,
         _ => return None,
     })
 }

@@ -30,6 +30,12 @@ pub trait TypedTool: Send + Sync {
     /// Whether the tool changes anything (see [`Tool::mutates`]).
     const MUTATES: bool;
 
+    /// What the model is told, when it depends on the machine; by default
+    /// [`Self::DESCRIPTION`].
+    fn description_here(&self) -> &str {
+        Self::DESCRIPTION
+    }
+
     /// See [`Tool::title`]. The arguments may be salvaged from invalid ones
     /// (see [`salvage`]): a required text may be empty.
     fn title_for(&self, args: &Self::Args) -> String;
@@ -53,7 +59,7 @@ impl<T: TypedTool> Tool for T {
     }
 
     fn description(&self) -> &str {
-        T::DESCRIPTION
+        self.description_here()
     }
 
     fn brief(&self) -> Option<&str> {

@@ -13,6 +13,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("events", 0),
     ("client", 0),
     ("util", 0),
+    ("platform", 0),
     // 1 domains
     ("providers", 1),
     ("tools", 1),

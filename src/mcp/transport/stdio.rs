@@ -1,6 +1,7 @@
-//! A stdio server's process: spawned in its own process group (so stopping
-//! it also stops what it started, e.g. `npx` → `node`), watched until it
-//! exits, its stderr logged and its last lines kept for error messages.
+//! A stdio server's process: spawned in a process tree of its own (a
+//! process group; a Job Object on Windows), so stopping it also stops what
+//! it started (e.g. `npx` → `node`), watched until it exits, its stderr
+//! logged and its last lines kept for error messages.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -14,6 +15,7 @@ use tokio::sync::watch;
 
 use crate::mcp::error::StartError;
 use crate::mcp::spec::StdioSandbox;
+use crate::platform::{self, CommandLine, ProcessTree};
 use crate::util::lock;
 
 /// How long a closed server gets to exit before SIGTERM, and again before SIGKILL.
@@ -63,12 +65,13 @@ pub(crate) enum Environment<'a> {
     Inherited(&'a [(String, String)]),
 }
 
-/// A stdio server process, in its own process group so that stopping it
+/// A stdio server process, in its own process tree so that stopping it
 /// also stops what it started (e.g. `npx` → `node`).
 pub(crate) struct ChildProcess {
     pub(crate) pid: Option<u32>,
-    /// Armed until the group has been killed.
-    group: Option<libc::pid_t>,
+    /// Killed when dropped: no orphans, also without an orderly stop (and
+    /// without a runtime).
+    tree: platform::Tree,
     /// Set to how it ended, once it has.
     pub(crate) exit: watch::Receiver<Option<String>>,
 }
@@ -96,11 +99,11 @@ impl ChildProcess {
             }
             _ => command.to_path_buf(),
         };
-        let mut cmd = tokio::process::Command::new(&program);
-        match sandbox {
-            StdioSandbox::Off => {}
+        let line = CommandLine::new(program, args);
+        let mut cmd = match sandbox {
+            StdioSandbox::Off => line.command(),
             StdioSandbox::Confined(confinement) => confinement
-                .confine(&mut cmd)
+                .command(&line)
                 .map_err(|err| StartError::Sandbox(err.to_string()))?,
             StdioSandbox::Wanted => {
                 return Err(StartError::Sandbox("no session set the sandbox up".into()));
@@ -108,7 +111,7 @@ impl ChildProcess {
             StdioSandbox::Unavailable(reason) => {
                 return Err(StartError::Sandbox(reason.clone()));
             }
-        }
+        };
         let own = match env {
             Environment::Inherited(own) => own,
             Environment::Base(own) => {
@@ -117,30 +120,29 @@ impl ChildProcess {
                 own
             }
         };
-        cmd.args(args)
-            .envs(own.iter().map(|(key, value)| (key, value)))
+        cmd.envs(own.iter().map(|(key, value)| (key, value)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0);
+            .kill_on_drop(true);
         if let Some(dir) = cwd {
             cmd.current_dir(dir);
         }
         let shown = command.display().to_string();
-        let mut child = cmd.spawn().map_err(|source| match source.kind() {
-            std::io::ErrorKind::NotFound => StartError::CommandNotFound {
-                command: shown.clone(),
-            },
-            _ => StartError::Spawn {
-                command: shown.clone(),
-                source,
-            },
-        })?;
+        let (mut child, tree) =
+            platform::spawn_tree(&mut cmd).map_err(|source| match source.kind() {
+                std::io::ErrorKind::NotFound => StartError::CommandNotFound {
+                    command: shown.clone(),
+                },
+                _ => StartError::Spawn {
+                    command: shown.clone(),
+                    source,
+                },
+            })?;
         let pid = child.id();
         let mut process = Self {
             pid,
-            group: pid.and_then(|pid| libc::pid_t::try_from(pid).ok()),
+            tree,
             exit: watch::channel(None).1,
         };
         let (Some(stdin), Some(stdout), Some(stderr)) =
@@ -179,38 +181,18 @@ impl ChildProcess {
             .ok()
     }
 
-    fn signal_group(&self, signal: libc::c_int) {
-        if let Some(group) = self.group {
-            // SAFETY: kill(2) on a process group id; it touches no memory of ours.
-            unsafe {
-                libc::kill(-group, signal);
-            }
-        }
-    }
-
     /// The MCP stdio shutdown: stdin is already closed; then SIGTERM, then
-    /// SIGKILL. Whatever else is left in its group goes too.
+    /// SIGKILL (on Windows, the end of its Job Object). Whatever else is
+    /// left in its tree goes too.
     pub(crate) async fn stop(&mut self) {
         if self.wait_exit(STOP_GRACE).await.is_none() {
-            self.signal_group(libc::SIGTERM);
+            self.tree.terminate();
             if self.wait_exit(STOP_GRACE).await.is_none() {
-                self.signal_group(libc::SIGKILL);
+                self.tree.kill();
                 let _ = self.wait_exit(STOP_GRACE).await;
             }
         }
-        self.kill_group();
-    }
-
-    fn kill_group(&mut self) {
-        self.signal_group(libc::SIGKILL);
-        self.group = None;
-    }
-}
-
-impl Drop for ChildProcess {
-    fn drop(&mut self) {
-        // No orphans, also without an orderly stop (and without a runtime).
-        self.kill_group();
+        self.tree.kill();
     }
 }
 
@@ -228,8 +210,7 @@ pub(crate) async fn wait_exited(exit: &mut watch::Receiver<Option<String>>) -> S
 }
 
 fn describe_exit(status: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
+    match (status.code(), platform::exit_signal(status)) {
         (Some(code), _) => format!("exited with status {code}"),
         (None, Some(signal)) => format!("was killed by signal {signal}"),
         _ => "ended".to_string(),

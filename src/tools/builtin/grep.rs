@@ -310,6 +310,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn symlinks_are_not_followed_out_of_the_workspace() {
         let ws = project();

@@ -181,6 +181,7 @@ mod tests {
         assert_eq!(out.for_model, "(empty.txt is empty)");
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn refuses_binary_missing_outside_files_and_directories() {
         let ws = workspace_with(&[("src/a.rs", "")]);

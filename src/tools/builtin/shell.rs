@@ -1,5 +1,6 @@
 //! `shell`: runs a command line through `ctx.shell` in the working directory.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -32,6 +33,7 @@ pub struct Args {
 impl TypedTool for ShellTool {
     type Args = Args;
     const NAME: &'static str = "shell";
+    /// `sh -c` stands for the interpreter of this machine ([`Self::description_here`]).
     const DESCRIPTION: &'static str = "Run a command line with `sh -c` in the working directory and return its exit code and output \
          (stdout and stderr together; long output keeps its start and end). There is no input: commands must not wait for the keyboard. \
          Commands stop after 120 seconds unless `timeout_secs` says otherwise. \
@@ -39,6 +41,14 @@ impl TypedTool for ShellTool {
     const BRIEF: Option<&'static str> = Some("Run a shell command.");
     const KIND: ToolKind = ToolKind::Execute;
     const MUTATES: bool = true;
+
+    fn description_here(&self) -> &str {
+        static HERE: OnceLock<String> = OnceLock::new();
+        HERE.get_or_init(|| {
+            let interpreter = crate::platform::interpreter().describe();
+            Self::DESCRIPTION.replacen("`sh -c`", &interpreter, 1)
+        })
+    }
 
     fn title_for(&self, args: &Args) -> String {
         titled("Run a command", Some(&args.command), |command| {

@@ -186,11 +186,13 @@ mod tests {
     }
 
     /// `sub` becomes a symlink to `outside`, as a swap after the check would make it.
+    #[cfg(unix)]
     fn swap_in_link(root: &Path, outside: &Path) {
         std::fs::rename(root.join("sub"), root.join("sub.real")).unwrap();
         std::os::unix::fs::symlink(outside, root.join("sub")).unwrap();
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn a_directory_swapped_for_a_symlink_after_the_check_is_not_followed() {
         let (_dir, root, outside) = workspace();
@@ -231,6 +233,7 @@ mod tests {
         assert!(place(&root, ".").remove().is_err(), "the root is no file");
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn a_file_swapped_for_a_symlink_is_replaced_not_written_through() {
         let (_dir, root, outside) = workspace();
@@ -262,6 +265,7 @@ mod tests {
         );
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn a_symlink_swapped_back_and_forth_during_reads_and_writes_never_leads_outside() {
         let (_dir, root, outside) = workspace();

@@ -176,6 +176,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_symlink_inside_that_leads_outside_is_named() {
         let dir = tempfile::tempdir().unwrap();

@@ -10,7 +10,8 @@ use landlock::{
     RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
-use super::SandboxError;
+use super::{Confinement, Confiner, SandboxError, Support};
+use crate::platform::CommandLine;
 
 /// The Landlock ABI the rules are written for (vetted here: file access
 /// with truncate and device ioctls, TCP connect and bind, abstract-socket
@@ -18,28 +19,14 @@ use super::SandboxError;
 const TARGET_ABI: ABI = ABI::V6;
 
 /// The first ABI that controls TCP connect and bind.
-pub const NETWORK_ABI: i32 = 4;
+const NETWORK_ABI: i32 = 4;
 
-/// Set to anything but "" or "0" to make the sandbox look unavailable, as
-/// on a kernel without Landlock (a test hook: the agent then behaves as it
-/// would there).
-pub const UNAVAILABLE_VAR: &str = "CRUCIBLE_AGENT_SANDBOX_UNAVAILABLE";
+/// Landlock, the Linux sandbox.
+pub(super) struct Landlock;
 
-/// Whether commands can be confined on this machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Support {
-    /// The kernel's Landlock ABI version.
-    Available { abi: i32 },
-    /// Why not, for the user.
-    Unavailable(String),
-}
-
-impl Support {
-    /// Asks the kernel (honouring [`UNAVAILABLE_VAR`]).
-    pub fn probe() -> Self {
-        if std::env::var(UNAVAILABLE_VAR).is_ok_and(|value| !value.is_empty() && value != "0") {
-            return Self::Unavailable(format!("disabled by {UNAVAILABLE_VAR}"));
-        }
+impl Confiner for Landlock {
+    /// Asks the kernel for its Landlock ABI.
+    fn probe() -> Support {
         // LANDLOCK_CREATE_RULESET_VERSION: the call returns the ABI version.
         const VERSION: libc::c_uint = 1;
         // SAFETY: with a null attribute pointer, size 0 and the VERSION
@@ -53,8 +40,12 @@ impl Support {
             )
         };
         if abi > 0 {
-            return Self::Available {
-                abi: i32::try_from(abi).unwrap_or(i32::MAX),
+            let abi = i32::try_from(abi).unwrap_or(i32::MAX);
+            return Support::Available {
+                mechanism: format!("Landlock ABI {abi}"),
+                network_gap: (abi < NETWORK_ABI).then(|| format!(
+                    "this kernel (Landlock ABI {abi}) cannot turn the network off for commands (ABI {NETWORK_ABI}, Linux 6.7, is needed)"
+                )),
             };
         }
         let reason = match io::Error::last_os_error().raw_os_error() {
@@ -65,16 +56,18 @@ impl Support {
                 "this kernel has no Landlock (Linux 5.13 or later built with CONFIG_SECURITY_LANDLOCK is needed)"
             }
         };
-        Self::Unavailable(reason.to_string())
+        Support::Unavailable(reason.to_string())
     }
 
-    pub fn is_available(&self) -> bool {
-        matches!(self, Self::Available { .. })
-    }
-
-    /// Whether TCP connect and bind can be denied.
-    pub fn controls_network(&self) -> bool {
-        matches!(self, Self::Available { abi } if *abi >= NETWORK_ABI)
+    /// The command restricts itself between fork and exec.
+    fn command(
+        confinement: &Confinement,
+        line: &CommandLine,
+    ) -> Result<tokio::process::Command, SandboxError> {
+        let mut command = line.command();
+        let ruleset = ruleset(&confinement.writable, confinement.network)?;
+        restrict_child(&mut command, ruleset);
+        Ok(command)
     }
 }
 
@@ -92,7 +85,7 @@ const DEVICES: &[&str] = &[
 /// The ruleset of one command: reads and execution everywhere, writes only
 /// beneath `writable` (and the harmless devices), TCP connect and bind
 /// denied unless `network`. Built before the fork, where allocating is safe.
-pub(super) fn ruleset(writable: &[PathBuf], network: bool) -> Result<RulesetCreated, SandboxError> {
+fn ruleset(writable: &[PathBuf], network: bool) -> Result<RulesetCreated, SandboxError> {
     let failed = |err: landlock::RulesetError| SandboxError::Ruleset(err.to_string());
     let mut ruleset = Ruleset::default()
         .handle_access(AccessFs::from_all(TARGET_ABI))
@@ -133,7 +126,7 @@ pub(super) fn ruleset(writable: &[PathBuf], network: bool) -> Result<RulesetCrea
 
 /// Makes `command` restrict itself with `ruleset` in the child, after the
 /// fork and before the exec.
-pub(super) fn restrict_child(command: &mut tokio::process::Command, ruleset: RulesetCreated) {
+fn restrict_child(command: &mut tokio::process::Command, ruleset: RulesetCreated) {
     let mut ruleset = Some(ruleset);
     let restrict = move || -> io::Result<()> {
         // Only system calls here: the child of a multi-threaded parent must
