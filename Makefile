@@ -49,8 +49,11 @@ dist:
 # Checks dist/ as the ACP registry's CI would (schema, rules, icon, the
 # initialize answer and its authMethods), plus checksums, archive contents,
 # the Linux binary statically linked, and the Windows one under Wine.
+# DIST_AUTH=warn only warns when initialize names no `agent` or `terminal`
+# auth method (which the registry requires).
+DIST_AUTH ?= require
 dist-check:
-	bash scripts/dist.sh check --wine
+	bash scripts/dist.sh check --wine --auth $(DIST_AUTH)
 
 # Builds the agent, starts a local LLM server (first run builds it: ~7 min) and
 # holds a short ACP conversation with the agent. See scripts/demo.sh.

@@ -154,7 +154,11 @@ manifest() {
 main() {
   case ${1:-} in
     manifest) manifest; return ;;
-    check) shift; "$(checker_python)" scripts/dist.py check --dist "$DIST_DIR" --version "$VERSION" "$@"; return ;;
+    check)
+      shift
+      command -v file >/dev/null || need file
+      "$(checker_python)" scripts/dist.py check --dist "$DIST_DIR" --version "$VERSION" "$@"
+      return ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; return ;;
   esac
   local targets=("$@") target bin
