@@ -10,6 +10,8 @@
 #
 #   scripts/dist.sh [TARGET...]   build TARGETs (default: this host's), pack, manifest
 #   scripts/dist.sh manifest      only rewrite agent.json and icon.svg from dist/
+#   scripts/dist.sh binary TARGET build TARGET (a no-op when up to date) and
+#                                 print the binary's path
 #   scripts/dist.sh check         check dist/ (scripts/dist.py check: the registry's
 #                                 schema and rules, checksums, archive contents,
 #                                 the Linux binary static and answering initialize,
@@ -154,6 +156,7 @@ manifest() {
 main() {
   case ${1:-} in
     manifest) manifest; return ;;
+    binary) [ -n "${2:-}" ] || die "binary needs a TARGET"; build "$2"; return ;;
     check)
       shift
       command -v file >/dev/null || need file
