@@ -81,9 +81,13 @@ build_linux_musl() {
   local t=${MUSL//-/_} unwind=$CACHE/musl-unwind
   # Rust's std for a static musl target links -lunwind, which rustup ships
   # beside its prebuilt musl std; with -Zbuild-std nothing provides it. GCC's
-  # libgcc_eh.a has the same _Unwind_* API and needs nothing from glibc.
+  # libgcc_eh.a has the same _Unwind_* API; from glibc it needs only
+  # _dl_find_object, which scripts/dist/dl_find_object.c adds.
   mkdir -p "$unwind"
-  ln -sf "$(gcc -print-file-name=libgcc_eh.a)" "$unwind/libunwind.a"
+  rm -f "$unwind/libunwind.a"
+  cp "$(gcc -print-file-name=libgcc_eh.a)" "$unwind/libunwind.a"
+  musl-gcc -O2 -fPIC -c scripts/dist/dl_find_object.c -o "$unwind/dl_find_object.o"
+  ar rs "$unwind/libunwind.a" "$unwind/dl_find_object.o"
   say "cargo build --profile $PROFILE --target $MUSL (Debian rustc-web, -Zbuild-std)"
   # link-self-contained=no: musl-gcc brings musl's crt objects and libc.a
   # (the self-contained ones come with rustup's std, not with build-std).
