@@ -26,6 +26,7 @@ use crate::tools::redact::Redactor;
 use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry, parse_arguments};
 
 pub mod fallback;
+mod keep_alive;
 pub use fallback::{Fallback, Switched};
 
 /// What a turn reports for the session store the moment it happens, so a
@@ -542,12 +543,17 @@ async fn run_tools(
                     };
                     let run = tool.call(arguments.clone(), &context);
                     tokio::pin!(run);
+                    let mut keep_alive = keep_alive::KeepAlive::new(keep_alive::EVERY);
                     // Reports go out as they come, all before the final update.
                     let outcome = loop {
                         tokio::select! {
                             biased;
                             outcome = &mut run => break outcome,
-                            Some(content) = reports.recv() => in_progress(content),
+                            Some(content) = reports.recv() => {
+                                keep_alive.shown(&content);
+                                in_progress(content);
+                            }
+                            () = keep_alive.due() => in_progress(keep_alive.update()),
                         }
                     };
                     while let Ok(content) = reports.try_recv() {
