@@ -1,7 +1,7 @@
 # crucible-agent: common tasks. `make demo` is the quickest way to see the agent work.
 CARGO ?= cargo
 
-.PHONY: build test e2e bench fuzz fmt demo llm-server clean
+.PHONY: build test e2e bench fuzz fmt demo llm-server clean dist dist-check
 
 # The shipped binary (statically linked on Linux/glibc: see scripts/build.sh),
 # at target/release/crucible-agent.
@@ -36,6 +36,24 @@ fuzz:
 
 fmt:
 	$(CARGO) fmt
+
+# Release archives in dist/: crucible-agent-VERSION-TARGET.tar.gz/.zip (binary,
+# README.md, LICENSE), their .sha256, the ACP registry entry agent.json and
+# icon.svg. Here: a static musl Linux x86_64 build and a mingw Windows x86_64
+# build (Debian's rustc-web, installed with apt on first use); on a Mac, the
+# two macOS builds. DIST_REPO / DIST_BASE_URL set the download URLs; see
+# scripts/dist.sh.
+dist:
+	bash scripts/dist.sh
+
+# Checks dist/ as the ACP registry's CI would (schema, rules, icon, the
+# initialize answer and its authMethods), plus checksums, archive contents,
+# the Linux binary statically linked, and the Windows one under Wine.
+# DIST_AUTH=warn only warns when initialize names no `agent` or `terminal`
+# auth method (which the registry requires).
+DIST_AUTH ?= require
+dist-check:
+	bash scripts/dist.sh check --wine --auth $(DIST_AUTH)
 
 # Builds the agent, starts a local LLM server (first run builds it: ~7 min) and
 # holds a short ACP conversation with the agent. See scripts/demo.sh.
