@@ -223,7 +223,7 @@ impl WireDecoder for StreamDecoder {
     const FRAMING: Framing = Framing::Sse;
     const CUT_OFF: &'static str = "the connection closed without a finish reason or [DONE]";
 
-    fn on_event(&mut self, _event: &str, data: &str) -> Vec<Decoded> {
+    fn on_event(&mut self, event: &str, data: &str) -> Vec<Decoded> {
         if data == "[DONE]" {
             self.progress.done = true;
             let mut out: Vec<_> = self.close_calls().into_iter().map(Ok).collect();
@@ -238,6 +238,10 @@ impl WireDecoder for StreamDecoder {
         };
         if let Some(error) = chunk.get("error") {
             return vec![Err(remote_error(error))];
+        }
+        // An `error` event whose data is the error object itself.
+        if event == "error" {
+            return vec![Err(remote_error(&chunk))];
         }
         let mut out = Vec::new();
         if let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)) {
@@ -269,9 +273,9 @@ impl WireDecoder for StreamDecoder {
 
 /// An `error` chunk: the message, and whether the code says to retry.
 fn remote_error(error: &Value) -> StreamError {
-    let detail = error
-        .get("message")
-        .and_then(Value::as_str)
+    // LM Studio sends the message as the error itself.
+    let detail = (error.get("message").and_then(Value::as_str))
+        .or_else(|| error.as_str())
         .map(str::to_string)
         .unwrap_or_else(|| error.to_string());
     // OpenRouter and vLLM report upstream overloads this way.

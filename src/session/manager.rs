@@ -49,6 +49,8 @@ pub struct Defaults {
     pub provider: String,
     pub model: String,
     pub max_turn_requests: u32,
+    /// `[agent] repeated_call_limit`.
+    pub loop_guard: crate::tools::repeats::LoopGuardSettings,
     pub first_token_notice: Option<std::time::Duration>,
     pub mode: String,
     pub modes: crate::modes::ModeRegistry,
@@ -92,6 +94,7 @@ impl Defaults {
             provider: provider.name.clone(),
             model: provider.default_model.clone(),
             max_turn_requests: config.max_turn_requests,
+            loop_guard: config.loop_guard,
             budgets: config.budgets,
             first_token_notice: config.first_token_notice,
             mode: config.default_mode.clone(),

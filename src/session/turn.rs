@@ -210,6 +210,7 @@ impl TurnContext {
             max_turn_requests: (self.card.as_ref())
                 .and_then(|card| card.max_turns)
                 .unwrap_or(self.defaults.max_turn_requests),
+            loop_guard: self.defaults.loop_guard,
             first_token_notice: self.defaults.first_token_notice,
             journal: Some(self.journal),
             fallback,
