@@ -27,6 +27,7 @@ use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry};
 pub mod fallback;
 mod first_token;
 mod fit;
+mod keep_alive;
 pub mod loop_guard;
 pub use fallback::{Fallback, Switched};
 use first_token::FirstTokenWait;
@@ -392,6 +393,39 @@ struct PreparedCall {
     tool: Option<Arc<dyn Tool>>,
 }
 
+/// A call as the editor is told of it and the tool will get it.
+fn prepare(input: &TurnInput, call: SettledCall) -> PreparedCall {
+    let SettledCall {
+        id,
+        name,
+        arguments,
+    } = call;
+    let tool = input.tools.get(&name).cloned();
+    let arguments = arguments.map_err(ToolError::InvalidArguments);
+    let raw_input = arguments.as_ref().cloned().unwrap_or(Value::Null);
+    let (title, kind, locations) = match &tool {
+        Some(tool) => (
+            tool.title(&raw_input),
+            tool.kind(),
+            tool.locations(&raw_input, &input.tool_context),
+        ),
+        None => (name.clone(), ToolKind::Other, Vec::new()),
+    };
+    PreparedCall {
+        provider_id: id,
+        info: ToolCallInfo {
+            id: format!("call-{}", uuid::Uuid::new_v4().simple()),
+            name,
+            title,
+            kind,
+            raw_input,
+            locations,
+        },
+        arguments,
+        tool,
+    }
+}
+
 /// Run the calls of one model answer: announce each, ask permission one at
 /// a time, run the allowed ones concurrently, and return their results in
 /// the order the model asked (every call gets one, so the conversation stays
@@ -402,36 +436,7 @@ async fn run_tools(
     guard: &mut LoopGuard,
     emit: &(dyn Fn(AgentEvent) + Send + Sync),
 ) -> Vec<Part> {
-    let prepared: Vec<PreparedCall> = calls
-        .into_iter()
-        .map(|call| (call.id, call.name, call.arguments))
-        .map(|(provider_id, name, arguments)| {
-            let tool = input.tools.get(&name).cloned();
-            let arguments = arguments.map_err(ToolError::InvalidArguments);
-            let raw_input = arguments.as_ref().cloned().unwrap_or(Value::Null);
-            let (title, kind, locations) = match &tool {
-                Some(tool) => (
-                    tool.title(&raw_input),
-                    tool.kind(),
-                    tool.locations(&raw_input, &input.tool_context),
-                ),
-                None => (name.clone(), ToolKind::Other, Vec::new()),
-            };
-            PreparedCall {
-                provider_id,
-                info: ToolCallInfo {
-                    id: format!("call-{}", uuid::Uuid::new_v4().simple()),
-                    name: name.clone(),
-                    title,
-                    kind,
-                    raw_input,
-                    locations,
-                },
-                arguments,
-                tool,
-            }
-        })
-        .collect();
+    let prepared: Vec<PreparedCall> = calls.into_iter().map(|c| prepare(input, c)).collect();
     for call in &prepared {
         emit(AgentEvent::ToolCall(call.info.clone()));
     }
@@ -529,12 +534,17 @@ async fn run_allowed(
     };
     let run = tool.call(arguments.clone(), &context);
     tokio::pin!(run);
+    let mut keep_alive = keep_alive::KeepAlive::new(keep_alive::EVERY);
     // Reports go out as they come, all before the final update.
     let outcome = loop {
         tokio::select! {
             biased;
             outcome = &mut run => break outcome,
-            Some(content) = reports.recv() => in_progress(content),
+            Some(content) = reports.recv() => {
+                keep_alive.shown(&content);
+                in_progress(content);
+            }
+            () = keep_alive.due() => in_progress(keep_alive.update()),
         }
     };
     while let Ok(content) = reports.try_recv() {

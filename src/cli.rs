@@ -1,10 +1,11 @@
 //! Command-line flags and the paths they resolve to, and the subcommands
-//! for people (`config`, `doctor`, `sessions`); without one the binary
-//! speaks ACP on stdio.
+//! for people (`config`, `doctor`, `sessions`, `setup`); without one the
+//! binary speaks ACP on stdio.
 
 pub mod doctor;
 pub mod init;
 pub mod sessions;
+pub mod setup;
 
 use std::path::PathBuf;
 
@@ -54,6 +55,15 @@ pub enum Command {
     },
     /// Check the config, provider keys and endpoints, MCP commands and the data dir
     Doctor,
+    /// Choose a model interactively (in a terminal): finds the local servers
+    /// running (Ollama, llama-server, LM Studio), or asks for a hosted
+    /// provider's key, and writes the config and secrets.toml
+    Setup {
+        /// Also look for a model server here (Ollama's root or an
+        /// OpenAI-compatible base URL); may be given more than once
+        #[arg(long, value_name = "URL")]
+        endpoint: Vec<String>,
+    },
     /// List, show or delete stored sessions
     Sessions {
         #[command(subcommand)]

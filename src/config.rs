@@ -39,6 +39,7 @@ use std::time::Duration;
 pub use error::ConfigError;
 pub use overrides::Overrides;
 pub use permissions::load_rules_file;
+pub use references::secrets_file;
 pub use report::{ConfigReport, Ignored};
 
 use crate::agents::{CardSettings, SubagentSettings};
@@ -73,6 +74,8 @@ pub struct Config {
     pub system_prompt: Option<String>,
     /// `[context]`: answer reserve, compaction threshold.
     pub context: ContextSettings,
+    /// `[context] rules_files`: the project's rules files.
+    pub rules_files: crate::prompt::RulesFiles,
     pub providers: BTreeMap<String, ProviderSettings>,
     /// Model calls one prompt turn may make before it stops (`[agent]`).
     pub max_turn_requests: u32,
@@ -100,6 +103,9 @@ pub struct Config {
     pub permission_lists: PatternLists,
     /// `[acp.agents.NAME]` profiles, with their own lists if they have any.
     pub permission_profiles: BTreeMap<String, Option<PatternLists>>,
+    /// `[permissions] reads`: the tools that run as reads (by default the
+    /// kiln server's reads).
+    pub declared_reads: crate::permissions::DeclaredReads,
     /// The kiln and `[llm.models]`, for agent cards.
     pub agent_cards: CardSettings,
     /// `[mcp_servers.NAME]`: started by every session (enabled ones only).
@@ -129,6 +135,7 @@ impl Config {
             default_agent: None,
             system_prompt: None,
             context: ContextSettings::default(),
+            rules_files: Default::default(),
             providers: BTreeMap::from([(provider.name.clone(), provider)]),
             max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
             loop_guard: LoopGuardSettings::default(),
@@ -142,6 +149,7 @@ impl Config {
             permission_rules: Vec::new(),
             permission_lists: PatternLists::default(),
             permission_profiles: BTreeMap::new(),
+            declared_reads: Default::default(),
             agent_cards: CardSettings::default(),
             mcp_servers: Vec::new(),
             mcp_options: McpOptions::default(),
@@ -279,7 +287,9 @@ fn compose(
     }
     let mcp_options = mcp::validate_options(mcp, path)?;
     let modes = modes::validate_modes(raw.modes.unwrap_or_default(), path)?;
-    let context = context::validate_context(raw.context.unwrap_or_default(), path)?;
+    let raw_context = raw.context.unwrap_or_default();
+    let context = context::validate_context(&raw_context, path)?;
+    let rules_files = context::rules_files(raw_context.rules_files, path, &mut warnings);
     let shell_environment =
         shell_environment::validate(raw.shell_environment.unwrap_or_default(), path)?;
     let sensitive_files =
@@ -321,6 +331,7 @@ fn compose(
         default_agent: chat.default_agent,
         system_prompt: chat.system_prompt,
         context,
+        rules_files,
         providers: llm.providers,
         max_turn_requests,
         loop_guard,
@@ -334,6 +345,7 @@ fn compose(
         permission_rules: permissions.rules,
         permission_lists: permissions.lists,
         permission_profiles: permissions.profiles,
+        declared_reads: permissions.reads,
         agent_cards,
         mcp_servers,
         mcp_options,

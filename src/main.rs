@@ -145,6 +145,10 @@ fn run_command(
         Command::Sessions {
             action: SessionsAction::Delete { id },
         } => cli::sessions::delete(&store, id, &mut out)?,
+        Command::Setup { endpoint } => {
+            let setup = cli::setup::Setup::new(config_path.clone(), endpoint);
+            return Ok(cli::setup::run_in_terminal(setup)?);
+        }
         Command::Doctor => {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

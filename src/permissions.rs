@@ -17,6 +17,7 @@ mod ceiling;
 mod command_line;
 mod escalation;
 pub mod patterns;
+mod reads;
 pub mod remembered;
 mod trust;
 
@@ -34,6 +35,7 @@ use crate::tools::sandbox::SessionSandbox;
 use crate::tools::sensitive::SensitiveFiles;
 use crate::util::lock;
 use patterns::{PatternLists, Verdict};
+pub use reads::{DeclaredReads, KILN_READS, KILN_SERVER};
 pub use remembered::{Persist, RuleFiles, RuleOrigin};
 pub use trust::TrustedRules;
 

@@ -1,7 +1,8 @@
 //! The system prompt, in layers (seeds 000 and 004): the base prompt
 //! (compiled in from `prompts/base.md`, or the project's
 //! `.crucible/system_prompt.md`) → the mode's layer → project instructions
-//! (`AGENTS.md`, `CLAUDE.md` from the repository root down to the cwd) →
+//! (`AGENTS.md`, `CLAUDE.md`, or the config's `[context] rules_files`, from
+//! the repository root down to the cwd) →
 //! the active agent card → the user's `system_prompt` from the config.
 //! Template variables are filled last, in every layer.
 
@@ -14,7 +15,8 @@ const BASE_PROMPT_SMALL: &str = include_str!("../prompts/base_small.md");
 /// Windows up to this many tokens get the small base prompt and brief tool
 /// definitions.
 pub const SMALL_WINDOW: u64 = 8192;
-/// Files of project instructions, read in this order in each directory.
+/// Files of project instructions, read in this order in each directory,
+/// unless the config names others ([`RulesFiles`]).
 const PROJECT_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
 /// A project's replacement for the base prompt.
 const PROJECT_OVERRIDE: &str = ".crucible/system_prompt.md";
@@ -40,6 +42,21 @@ fn mode_layer_small(mode: &str) -> Option<&'static str> {
         "act" => Some(include_str!("../prompts/modes/small/act.md")),
         "auto" => Some(include_str!("../prompts/modes/small/auto.md")),
         _ => None,
+    }
+}
+
+/// `[context] rules_files` (Crucible's key): the files that hold the
+/// project's instructions, read in this order in each directory, as paths
+/// relative to it. None: `AGENTS.md`, then `CLAUDE.md`; empty: none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RulesFiles(pub Option<Vec<PathBuf>>);
+
+impl RulesFiles {
+    fn names(&self) -> Vec<&Path> {
+        match &self.0 {
+            Some(files) => files.iter().map(PathBuf::as_path).collect(),
+            None => PROJECT_FILES.iter().map(Path::new).collect(),
+        }
     }
 }
 
@@ -77,11 +94,22 @@ impl PromptLayers {
     /// Read the project's files for a session in `cwd`. Done per turn, so
     /// edits to AGENTS.md apply from the next prompt.
     pub fn load(cwd: &Path, mode: &str, agent: Option<(&str, &str)>, user: Option<&str>) -> Self {
+        Self::load_with(cwd, &RulesFiles::default(), mode, agent, user)
+    }
+
+    /// [`Self::load`] with the config's rules files.
+    pub fn load_with(
+        cwd: &Path,
+        rules_files: &RulesFiles,
+        mode: &str,
+        agent: Option<(&str, &str)>,
+        user: Option<&str>,
+    ) -> Self {
         Self {
             base_override: read_limited(&cwd.join(PROJECT_OVERRIDE)),
             mode: mode_layer(mode).map(str::to_string),
             mode_small: mode_layer_small(mode).map(str::to_string),
-            project: project_instructions(cwd),
+            project: project_instructions(cwd, rules_files),
             agent: agent.map(|(name, body)| (name.to_string(), body.to_string())),
             user: user.map(str::to_string),
             client: None,
@@ -144,9 +172,10 @@ impl PromptLayers {
     }
 }
 
-/// AGENTS.md and CLAUDE.md from the repository root (the nearest ancestor
-/// holding `.git`) down to `cwd`; outside a repository, only `cwd`'s.
-pub fn project_instructions(cwd: &Path) -> Vec<(PathBuf, String)> {
+/// The rules files (AGENTS.md and CLAUDE.md unless the config names
+/// others) from the repository root (the nearest ancestor holding `.git`)
+/// down to `cwd`; outside a repository, only `cwd`'s. Missing ones are skipped.
+pub fn project_instructions(cwd: &Path, rules_files: &RulesFiles) -> Vec<(PathBuf, String)> {
     let mut dirs: Vec<&Path> = Vec::new();
     let mut found_root = false;
     for dir in cwd.ancestors() {
@@ -159,10 +188,15 @@ pub fn project_instructions(cwd: &Path) -> Vec<(PathBuf, String)> {
     if !found_root {
         dirs.truncate(1);
     }
-    let mut out = Vec::new();
+    let names = rules_files.names();
+    let mut out: Vec<(PathBuf, String)> = Vec::new();
     for dir in dirs.into_iter().rev() {
-        for name in PROJECT_FILES {
+        for name in &names {
             let path = dir.join(name);
+            // A name listed twice is read once.
+            if out.iter().any(|(seen, _)| *seen == path) {
+                continue;
+            }
             if let Some(text) = read_limited(&path) {
                 out.push((path, text));
             }
@@ -295,5 +329,36 @@ mod tests {
         assert!(text.starts_with("OWN BASE for smollm2-135m"), "{text}");
         assert!(!text.contains("Crucible"));
         assert!(!text.contains("# Act mode"));
+    }
+
+    #[test]
+    fn configured_rules_files_replace_the_default_ones_in_their_order() {
+        let root = tempfile::tempdir().unwrap();
+        let repo = root.path();
+        let sub = repo.join("crate");
+        std::fs::create_dir_all(sub.join(".github")).unwrap();
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::write(repo.join("AGENTS.md"), "ROOT AGENTS").unwrap();
+        std::fs::write(repo.join(".rules"), "ROOT RULES").unwrap();
+        std::fs::write(sub.join(".rules"), "SUB RULES").unwrap();
+        std::fs::write(sub.join(".github/copilot-instructions.md"), "SUB COPILOT").unwrap();
+        let files = |names: &[&str]| RulesFiles(Some(names.iter().map(PathBuf::from).collect()));
+        let found = |rules: &RulesFiles| -> Vec<String> {
+            project_instructions(&sub, rules)
+                .into_iter()
+                .map(|(_, text)| text)
+                .collect()
+        };
+        assert_eq!(
+            found(&files(&[
+                ".github/copilot-instructions.md",
+                ".rules",
+                "MISSING.md",
+                ".rules"
+            ])),
+            ["ROOT RULES", "SUB COPILOT", "SUB RULES"]
+        );
+        assert!(found(&files(&[])).is_empty());
+        assert_eq!(found(&RulesFiles::default()), ["ROOT AGENTS"]);
     }
 }

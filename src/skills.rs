@@ -1,8 +1,10 @@
 //! Agent Skills: a folder with a `SKILL.md` (front matter `name` and
-//! `description`, then instructions) and any files beside it. Found in the
-//! user's `~/.config/crucible/skills/` (`$XDG_CONFIG_HOME`), then the
-//! project's `.claude/skills/` and `.crucible/skills/` (a later one replaces
-//! an earlier skill of the same name). The model sees only each skill's
+//! `description`, then instructions) and any files beside it. Found, as
+//! Crucible finds them, in the user's `~/.config/crucible/skills/`
+//! (`$XDG_CONFIG_HOME`), then the project's `.claude/skills/`,
+//! `.codex/skills/`, `.opencode/skills/` and `.crucible/skills/`, then the
+//! kiln's `.crucible/skills/` (a later one replaces an earlier skill of the
+//! same name). The model sees only each skill's
 //! name and description ([`prompt_layer`]); the `skill` tool ([`tool`])
 //! loads the instructions when a task needs them, and `/NAME args` runs a
 //! turn with them. A [`Catalog`] re-reads the folders when their times change.
@@ -74,26 +76,28 @@ impl Skill {
     }
 }
 
-/// The folders skills are read from, in order (later wins), for a session in `cwd`.
-pub fn folders(cwd: &Path) -> Vec<PathBuf> {
+/// The harnesses whose project folders hold skills, in Crucible's order.
+const HARNESSES: [&str; 4] = [".claude", ".codex", ".opencode", ".crucible"];
+
+/// The folders skills are read from, in order (later wins), for a session
+/// in `cwd` with the config's `kiln`, if any.
+pub fn folders(cwd: &Path, kiln: Option<&Path>) -> Vec<PathBuf> {
     let project = project_of(cwd);
     crate::util::crucible_config_dir()
         .map(|dir| dir.join("skills"))
         .into_iter()
-        .chain([
-            project.join(".claude").join("skills"),
-            project.join(".crucible").join("skills"),
-        ])
+        .chain(HARNESSES.map(|harness| project.join(harness).join("skills")))
+        .chain(kiln.map(|kiln| kiln.join(".crucible").join("skills")))
         .collect()
 }
 
-/// The nearest directory at or above `cwd` with a `.crucible/` or
-/// `.claude/` (below the home directory), else `cwd`.
+/// The nearest directory at or above `cwd` with one of the harnesses'
+/// folders (below the home directory), else `cwd`.
 fn project_of(cwd: &Path) -> PathBuf {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     cwd.ancestors()
         .take_while(|dir| Some(*dir) != home.as_deref())
-        .find(|dir| dir.join(".crucible").is_dir() || dir.join(".claude").is_dir())
+        .find(|dir| HARNESSES.iter().any(|harness| dir.join(harness).is_dir()))
         .unwrap_or(cwd)
         .to_path_buf()
 }
@@ -278,5 +282,28 @@ mod tests {
         assert!(catalog.refresh());
         assert_eq!(catalog.find("new").unwrap().instructions, "Do it.");
         assert!(!catalog.refresh());
+    }
+
+    #[test]
+    fn every_harness_folder_then_the_kiln_in_crucibles_order() {
+        let root = tempfile::tempdir().unwrap();
+        let project = root.path().join("project");
+        let sub = project.join("src");
+        std::fs::create_dir_all(project.join(".opencode")).unwrap();
+        std::fs::create_dir_all(&sub).unwrap();
+        let kiln = root.path().join("kiln");
+        let found = folders(&sub, Some(&kiln));
+        let tail: Vec<PathBuf> = found[found.len() - 5..].to_vec();
+        assert_eq!(
+            tail,
+            [
+                project.join(".claude/skills"),
+                project.join(".codex/skills"),
+                project.join(".opencode/skills"),
+                project.join(".crucible/skills"),
+                kiln.join(".crucible/skills"),
+            ]
+        );
+        assert!(!folders(&sub, None).contains(&kiln.join(".crucible/skills")));
     }
 }

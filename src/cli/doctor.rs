@@ -88,6 +88,7 @@ pub async fn run(
             report_keys(&config.report, &mut checks);
             check_providers(&config, &mut checks).await;
             check_mcp(&config, &mut checks);
+            checks.push(check_reads(&config.declared_reads));
             check_environment(&config, &mut checks);
             checks.push(check_sandbox(&config.sandbox, &Support::probe()));
         }
@@ -279,6 +280,24 @@ fn check_mcp(config: &Config, checks: &mut Vec<Check>) {
             }
         }
     }
+}
+
+/// Which tools run as reads without a question in act (`[permissions] reads`).
+fn check_reads(reads: &crate::permissions::DeclaredReads) -> Check {
+    let tools = if reads.tools().is_empty() {
+        "none".to_string()
+    } else {
+        reads.tools().join(", ")
+    };
+    let from = if reads.is_default() {
+        "the default: the reads of Crucible's kiln server `crucible`; `reads` in [permissions] replaces the list, `reads = []` turns it off, a rule with decision \"ask\" asks for one"
+    } else {
+        "[permissions] reads"
+    };
+    Check::ok(
+        "permissions reads",
+        format!("run as reads (kind read, no question in act): {tools} ({from})"),
+    )
 }
 
 /// The effective `[shell_environment]` here: counts, never values.

@@ -6,9 +6,43 @@ use super::error::{ConfigError, invalid};
 use super::non_zero;
 use super::raw::RawContext;
 use crate::context::ContextSettings;
+use crate::prompt::RulesFiles;
+
+/// `[context] rules_files`: relative paths, in the order given. An entry
+/// that leaves the project (absolute, or with `..`) is left out with a
+/// warning rather than refused: the file is shared with the Crucible TUI.
+pub(super) fn rules_files(
+    raw: Option<Vec<String>>,
+    path: &Path,
+    warnings: &mut Vec<String>,
+) -> RulesFiles {
+    let Some(names) = raw else {
+        return RulesFiles(None);
+    };
+    let mut files = Vec::new();
+    for (n, name) in names.into_iter().enumerate() {
+        let file = std::path::PathBuf::from(name.trim());
+        let inside = !name.trim().is_empty()
+            && file.components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::CurDir
+                )
+            });
+        if inside {
+            files.push(file);
+        } else {
+            warnings.push(format!(
+                "{}: key `context.rules_files[{n}]`: `{name}` is not a path inside the project (left out); name a file relative to the project, e.g. \"AGENTS.md\" or \".github/copilot-instructions.md\"",
+                path.display()
+            ));
+        }
+    }
+    RulesFiles(Some(files))
+}
 
 pub(super) fn validate_context(
-    raw: RawContext,
+    raw: &RawContext,
     path: &Path,
 ) -> Result<ContextSettings, ConfigError> {
     let defaults = ContextSettings::default();
@@ -81,5 +115,31 @@ mod tests {
             let err = refusal(text);
             assert!(err.contains(key), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn rules_files_are_read_in_order_and_leaving_the_project_is_left_out() {
+        let config = load(
+            "[context]\nrules_files = [\"TEAM-RULES.md\", \"/etc/passwd\", \"../up.md\", \".github/copilot-instructions.md\"]",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            config.rules_files,
+            crate::prompt::RulesFiles(Some(vec![
+                "TEAM-RULES.md".into(),
+                ".github/copilot-instructions.md".into()
+            ]))
+        );
+        for key in ["context.rules_files[1]", "context.rules_files[2]"] {
+            assert!(
+                config.warnings.iter().any(|w| w.contains(key)),
+                "{key}: {:?}",
+                config.warnings
+            );
+        }
+        let empty = load("[context]\nrules_files = []", &[]).unwrap();
+        assert_eq!(empty.rules_files, crate::prompt::RulesFiles(Some(vec![])));
+        assert_eq!(load("", &[]).unwrap().rules_files, Default::default());
     }
 }

@@ -502,8 +502,9 @@ fn every_documented_crucible_section_loads_and_is_reported() {
             "{section}: {:?}",
             config.warnings
         );
-        // The kiln (for its agent cards) and the specialty map are used.
-        if ["kilns", "llm.models"].contains(key) {
+        // The kiln (for its agent cards and skills), the specialty map
+        // and the rules files are used.
+        if ["kilns", "llm.models", "context.rules_files"].contains(key) {
             assert!(config.report.used.contains(&key.to_string()), "{key}");
             continue;
         }
@@ -562,8 +563,12 @@ fn the_reference_config_loads_whole() {
         "acp.streaming_timeout_minutes",
         "web",
         "chat.show_diffs",
-        "context.rules_files",
     ] {
         assert!(ignored.contains(&key), "{key}: {ignored:?}");
     }
+    assert_eq!(
+        config.rules_files.0.as_ref().map(Vec::len),
+        Some(4),
+        "the reference's rules files are read"
+    );
 }

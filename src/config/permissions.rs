@@ -10,7 +10,7 @@ use super::error::{ConfigError, invalid};
 use super::raw::{OneOrMany, RawAcp, RawPermissions, RawRule};
 use crate::events::ToolKind;
 use crate::permissions::patterns::{PatternLists, PatternRule};
-use crate::permissions::{Decision, Rule, RuleScope};
+use crate::permissions::{Decision, DeclaredReads, Rule, RuleScope};
 
 /// Everything the permission tables say.
 pub(super) struct PermissionTables {
@@ -19,6 +19,8 @@ pub(super) struct PermissionTables {
     pub lists: PatternLists,
     /// Every `[acp.agents.NAME]` profile, with its own lists if it has any.
     pub profiles: BTreeMap<String, Option<PatternLists>>,
+    /// `reads`: the tools that run as reads.
+    pub reads: DeclaredReads,
     /// Patterns that can never match.
     pub warnings: Vec<String>,
 }
@@ -30,6 +32,16 @@ pub(super) fn validate(
 ) -> Result<PermissionTables, ConfigError> {
     let mut warnings = Vec::new();
     let lists = validate_lists(&raw, "permissions", path, &mut warnings)?;
+    let reads = match raw.reads.clone() {
+        None => DeclaredReads::default(),
+        Some(tools) => DeclaredReads::configured(
+            tools
+                .into_iter()
+                .map(|tool| tool.trim().to_string())
+                .filter(|tool| !tool.is_empty())
+                .collect(),
+        ),
+    };
     let rules = validate_rules(raw, path)?;
     let mut profiles = BTreeMap::new();
     for (name, agent) in acp.and_then(|acp| acp.agents).unwrap_or_default() {
@@ -43,6 +55,14 @@ pub(super) fn validate(
                     "A profile takes default, allow, deny and ask; put [[permissions.rules]] in [permissions] (they apply under every profile).",
                 ));
             }
+            Some(raw) if raw.reads.is_some() => {
+                return Err(invalid(
+                    path,
+                    format!("{key}.reads"),
+                    "is not read per profile",
+                    "A profile takes default, allow, deny and ask; put `reads` in [permissions] (it applies under every profile).",
+                ));
+            }
             Some(raw) => Some(validate_lists(&raw, &key, path, &mut warnings)?),
             None => None,
         };
@@ -52,6 +72,7 @@ pub(super) fn validate(
         rules,
         lists,
         profiles,
+        reads,
         warnings,
     })
 }

@@ -88,7 +88,7 @@ pub struct RawContext {
     pub compaction_threshold: Option<f64>,
     pub reserve_tokens: Option<u64>,
     pub keep_recent_turns: Option<usize>,
-    /// Crucible's project rules files; this agent reads AGENTS.md and CLAUDE.md.
+    /// The project's rules files (Crucible's key), in the order read.
     pub rules_files: Option<Vec<String>>,
 }
 
@@ -103,6 +103,8 @@ pub struct RawPermissions {
     pub allow: Option<Vec<String>>,
     pub deny: Option<Vec<String>>,
     pub ask: Option<Vec<String>>,
+    /// Tools that run as reads (ours); unset: the kiln server's reads.
+    pub reads: Option<Vec<String>>,
 }
 
 /// `[acp]`: how the Crucible TUI runs ACP agents. Of it the agent reads

@@ -202,6 +202,29 @@ fn record(value: &toml::Value, key: &str, file: &Path, origins: &mut Origins) {
     }
 }
 
+/// Where `secrets.toml` may be, first found first: beside the config
+/// file, then in `$XDG_CONFIG_HOME/crucible/`.
+fn secrets_candidates(
+    config_dir: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> impl Iterator<Item = PathBuf> {
+    let standard = env("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|home| Path::new(&home).join(".config")))
+        .map(|dir| dir.join("crucible").join("secrets.toml"));
+    std::iter::once(config_dir.join("secrets.toml")).chain(standard)
+}
+
+/// The `secrets.toml` the config at `config` reads keys from: the one
+/// found first, else the one beside it (where a new one goes).
+pub fn secrets_file(config: &Path) -> PathBuf {
+    let dir = config.parent().unwrap_or(Path::new(""));
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    secrets_candidates(dir, &env)
+        .find(|file| file.is_file())
+        .unwrap_or_else(|| dir.join("secrets.toml"))
+}
+
 /// `secrets.toml` as `cru auth` writes it.
 #[derive(Deserialize)]
 struct SecretsFile {
@@ -222,12 +245,7 @@ pub(super) fn stored_keys(
     env: &dyn Fn(&str) -> Option<String>,
     warnings: &mut Vec<String>,
 ) -> StoredKeys {
-    let standard = env("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| env("HOME").map(|home| Path::new(&home).join(".config")))
-        .map(|dir| dir.join("crucible").join("secrets.toml"));
-    let candidates = std::iter::once(config_dir.join("secrets.toml")).chain(standard);
-    let Some(file) = candidates.into_iter().find(|file| file.is_file()) else {
+    let Some(file) = secrets_candidates(config_dir, env).find(|file| file.is_file()) else {
         return StoredKeys::default();
     };
     let parsed = std::fs::read_to_string(&file)

@@ -102,7 +102,6 @@ fn verdict(path: &[&str]) -> Verdict {
         // The design document's [llm.TYPE] tables.
         ["llm", _] => Used,
         ["context"] | ["mcp"] | ["mcp", "servers"] | ["mcp", "servers", "[]"] => Descend,
-        ["context", "rules_files"] => Ignored("this agent reads AGENTS.md and CLAUDE.md"),
         ["context", _] => Used,
         ["mcp", "servers", "[]", "auto_reconnect"] => {
             Ignored("servers that die are always started again")

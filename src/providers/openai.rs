@@ -428,6 +428,32 @@ mod tests {
     }
 
     #[test]
+    fn errors_inside_the_stream_say_what_the_server_said() {
+        for (event, data) in [
+            // LM Studio: the message as the error itself.
+            ("", r#"{"error":"context length of only 4096 tokens"}"#),
+            (
+                "",
+                r#"{"error":{"message":"context length of only 4096 tokens"}}"#,
+            ),
+            (
+                "error",
+                r#"{"message":"context length of only 4096 tokens"}"#,
+            ),
+        ] {
+            let decoded = StreamDecoder::default().on_event(event, data);
+            assert_eq!(
+                decoded,
+                vec![Err(StreamError::Remote {
+                    detail: "context length of only 4096 tokens".into(),
+                    transient: false,
+                })],
+                "{event} {data}"
+            );
+        }
+    }
+
+    #[test]
     fn text_reasoning_finish_and_usage() {
         let events = decode(&[
             r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,

@@ -57,6 +57,8 @@ pub struct Defaults {
     pub rules: Arc<Vec<crate::permissions::Rule>>,
     /// Crucible's `[permissions]` lists (or the profile's).
     pub permission_lists: Arc<crate::permissions::patterns::PatternLists>,
+    /// `[permissions] reads`: MCP tools that run as reads.
+    pub declared_reads: crate::permissions::DeclaredReads,
     /// The kiln and `[llm.models]`, for agent cards.
     pub agent_cards: crate::agents::CardSettings,
     /// `[mcp_servers]` from the config, started by every session.
@@ -69,6 +71,8 @@ pub struct Defaults {
     /// `[sandbox]`: how commands are confined.
     pub sandbox: crate::tools::sandbox::SandboxSettings,
     pub context: crate::context::ContextSettings,
+    /// `[context] rules_files`: the project's rules files.
+    pub rules_files: crate::prompt::RulesFiles,
     /// `--agent` or `[chat] default_agent`.
     pub agent: Option<String>,
     /// `[chat] system_prompt`.
@@ -101,6 +105,7 @@ impl Defaults {
             modes: config.modes.clone(),
             rules: Arc::new(config.permission_rules.clone()),
             permission_lists: Arc::new(config.permission_lists.clone()),
+            declared_reads: config.declared_reads.clone(),
             agent_cards: config.agent_cards.clone(),
             mcp_servers: config.mcp_servers.clone(),
             mcp_options: config.mcp_options.clone(),
@@ -108,6 +113,7 @@ impl Defaults {
             sensitive_files: Arc::new(config.sensitive_files.clone()),
             sandbox: config.sandbox.clone(),
             context: config.context,
+            rules_files: config.rules_files.clone(),
             agent: config.default_agent.clone(),
             system_prompt: config.system_prompt.clone(),
             subagents: config.subagents,

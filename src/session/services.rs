@@ -170,6 +170,8 @@ impl Services {
         let owns_mcp = parent_mcp.is_none();
         let mcp =
             parent_mcp.unwrap_or_else(|| start_mcp(mcp_servers, &shared.defaults, mailbox.clone()));
+        let skill_folders =
+            crate::skills::folders(&start.cwd, shared.defaults.agent_cards.kiln.as_deref());
         Self {
             id: start.id.clone(),
             cwd: start.cwd.clone(),
@@ -197,9 +199,7 @@ impl Services {
             },
             tokens: crate::context::spend::TokenTally::starting_at(start.spent.session_tokens),
             client_prompt: start.client_prompt.take(),
-            skills: Arc::new(crate::skills::Catalog::new(crate::skills::folders(
-                &start.cwd,
-            ))),
+            skills: Arc::new(crate::skills::Catalog::new(skill_folders)),
         }
     }
 }

@@ -135,7 +135,8 @@ impl TurnContext {
                 }
             }
             for tool in manager.tools() {
-                self.tools.register(tool);
+                self.tools
+                    .register(self.defaults.declared_reads.apply(tool));
             }
         }
         if let Some(failure) = self.save_failure {
@@ -259,8 +260,9 @@ impl SessionActor {
             }));
         };
         let card = self.active_card();
-        let mut layers = PromptLayers::load(
+        let mut layers = PromptLayers::load_with(
             &self.services.cwd,
+            &self.services.defaults.rules_files,
             &settings.mode,
             card.map(|c| (c.name.as_str(), c.body.as_str())),
             self.services.defaults.system_prompt.as_deref(),

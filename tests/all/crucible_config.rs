@@ -305,6 +305,7 @@ async fn doctor_names_keys_used_ignored_and_which_won() {
         "llm.providers.cloud.max_tokens",
         "llm.providers.cloud.available_models",
         "llm.ollama",
+        "context.rules_files",
     ] {
         assert!(used.contains(key), "{key}: {report}");
     }
@@ -313,7 +314,6 @@ async fn doctor_names_keys_used_ignored_and_which_won() {
         "enrichment",
         "acp.streaming_timeout_minutes",
         "cli",
-        "context.rules_files",
         "logging",
         "llm.providers.cloud.trust_level",
     ] {

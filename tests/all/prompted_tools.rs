@@ -15,7 +15,8 @@ use crate::support::harness::{
 /// `write_file` in text, then, once the result is back, a closing line.
 fn text_caller(request: &Recorded) -> Reply {
     let answered = request.body["messages"].as_array().is_some_and(|messages| {
-        messages.iter().any(|m| {
+        // The system prompt names the tag too: only the conversation counts.
+        messages.iter().filter(|m| m["role"] != "system").any(|m| {
             m["content"]
                 .as_str()
                 .unwrap_or("")

@@ -586,6 +586,9 @@ pub struct Agent {
     /// Messages read while waiting for something else.
     pub backlog: Vec<Value>,
     pub dir: tempfile::TempDir,
+    /// How long to wait for the next message ([`PATIENCE`] unless a test
+    /// expects longer silences).
+    pub patience: Duration,
 }
 
 /// The test MCP server (`tests/fixtures/mcp/echo_server.py`) as a
@@ -679,6 +682,7 @@ impl Agent {
             next_id: 100,
             backlog: Vec::new(),
             dir,
+            patience: *PATIENCE,
         }
     }
 
@@ -724,7 +728,7 @@ impl Agent {
     }
 
     async fn read_message(&mut self) -> Value {
-        match tokio::time::timeout(*PATIENCE, self.lines.recv()).await {
+        match tokio::time::timeout(self.patience, self.lines.recv()).await {
             Ok(Some(message)) => {
                 assert!(
                     message.get("NOT_PROTOCOL").is_none(),
@@ -735,7 +739,7 @@ impl Agent {
             Ok(None) => panic!("the agent closed stdout; stderr:\n{}", self.stderr()),
             Err(_) => panic!(
                 "no message from the agent in {:?}; stderr:\n{}",
-                *PATIENCE,
+                self.patience,
                 self.stderr()
             ),
         }
