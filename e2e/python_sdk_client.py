@@ -246,8 +246,11 @@ unstable = ["providers"]
 
     async with spawn_agent_process(client, AGENT, *args, env=env, observers=[observer],
                                    use_unstable_protocol=True) as (conn, proc):
+        # `plan` and `auth.terminal` (ACP 1.20, known to this SDK's schema 1.19):
+        # the todo list comes as plan_update, the terminal sign-in is offered.
         caps = S.ClientCapabilities(fs=S.FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True,
-                                    elicitation=S.ElicitationCapabilities(form=S.ElicitationFormCapabilities()))
+                                    elicitation=S.ElicitationCapabilities(form=S.ElicitationFormCapabilities()),
+                                    plan=S.PlanCapabilities(), auth=S.AuthCapabilities(terminal=True))
 
         async def initialize():
             r = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=caps,
@@ -256,6 +259,15 @@ unstable = ["providers"]
             check(r.agent_info is not None and r.agent_info.name, "agentInfo with a name")
             state["init"] = r
         await step("initialize", initialize)
+
+        async def terminal_sign_in():
+            methods = [m.root if hasattr(m, "root") else m for m in (state["init"].auth_methods or [])]
+            terminal = [m for m in methods if getattr(m, "type", None) == "terminal"]
+            check(terminal and terminal[0].id == "setup" and terminal[0].args == ["setup"],
+                  f"a terminal method running `setup`: {methods}")
+            await conn.authenticate(method_id="setup")
+        await step("authMethods: the terminal sign-in, and authenticate with it (a local model needs no key)",
+                   terminal_sign_in)
 
         async def new_session():
             r = await conn.new_session(cwd=str(workspace), mcp_servers=[])
@@ -428,6 +440,16 @@ unstable = ["providers"]
                            if s == sid and isinstance(u, S.AgentMessageChunk))
             check("The user answered: blue" in text, f"the model got the answer: {text!r}")
         await step("ask_user: a form question through elicitation/create, the answer reaches the model", ask_user)
+
+        async def todo_plan():
+            r = await conn.prompt(session_id=sid, prompt=[text_block(
+                '[[tool:todo {"todos":[{"content":"Fix the bug","status":"pending"}]}]]')])
+            check(r.stop_reason == "end_turn", f"stop reason {r.stop_reason}")
+            plans = client.of(sid, S.AgentPlanContentUpdate)
+            check(plans and plans[-1].plan.plan_id == "todos", f"a plan_update for the plan `todos`: {plans}")
+            check(plans[-1].plan.entries[0].content == "Fix the bug", f"its entries: {plans[-1].plan}")
+            check(not client.of(sid, S.AgentPlanUpdate), "no old `plan` update for a client declaring `plan`")
+        await step("todo: the todo list is plan_update `todos` for a client declaring `plan`", todo_plan)
 
         state["turns"] = len([1 for _, u in client.updates if isinstance(u, S.AgentMessageChunk)])
 

@@ -25,6 +25,7 @@ const agentSends = {
 };
 const answers = {
   initialize: z.zInitializeResponse,
+  authenticate: z.zAuthenticateResponse,
   "session/new": z.zNewSessionResponse,
   "session/prompt": z.zPromptResponse,
 };
@@ -156,11 +157,19 @@ await app.connectWith(stream, async (agent) => {
   await step("initialize", async () => {
     const r = await agent.request(acp.methods.agent.initialize, {
       protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: false },
+      // `auth.terminal`: this client could run a terminal sign-in; no `plan`,
+      // so the todo list comes as the old `plan` update.
+      clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: false, auth: { terminal: true } },
       clientInfo: { name: "e2e-typescript-sdk", version: "2.4.0" },
     });
     check(r.protocolVersion === 1, `protocol version ${r.protocolVersion}`);
     check(r.agentInfo?.name === "crucible-agent", `agentInfo ${JSON.stringify(r.agentInfo)}`);
+    const terminal = (r.authMethods ?? []).find((m) => m.type === "terminal");
+    check(terminal?.id === "setup" && terminal.args?.[0] === "setup", `a terminal sign-in: ${JSON.stringify(r.authMethods)}`);
+  });
+  await step("authenticate with the terminal method (a local model needs no key)", async () => {
+    const r = await agent.request(acp.methods.agent.authenticate, { methodId: "setup" });
+    check(r && typeof r === "object", `answer ${JSON.stringify(r)}`);
   });
   await step("session/new", async () => {
     const r = await agent.request(acp.methods.agent.session.new, { cwd: tmp, mcpServers: [] });
@@ -188,6 +197,16 @@ await app.connectWith(stream, async (agent) => {
     check(permissions.length === 1, "one permission request");
     check(written[join(tmp, "ts.txt")] === "from ts", `written: ${JSON.stringify(written)}`);
     check(textOf(sid, from).join("").includes("Tool write_file returned:"), "the tool result reached the model");
+  });
+  await step("the todo list is the old plan update for a client without `plan`", async () => {
+    const from = updates.length;
+    const r = await agent.request(acp.methods.agent.session.prompt, {
+      sessionId: sid,
+      prompt: [{ type: "text", text: '[[tool:todo {"todos":[{"content":"Fix the bug","status":"pending"}]}]]' }],
+    });
+    check(r.stopReason === "end_turn", `stop reason ${r.stopReason}`);
+    const kinds = updates.slice(from).map((u) => u.update.sessionUpdate);
+    check(kinds.includes("plan") && !kinds.includes("plan_update"), `updates: ${kinds.join(", ")}`);
   });
 });
 clearTimeout(timer);

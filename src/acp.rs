@@ -6,6 +6,7 @@
 //! entries. [`handshake`] answers `initialize` before the agent is built.
 //! A new ACP version touches this module and the transport, nothing else.
 
+pub mod auth;
 pub mod client;
 pub mod handshake;
 pub mod mcp_spec;

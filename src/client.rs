@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use futures::future::BoxFuture;
 use thiserror::Error;
 
-use crate::events::{AgentEvent, StopReason, ToolCallInfo};
+use crate::events::{AgentEvent, StopReason, TodoItem, ToolCallInfo};
 use crate::model::Part;
 
 #[cfg(test)]
@@ -166,9 +166,28 @@ pub enum Update {
     /// A delegated agent this session started, or its new state (ACP
     /// unstable `subagent_update`, for clients that take them).
     Subagent(SubagentInfo),
-    /// A message this session sent to or got from another (ACP unstable
+    /// A message this session sent to or got from another (ACP
     /// `session_message`): a delegated task and its answer.
     SessionMessage(SessionMessage),
+    /// A plan by its id, for clients that take plan operations (ACP
+    /// `plan_update`); others get the todo list as the old `plan`.
+    Plan {
+        plan_id: String,
+        plan: PlanContent,
+    },
+    /// A plan that no longer exists (ACP `plan_removed`).
+    PlanRemoved {
+        plan_id: String,
+    },
+}
+
+/// The plan the session keeps as a todo list (the `todo` tool's).
+pub const TODO_PLAN_ID: &str = "todos";
+
+/// What a plan holds. (ACP also has Markdown plans; this agent sends none yet.)
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlanContent {
+    Items(Vec<TodoItem>),
 }
 
 /// A child session as its parent shows it; None leaves a field as it was.
@@ -250,9 +269,11 @@ pub struct ClientAbilities {
     pub compaction: bool,
     /// Asks the user questions in forms (ACP `elicitation.form`).
     pub ask_user: bool,
-    /// Shows delegated agents as sessions of their own (ACP unstable
-    /// `subagents`): their updates go out under their own session ids.
+    /// Shows delegated agents as sessions of their own (ACP `subagents`):
+    /// their updates go out under their own session ids.
     pub subagents: bool,
+    /// Takes plans by id (ACP `plan`: `plan_update`, `plan_removed`).
+    pub plans: bool,
 }
 
 /// The user's answer to one permission request.

@@ -222,6 +222,11 @@ pub enum ToolContent {
     Terminal {
         terminal_id: String,
     },
+    /// Another session this call started (a delegated agent), for clients
+    /// that show them; shown live, not kept in the history.
+    Session {
+        session_id: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

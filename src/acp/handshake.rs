@@ -53,7 +53,8 @@ pub(super) fn initialize(params: Value) -> (Option<ClientInfo>, Result<Value, Rp
     match request {
         Ok(request) => {
             let client = ClientInfo::from_request(&request);
-            let answer = serde_json::to_value(router::initialize_response())
+            let response = router::sign_in_for(router::initialize_response(), &client);
+            let answer = serde_json::to_value(response)
                 .map_err(|err| RpcError::internal(format!("could not encode the result: {err}")));
             (Some(client), answer)
         }

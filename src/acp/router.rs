@@ -35,8 +35,12 @@ pub struct ClientInfo {
     pub notices: bool,
     pub compaction: bool,
     pub elicitation: bool,
-    /// Takes delegated agents as sessions (unstable `subagents`).
+    /// Takes delegated agents as sessions (`subagents`).
     pub subagents: bool,
+    /// Takes plans by id (`plan`: `plan_update`, `plan_removed`).
+    pub plans: bool,
+    /// Can run a `terminal` sign-in method (`auth.terminal`).
+    pub terminal_auth: bool,
     pub name: Option<String>,
 }
 
@@ -57,6 +61,8 @@ impl ClientInfo {
             elicitation: (caps.elicitation.as_ref())
                 .is_some_and(acp::ElicitationCapabilities::supports_form),
             subagents: caps.subagents.is_some(),
+            plans: caps.plan.is_some(),
+            terminal_auth: caps.auth.terminal,
             name: request.client_info.as_ref().map(|info| info.name.clone()),
         };
         tracing::info!(client = ?info, requested = %request.protocol_version, "initialize");
@@ -186,6 +192,9 @@ impl Router {
             "providers/disable" if self.sessions.unstable().providers => {
                 Self::dispatch(Self::disable_provider)
             }
+            "auth/status" if self.sessions.unstable().auth_status => {
+                Self::dispatch(Self::auth_status)
+            }
             _ => return responder.respond(Err(RpcError::method_not_found(method))),
         };
         handler(self, method, params, responder);
@@ -228,6 +237,15 @@ impl Router {
         }
     }
 
+    /// A request's `systemPrompt` (stable since ACP 1.20: every client may send one).
+    fn client_prompt(
+        &self,
+        method: &str,
+        prompt: Option<acp::SystemPrompt>,
+    ) -> Result<Option<ClientPrompt>, RpcError> {
+        super::system_prompt::read(method, prompt)
+    }
+
     /// The error for a request to a session that is not open here.
     fn not_running(&self, id: &str) -> RpcError {
         if self.sessions.stopped(id) {
@@ -238,12 +256,18 @@ impl Router {
     }
 
     fn initialize(&mut self, request: acp::InitializeRequest, responder: Responder) {
-        self.client = Some(ClientInfo::from_request(&request));
-        responder.respond_with(Ok(initialize_response_with(self.sessions.unstable())));
+        let client = ClientInfo::from_request(&request);
+        let response = initialize_response_with(self.sessions.unstable());
+        responder.respond_with(Ok(sign_in_for(response, &client)));
+        self.client = Some(client);
     }
 
-    fn authenticate(&mut self, _: acp::AuthenticateRequest, responder: Responder) {
-        responder.respond_with(Ok(acp::AuthenticateResponse::new()));
+    fn authenticate(&mut self, request: acp::AuthenticateRequest, responder: Responder) {
+        let (providers, _) = self.sessions.providers();
+        responder.respond_with(super::auth::authenticate(
+            &request,
+            &super::auth::state(&providers),
+        ));
     }
 
     fn new_session(&mut self, request: acp::NewSessionRequest, responder: Responder) {
@@ -303,6 +327,7 @@ impl Router {
                 compaction: info.compaction,
                 ask_user: info.elicitation,
                 subagents: info.subagents || self.sessions.unstable().subagents,
+                plans: info.plans,
             })
             .unwrap_or_default()
     }
@@ -712,13 +737,27 @@ pub fn initialize_response() -> acp::InitializeResponse {
                         .resume(acp::SessionResumeCapabilities::new())
                         .close(acp::SessionCloseCapabilities::new())
                         .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new())
-                        .delete(acp::SessionDeleteCapabilities::new()),
+                        .delete(acp::SessionDeleteCapabilities::new())
+                        .system_prompt(super::system_prompt::capabilities()),
                 ),
         )
         .agent_info(
             acp::Implementation::new("crucible-agent", env!("CARGO_PKG_VERSION")).title("Crucible"),
         )
         .auth_methods(Vec::new())
+}
+
+/// `response` with the sign-in methods `client` can run: the terminal
+/// one only for a client that says it runs them (`auth.terminal`).
+pub fn sign_in_for(
+    response: acp::InitializeResponse,
+    client: &ClientInfo,
+) -> acp::InitializeResponse {
+    if client.terminal_auth {
+        response.auth_methods(super::auth::methods())
+    } else {
+        response
+    }
 }
 
 /// `additionalDirectories`: each an absolute, existing directory (the

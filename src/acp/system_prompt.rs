@@ -1,4 +1,5 @@
-//! The unstable `systemPrompt` of session/new, load and resume: the
+//! The `systemPrompt` of session/new, load, resume and fork (stable since
+//! ACP 1.20, advertised as `sessionCapabilities.systemPrompt`): the
 //! client's instructions, checked and turned into the agent's own type.
 
 use agent_client_protocol_schema::v1 as acp;
@@ -15,13 +16,11 @@ pub fn capabilities() -> acp::SessionSystemPromptCapabilities {
 }
 
 /// A request's `systemPrompt`. The spec asks an agent that cannot apply
-/// one to refuse the request rather than ignore it: so a prompt sent when
-/// `[acp] unstable` does not name `system_prompt`, an unknown mode, a
+/// one to refuse the request rather than ignore it: so an unknown mode, a
 /// block other than text and an empty list are all refused (-32602).
 pub fn read(
     method: &str,
     prompt: Option<acp::SystemPrompt>,
-    enabled: bool,
 ) -> Result<Option<ClientPrompt>, RpcError> {
     let Some(prompt) = prompt else {
         return Ok(None);
@@ -31,12 +30,6 @@ pub fn read(
             "{method}: field `systemPrompt`: {why}"
         )))
     };
-    if !enabled {
-        return refuse(
-            "this agent does not take one unless its config says `[acp] unstable = [\"system_prompt\"]`"
-                .into(),
-        );
-    }
     let replaces_base = match &prompt.mode {
         acp::SystemPromptMode::Append => false,
         acp::SystemPromptMode::Override => true,
@@ -77,13 +70,11 @@ mod tests {
 
     #[test]
     fn text_blocks_become_the_prompt_and_the_rest_is_refused() {
-        let read_one = |value, enabled| read("session/new", Some(prompt(value)), enabled);
-        let appended = read_one(
-            json!({"mode": "append", "content": [{"type": "text", "text": "Be brief."}]}),
-            true,
-        )
-        .unwrap()
-        .unwrap();
+        let read_one = |value| read("session/new", Some(prompt(value)));
+        let appended =
+            read_one(json!({"mode": "append", "content": [{"type": "text", "text": "Be brief."}]}))
+                .unwrap()
+                .unwrap();
         assert_eq!(
             appended,
             ClientPrompt {
@@ -91,35 +82,26 @@ mod tests {
                 text: "Be brief.".into()
             }
         );
-        let overridden = read_one(
-            json!({"mode": "override", "content": [{"type": "text", "text": "X"}]}),
-            true,
-        )
-        .unwrap()
-        .unwrap();
+        let overridden =
+            read_one(json!({"mode": "override", "content": [{"type": "text", "text": "X"}]}))
+                .unwrap()
+                .unwrap();
         assert!(overridden.replaces_base);
-        for (value, enabled, says) in [
-            (
-                json!({"mode": "append", "content": [{"type": "text", "text": "X"}]}),
-                false,
-                "[acp] unstable",
-            ),
+        for (value, says) in [
             (
                 json!({"mode": "_mine", "content": [{"type": "text", "text": "X"}]}),
-                true,
                 "not supported",
             ),
-            (json!({"mode": "append", "content": []}), true, "empty"),
+            (json!({"mode": "append", "content": []}), "empty"),
             (
                 json!({"mode": "append", "content": [{"type": "image", "data": "AA==", "mimeType": "image/png"}]}),
-                true,
                 "content[0]",
             ),
         ] {
-            let err = read_one(value, enabled).unwrap_err();
+            let err = read_one(value).unwrap_err();
             assert!(err.message.contains(says), "{}", err.message);
             assert!(err.message.contains("systemPrompt"), "{}", err.message);
         }
-        assert_eq!(read("session/new", None, false).unwrap(), None);
+        assert_eq!(read("session/new", None).unwrap(), None);
     }
 }

@@ -5,7 +5,8 @@
 use agent_client_protocol_schema::v1 as acp;
 
 use crate::client::{
-    Answer, CommandInfo, OptionCategory, PermissionChoice, Question, SelectOption, Update,
+    Answer, CommandInfo, OptionCategory, PermissionChoice, PlanContent, Question, SelectOption,
+    Update,
 };
 use crate::events::{
     AgentEvent, Compaction, CompactionOutcome, Location, Severity, StopReason, TodoItem,
@@ -73,6 +74,16 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
         }
         Update::Subagent(info) => subagents::subagent_update(info),
         Update::SessionMessage(message) => subagents::session_message(message),
+        Update::Plan { plan_id, plan } => {
+            acp::SessionUpdate::PlanUpdate(acp::PlanUpdate::new(match plan {
+                PlanContent::Items(items) => {
+                    acp::PlanUpdateContent::items(plan_id.clone(), plan_entries(items))
+                }
+            }))
+        }
+        Update::PlanRemoved { plan_id } => {
+            acp::SessionUpdate::PlanRemoved(acp::PlanRemoved::new(plan_id.clone()))
+        }
     }
 }
 
@@ -269,30 +280,35 @@ fn tool_content(content: &ToolContent) -> acp::ToolCallContent {
         ToolContent::Terminal { terminal_id } => {
             acp::ToolCallContent::Terminal(acp::Terminal::new(terminal_id.clone()))
         }
+        ToolContent::Session { session_id } => {
+            acp::ToolCallContent::Session(acp::SessionReference::new(session_id.clone()))
+        }
     }
 }
 
 fn plan(todos: &[TodoItem]) -> acp::Plan {
-    acp::Plan::new(
-        todos
-            .iter()
-            .map(|todo| {
-                acp::PlanEntry::new(
-                    todo.content.clone(),
-                    match todo.priority {
-                        TodoPriority::High => acp::PlanEntryPriority::High,
-                        TodoPriority::Medium => acp::PlanEntryPriority::Medium,
-                        TodoPriority::Low => acp::PlanEntryPriority::Low,
-                    },
-                    match todo.status {
-                        TodoStatus::Pending => acp::PlanEntryStatus::Pending,
-                        TodoStatus::InProgress => acp::PlanEntryStatus::InProgress,
-                        TodoStatus::Completed => acp::PlanEntryStatus::Completed,
-                    },
-                )
-            })
-            .collect(),
-    )
+    acp::Plan::new(plan_entries(todos))
+}
+
+fn plan_entries(todos: &[TodoItem]) -> Vec<acp::PlanEntry> {
+    todos
+        .iter()
+        .map(|todo| {
+            acp::PlanEntry::new(
+                todo.content.clone(),
+                match todo.priority {
+                    TodoPriority::High => acp::PlanEntryPriority::High,
+                    TodoPriority::Medium => acp::PlanEntryPriority::Medium,
+                    TodoPriority::Low => acp::PlanEntryPriority::Low,
+                },
+                match todo.status {
+                    TodoStatus::Pending => acp::PlanEntryStatus::Pending,
+                    TodoStatus::InProgress => acp::PlanEntryStatus::InProgress,
+                    TodoStatus::Completed => acp::PlanEntryStatus::Completed,
+                },
+            )
+        })
+        .collect()
 }
 
 /// A user part as text; only text and images reach a prompt's replay.

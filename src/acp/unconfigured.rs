@@ -45,7 +45,6 @@ impl Unconfigured {
         };
         match method {
             "initialize" => super::handshake::initialize(params).1,
-            "authenticate" => encode(serde_json::to_value(acp::AuthenticateResponse::new())),
             "logout" => encode(serde_json::to_value(acp::LogoutResponse::new())),
             _ => Err(RpcError::new(
                 INTERNAL_ERROR,

@@ -12,8 +12,6 @@ pub struct Unstable {
     pub set_title: bool,
     /// `session/status`.
     pub status: bool,
-    /// `systemPrompt` on session/new, load and resume.
-    pub system_prompt: bool,
     /// `session/fork`.
     pub fork: bool,
     /// `providers/list`, `providers/set`, `providers/disable`.
@@ -23,16 +21,24 @@ pub struct Unstable {
     /// Delegated agents as sessions of their own (`subagent_update`,
     /// `session_message`), even for a client that does not say it takes them.
     pub subagents: bool,
+    /// Session cursors (`cursor_update`, `session/fork` at a `cursorId`).
+    pub cursors: bool,
+    /// MCP servers the client serves over the ACP connection (`mcp/message`).
+    pub mcp_over_acp: bool,
+    /// `auth/status`.
+    pub auth_status: bool,
 }
 
 /// The names `[acp] unstable` takes.
 const KNOWN: &[&str] = &[
+    "auth_status",
+    "cursors",
     "fork",
+    "mcp_over_acp",
     "providers",
     "set_title",
     "status",
     "subagents",
-    "system_prompt",
     "usage",
 ];
 
@@ -45,11 +51,15 @@ pub(super) fn validate_unstable(
         match name.as_str() {
             "set_title" => unstable.set_title = true,
             "status" => unstable.status = true,
-            "system_prompt" => unstable.system_prompt = true,
+            // Stable since ACP 1.20 (every client gets it); still accepted.
+            "system_prompt" => {}
             "fork" => unstable.fork = true,
             "subagents" => unstable.subagents = true,
             "providers" => unstable.providers = true,
             "usage" => unstable.usage = true,
+            "cursors" => unstable.cursors = true,
+            "mcp_over_acp" => unstable.mcp_over_acp = true,
+            "auth_status" => unstable.auth_status = true,
             other => {
                 return Err(invalid(
                     path,

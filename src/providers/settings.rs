@@ -4,6 +4,7 @@
 //! and the fix, and the config adds the file. The `type`s are in
 //! [`service`], the key's sources in [`key`].
 
+pub mod credentials;
 mod key;
 pub mod locality;
 pub mod service;

@@ -1,13 +1,21 @@
 //! Live events (notices, compaction steps) as this client can take them:
 //! as they are when it said it shows them, else as the thoughts clients
-//! were always shown (or, for a compaction's end, as a notice).
+//! were always shown (or, for a compaction's end, as a notice). The todo
+//! list goes to clients that take plans by id as a plan of its own, and a
+//! delegated agent's call names its session to clients that show them.
 
-use crate::client::{ClientAbilities, Update};
-use crate::events::{AgentEvent, Compaction, CompactionOutcome, Notice, Severity};
+use crate::client::{ClientAbilities, PlanContent, TODO_PLAN_ID, Update};
+use crate::events::{
+    AgentEvent, Compaction, CompactionOutcome, Notice, Severity, ToolCallProgress, ToolContent,
+};
 
 /// `update` for a client with `abilities`; None when it has no equivalent.
 pub(super) fn for_client(update: Update, abilities: ClientAbilities) -> Option<Update> {
+    let update = plan_for_client(update, abilities);
     let event = match update {
+        Update::Agent(AgentEvent::ToolCallUpdate(progress)) if abilities.subagents => {
+            AgentEvent::ToolCallUpdate(with_child_session(progress))
+        }
         Update::Agent(AgentEvent::Notice(notice)) if !abilities.notices => {
             AgentEvent::Thought(notice.thought)
         }
@@ -38,6 +46,44 @@ pub(super) fn for_client(update: Update, abilities: ClientAbilities) -> Option<U
         other => return Some(other),
     };
     Some(Update::Agent(event))
+}
+
+/// The todo list as a plan by id (`plan_update`, or `plan_removed` once
+/// empty) for a client that takes them; anything else as it is. Applied to
+/// a load's replay too.
+pub(super) fn plan_for_client(update: Update, abilities: ClientAbilities) -> Update {
+    match update {
+        Update::Agent(AgentEvent::Plan(items)) if abilities.plans => {
+            let plan_id = TODO_PLAN_ID.to_string();
+            if items.is_empty() {
+                Update::PlanRemoved { plan_id }
+            } else {
+                Update::Plan {
+                    plan_id,
+                    plan: PlanContent::Items(items),
+                }
+            }
+        }
+        other => other,
+    }
+}
+
+/// A finished `delegate` call leads with the child's session (its raw
+/// output names it), so the client links the call to the child's transcript.
+fn with_child_session(mut progress: ToolCallProgress) -> ToolCallProgress {
+    let child = (progress.name == crate::tools::delegate::NAME)
+        .then(|| progress.raw_output.as_ref()?.get("sessionId")?.as_str())
+        .flatten()
+        .map(str::to_string);
+    let shown = (progress.content.iter()).any(|c| matches!(c, ToolContent::Session { .. }));
+    if let Some(session_id) = child
+        && !shown
+    {
+        progress
+            .content
+            .insert(0, ToolContent::Session { session_id });
+    }
+    progress
 }
 
 #[cfg(test)]
@@ -106,5 +152,73 @@ mod tests {
             ..plain
         };
         assert_eq!(for_client(chunk.clone(), compaction), Some(chunk));
+    }
+
+    #[test]
+    fn the_todo_list_is_a_plan_by_id_only_for_clients_that_take_them() {
+        use crate::events::{TodoItem, TodoPriority, TodoStatus};
+        let items = vec![TodoItem {
+            content: "Fix".into(),
+            status: TodoStatus::Pending,
+            priority: TodoPriority::Medium,
+        }];
+        let todo = |items: Vec<TodoItem>| Update::Agent(AgentEvent::Plan(items));
+        let plain = ClientAbilities::default();
+        let plans = ClientAbilities {
+            plans: true,
+            ..plain
+        };
+        assert_eq!(
+            for_client(todo(items.clone()), plain),
+            Some(todo(items.clone()))
+        );
+        assert_eq!(
+            for_client(todo(items.clone()), plans),
+            Some(Update::Plan {
+                plan_id: TODO_PLAN_ID.into(),
+                plan: PlanContent::Items(items),
+            })
+        );
+        assert_eq!(
+            for_client(todo(Vec::new()), plans),
+            Some(Update::PlanRemoved {
+                plan_id: TODO_PLAN_ID.into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_finished_delegate_call_leads_with_its_childs_session_for_clients_that_show_it() {
+        let done = |name: &str| {
+            Update::Agent(AgentEvent::ToolCallUpdate(ToolCallProgress {
+                id: "call-1".into(),
+                name: name.into(),
+                status: crate::events::ToolStatus::Completed,
+                content: vec![ToolContent::Text("summary".into())],
+                locations: Vec::new(),
+                raw_output: Some(serde_json::json!({"sessionId": "child-1"})),
+            }))
+        };
+        let content = |update: Option<Update>| match update {
+            Some(Update::Agent(AgentEvent::ToolCallUpdate(progress))) => progress.content,
+            other => panic!("{other:?}"),
+        };
+        let shows = ClientAbilities {
+            subagents: true,
+            ..ClientAbilities::default()
+        };
+        assert_eq!(
+            content(for_client(done("delegate"), shows)),
+            vec![
+                ToolContent::Session {
+                    session_id: "child-1".into()
+                },
+                ToolContent::Text("summary".into())
+            ]
+        );
+        // Other tools, and clients that do not show children, are left alone.
+        assert_eq!(content(for_client(done("shell"), shows)).len(), 1);
+        let plain = ClientAbilities::default();
+        assert_eq!(content(for_client(done("delegate"), plain)).len(), 1);
     }
 }

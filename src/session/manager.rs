@@ -221,7 +221,7 @@ impl SessionManager {
                 blocking(move || {
                     store
                         .read(&id)
-                        .map(|(_, events)| store::replay_from(&events))
+                        .map(|(_, events)| replay_for(&events, client))
                 })
                 .await
             };
@@ -290,7 +290,7 @@ impl SessionManager {
                 }
                 let (open, metadata, events) = store.open(&read_id)?;
                 let updates = if replay {
-                    store::replay_from(&events)
+                    replay_for(&events, client)
                 } else {
                     Vec::new()
                 };
@@ -501,6 +501,14 @@ impl SessionManager {
 }
 
 /// Ask an actor to close and wait until it has.
+/// A stored conversation as the client with `abilities` is shown it live.
+fn replay_for(events: &[store::StoredEvent], abilities: ClientAbilities) -> Vec<Update> {
+    store::replay_from(events)
+        .into_iter()
+        .map(|update| super::live::plan_for_client(update, abilities))
+        .collect()
+}
+
 pub async fn close(handle: SessionHandle) {
     let (reply, done) = oneshot::channel();
     if handle.send(SessionMsg::Close { reply }) {

@@ -490,8 +490,15 @@ struct ChildClient {
 
 impl ChildClient {
     fn report(&self) {
-        let summary = lock(&self.view).render();
-        self.progress.report(vec![ToolContent::Text(summary)]);
+        let summary = ToolContent::Text(lock(&self.view).render());
+        // A client that shows the child links the call to its session
+        // (the end carries it too: see `live::with_child_session`).
+        self.progress.report(if self.expose {
+            let session_id = self.child_id.clone();
+            vec![ToolContent::Session { session_id }, summary]
+        } else {
+            vec![summary]
+        });
     }
 
     fn set_state(&self, state: AgentState) {

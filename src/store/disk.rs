@@ -283,6 +283,8 @@ mirrored_enum! {
         Image { mime_type: String, data: String },
         Diff { path: PathBuf, old_text: Option<String>, new_text: String },
         Terminal { terminal_id: String },
+        // Never written: the recorder leaves it out (see `Recorder::shown`).
+        Session { session_id: String },
     }
 }
 

@@ -14,11 +14,11 @@ use super::disk::{Metadata, StoredEvent};
 use super::files::{OpenSession, now_rfc3339, write_metadata};
 use super::views::title_from;
 use crate::client::{
-    ClientFuture, ClientSink, CreateTerminal, PermissionChoice, ReadTextFile, TerminalExit,
-    TerminalId, TerminalOutput, Update, WriteTextFile,
+    ClientFuture, ClientSink, CreateTerminal, PermissionChoice, PlanContent, ReadTextFile,
+    TODO_PLAN_ID, TerminalExit, TerminalId, TerminalOutput, Update, WriteTextFile,
 };
 use crate::context::{ContextOp, TokenEstimator};
-use crate::events::ToolCallInfo;
+use crate::events::{AgentEvent, ToolCallInfo, ToolContent};
 use crate::model::Message;
 
 enum Op {
@@ -188,11 +188,34 @@ impl Recorder {
         }
     }
 
-    /// What the client was shown, for replay (only the conversation is kept).
+    /// What the client was shown, for replay (only the conversation is
+    /// kept; a reference to another session is display only).
     pub fn shown(&self, update: &Update) {
-        if let Update::Agent(event) = update
-            && let Some(event) = StoredEvent::shown(event)
-        {
+        let event = match update {
+            Update::Agent(AgentEvent::ToolCallUpdate(progress))
+                if progress
+                    .content
+                    .iter()
+                    .any(|c| matches!(c, ToolContent::Session { .. })) =>
+            {
+                let mut progress = progress.clone();
+                progress
+                    .content
+                    .retain(|c| !matches!(c, ToolContent::Session { .. }));
+                AgentEvent::ToolCallUpdate(progress)
+            }
+            Update::Agent(event) => event.clone(),
+            // The todo list as a client that takes plans by id saw it.
+            Update::Plan {
+                plan_id,
+                plan: PlanContent::Items(items),
+            } if plan_id == TODO_PLAN_ID => AgentEvent::Plan(items.clone()),
+            Update::PlanRemoved { plan_id } if plan_id == TODO_PLAN_ID => {
+                AgentEvent::Plan(Vec::new())
+            }
+            _ => return,
+        };
+        if let Some(event) = StoredEvent::shown(&event) {
             self.append(event);
         }
     }
@@ -528,6 +551,60 @@ mod tests {
         recorder.turn_end_spent(None, Default::default());
         recorder.close().await;
         assert_eq!(store.metadata("s1").unwrap().broken, None);
+    }
+
+    #[tokio::test]
+    async fn plans_by_id_are_kept_as_the_todo_list_and_session_links_not_at_all() {
+        use crate::events::{TodoItem, TodoPriority, TodoStatus, ToolCallProgress, ToolStatus};
+        let (_data, store, recorder) = recording("s1");
+        let sink = recorder.wrap(Arc::new(RecordingClient::default()));
+        let items = vec![TodoItem {
+            content: "Fix".into(),
+            status: TodoStatus::Pending,
+            priority: TodoPriority::Medium,
+        }];
+        sink.send(
+            "s1",
+            Update::Plan {
+                plan_id: TODO_PLAN_ID.into(),
+                plan: PlanContent::Items(items.clone()),
+            },
+        );
+        let progress = |content| ToolCallProgress {
+            id: "c1".into(),
+            name: "delegate".into(),
+            status: ToolStatus::Completed,
+            content,
+            locations: Vec::new(),
+            raw_output: None,
+        };
+        let summary = ToolContent::Text("done".into());
+        let linked = vec![
+            ToolContent::Session {
+                session_id: "child".into(),
+            },
+            summary.clone(),
+        ];
+        sink.send(
+            "s1",
+            Update::Agent(AgentEvent::ToolCallUpdate(progress(linked))),
+        );
+        sink.send(
+            "s1",
+            Update::PlanRemoved {
+                plan_id: TODO_PLAN_ID.into(),
+            },
+        );
+        recorder.close().await;
+        let (_, events) = store.read("s1").unwrap();
+        assert_eq!(
+            crate::store::replay_from(&events),
+            vec![
+                Update::Agent(AgentEvent::Plan(items)),
+                Update::Agent(AgentEvent::ToolCallUpdate(progress(vec![summary]))),
+                Update::Agent(AgentEvent::Plan(Vec::new())),
+            ]
+        );
     }
 
     #[tokio::test]

@@ -83,7 +83,9 @@ impl Redactor {
                     }
                     self.in_place(new_text);
                 }
-                ToolContent::Image { .. } | ToolContent::Terminal { .. } => {}
+                ToolContent::Image { .. }
+                | ToolContent::Terminal { .. }
+                | ToolContent::Session { .. } => {}
             }
         }
         self.json(&mut output.raw_output);

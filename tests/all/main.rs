@@ -16,6 +16,7 @@ mod bounds;
 mod budgets;
 
 mod acp_fields;
+mod acp_v1_20;
 mod backpressure;
 
 mod cancel;

@@ -26,6 +26,7 @@ async fn initialize_negotiates_version_and_advertises_truthfully() {
     assert_eq!(result["protocolVersion"], 1);
     assert_eq!(result["agentInfo"]["name"], "crucible-agent");
     assert_eq!(result["agentInfo"]["version"], env!("CARGO_PKG_VERSION"));
+    // The terminal sign-in goes only to clients that run one (acp_v1_20.rs).
     assert_eq!(result["authMethods"], json!([]));
     let caps = &result["agentCapabilities"];
     // Sessions are stored: load, list, resume, close and delete work (tests/all/sessions.rs).
@@ -37,7 +38,10 @@ async fn initialize_negotiates_version_and_advertises_truthfully() {
         );
     }
     // MCP over streamable HTTP and legacy SSE both work (tests/all/mcp.rs).
-    assert_eq!(caps["mcpCapabilities"], json!({"http": true, "sse": true}));
+    assert_eq!(caps["mcpCapabilities"]["http"], true);
+    assert_eq!(caps["mcpCapabilities"]["sse"], true);
+    // MCP over ACP is unstable: not offered unless `[acp] unstable` names it.
+    assert_ne!(caps["mcpCapabilities"]["acp"], true);
     assert_eq!(caps["promptCapabilities"]["audio"], false);
     assert!(caps["sessionCapabilities"]["close"].is_object());
     // A future protocol version gets the one we speak.
@@ -163,7 +167,7 @@ async fn authenticate_and_logout_succeed_without_auth() {
     let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
     agent.initialize().await;
     let (_, response) = agent
-        .call("authenticate", json!({"methodId": "none"}))
+        .call("authenticate", json!({"methodId": "setup"}))
         .await;
     assert!(response.get("result").is_some(), "{response}");
     let (_, response) = agent.call("logout", json!({})).await;

@@ -134,8 +134,28 @@ async fn a_client_taking_subagents_sees_the_child_announced_working_and_answerin
         last["state"],
         json!({"state": "idle", "stopReason": "end_turn"})
     );
-    // The delegate call's running summary is still there.
-    assert!(!delegate_updates(&seen).is_empty(), "{seen:?}");
+    // The delegate call's running summary is still there, led by a link
+    // to the child's session (ACP 1.20's `session` tool-call content),
+    // its last update included.
+    let delegated = delegate_updates(&seen);
+    assert!(!delegated.is_empty(), "{seen:?}");
+    let with_content: Vec<&&Value> = delegated
+        .iter()
+        .filter(|u| u["content"].is_array())
+        .collect();
+    assert!(!with_content.is_empty(), "{seen:?}");
+    for update in &with_content {
+        assert_eq!(
+            update["content"][0],
+            json!({"type": "session", "sessionId": child}),
+            "{update}"
+        );
+    }
+    assert_eq!(
+        with_content.last().unwrap()["status"],
+        "completed",
+        "{seen:?}"
+    );
 }
 
 #[tokio::test]
@@ -162,6 +182,13 @@ async fn other_clients_see_only_the_parents_session() {
     assert!(updates(&seen, &session, "subagent_update").is_empty());
     assert!(updates(&seen, &session, "session_message").is_empty());
     assert!(!delegate_updates(&seen).is_empty(), "{seen:?}");
+    // No session references for a client that does not show sessions.
+    let linked = delegate_updates(&seen)
+        .iter()
+        .filter_map(|u| u["content"].as_array())
+        .flatten()
+        .any(|c| c["type"] == "session");
+    assert!(!linked, "{seen:?}");
 }
 
 #[tokio::test]

@@ -14,21 +14,10 @@ async fn unstable_methods_are_absent_unless_turned_on() {
     let caps = &init["result"]["agentCapabilities"]["sessionCapabilities"];
     assert!(caps.get("title").is_none(), "{caps}");
     assert!(caps.get("status").is_none(), "{caps}");
-    assert!(caps.get("systemPrompt").is_none(), "{caps}");
     assert!(caps.get("fork").is_none(), "{caps}");
     let agent_caps = &init["result"]["agentCapabilities"];
     assert!(agent_caps.get("providers").is_none(), "{agent_caps}");
-    let (_, refused) = agent
-        .call(
-            "session/new",
-            json!({"cwd": agent.cwd(), "mcpServers": [], "systemPrompt": haiku()}),
-        )
-        .await;
-    assert_eq!(refused["error"]["code"], -32602, "{refused}");
-    assert!(
-        error_message(&refused).contains("systemPrompt"),
-        "{refused}"
-    );
+    assert!(agent_caps["auth"].get("status").is_none(), "{agent_caps}");
     let session = agent.new_session().await;
     // End-turn usage is unstable too: not in the answer unless asked for.
     let (_, answered) = agent.prompt(&session, "hi").await;
@@ -46,6 +35,7 @@ async fn unstable_methods_are_absent_unless_turned_on() {
         ),
         ("providers/list", json!({})),
         ("providers/disable", json!({"providerId": "local"})),
+        ("auth/status", json!({})),
     ] {
         let (_, response) = agent.call(method, params).await;
         assert_eq!(response["error"]["code"], -32601, "{method}: {response}");
@@ -140,11 +130,9 @@ fn last_system(server: &LlmServer) -> String {
 
 #[tokio::test]
 async fn a_client_system_prompt_is_the_last_layer_and_stays_with_the_session() {
+    // Stable since ACP 1.20: no `[acp] unstable` needed.
     let server = LlmServer::start(scripted_model(vec![])).await;
-    let config = format!(
-        "{}\n[acp]\nunstable = [\"system_prompt\"]\n",
-        config_for(&server, "test-model")
-    );
+    let config = config_for(&server, "test-model");
     let mut first = Agent::spawn(&config).await;
     let init = first.initialize().await;
     let caps = &init["result"]["agentCapabilities"]["sessionCapabilities"];

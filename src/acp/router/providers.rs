@@ -3,8 +3,6 @@
 //! them off. Only providers the config names; the key a client sets comes
 //! in its `Authorization` or `x-api-key` header and is never shown again.
 
-use std::collections::HashMap;
-
 use agent_client_protocol_schema::v1 as acp;
 
 use super::Router;
@@ -52,11 +50,11 @@ pub fn info(name: &str, config: Option<&ProviderSettings>, default: &str) -> acp
 }
 
 /// The settings a `providers/set` asks for, from the configured ones.
-pub fn settings_for(
+pub fn settings_for<'a>(
     base: &ProviderSettings,
     api_type: &acp::LlmProtocol,
     base_url: &str,
-    headers: &HashMap<String, String>,
+    headers: impl IntoIterator<Item = (&'a String, &'a String)>,
 ) -> Result<ProviderSettings, String> {
     let (kind, service) = kind_of(api_type)?;
     let url = base_url.trim().trim_end_matches('/');
@@ -157,6 +155,7 @@ fn unknown(name: &str) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn base() -> ProviderSettings {
         ProviderSettings::local_ollama()

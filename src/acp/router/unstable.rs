@@ -6,8 +6,6 @@ use agent_client_protocol_schema::v1 as acp;
 use tokio::sync::oneshot;
 
 use super::{Reopen, Router, initialize_response};
-use crate::acp::system_prompt;
-use crate::model::ClientPrompt;
 use crate::session::SessionMsg;
 use crate::transport::{Responder, RpcError};
 
@@ -28,14 +26,9 @@ impl Router {
         );
     }
 
-    /// A request's `systemPrompt`, refused unless `[acp] unstable` names it
-    /// (the spec: an agent that cannot apply it errors, never ignores it).
-    pub(super) fn client_prompt(
-        &self,
-        method: &str,
-        prompt: Option<acp::SystemPrompt>,
-    ) -> Result<Option<ClientPrompt>, RpcError> {
-        system_prompt::read(method, prompt, self.sessions.unstable().system_prompt)
+    pub(super) fn auth_status(&mut self, _: acp::AuthStatusRequest, responder: Responder) {
+        let (providers, _) = self.sessions.providers();
+        responder.respond_with(Ok(crate::acp::auth::status(&providers)));
     }
 
     pub(super) fn set_title(&mut self, request: acp::SetSessionTitleRequest, responder: Responder) {
@@ -105,11 +98,11 @@ pub fn initialize_response_with(unstable: crate::config::Unstable) -> acp::Initi
     if unstable.fork {
         sessions.fork = Some(acp::SessionForkCapabilities::new());
     }
-    if unstable.system_prompt {
-        sessions.system_prompt = Some(system_prompt::capabilities());
-    }
     if unstable.providers {
         response.agent_capabilities.providers = Some(acp::ProvidersCapabilities::new());
+    }
+    if unstable.auth_status {
+        response.agent_capabilities.auth.status = Some(acp::AuthStatusCapabilities::new());
     }
     response
 }

@@ -1,0 +1,136 @@
+//! Signing in, as ACP has it: the one method this agent offers (a
+//! terminal running `crucible-agent setup`, which the ACP registry asks
+//! every agent for), `authenticate` with it, and the unstable `auth/status`.
+//! Whether a sign-in is needed comes from the providers' settings
+//! ([`credentials`]): no request is made.
+
+use agent_client_protocol_schema::v1 as acp;
+
+use crate::providers::Providers;
+use crate::providers::settings::credentials::{self, Credential, SignIn};
+use crate::transport::RpcError;
+
+/// The id of the terminal method: the client runs this binary with `setup`.
+pub const SETUP_METHOD: &str = "setup";
+
+/// ACP's `auth_required` error code.
+const AUTH_REQUIRED: i32 = -32000;
+
+/// What `initialize` offers: a terminal running `crucible-agent setup`.
+pub fn methods() -> Vec<acp::AuthMethod> {
+    vec![acp::AuthMethod::Terminal(
+        acp::AuthMethodTerminal::new(SETUP_METHOD, "Set up in a terminal")
+            .description(
+                "Finds local model servers, asks for a hosted provider's key where one is needed, and writes the config"
+                    .to_string(),
+            )
+            .args(vec!["setup".to_string()]),
+    )]
+}
+
+/// The enabled providers' sign-in state.
+pub fn state(providers: &Providers) -> SignIn {
+    let all = providers.all();
+    credentials::sign_in(
+        all.iter()
+            .filter_map(|(name, settings)| Some((name.as_str(), settings.as_deref()?))),
+    )
+}
+
+/// `authenticate`: the terminal method is run by the client, not here, so
+/// this only says whether it left the agent ready: no error when no key is
+/// missing; `auth_required` naming the missing ones otherwise. An id this
+/// agent did not offer is refused.
+pub fn authenticate(
+    request: &acp::AuthenticateRequest,
+    state: &SignIn,
+) -> Result<acp::AuthenticateResponse, RpcError> {
+    if request.method_id.0.as_ref() != SETUP_METHOD {
+        return Err(RpcError::invalid_params(format!(
+            "authenticate: field `methodId`: `{}` is not a method this agent offers; use `{SETUP_METHOD}` (initialize lists it under authMethods)",
+            request.method_id.0
+        )));
+    }
+    match state {
+        SignIn::NotRequired | SignIn::Ready => Ok(acp::AuthenticateResponse::new()),
+        SignIn::Missing(missing) => Err(RpcError::new(
+            AUTH_REQUIRED,
+            format!(
+                "Authentication required: no API key for {}; run `crucible-agent setup` in a terminal (or set the variable), then restart the agent",
+                describe_missing(missing)
+            ),
+        )),
+    }
+}
+
+fn describe_missing(missing: &[(String, Option<String>)]) -> String {
+    missing
+        .iter()
+        .map(|(name, variable)| match variable {
+            Some(variable) => format!("provider `{name}` ({variable})"),
+            None => format!("provider `{name}`"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `auth/status` (unstable): the state, and each hosted provider as an
+/// account saying where its key comes from or which one is missing.
+pub fn status(providers: &Providers) -> acp::AuthStatusResponse {
+    let state = match state(providers) {
+        SignIn::NotRequired => acp::AuthState::NotRequired,
+        SignIn::Ready => acp::AuthState::Authenticated,
+        SignIn::Missing(_) => acp::AuthState::Unauthenticated,
+    };
+    let accounts = providers
+        .all()
+        .into_iter()
+        .filter_map(|(name, settings)| {
+            let description = match Credential::of(settings.as_deref()?) {
+                Credential::Local | Credential::Keyless => return None,
+                Credential::Key(source) => format!("API key from {source}"),
+                Credential::Missing {
+                    variable: Some(variable),
+                } => format!("no API key: set {variable} or run `crucible-agent setup`"),
+                Credential::Missing { variable: None } => {
+                    "no API key: run `crucible-agent setup`".to_string()
+                }
+            };
+            Some(acp::AuthAccount::new(name).description(description))
+        })
+        .collect();
+    acp::AuthStatusResponse::new(state).accounts(accounts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn request(id: &str) -> acp::AuthenticateRequest {
+        serde_json::from_value(json!({ "methodId": id })).unwrap()
+    }
+
+    #[test]
+    fn the_terminal_method_runs_setup_and_authenticate_says_whether_it_is_done() {
+        let methods = serde_json::to_value(methods()).unwrap();
+        assert_eq!(
+            methods,
+            json!([{"type": "terminal", "id": "setup", "name": "Set up in a terminal",
+                "description": methods[0]["description"], "args": ["setup"]}])
+        );
+        assert!(authenticate(&request("setup"), &SignIn::NotRequired).is_ok());
+        assert!(authenticate(&request("setup"), &SignIn::Ready).is_ok());
+        let missing = SignIn::Missing(vec![("claude".into(), Some("ANTHROPIC_API_KEY".into()))]);
+        let err = authenticate(&request("setup"), &missing).unwrap_err();
+        assert_eq!(err.code, AUTH_REQUIRED);
+        assert!(
+            err.message.contains("`claude` (ANTHROPIC_API_KEY)"),
+            "{}",
+            err.message
+        );
+        let err = authenticate(&request("oauth"), &SignIn::Ready).unwrap_err();
+        assert_eq!(err.code, crate::transport::jsonrpc::INVALID_PARAMS);
+        assert!(err.message.contains("`setup`"), "{}", err.message);
+    }
+}

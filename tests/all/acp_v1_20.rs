@@ -1,0 +1,219 @@
+//! What ACP 1.20 made stable, and its new unstable parts this agent
+//! serves: the client system prompt for every client, a terminal sign-in
+//! method (for clients that run one) and `authenticate` with it, `auth/status` behind `[acp] unstable`,
+//! and the todo list as a plan by id (`plan_update`, `plan_removed`) for
+//! clients that declare `plan`, the old `plan` for the rest.
+
+use serde_json::{Value, json};
+
+use crate::support::harness::{
+    Agent, LlmServer, config_for, error_message, scripted_model, tool_updates,
+};
+
+/// A hosted provider (Anthropic's API) as the only one: it needs a key.
+const HOSTED: &str = "[chat]\ndefault_provider = \"claude\"\n\n[llm.providers.claude]\ntype = \"anthropic\"\ndefault_model = \"claude-test\"\n";
+
+async fn init(agent: &mut Agent, capabilities: Value) -> Value {
+    let (_, response) = agent
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": capabilities,
+                "clientInfo": {"name": "acp-1.20", "version": "0"}}),
+        )
+        .await;
+    assert!(response["result"].is_object(), "{response}");
+    response["result"].clone()
+}
+
+#[tokio::test]
+async fn every_client_gets_the_system_prompt_and_a_terminal_sign_in() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    // The old opt-in still reads (it is a no-op now).
+    let config = format!(
+        "{}\n[acp]\nunstable = [\"system_prompt\"]\n",
+        config_for(&server, "test-model")
+    );
+    for config in [config_for(&server, "test-model"), config] {
+        let mut agent = Agent::spawn(&config).await;
+        let result = init(&mut agent, json!({"auth": {"terminal": true}})).await;
+        let caps = &result["agentCapabilities"]["sessionCapabilities"];
+        assert!(
+            caps["systemPrompt"]["mode"]["override"].is_object(),
+            "{caps}"
+        );
+        assert_eq!(
+            result["authMethods"],
+            json!([{"type": "terminal", "id": "setup", "name": "Set up in a terminal",
+                "description": result["authMethods"][0]["description"], "args": ["setup"]}]),
+            "{result}"
+        );
+        // A local model needs no sign-in: the method leaves the agent ready.
+        let (_, answer) = agent
+            .call("authenticate", json!({"methodId": "setup"}))
+            .await;
+        assert_eq!(answer["result"], json!({}), "{answer}");
+        let (_, unknown) = agent
+            .call("authenticate", json!({"methodId": "oauth"}))
+            .await;
+        assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+        assert!(error_message(&unknown).contains("`setup`"), "{unknown}");
+        let (_, created) = agent
+            .call(
+                "session/new",
+                json!({"cwd": agent.cwd(), "mcpServers": [],
+                    "systemPrompt": {"mode": "append", "content": [{"type": "text", "text": "Answer in haiku."}]}}),
+            )
+            .await;
+        assert!(created["result"]["sessionId"].is_string(), "{created}");
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_runs_no_terminal_is_offered_no_terminal_sign_in() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let result = init(&mut agent, json!({"auth": {"terminal": false}})).await;
+    assert_eq!(result["authMethods"], json!([]), "{result}");
+    // A client on a schema without `auth` (Crucible's 0.11, tests/all/crucible_client.rs) neither.
+    let result = init(&mut agent, json!({})).await;
+    assert_eq!(result["authMethods"], json!([]), "{result}");
+}
+
+#[tokio::test]
+async fn a_hosted_provider_without_its_key_is_unauthenticated_and_says_which() {
+    let config = format!("{HOSTED}\n[acp]\nunstable = [\"auth_status\"]\n");
+    let mut agent = Agent::spawn(&config).await;
+    let result = init(&mut agent, json!({})).await;
+    assert!(
+        result["agentCapabilities"]["auth"]["status"].is_object(),
+        "{result}"
+    );
+    let (_, status) = agent.call("auth/status", json!({})).await;
+    assert_eq!(status["result"]["state"], "unauthenticated", "{status}");
+    let accounts = &status["result"]["accounts"];
+    assert_eq!(accounts[0]["label"], "claude", "{status}");
+    let description = accounts[0]["description"].as_str().unwrap_or_default();
+    assert!(description.contains("ANTHROPIC_API_KEY"), "{status}");
+    let (_, answer) = agent
+        .call("authenticate", json!({"methodId": "setup"}))
+        .await;
+    assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    let message = error_message(&answer);
+    assert!(
+        message.contains("claude") && message.contains("crucible-agent setup"),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn a_hosted_provider_with_its_key_is_authenticated_and_a_local_one_needs_none() {
+    let config = format!("{HOSTED}\n[acp]\nunstable = [\"auth_status\"]\n");
+    let mut agent = Agent::spawn_with(&config, &[], &[("ANTHROPIC_API_KEY", "sk-ant-test")]).await;
+    init(&mut agent, json!({})).await;
+    let (_, status) = agent.call("auth/status", json!({})).await;
+    assert_eq!(status["result"]["state"], "authenticated", "{status}");
+    let described = status.to_string();
+    assert!(
+        !described.contains("sk-ant-test"),
+        "the key leaked: {status}"
+    );
+    let (_, answer) = agent
+        .call("authenticate", json!({"methodId": "setup"}))
+        .await;
+    assert_eq!(answer["result"], json!({}), "{answer}");
+
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let config = format!(
+        "{}\n[acp]\nunstable = [\"auth_status\"]\n",
+        config_for(&server, "test-model")
+    );
+    let mut local = Agent::spawn(&config).await;
+    init(&mut local, json!({})).await;
+    let (_, status) = local.call("auth/status", json!({})).await;
+    assert_eq!(status["result"]["state"], "not_required", "{status}");
+}
+
+#[tokio::test]
+async fn a_client_declaring_plan_gets_the_todo_list_as_a_plan_by_id_also_on_load() {
+    let server = LlmServer::start(scripted_model(vec![(
+        "todo",
+        json!({"todos": [
+            {"content": "Read the code", "status": "completed"},
+            {"content": "Fix the bug", "status": "in_progress", "priority": "high"},
+        ]}),
+    )]))
+    .await;
+    let config = config_for(&server, "test-model");
+    let mut agent = Agent::spawn(&config).await;
+    init(&mut agent, json!({"plan": {}})).await;
+    let session = agent.new_session().await;
+    let (seen, _) = agent.prompt(&session, "plan it").await;
+    assert!(tool_updates(&seen, "plan").is_empty(), "{seen:?}");
+    let plans = tool_updates(&seen, "plan_update");
+    assert_eq!(plans.len(), 1, "{seen:?}");
+    assert_eq!(plans[0]["plan"]["type"], "items", "{}", plans[0]);
+    assert_eq!(plans[0]["plan"]["planId"], "todos", "{}", plans[0]);
+    let entries = &plans[0]["plan"]["entries"];
+    assert_eq!(entries[1]["content"], "Fix the bug", "{}", plans[0]);
+    assert_eq!(entries[1]["status"], "in_progress", "{}", plans[0]);
+    agent.close_stdin();
+    agent.wait_exit().await;
+
+    // A load shows it again the same way, under the same id.
+    let mut again = Agent::spawn_sharing(&config, &agent).await;
+    init(&mut again, json!({"plan": {}})).await;
+    let (replay, loaded) = again
+        .call(
+            "session/load",
+            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": []}),
+        )
+        .await;
+    assert!(loaded["result"].is_object(), "{loaded}");
+    let plans = tool_updates(&replay, "plan_update");
+    assert_eq!(plans.len(), 1, "{replay:?}");
+    assert_eq!(plans[0]["plan"]["planId"], "todos");
+    assert!(tool_updates(&replay, "plan").is_empty(), "{replay:?}");
+    again.close_stdin();
+    again.wait_exit().await;
+
+    // A client on an older schema (no `plan`) loads the same session as before.
+    let mut old = Agent::spawn_sharing(&config, &agent).await;
+    init(&mut old, json!({})).await;
+    let (replay, loaded) = old
+        .call(
+            "session/load",
+            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": []}),
+        )
+        .await;
+    assert!(loaded["result"].is_object(), "{loaded}");
+    assert_eq!(tool_updates(&replay, "plan").len(), 1, "{replay:?}");
+    assert!(
+        tool_updates(&replay, "plan_update").is_empty(),
+        "{replay:?}"
+    );
+    drop(server);
+}
+
+#[tokio::test]
+async fn an_emptied_todo_list_is_a_removed_plan() {
+    let server = LlmServer::start(scripted_model(vec![
+        (
+            "todo",
+            json!({"todos": [{"content": "Fix the bug", "status": "pending"}]}),
+        ),
+        ("todo", json!({"todos": []})),
+    ]))
+    .await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    init(&mut agent, json!({"plan": {}})).await;
+    let session = agent.new_session().await;
+    let (seen, _) = agent.prompt(&session, "plan and drop it").await;
+    let kinds: Vec<&str> = seen
+        .iter()
+        .filter_map(|m| m["params"]["update"]["sessionUpdate"].as_str())
+        .filter(|kind| kind.starts_with("plan"))
+        .collect();
+    assert_eq!(kinds, ["plan_update", "plan_removed"], "{seen:?}");
+    let removed = tool_updates(&seen, "plan_removed");
+    assert_eq!(removed[0]["planId"], "todos", "{}", removed[0]);
+}
