@@ -648,22 +648,9 @@ async fn call_model(
         first_token_notice,
         outbound,
     } = limits;
-    let mut builder = AssistantBuilder::default();
-    // Calls the server passed through as text are read out of it.
-    let mut text_calls = (!offered.is_empty()).then(|| TextCallDecoder::new(offered));
+    let mut builder = AssistantBuilder::reading_text_calls(offered);
     let mut usage = None;
-    let notify = |notice: retry::RetryNotice| {
-        let thought = notice.message();
-        emit(AgentEvent::Notice(crate::events::Notice {
-            severity: crate::events::Severity::Warning,
-            title: match notice.until {
-                Some(_) => format!("Provider `{}` is rate limited; waiting", notice.provider),
-                None => format!("Provider `{}` failed; retrying", notice.provider),
-            },
-            detail: Some(thought.trim().to_string()),
-            thought,
-        }))
-    };
+    let notify = |notice: retry::RetryNotice| emit(retry_notice(notice));
     let mut waiting = FirstTokenWait::new(first_token_notice);
     let start = retry::start_stream(provider, &request, &notify);
     tokio::pin!(start);
@@ -708,27 +695,9 @@ async fn call_model(
             waiting.done();
         }
         match next {
-            Some(Ok(event)) => match event {
-                ProviderEvent::TextDelta(text) => match &mut text_calls {
-                    Some(decoder) => builder.say(decoder.push(&text), emit),
-                    None => builder.say(text, emit),
-                },
-                ProviderEvent::ThinkingDelta(text) => {
-                    builder.thinking(&text);
-                    emit(AgentEvent::Thought(text));
-                }
-                ProviderEvent::ThinkingSignature(signature) => builder.sign(signature),
-                ProviderEvent::RedactedThinking(data) => {
-                    builder.parts.push(Part::RedactedThinking { data })
-                }
-                ProviderEvent::ToolCallStart { index, id, name } => {
-                    builder.start_call(index, id, name)
-                }
-                ProviderEvent::ToolCallArgumentsDelta { index, delta } => {
-                    builder.call_args(index, &delta)
-                }
-                ProviderEvent::ToolCallEnd { .. } => {}
-                ProviderEvent::Usage(reported) => {
+            Some(Ok(event)) => match builder.take(event, emit) {
+                None => {}
+                Some(ProviderEvent::Usage(reported)) => {
                     usage = Some(reported);
                     let cost = meter.map(|meter| {
                         let (amount, currency) = meter.charge(&reported);
@@ -740,7 +709,8 @@ async fn call_model(
                         cost,
                     });
                 }
-                ProviderEvent::Finish(reason) => finish = Some(reason),
+                Some(ProviderEvent::Finish(reason)) => finish = Some(reason),
+                Some(_) => {}
             },
             Some(Err(err)) => break Err(err),
             None => {
@@ -752,27 +722,92 @@ async fn call_model(
     };
     // Dropping the stream here aborts the HTTP response at once on cancel.
     drop(stream);
-    if let Some(decoder) = text_calls {
-        let cut_off = matches!(result, Ok(CallEnd::Finished(FinishReason::Length)));
-        // A cut-short answer runs nothing: what it held is text.
-        let keep_text = !builder.calls.is_empty() || !matches!(result, Ok(CallEnd::Finished(_)));
-        let (text, calls) = decoder.finish(cut_off).into_parts(keep_text);
-        builder.say(text, emit);
-        builder.parts.extend(calls);
-    }
+    builder.end_text(&result, emit);
     builder.finish(usage, result)
+}
+
+/// What the user is told while a failed or rate-limited call waits to retry.
+fn retry_notice(notice: retry::RetryNotice) -> AgentEvent {
+    let thought = notice.message();
+    AgentEvent::Notice(crate::events::Notice {
+        severity: crate::events::Severity::Warning,
+        title: match notice.until {
+            Some(_) => format!("Provider `{}` is rate limited; waiting", notice.provider),
+            None => format!("Provider `{}` failed; retrying", notice.provider),
+        },
+        detail: Some(thought.trim().to_string()),
+        thought,
+    })
 }
 
 /// Collects what the model said, in the order it said it, so thinking
 /// blocks keep their signatures and place (Anthropic checks both).
 #[derive(Default)]
 struct AssistantBuilder {
+    /// Reads calls the server passed through as text out of it.
+    text_calls: Option<TextCallDecoder>,
     parts: Vec<Part>,
     /// Tool calls by the provider's index: their position in `parts`.
     calls: Vec<(usize, usize)>,
 }
 
 impl AssistantBuilder {
+    /// A builder that reads calls to the `offered` tools out of the text.
+    fn reading_text_calls(offered: &[ToolDefinition]) -> Self {
+        Self {
+            text_calls: (!offered.is_empty()).then(|| TextCallDecoder::new(offered)),
+            ..Self::default()
+        }
+    }
+
+    /// Adds what the model said; returns the events that are not part of
+    /// the answer (usage, finish).
+    fn take(
+        &mut self,
+        event: ProviderEvent,
+        emit: &(dyn Fn(AgentEvent) + Send + Sync),
+    ) -> Option<ProviderEvent> {
+        match event {
+            ProviderEvent::TextDelta(text) => match &mut self.text_calls {
+                Some(decoder) => {
+                    let shown = decoder.push(&text);
+                    self.say(shown, emit);
+                }
+                None => self.say(text, emit),
+            },
+            ProviderEvent::ThinkingDelta(text) => {
+                self.thinking(&text);
+                emit(AgentEvent::Thought(text));
+            }
+            ProviderEvent::ThinkingSignature(signature) => self.sign(signature),
+            ProviderEvent::RedactedThinking(data) => {
+                self.parts.push(Part::RedactedThinking { data })
+            }
+            ProviderEvent::ToolCallStart { index, id, name } => self.start_call(index, id, name),
+            ProviderEvent::ToolCallArgumentsDelta { index, delta } => self.call_args(index, &delta),
+            ProviderEvent::ToolCallEnd { .. } => {}
+            other => return Some(other),
+        }
+        None
+    }
+
+    /// The answer ended: the text held back is shown, or its calls join
+    /// the answer (unless it has structured calls, or was cut short).
+    fn end_text(
+        &mut self,
+        result: &Result<CallEnd, ProviderError>,
+        emit: &(dyn Fn(AgentEvent) + Send + Sync),
+    ) {
+        let Some(decoder) = self.text_calls.take() else {
+            return;
+        };
+        let cut_off = matches!(result, Ok(CallEnd::Finished(FinishReason::Length)));
+        let keep_text = !self.calls.is_empty() || !matches!(result, Ok(CallEnd::Finished(_)));
+        let (text, calls) = decoder.finish(cut_off).into_parts(keep_text);
+        self.say(text, emit);
+        self.parts.extend(calls);
+    }
+
     /// Text the user sees as it is added.
     fn say(&mut self, text: String, emit: &(dyn Fn(AgentEvent) + Send + Sync)) {
         if !text.is_empty() {
