@@ -251,13 +251,15 @@ async fn an_archived_session_leaves_the_list_keeps_its_files_and_loads_once_unar
     let archived = agent.new_session().await;
     agent.prompt(&archived, "hello").await;
     let files = agent.cwd().join("data").join("sessions").join(&archived);
-    let history = std::fs::read_to_string(files.join("history.jsonl")).unwrap();
 
     // Open here: archiving closes it first.
     let (_, answer) = agent
         .call("session/archive", json!({"sessionId": archived}))
         .await;
     assert_eq!(answer["result"], json!({}), "{answer}");
+    // Closed by then: everything it wrote is on disk.
+    let history = std::fs::read_to_string(files.join("history.jsonl")).unwrap();
+    assert!(history.contains("hello"), "{history}");
     let default = listed(&mut agent, json!({})).await;
     assert_eq!(default, [(kept.clone(), json!(false))]);
     let only = listed(&mut agent, json!({"archived": "only"})).await;
