@@ -9,6 +9,7 @@
 pub mod auth;
 pub mod client;
 pub mod handshake;
+pub mod mcp_relay;
 pub mod mcp_spec;
 pub mod router;
 pub mod system_prompt;

@@ -10,24 +10,29 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::compact::{self, CompactError};
-use crate::context::{self, ContextBudget, ContextManager, ContextOp, ContextSettings};
+use crate::context::{self, ContextManager, ContextOp, ContextSettings};
 use crate::events::{
-    AgentEvent, Compaction, CompactionOutcome, StopReason, ToolCallInfo, ToolCallProgress,
-    ToolContent, ToolKind, ToolStatus,
+    AgentEvent, StopReason, ToolCallInfo, ToolCallProgress, ToolContent, ToolKind, ToolStatus,
 };
 use crate::model::{Message, Part, Role};
 use crate::permissions::{Permission, PermissionGate};
+use crate::providers::dialects::{self, SettledCall, TextCallDecoder};
 use crate::providers::{
     ChatRequest, FinishReason, Provider, ProviderError, ProviderEvent, ToolChoice, ToolDefinition,
-    Usage, retry,
+    Usage, retry, tool_calling,
 };
 use crate::tools::redact::Redactor;
-use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry, parse_arguments};
+use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry};
 
 pub mod fallback;
+mod first_token;
+mod fit;
 mod keep_alive;
+pub mod loop_guard;
 pub use fallback::{Fallback, Switched};
+use first_token::FirstTokenWait;
+use fit::fit;
+use loop_guard::{LoopGuard, LoopGuardSettings};
 
 /// What a turn reports for the session store the moment it happens, so a
 /// crash loses only the round in flight.
@@ -61,6 +66,8 @@ pub struct TurnInput {
     pub permissions: Arc<dyn PermissionGate>,
     /// Model calls allowed in one turn before it stops with `max_turn_requests`.
     pub max_turn_requests: u32,
+    /// How many identical calls in a row stop the turn.
+    pub loop_guard: LoopGuardSettings,
     /// Told of every round and context operation as it happens.
     pub journal: Option<JournalFn>,
     /// After this long without a first token from the model, and again at
@@ -81,6 +88,15 @@ pub struct TurnInput {
 }
 
 impl TurnInput {
+    /// What bounds each of the turn's model calls besides its request.
+    fn limits(&self) -> Limits<'_> {
+        Limits {
+            context_window: self.context_window,
+            first_token_notice: self.first_token_notice,
+            outbound: self.outbound.as_deref(),
+        }
+    }
+
     /// A model call of this turn: the model, system prompt, tools and cache
     /// key every call shares (the prefix a provider's cache keeps), then
     /// `messages`. The warm-up sends the same, so the two cannot drift.
@@ -132,73 +148,37 @@ pub async fn run_turn(
     let mut new_messages: Vec<Arc<Message>> = Vec::new();
     let mut usage_total: Option<Usage> = None;
     let mut requests = 0;
+    let mut guard = LoopGuard::new(input.loop_guard);
     let result = loop {
-        if input.cancel.is_cancelled() {
-            break Ok(StopReason::Cancelled);
-        }
-        if requests >= input.max_turn_requests {
-            break Ok(StopReason::MaxTurnRequests);
-        }
-        if over_budget(&input, &usage_total, emit) {
-            break Ok(StopReason::MaxTokens);
+        if let Some(stop) = stop_before_call(&input, requests, &usage_total, emit) {
+            break Ok(stop);
         }
         requests += 1;
         let tools = input.tools.definitions();
         let fixed_chars = context::budget::fixed_chars(input.system.as_deref(), &tools);
         // Before every call, also between tool rounds: the request must fit.
-        if let Err(err) = fit(
-            &mut context,
-            &mut context_ops,
-            &input,
-            fixed_chars,
-            &budget,
-            emit,
-        )
-        .await
-        {
+        let kept = (&mut context, &mut context_ops);
+        if let Err(err) = fit(kept, &input, fixed_chars, &budget, emit).await {
             break Err(err);
         }
         let request_chars = fixed_chars + context.chars();
+        let offered = tools.clone();
         let request = input.request(tools, context.messages());
-        let call = call_model(
+        let mut call = call_model(
             &*input.provider,
             request,
+            &offered,
             &input.cancel,
-            Limits {
-                context_window: input.context_window,
-                first_token_notice: input.first_token_notice,
-                outbound: input.outbound.as_deref(),
-            },
+            input.limits(),
             input.cost.as_ref(),
             emit,
         )
         .await;
         if let Some(usage) = call.usage {
-            (input.session_tokens).add(usage.prompt_tokens + usage.completion_tokens);
-            *usage_total.get_or_insert_with(Usage::default) += usage;
-            tracing::debug!(
-                estimated = context.estimator.tokens(request_chars),
-                reported = usage.prompt_tokens,
-                drift = context.estimator.drift,
-                "prompt tokens: estimate vs provider"
-            );
-            context
-                .estimator
-                .observe(request_chars, usage.prompt_tokens);
+            count_usage(&input, &mut usage_total, &mut context, request_chars, usage);
         }
-        let calls: Vec<(String, String, String)> = call
-            .message
-            .parts
-            .iter()
-            .filter_map(|part| match part {
-                Part::ToolCall {
-                    id,
-                    name,
-                    arguments,
-                } => Some((id.clone(), name.clone(), arguments.clone())),
-                _ => None,
-            })
-            .collect();
+        let cut_off = matches!(call.result, Ok(CallEnd::Finished(FinishReason::Length)));
+        let calls = dialects::settle(&mut call.message.parts, &offered, cut_off);
         let finished = match call.result {
             Ok(CallEnd::Finished(reason)) => reason,
             Ok(CallEnd::Cancelled) => {
@@ -208,6 +188,11 @@ pub async fn run_turn(
                 break Ok(StopReason::Cancelled);
             }
             Err(err) => {
+                // The same request again at once, with its tools as text.
+                if call.message.parts.is_empty() && switched_to_prompted(&input, &err, emit) {
+                    requests -= 1;
+                    continue;
+                }
                 // Only before the user saw any of the answer: a second one would repeat it.
                 if call.message.parts.is_empty()
                     && let Some(next) = fallback::fall_back(&mut input, &err, emit).await
@@ -230,31 +215,18 @@ pub async fn run_turn(
             if let Some(message) = message {
                 journal(&input, Journal::Round(vec![message]));
             }
-            break Ok(match finished {
-                FinishReason::Length => StopReason::MaxTokens,
-                FinishReason::Refusal => StopReason::Refusal,
-                // The answer is whole, but a limit was crossed on the way.
-                _ if over_budget(&input, &usage_total, emit) => StopReason::MaxTokens,
-                FinishReason::Stop | FinishReason::ToolCalls | FinishReason::Other(_) => {
-                    StopReason::EndTurn
-                }
-            });
+            break Ok(stop_reason(finished, &input, &usage_total, emit));
         }
-        let mut results = run_tools(&input, calls, emit).await;
-        context::budget::fit_results(&mut results, budget.results_chars(fixed_chars));
-        let results = Arc::new(Message {
-            role: Role::User,
-            parts: results,
-        });
-        context.push(Arc::clone(&results));
-        new_messages.push(Arc::clone(&results));
-        // The calls and their results are stored together or not at all.
-        journal(
-            &input,
-            Journal::Round(message.into_iter().chain([results]).collect()),
-        );
+        let results = run_tools(&input, calls, &mut guard, emit).await;
+        let room = budget.results_chars(fixed_chars);
+        let kept = (&mut context, &mut new_messages);
+        keep_round(&input, kept, message, results, room);
         if input.cancel.is_cancelled() {
             break Ok(StopReason::Cancelled);
+        }
+        if let Some(why) = guard.stopped() {
+            emit(AgentEvent::AgentText(why.to_string()));
+            break Ok(StopReason::EndTurn);
         }
     };
     TurnOutcome {
@@ -264,6 +236,103 @@ pub async fn run_turn(
         context,
         context_ops,
         switched,
+    }
+}
+
+/// A round's tool results, fitted to `room` chars, kept in the context
+/// after the answer that asked for them, and stored with it: the calls and
+/// their results are stored together or not at all.
+fn keep_round(
+    input: &TurnInput,
+    (context, new_messages): (&mut ContextManager, &mut Vec<Arc<Message>>),
+    answer: Option<Arc<Message>>,
+    mut results: Vec<Part>,
+    room: usize,
+) {
+    context::budget::fit_results(&mut results, room);
+    let results = Arc::new(Message {
+        role: Role::User,
+        parts: results,
+    });
+    context.push(Arc::clone(&results));
+    new_messages.push(Arc::clone(&results));
+    journal(
+        input,
+        Journal::Round(answer.into_iter().chain([results]).collect()),
+    );
+}
+
+/// Why the turn stops before its next model call, if it does.
+fn stop_before_call(
+    input: &TurnInput,
+    requests: u32,
+    usage: &Option<Usage>,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> Option<StopReason> {
+    if input.cancel.is_cancelled() {
+        return Some(StopReason::Cancelled);
+    }
+    if requests >= input.max_turn_requests {
+        return Some(StopReason::MaxTurnRequests);
+    }
+    over_budget(input, usage, emit).then_some(StopReason::MaxTokens)
+}
+
+/// Why a turn whose model answered without calls ends.
+fn stop_reason(
+    finished: FinishReason,
+    input: &TurnInput,
+    usage: &Option<Usage>,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> StopReason {
+    match finished {
+        FinishReason::Length => StopReason::MaxTokens,
+        FinishReason::Refusal => StopReason::Refusal,
+        // The answer is whole, but a limit was crossed on the way.
+        _ if over_budget(input, usage, emit) => StopReason::MaxTokens,
+        FinishReason::Stop | FinishReason::ToolCalls | FinishReason::Other(_) => {
+            StopReason::EndTurn
+        }
+    }
+}
+
+/// A call's tokens: added to the turn's and the session's, and taught to
+/// the estimator.
+fn count_usage(
+    input: &TurnInput,
+    total: &mut Option<Usage>,
+    context: &mut ContextManager,
+    request_chars: u64,
+    usage: Usage,
+) {
+    (input.session_tokens).add(usage.prompt_tokens + usage.completion_tokens);
+    *total.get_or_insert_with(Usage::default) += usage;
+    tracing::debug!(
+        estimated = context.estimator.tokens(request_chars),
+        reported = usage.prompt_tokens,
+        drift = context.estimator.drift,
+        "prompt tokens: estimate vs provider"
+    );
+    context
+        .estimator
+        .observe(request_chars, usage.prompt_tokens);
+}
+
+/// Whether the server refused the tools of a model under `auto`, which now
+/// runs prompted (the user told): the request is sent again at once.
+fn switched_to_prompted(
+    input: &TurnInput,
+    err: &ProviderError,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> bool {
+    let sent_tools = !input.tools.is_empty();
+    let config = input.provider.config();
+    match tool_calling::switch_on_refusal(config, &input.model, err, sent_tools) {
+        Some(notice) => {
+            emit(AgentEvent::Notice(notice));
+            true
+        }
+        None => false,
     }
 }
 
@@ -316,110 +385,6 @@ fn push_without_calls(
     }
 }
 
-/// Make the next request fit: past the compaction threshold, summarize
-/// older turns; past the budget even so, drop the oldest whole turns and
-/// tell the user. A request that cannot fit is not sent.
-async fn fit(
-    context: &mut ContextManager,
-    ops: &mut Vec<ContextOp>,
-    input: &TurnInput,
-    fixed_chars: u64,
-    budget: &ContextBudget,
-    emit: &(dyn Fn(AgentEvent) + Send + Sync),
-) -> Result<(), ProviderError> {
-    let fixed = context.estimator.tokens(fixed_chars);
-    let used = fixed + context.tokens();
-    if used <= budget.compact_at() {
-        return Ok(());
-    }
-    let keep = input.context_settings.keep_recent_turns;
-    if let Some(entries) = compact::compactable(context, keep) {
-        let id = compaction_id();
-        emit(AgentEvent::Compaction(Compaction::Started {
-            id: id.clone(),
-            thought: Some(format!(
-                "Context at ~{used} of {} tokens (compaction at {}): summarizing {entries} earlier entries…\n",
-                budget.window,
-                budget.compact_at()
-            )),
-        }));
-        let on_text = |text: &str| {
-            emit(AgentEvent::Compaction(Compaction::SummaryChunk {
-                id: id.clone(),
-                text: text.to_string(),
-            }))
-        };
-        let wanted = compact::SummaryWanted {
-            focus: None,
-            on_text: &on_text,
-        };
-        let compacted = compact::compact(
-            context,
-            entries,
-            &*input.provider,
-            &input.model,
-            wanted,
-            budget,
-            &input.cancel,
-        )
-        .await;
-        let ended = |outcome, thought| {
-            emit(AgentEvent::Compaction(Compaction::Ended {
-                id: id.clone(),
-                outcome,
-                thought,
-            }))
-        };
-        match compacted {
-            Ok(compact::Compacted { op, report }) => {
-                ended(CompactionOutcome::Completed, Some(format!("{report}\n")));
-                journal(input, Journal::Op(op.clone()));
-                ops.push(op);
-            }
-            // The call that follows sees the cancel and sends nothing.
-            Err(CompactError::Cancelled) => {
-                ended(CompactionOutcome::Cancelled, None);
-                return Ok(());
-            }
-            Err(CompactError::Apply(err)) => {
-                tracing::warn!(%err, "compaction could not be applied");
-                ended(CompactionOutcome::Failed(err.to_string()), None);
-            }
-            Err(err) => ended(
-                CompactionOutcome::Failed(err.to_string()),
-                Some(format!("{err}\n")),
-            ),
-        }
-    }
-    let room = budget.limit().saturating_sub(fixed);
-    let (drops, fits) = context.plan_drops(room);
-    if !drops.is_empty() {
-        let before = context.entries().len();
-        for op in drops {
-            if let Err(err) = context.apply(&op) {
-                tracing::warn!(%err, "drop could not be applied");
-                continue;
-            }
-            journal(input, Journal::Op(op.clone()));
-            ops.push(op);
-        }
-        emit(AgentEvent::AgentText(format!(
-            "\n[Context full: dropped the {} oldest entries to fit the {}-token window. `/context` shows what remains.]\n",
-            before - context.entries().len(),
-            budget.window
-        )));
-    }
-    if fits {
-        Ok(())
-    } else {
-        Err(ProviderError::ContextOverflow {
-            needed: fixed + context.tokens(),
-            limit: budget.limit(),
-            window: budget.window,
-        })
-    }
-}
-
 /// One call the model asked for, prepared for the editor and the tool.
 struct PreparedCall {
     provider_id: String,
@@ -428,44 +393,50 @@ struct PreparedCall {
     tool: Option<Arc<dyn Tool>>,
 }
 
+/// A call as the editor is told of it and the tool will get it.
+fn prepare(input: &TurnInput, call: SettledCall) -> PreparedCall {
+    let SettledCall {
+        id,
+        name,
+        arguments,
+    } = call;
+    let tool = input.tools.get(&name).cloned();
+    let arguments = arguments.map_err(ToolError::InvalidArguments);
+    let raw_input = arguments.as_ref().cloned().unwrap_or(Value::Null);
+    let (title, kind, locations) = match &tool {
+        Some(tool) => (
+            tool.title(&raw_input),
+            tool.kind(),
+            tool.locations(&raw_input, &input.tool_context),
+        ),
+        None => (name.clone(), ToolKind::Other, Vec::new()),
+    };
+    PreparedCall {
+        provider_id: id,
+        info: ToolCallInfo {
+            id: format!("call-{}", uuid::Uuid::new_v4().simple()),
+            name,
+            title,
+            kind,
+            raw_input,
+            locations,
+        },
+        arguments,
+        tool,
+    }
+}
+
 /// Run the calls of one model answer: announce each, ask permission one at
 /// a time, run the allowed ones concurrently, and return their results in
 /// the order the model asked (every call gets one, so the conversation stays
 /// valid for every provider).
 async fn run_tools(
     input: &TurnInput,
-    calls: Vec<(String, String, String)>,
+    calls: Vec<SettledCall>,
+    guard: &mut LoopGuard,
     emit: &(dyn Fn(AgentEvent) + Send + Sync),
 ) -> Vec<Part> {
-    let prepared: Vec<PreparedCall> = calls
-        .into_iter()
-        .map(|(provider_id, name, arguments)| {
-            let tool = input.tools.get(&name).cloned();
-            let arguments = parse_arguments(&arguments);
-            let raw_input = arguments.as_ref().cloned().unwrap_or(Value::Null);
-            let (title, kind, locations) = match &tool {
-                Some(tool) => (
-                    tool.title(&raw_input),
-                    tool.kind(),
-                    tool.locations(&raw_input, &input.tool_context),
-                ),
-                None => (name.clone(), ToolKind::Other, Vec::new()),
-            };
-            PreparedCall {
-                provider_id,
-                info: ToolCallInfo {
-                    id: format!("call-{}", uuid::Uuid::new_v4().simple()),
-                    name: name.clone(),
-                    title,
-                    kind,
-                    raw_input,
-                    locations,
-                },
-                arguments,
-                tool,
-            }
-        })
-        .collect();
+    let prepared: Vec<PreparedCall> = calls.into_iter().map(|c| prepare(input, c)).collect();
     for call in &prepared {
         emit(AgentEvent::ToolCall(call.info.clone()));
     }
@@ -474,6 +445,12 @@ async fn run_tools(
     // A decision to run carries the tool and its arguments.
     let mut decisions = Vec::with_capacity(prepared.len());
     for call in &prepared {
+        let runnable = call.arguments.as_ref().ok().filter(|_| call.tool.is_some());
+        let guarded = guard.admit(&call.info, runnable, &*input.permissions, &input.cancel);
+        if let Some(refused) = guarded.await {
+            decisions.push(Err(refused));
+            continue;
+        }
         let decision = match (&call.tool, &call.arguments) {
             (None, _) => Err(ToolError::UnknownTool {
                 name: call.info.title.clone(),
@@ -516,59 +493,73 @@ async fn run_tools(
         .zip(decisions)
         .map(|(call, decision)| async move {
             let outcome = match decision {
-                Ok((tool, arguments)) => {
-                    emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
-                        id: call.info.id.clone(),
-                        name: call.info.name.clone(),
-                        status: ToolStatus::InProgress,
-                        content: Vec::new(),
-                        locations: Vec::new(),
-                        raw_output: None,
-                    }));
-                    let (progress, mut reports) = Progress::channel();
-                    let context = input.tool_context.for_call(
-                        &call.info.id,
-                        input.cancel.child_token(),
-                        progress,
-                    );
-                    let in_progress = |content| {
-                        emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
-                            id: call.info.id.clone(),
-                            name: call.info.name.clone(),
-                            status: ToolStatus::InProgress,
-                            content,
-                            locations: Vec::new(),
-                            raw_output: None,
-                        }))
-                    };
-                    let run = tool.call(arguments.clone(), &context);
-                    tokio::pin!(run);
-                    let mut keep_alive = keep_alive::KeepAlive::new(keep_alive::EVERY);
-                    // Reports go out as they come, all before the final update.
-                    let outcome = loop {
-                        tokio::select! {
-                            biased;
-                            outcome = &mut run => break outcome,
-                            Some(content) = reports.recv() => {
-                                keep_alive.shown(&content);
-                                in_progress(content);
-                            }
-                            () = keep_alive.due() => in_progress(keep_alive.update()),
-                        }
-                    };
-                    while let Ok(content) = reports.try_recv() {
-                        in_progress(content);
-                    }
-                    if let Some(plan) = outcome.as_ref().ok().and_then(|out| out.plan.clone()) {
-                        emit(AgentEvent::Plan(plan));
-                    }
-                    outcome
-                }
+                Ok((tool, arguments)) => run_allowed(input, call, tool, arguments, emit).await,
                 Err(err) => Err(err),
             };
             finish_call(call, outcome, redactor, emit)
         });
     futures::future::join_all(runs).await
+}
+
+/// Run one allowed call, its progress reports told as they come, all
+/// before its final update.
+async fn run_allowed(
+    input: &TurnInput,
+    call: &PreparedCall,
+    tool: &Arc<dyn Tool>,
+    arguments: &Value,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> Result<crate::tools::ToolOutput, ToolError> {
+    emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
+        id: call.info.id.clone(),
+        name: call.info.name.clone(),
+        status: ToolStatus::InProgress,
+        content: Vec::new(),
+        locations: Vec::new(),
+        raw_output: None,
+    }));
+    let (progress, mut reports) = Progress::channel();
+    let context = input
+        .tool_context
+        .for_call(&call.info.id, input.cancel.child_token(), progress);
+    let in_progress = |content| {
+        emit(AgentEvent::ToolCallUpdate(ToolCallProgress {
+            id: call.info.id.clone(),
+            name: call.info.name.clone(),
+            status: ToolStatus::InProgress,
+            content,
+            locations: Vec::new(),
+            raw_output: None,
+        }))
+    };
+    let run = tool.call(arguments.clone(), &context);
+    tokio::pin!(run);
+    let mut keep_alive = keep_alive::KeepAlive::new(keep_alive::EVERY);
+    // Reports go out as they come, all before the final update.
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            outcome = &mut run => break outcome,
+            Some(content) = reports.recv() => {
+                keep_alive.shown(&content);
+                in_progress(content);
+            }
+            () = keep_alive.due() => in_progress(keep_alive.update()),
+        }
+    };
+    while let Ok(content) = reports.try_recv() {
+        in_progress(content);
+    }
+    if let Some(plan) = outcome.as_ref().ok().and_then(|out| out.plan.clone()) {
+        emit(AgentEvent::Plan(plan));
+    }
+    // Arguments that do not fit the tool: the model gets its schema.
+    outcome.map_err(|err| match err {
+        ToolError::InvalidArguments(why) => {
+            ToolError::InvalidArguments(dialects::repair::unusable(&why, &tool.definition()))
+        }
+        other => other,
+    })
 }
 
 fn finish_call(
@@ -646,6 +637,7 @@ struct Limits<'a> {
 async fn call_model(
     provider: &dyn Provider,
     request: ChatRequest,
+    offered: &[ToolDefinition],
     cancel: &CancellationToken,
     limits: Limits<'_>,
     meter: Option<&crate::providers::pricing::CostMeter>,
@@ -657,6 +649,8 @@ async fn call_model(
         outbound,
     } = limits;
     let mut builder = AssistantBuilder::default();
+    // Calls the server passed through as text are read out of it.
+    let mut text_calls = (!offered.is_empty()).then(|| TextCallDecoder::new(offered));
     let mut usage = None;
     let notify = |notice: retry::RetryNotice| {
         let thought = notice.message();
@@ -715,10 +709,10 @@ async fn call_model(
         }
         match next {
             Some(Ok(event)) => match event {
-                ProviderEvent::TextDelta(text) => {
-                    builder.text(&text);
-                    emit(AgentEvent::AgentText(text));
-                }
+                ProviderEvent::TextDelta(text) => match &mut text_calls {
+                    Some(decoder) => builder.say(decoder.push(&text), emit),
+                    None => builder.say(text, emit),
+                },
                 ProviderEvent::ThinkingDelta(text) => {
                     builder.thinking(&text);
                     emit(AgentEvent::Thought(text));
@@ -758,48 +752,15 @@ async fn call_model(
     };
     // Dropping the stream here aborts the HTTP response at once on cancel.
     drop(stream);
+    if let Some(decoder) = text_calls {
+        let cut_off = matches!(result, Ok(CallEnd::Finished(FinishReason::Length)));
+        // A cut-short answer runs nothing: what it held is text.
+        let keep_text = !builder.calls.is_empty() || !matches!(result, Ok(CallEnd::Finished(_)));
+        let (text, calls) = decoder.finish(cut_off).into_parts(keep_text);
+        builder.say(text, emit);
+        builder.parts.extend(calls);
+    }
     builder.finish(usage, result)
-}
-
-/// The wait for a model call's first token, and the notices sent during it.
-struct FirstTokenWait {
-    every: Option<Duration>,
-    since: tokio::time::Instant,
-    next: Option<tokio::time::Instant>,
-}
-
-impl FirstTokenWait {
-    fn new(every: Option<Duration>) -> Self {
-        let since = tokio::time::Instant::now();
-        Self {
-            every,
-            since,
-            next: every.map(|every| since + every),
-        }
-    }
-
-    /// Ready when the next notice is due; never once the first token came.
-    async fn next_notice(&self) {
-        match self.next {
-            Some(at) => tokio::time::sleep_until(at).await,
-            None => std::future::pending().await,
-        }
-    }
-
-    /// The notice now due; the one after it is due a period later.
-    fn notice(&mut self) -> AgentEvent {
-        if let (Some(next), Some(every)) = (self.next.as_mut(), self.every) {
-            *next += every;
-        }
-        let waited = self.since.elapsed().as_secs();
-        AgentEvent::Thought(format!(
-            "Still waiting for the model's first token ({waited} s so far; a local model can take minutes to read a long prompt).\n"
-        ))
-    }
-
-    fn done(&mut self) {
-        self.next = None;
-    }
 }
 
 /// Collects what the model said, in the order it said it, so thinking
@@ -812,6 +773,14 @@ struct AssistantBuilder {
 }
 
 impl AssistantBuilder {
+    /// Text the user sees as it is added.
+    fn say(&mut self, text: String, emit: &(dyn Fn(AgentEvent) + Send + Sync)) {
+        if !text.is_empty() {
+            self.text(&text);
+            emit(AgentEvent::AgentText(text));
+        }
+    }
+
     fn text(&mut self, delta: &str) {
         match self.parts.last_mut() {
             Some(Part::Text { text }) => text.push_str(delta),
@@ -883,631 +852,4 @@ impl AssistantBuilder {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::DEFAULT_MAX_TURN_REQUESTS;
-    use crate::permissions::AllowAll;
-    use crate::providers::settings::ProviderSettings;
-    use crate::providers::{EventStream, ModelInfo};
-    use futures::future::BoxFuture;
-    use std::sync::Mutex;
-
-    /// A provider that replays scripted events, optionally never finishing.
-    struct Scripted {
-        events: Vec<Result<ProviderEvent, ProviderError>>,
-        /// What calls after the first answer, if different.
-        later: Option<Vec<Result<ProviderEvent, ProviderError>>>,
-        hang_after: bool,
-        seen: Mutex<Vec<ChatRequest>>,
-        config: ProviderSettings,
-    }
-
-    impl Provider for Scripted {
-        fn config(&self) -> &ProviderSettings {
-            &self.config
-        }
-        fn stream_chat(
-            &self,
-            request: ChatRequest,
-        ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
-            let first = {
-                let mut seen = self.seen.lock().unwrap();
-                seen.push(request);
-                seen.len() == 1
-            };
-            let script = match &self.later {
-                Some(later) if !first => later,
-                _ => &self.events,
-            };
-            let events: Vec<_> = script
-                .iter()
-                .map(|e| match e {
-                    Ok(event) => Ok(event.clone()),
-                    Err(err) => Err(ProviderError::Remote {
-                        provider: "scripted".into(),
-                        detail: err.to_string(),
-                        transient: false,
-                    }),
-                })
-                .collect();
-            let hang = self.hang_after;
-            Box::pin(async move {
-                let head = futures::stream::iter(events);
-                let stream: EventStream = if hang {
-                    head.chain(futures::stream::pending()).boxed()
-                } else {
-                    head.boxed()
-                };
-                Ok(stream)
-            })
-        }
-        fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
-            Box::pin(async { Ok(Vec::new()) })
-        }
-    }
-
-    fn input(provider: Arc<Scripted>, cancel: CancellationToken) -> TurnInput {
-        TurnInput {
-            provider,
-            model: "m".into(),
-            outbound: None,
-            cache_key: None,
-            reasoning: None,
-            cost: None,
-            system: Some("sys".into()),
-            context: ContextManager::from_messages([Arc::new(Message::user_text("hi"))]),
-            context_window: 100_000,
-            context_settings: ContextSettings::default(),
-            cancel,
-            tools: ToolRegistry::builtin(),
-            tool_context: ToolContext::local(std::env::temp_dir()),
-            permissions: Arc::new(AllowAll),
-            max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
-            journal: None,
-            first_token_notice: None,
-            fallback: None,
-            budgets: Default::default(),
-            session_tokens: Default::default(),
-        }
-    }
-
-    /// The thoughts a turn on `provider` sends until `wanted` of them came
-    /// (or 10 s passed), with notices every 30 ms; then it is cancelled.
-    async fn notices(provider: Arc<Scripted>, wanted: usize, wait: Duration) -> Vec<String> {
-        let cancel = CancellationToken::new();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let turn = {
-            let (cancel, seen) = (cancel.clone(), Arc::clone(&seen));
-            let mut input = input(provider, cancel);
-            input.first_token_notice = Some(Duration::from_millis(30));
-            tokio::spawn(async move {
-                run_turn(input, &move |event| {
-                    if let AgentEvent::Thought(text) = event {
-                        seen.lock().unwrap().push(text);
-                    }
-                })
-                .await
-            })
-        };
-        let deadline = tokio::time::Instant::now() + wait;
-        while seen.lock().unwrap().len() < wanted && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        cancel.cancel();
-        let outcome = turn.await.unwrap();
-        assert_eq!(outcome.result.unwrap(), StopReason::Cancelled);
-        seen.lock().unwrap().clone()
-    }
-
-    #[tokio::test]
-    async fn a_silent_model_gets_notices_until_its_first_token() {
-        let silent = scripted(Vec::new(), true);
-        let told = notices(silent, 2, Duration::from_secs(10)).await;
-        assert!(told.len() >= 2, "{told:?}");
-        assert!(
-            told[0].contains("waiting for the model's first token"),
-            "{told:?}"
-        );
-        // Once the model speaks, the notices stop.
-        let speaking = scripted(vec![Ok(ProviderEvent::TextDelta("hi".into()))], true);
-        let told = notices(speaking, 1, Duration::from_millis(200)).await;
-        assert!(told.is_empty(), "{told:?}");
-    }
-
-    fn scripted(
-        events: Vec<Result<ProviderEvent, ProviderError>>,
-        hang_after: bool,
-    ) -> Arc<Scripted> {
-        Arc::new(Scripted {
-            events,
-            later: None,
-            hang_after,
-            seen: Mutex::default(),
-            config: ProviderSettings::local_ollama(),
-        })
-    }
-
-    #[tokio::test]
-    async fn text_streams_in_order_and_is_kept() {
-        let provider = scripted(
-            vec![
-                Ok(ProviderEvent::ThinkingDelta("think".into())),
-                Ok(ProviderEvent::TextDelta("Hel".into())),
-                Ok(ProviderEvent::TextDelta("lo".into())),
-                Ok(ProviderEvent::Finish(FinishReason::Stop)),
-                Ok(ProviderEvent::Usage(Usage {
-                    prompt_tokens: 10,
-                    completion_tokens: 2,
-                    cached_prompt_tokens: 0,
-                    cache_written_prompt_tokens: 0,
-                })),
-            ],
-            false,
-        );
-        let events = Mutex::new(Vec::new());
-        let outcome = run_turn(input(provider.clone(), CancellationToken::new()), &|e| {
-            events.lock().unwrap().push(e)
-        })
-        .await;
-        assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
-        assert_eq!(
-            events.into_inner().unwrap(),
-            vec![
-                AgentEvent::Thought("think".into()),
-                AgentEvent::AgentText("Hel".into()),
-                AgentEvent::AgentText("lo".into()),
-                AgentEvent::Usage {
-                    used: 12,
-                    size: 100_000,
-                    cost: None,
-                },
-            ]
-        );
-        assert_eq!(outcome.new_messages.len(), 1);
-        assert_eq!(outcome.new_messages[0].text(), "Hello");
-        let seen = provider.seen.lock().unwrap();
-        assert_eq!(seen[0].system.as_deref(), Some("sys"));
-        assert_eq!(seen[0].messages.len(), 1);
-    }
-
-    #[tokio::test]
-    async fn length_is_max_tokens() {
-        let provider = scripted(
-            vec![
-                Ok(ProviderEvent::TextDelta("a".into())),
-                Ok(ProviderEvent::Finish(FinishReason::Length)),
-            ],
-            false,
-        );
-        let outcome = run_turn(input(provider, CancellationToken::new()), &|_| {}).await;
-        assert_eq!(outcome.result.unwrap(), StopReason::MaxTokens);
-    }
-
-    #[tokio::test]
-    async fn cancel_ends_a_hanging_stream_and_keeps_partial_text() {
-        let provider = scripted(vec![Ok(ProviderEvent::TextDelta("partial".into()))], true);
-        let cancel = CancellationToken::new();
-        let turn = {
-            let cancel = cancel.clone();
-            tokio::spawn(async move { run_turn(input(provider, cancel), &|_| {}).await })
-        };
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        cancel.cancel();
-        let outcome = turn.await.unwrap();
-        assert_eq!(outcome.result.unwrap(), StopReason::Cancelled);
-        assert_eq!(outcome.new_messages[0].text(), "partial");
-    }
-
-    #[tokio::test]
-    async fn provider_errors_end_the_turn_with_the_error() {
-        let provider = scripted(
-            vec![
-                Ok(ProviderEvent::TextDelta("a".into())),
-                Err(ProviderError::Remote {
-                    provider: "p".into(),
-                    detail: "overloaded".into(),
-                    transient: false,
-                }),
-            ],
-            false,
-        );
-        let outcome = run_turn(input(provider, CancellationToken::new()), &|_| {}).await;
-        assert!(
-            outcome
-                .result
-                .unwrap_err()
-                .to_string()
-                .contains("overloaded")
-        );
-        assert_eq!(outcome.new_messages[0].text(), "a");
-    }
-
-    fn tool_call(
-        id: &str,
-        name: &str,
-        arguments: &str,
-    ) -> Vec<Result<ProviderEvent, ProviderError>> {
-        vec![
-            Ok(ProviderEvent::ToolCallStart {
-                index: 0,
-                id: id.into(),
-                name: name.into(),
-            }),
-            Ok(ProviderEvent::ToolCallArgumentsDelta {
-                index: 0,
-                delta: arguments.into(),
-            }),
-            Ok(ProviderEvent::ToolCallEnd { index: 0 }),
-            Ok(ProviderEvent::Finish(FinishReason::ToolCalls)),
-        ]
-    }
-
-    fn with_later(
-        first: Vec<Result<ProviderEvent, ProviderError>>,
-        later: Vec<Result<ProviderEvent, ProviderError>>,
-    ) -> Arc<Scripted> {
-        let mut provider = Arc::into_inner(scripted(first, false)).unwrap();
-        provider.later = Some(later);
-        Arc::new(provider)
-    }
-
-    #[tokio::test]
-    async fn tool_calls_run_and_their_results_reach_the_next_request() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
-        let provider = with_later(
-            tool_call("call_1", "read_file", r#"{"path":"notes.txt"}"#),
-            vec![
-                Ok(ProviderEvent::TextDelta("It says alpha.".into())),
-                Ok(ProviderEvent::Finish(FinishReason::Stop)),
-            ],
-        );
-        let events = Mutex::new(Vec::new());
-        let mut turn = input(provider.clone(), CancellationToken::new());
-        turn.tool_context = ToolContext::local(dir.path().to_path_buf());
-        let outcome = run_turn(turn, &|e| events.lock().unwrap().push(e)).await;
-        assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
-        let events = events.into_inner().unwrap();
-        let AgentEvent::ToolCall(call) = &events[0] else {
-            panic!("{events:?}")
-        };
-        assert_eq!(call.title, "Read notes.txt");
-        assert_eq!(call.kind, ToolKind::Read);
-        assert_eq!(call.locations[0].path, dir.path().join("notes.txt"));
-        let statuses: Vec<ToolStatus> = events
-            .iter()
-            .filter_map(|e| match e {
-                AgentEvent::ToolCallUpdate(p) if p.id == call.id => Some(p.status),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(statuses, [ToolStatus::InProgress, ToolStatus::Completed]);
-        let seen = provider.seen.lock().unwrap();
-        assert_eq!(seen.len(), 2);
-        assert!(seen[0].tools.iter().any(|t| t.name == "read_file"));
-        let last = seen[1].messages.last().unwrap();
-        assert_eq!(last.role, Role::User);
-        let Part::ToolResult {
-            call_id,
-            content,
-            is_error,
-        } = &last.parts[0]
-        else {
-            panic!("{last:?}")
-        };
-        assert_eq!(call_id, "call_1");
-        assert!(content.contains("alpha"), "{content}");
-        assert!(!is_error);
-        // Assistant call, tool result, final answer.
-        assert_eq!(outcome.new_messages.len(), 3);
-    }
-
-    #[tokio::test]
-    async fn tool_errors_go_back_to_the_model_and_the_turn_goes_on() {
-        let provider = with_later(
-            tool_call("c", "read_file", r#"{"path":"../../etc/passwd"}"#),
-            vec![
-                Ok(ProviderEvent::TextDelta("I cannot read that.".into())),
-                Ok(ProviderEvent::Finish(FinishReason::Stop)),
-            ],
-        );
-        let outcome = run_turn(input(provider.clone(), CancellationToken::new()), &|_| {}).await;
-        assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
-        let seen = provider.seen.lock().unwrap();
-        let result = &seen[1].messages.last().unwrap().parts[0];
-        assert!(
-            matches!(result, Part::ToolResult { is_error: true, content, .. } if content.contains("outside the workspace")),
-            "{result:?}"
-        );
-    }
-
-    #[tokio::test]
-    async fn arguments_that_do_not_parse_are_one_clear_error_for_the_model() {
-        let provider = with_later(
-            tool_call("c", "read_file", r#"{"path": "#),
-            vec![Ok(ProviderEvent::Finish(FinishReason::Stop))],
-        );
-        let outcome = run_turn(input(provider.clone(), CancellationToken::new()), &|_| {}).await;
-        assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
-        let seen = provider.seen.lock().unwrap();
-        let Part::ToolResult {
-            content, is_error, ..
-        } = &seen[1].messages.last().unwrap().parts[0]
-        else {
-            panic!("{:?}", seen[1].messages)
-        };
-        assert!(is_error);
-        assert!(content.starts_with("Error: invalid arguments"), "{content}");
-        assert_eq!(content.matches("invalid arguments").count(), 1, "{content}");
-    }
-
-    #[tokio::test]
-    async fn a_model_that_keeps_calling_tools_stops_at_max_turn_requests() {
-        let provider = with_later(
-            tool_call("c", "list_dir", "{}"),
-            tool_call("c", "list_dir", "{}"),
-        );
-        let mut turn = input(provider.clone(), CancellationToken::new());
-        turn.max_turn_requests = 3;
-        let outcome = run_turn(turn, &|_| {}).await;
-        assert_eq!(outcome.result.unwrap(), StopReason::MaxTurnRequests);
-        assert_eq!(provider.seen.lock().unwrap().len(), 3);
-        // Every call kept in history has its result.
-        let calls = outcome
-            .new_messages
-            .iter()
-            .flat_map(|m| &m.parts)
-            .filter(|p| matches!(p, Part::ToolCall { .. }))
-            .count();
-        let results = outcome
-            .new_messages
-            .iter()
-            .flat_map(|m| &m.parts)
-            .filter(|p| matches!(p, Part::ToolResult { .. }))
-            .count();
-        assert_eq!((calls, results), (3, 3));
-    }
-
-    struct Refuse;
-
-    impl PermissionGate for Refuse {
-        fn check<'a>(&'a self, _: &'a ToolCallInfo, _: &'a dyn Tool) -> BoxFuture<'a, Permission> {
-            Box::pin(async { Permission::Reject("the user said no".into()) })
-        }
-    }
-
-    #[tokio::test]
-    async fn a_refused_call_does_not_run_and_the_model_hears_why() {
-        let dir = tempfile::tempdir().unwrap();
-        let provider = with_later(
-            tool_call("w", "write_file", r#"{"path":"x.txt","content":"hi"}"#),
-            vec![
-                Ok(ProviderEvent::TextDelta("OK, I will not.".into())),
-                Ok(ProviderEvent::Finish(FinishReason::Stop)),
-            ],
-        );
-        let mut turn = input(provider.clone(), CancellationToken::new());
-        turn.tool_context = ToolContext::local(dir.path().to_path_buf());
-        turn.permissions = Arc::new(Refuse);
-        let outcome = run_turn(turn, &|_| {}).await;
-        assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
-        assert!(!dir.path().join("x.txt").exists());
-        let seen = provider.seen.lock().unwrap();
-        let result = &seen[1].messages.last().unwrap().parts[0];
-        assert!(
-            matches!(result, Part::ToolResult { is_error: true, content, .. } if content.contains("the user said no")),
-            "{result:?}"
-        );
-    }
-
-    fn long_history(turns: usize, chars: usize) -> ContextManager {
-        let mut context = ContextManager::new();
-        for n in 0..turns {
-            context.push(Arc::new(Message::user_text(format!(
-                "question {n} {}",
-                "q".repeat(chars)
-            ))));
-            context.push(Arc::new(Message::assistant_text(format!(
-                "answer {n} {}",
-                "a".repeat(chars)
-            ))));
-        }
-        context.push(Arc::new(Message::user_text("the latest question")));
-        context
-    }
-
-    fn estimate(request: &ChatRequest) -> u64 {
-        let chars = context::budget::fixed_chars(request.system.as_deref(), &request.tools)
-            + request
-                .messages
-                .iter()
-                .map(|m| context::budget::message_chars(m))
-                .sum::<u64>();
-        chars.div_ceil(4)
-    }
-
-    #[tokio::test]
-    async fn past_the_threshold_older_turns_are_summarized_before_the_call() {
-        let provider = with_later(
-            vec![
-                Ok(ProviderEvent::TextDelta("They asked six questions.".into())),
-                Ok(ProviderEvent::Finish(FinishReason::Stop)),
-            ],
-            vec![
-                Ok(ProviderEvent::TextDelta("answer".into())),
-                Ok(ProviderEvent::Finish(FinishReason::Stop)),
-            ],
-        );
-        let mut turn = input(provider.clone(), CancellationToken::new());
-        turn.tools = ToolRegistry::new();
-        turn.context = long_history(6, 2500);
-        turn.context_window = 8192;
-        let events = Mutex::new(Vec::new());
-        let outcome = run_turn(turn, &|e| events.lock().unwrap().push(e)).await;
-        assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
-        let seen = provider.seen.lock().unwrap();
-        assert_eq!(seen.len(), 2);
-        assert_eq!(
-            seen[0].system.as_deref(),
-            Some(context::compact::COMPACT_PROMPT.trim())
-        );
-        let sent = &seen[1];
-        assert!(
-            sent.messages[0]
-                .text()
-                .contains("They asked six questions.")
-        );
-        assert_eq!(sent.messages.last().unwrap().text(), "the latest question");
-        // The request that went out is under the threshold (80 % of 8192).
-        assert!(estimate(sent) <= 6553, "{}", estimate(sent));
-        assert!(matches!(&outcome.context_ops[0], ContextOp::Compact { .. }));
-        let thoughts: String = events
-            .into_inner()
-            .unwrap()
-            .into_iter()
-            .filter_map(|e| match e {
-                // What a client without compaction updates is shown.
-                AgentEvent::Compaction(Compaction::Started { thought, .. }) => thought,
-                _ => None,
-            })
-            .collect();
-        assert!(thoughts.contains("summarizing"), "{thoughts}");
-    }
-
-    /// Record what the turn journals.
-    fn journaled(turn: &mut TurnInput) -> Arc<Mutex<Vec<Journal>>> {
-        let journal = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&journal);
-        turn.journal = Some(Arc::new(move |entry| sink.lock().unwrap().push(entry)));
-        journal
-    }
-
-    /// What a store rebuilds from the journal is the context the turn ended with.
-    fn assert_replays(start: ContextManager, journal: &Mutex<Vec<Journal>>, end: &ContextManager) {
-        let mut replayed = start;
-        for entry in journal.lock().unwrap().iter() {
-            match entry {
-                Journal::Round(messages) => {
-                    for message in messages {
-                        replayed.push(Arc::clone(message));
-                    }
-                }
-                Journal::Op(op) => {
-                    replayed.apply(op).unwrap();
-                }
-            }
-        }
-        assert_eq!(replayed.messages(), end.messages());
-    }
-
-    #[tokio::test]
-    async fn a_failed_compaction_falls_back_to_dropping_and_never_overflows() {
-        // Every call fails, so the summary fails; the turns must be dropped.
-        let provider = with_later(
-            vec![Err(ProviderError::Setup {
-                provider: "p".into(),
-                detail: "down".into(),
-            })],
-            vec![
-                Ok(ProviderEvent::TextDelta("answer".into())),
-                Ok(ProviderEvent::Finish(FinishReason::Stop)),
-            ],
-        );
-        let mut turn = input(provider.clone(), CancellationToken::new());
-        turn.tools = ToolRegistry::new();
-        turn.context = long_history(6, 4000);
-        turn.context_window = 8192;
-        let start = turn.context.clone();
-        let journal = journaled(&mut turn);
-        let texts = Mutex::new(String::new());
-        let outcome = run_turn(turn, &|e| match e {
-            AgentEvent::AgentText(t)
-            | AgentEvent::Compaction(Compaction::Ended {
-                thought: Some(t), ..
-            }) => texts.lock().unwrap().push_str(&t),
-            _ => {}
-        })
-        .await;
-        assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
-        let texts = texts.into_inner().unwrap();
-        assert!(texts.contains("the context is unchanged"), "{texts}");
-        assert!(texts.contains("dropped the"), "{texts}");
-        let seen = provider.seen.lock().unwrap();
-        let sent = seen.last().unwrap();
-        assert!(estimate(sent) <= 8192 - 2048, "{}", estimate(sent));
-        assert_eq!(sent.messages.last().unwrap().text(), "the latest question");
-        assert!(
-            journal
-                .lock()
-                .unwrap()
-                .iter()
-                .any(|e| matches!(e, Journal::Op(ContextOp::Drop { .. })))
-        );
-        assert_replays(start, &journal, &outcome.context);
-    }
-
-    #[tokio::test]
-    async fn a_request_that_cannot_fit_is_not_sent() {
-        let provider = scripted(vec![], false);
-        let mut turn = input(provider.clone(), CancellationToken::new());
-        turn.context =
-            ContextManager::from_messages([Arc::new(Message::user_text("x".repeat(100_000)))]);
-        turn.context_window = 4096;
-        let outcome = run_turn(turn, &|_| {}).await;
-        assert!(matches!(
-            outcome.result,
-            Err(ProviderError::ContextOverflow { window: 4096, .. })
-        ));
-        assert!(provider.seen.lock().unwrap().is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_tool_result_that_passes_the_threshold_compacts_before_the_next_call() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("big.txt"), "line of text\n".repeat(700)).unwrap();
-        let provider = with_later(
-            tool_call("r", "read_file", r#"{"path":"big.txt"}"#),
-            vec![
-                Ok(ProviderEvent::TextDelta("SUMMARY".into())),
-                Ok(ProviderEvent::Finish(FinishReason::Stop)),
-            ],
-        );
-        let mut turn = input(provider.clone(), CancellationToken::new());
-        turn.tools = ToolRegistry::builtin().filtered(|t| t.name() == "read_file");
-        turn.tool_context = ToolContext::local(dir.path().to_path_buf());
-        turn.context = long_history(4, 2000);
-        turn.context_window = 8192;
-        let start = turn.context.clone();
-        let journal = journaled(&mut turn);
-        let outcome = run_turn(turn, &|_| {}).await;
-        assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
-        // The tool round, the compaction, the answer: as they happened.
-        let kinds: Vec<&str> = journal
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|e| match e {
-                Journal::Round(messages) if messages.len() == 2 => "tool round",
-                Journal::Round(_) => "answer",
-                Journal::Op(ContextOp::Compact { .. }) => "compact",
-                Journal::Op(_) => "other op",
-            })
-            .collect();
-        assert_eq!(kinds, ["tool round", "compact", "answer"]);
-        assert_replays(start, &journal, &outcome.context);
-        let seen = provider.seen.lock().unwrap();
-        // tool call, then (inside the tool loop) the summary, then the answer
-        assert_eq!(seen.len(), 3);
-        assert_eq!(
-            seen[1].system.as_deref(),
-            Some(context::compact::COMPACT_PROMPT.trim())
-        );
-        let last = &seen[2];
-        assert!(last.messages[0].text().contains("SUMMARY"));
-        assert!(estimate(last) <= 6554, "{}", estimate(last));
-        // The call and its result made it through together.
-        let parts: Vec<&Part> = last.messages.iter().flat_map(|m| m.parts.iter()).collect();
-        assert!(parts.iter().any(|p| matches!(p, Part::ToolCall { .. })));
-        assert!(parts.iter().any(|p| matches!(p, Part::ToolResult { .. })));
-    }
-}
+mod tests;

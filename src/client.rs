@@ -179,6 +179,15 @@ pub enum Update {
     PlanRemoved {
         plan_id: String,
     },
+    /// Part of the agent's answer or thinking, with the id of the message
+    /// it belongs to (ACP `messageId`), for clients that take cursors.
+    Tagged {
+        message_id: String,
+        event: AgentEvent,
+    },
+    /// A point of the session the client may act at (ACP unstable
+    /// `cursor_update`): a checkpoint of the context stack.
+    Cursor(Cursor),
 }
 
 /// The plan the session keeps as a todo list (the `todo` tool's).
@@ -188,6 +197,28 @@ pub const TODO_PLAN_ID: &str = "todos";
 #[derive(Debug, Clone, PartialEq)]
 pub enum PlanContent {
     Items(Vec<TodoItem>),
+}
+
+/// A named point of the session, just before or after something the
+/// client was shown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cursor {
+    /// Unique in the session; also its checkpoint's name.
+    pub id: String,
+    pub at: Shown,
+    /// Just after it (else just before).
+    pub after: bool,
+    /// `session/fork` takes it.
+    pub fork: bool,
+}
+
+/// Something the client was shown, by the id it knows it by.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shown {
+    AgentMessage(String),
+    AgentThought(String),
+    ToolCall(String),
+    Compaction(String),
 }
 
 /// A child session as its parent shows it; None leaves a field as it was.
@@ -274,6 +305,15 @@ pub struct ClientAbilities {
     pub subagents: bool,
     /// Takes plans by id (ACP `plan`: `plan_update`, `plan_removed`).
     pub plans: bool,
+    /// Takes cursors (ACP unstable `session.cursors`, when `[acp] unstable`
+    /// names `cursors`); `fork` says whether they can be forked at.
+    pub cursors: Option<CursorUse>,
+}
+
+/// What a client that takes cursors can do with them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CursorUse {
+    pub fork: bool,
 }
 
 /// The user's answer to one permission request.

@@ -51,6 +51,7 @@ use crate::permissions::patterns::PatternLists;
 use crate::providers::Reasoning;
 use crate::providers::settings::{ProviderSettings, Surroundings};
 use crate::tools::environment::EnvironmentPolicy;
+use crate::tools::repeats::LoopGuardSettings;
 use crate::tools::sandbox::SandboxSettings;
 use crate::tools::sensitive::SensitiveFiles;
 use error::invalid;
@@ -78,6 +79,8 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderSettings>,
     /// Model calls one prompt turn may make before it stops (`[agent]`).
     pub max_turn_requests: u32,
+    /// `[agent] repeated_call_limit`: when a repeated call stops a turn.
+    pub loop_guard: LoopGuardSettings,
     /// `[agent] first_token_notice_secs`: None when turned off (0).
     pub first_token_notice: Option<Duration>,
     /// `[agent] thought_level`: the reasoning effort sessions start with.
@@ -135,6 +138,7 @@ impl Config {
             rules_files: Default::default(),
             providers: BTreeMap::from([(provider.name.clone(), provider)]),
             max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
+            loop_guard: LoopGuardSettings::default(),
             first_token_notice: Some(DEFAULT_FIRST_TOKEN_NOTICE),
             thought_level: Reasoning::default(),
             budgets: Default::default(),
@@ -304,6 +308,14 @@ fn compose(
         "Allow at least one model call per turn (default 25), or leave it out.",
     )?
     .unwrap_or(DEFAULT_MAX_TURN_REQUESTS);
+    let loop_guard = LoopGuardSettings::from_written(agent.repeated_call_limit).map_err(|problem| {
+        invalid(
+            path,
+            "agent.repeated_call_limit",
+            problem,
+            "Give the number of identical calls in a row that stops a turn (2 or more; default 3), or 0 to turn the guard off.",
+        )
+    })?;
     let first_token_notice = match agent.first_token_notice_secs {
         None => Some(DEFAULT_FIRST_TOKEN_NOTICE),
         Some(0) => None,
@@ -322,6 +334,7 @@ fn compose(
         rules_files,
         providers: llm.providers,
         max_turn_requests,
+        loop_guard,
         first_token_notice,
         thought_level,
         budgets,
@@ -521,6 +534,38 @@ mod tests {
         assert!(zero.contains("agent.max_session_tokens"), "{zero}");
         let negative = refusal(&format!("{base}max_session_cost = -2.0\n"));
         assert!(negative.contains("agent.max_session_cost"), "{negative}");
+    }
+
+    #[test]
+    fn tool_calling_and_the_loop_guard_are_read_and_checked() {
+        let base = "[llm.providers.local]\ntype = \"ollama\"\n";
+        let config = load(
+            &format!(
+                "{base}tool_calling = \"prompted\"\n[llm.providers.local.models.\"big:70b\"]\ntool_calling = \"native\"\n[agent]\nrepeated_call_limit = 5\n"
+            ),
+            &[],
+        )
+        .unwrap();
+        let local = &config.providers["local"];
+        use crate::providers::settings::ToolCalling;
+        assert_eq!(local.tool_calling_for("small"), ToolCalling::Prompted);
+        assert_eq!(local.tool_calling_for("big:70b"), ToolCalling::Native);
+        assert_eq!(config.loop_guard.limit, Some(5));
+        let defaults = load(base, &[]).unwrap();
+        assert_eq!(
+            defaults.providers["local"].tool_calling_for("m"),
+            ToolCalling::Auto
+        );
+        assert_eq!(defaults.loop_guard.limit, Some(3));
+        let bad = refusal(&format!("{base}tool_calling = \"text\"\n"));
+        assert!(bad.contains("llm.providers.local.tool_calling"), "{bad}");
+        assert!(bad.contains("prompted"), "{bad}");
+        let bad = refusal(&format!(
+            "{base}[llm.providers.local.models.m]\ntool_caling = \"native\"\n"
+        ));
+        assert!(bad.contains("models.\"m\".tool_caling"), "{bad}");
+        let one = refusal(&format!("{base}[agent]\nrepeated_call_limit = 1\n"));
+        assert!(one.contains("agent.repeated_call_limit"), "{one}");
     }
 
     pub(super) const SEED_EXAMPLE: &str = r#"

@@ -7,7 +7,8 @@
 //!
 //! Servers are reached over stdio (a child process in its own process group,
 //! killed with the group on stop or drop), streamable HTTP, or the legacy
-//! HTTP+SSE transport. A server that dies is started again on the next call;
+//! HTTP+SSE transport, or (unstable MCP-over-ACP) the editor itself over
+//! the ACP connection. A server that dies is started again on the next call;
 //! a `notifications/tools/list_changed` makes the server's tools listed again.
 //!
 //! Servers' prompts ([`McpPrompt`]) are listed too (again on
@@ -35,6 +36,7 @@ pub use prompt::{McpPrompt, McpPromptArgument};
 pub use server::McpServer;
 pub use spec::{McpServerSpec, McpTransport, SpecError, StdioSandbox, ToolSelection};
 pub use tool::McpTool;
+pub use transport::acp::{AcpRelay, Relay, RelayAnswer, RelayNotification};
 
 use crate::model::Message;
 use crate::tools::Tool;

@@ -177,10 +177,28 @@ pub enum Permission {
     Cancelled,
 }
 
+/// Whether a turn goes on after its model repeated a call (the loop guard).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Repeat {
+    GoOn,
+    /// Go on, and do not ask again this turn.
+    GoOnAlways,
+    /// The turn ends; why, for the user and the model.
+    Stop(String),
+    /// The user cancelled the turn while being asked.
+    Cancelled,
+}
+
 /// The seam between the loop and the session's permission rules.
 pub trait PermissionGate: Send + Sync {
     fn check<'a>(&'a self, call: &'a ToolCallInfo, tool: &'a dyn Tool)
     -> BoxFuture<'a, Permission>;
+
+    /// The model made `call` `times` times in a row with the same
+    /// arguments: whether the turn goes on. Without a user to ask, it stops.
+    fn confirm_repeat<'a>(&'a self, _call: &'a ToolCallInfo, _times: u32) -> BoxFuture<'a, Repeat> {
+        Box::pin(async { Repeat::Stop("nobody can be asked whether to go on".into()) })
+    }
 }
 
 /// Lets everything through: for turns without a user to ask (tests, plan-free runs).
@@ -524,6 +542,45 @@ impl PermissionGate for SessionPermissions {
                 )),
             }
         })
+    }
+
+    fn confirm_repeat<'a>(&'a self, call: &'a ToolCallInfo, times: u32) -> BoxFuture<'a, Repeat> {
+        Box::pin(self.ask_to_repeat(call, times))
+    }
+}
+
+impl SessionPermissions {
+    /// The loop guard's question: asked where the mode asks before acting;
+    /// in `auto` (and read-only modes) nobody is waiting to answer, so the
+    /// turn ends.
+    async fn ask_to_repeat(&self, call: &ToolCallInfo, times: u32) -> Repeat {
+        let policy = self.policy();
+        if policy != ModePolicy::Ask {
+            return Repeat::Stop(format!(
+                "the session's mode ({}) does not ask the user, so the turn ends",
+                policy.as_str()
+            ));
+        }
+        let mut asked = call.clone();
+        asked.title = format!(
+            "{} — the model made this same call {times} times in a row. Let it go on?",
+            call.title
+        );
+        match self.sink.request_permission(&self.session_id, &asked).await {
+            Ok(PermissionChoice::AllowOnce) => Repeat::GoOn,
+            Ok(
+                PermissionChoice::AllowAlways
+                | PermissionChoice::AllowInProject
+                | PermissionChoice::AllowEverywhere,
+            ) => Repeat::GoOnAlways,
+            Ok(PermissionChoice::RejectOnce | PermissionChoice::RejectAlways) => {
+                Repeat::Stop("the user said to stop".into())
+            }
+            Ok(PermissionChoice::Cancelled) => Repeat::Cancelled,
+            Err(reason) => Repeat::Stop(format!(
+                "the editor could not ask the user whether to go on: {reason}"
+            )),
+        }
     }
 }
 

@@ -5,12 +5,14 @@
 //! `[llm.providers.NAME]` table means.
 
 pub mod anthropic;
+pub mod dialects;
 pub mod encoded;
 pub mod fallback;
 pub mod http;
 pub mod known_models;
 pub mod ollama;
 pub mod openai;
+pub mod overflow;
 pub mod pricing;
 pub mod rate_limit;
 pub mod reasoning;
@@ -19,6 +21,7 @@ pub mod settings;
 pub mod stream;
 #[cfg(test)]
 mod testing;
+pub mod tool_calling;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -175,13 +178,27 @@ pub enum ProviderError {
     )]
     Truncated { provider: String, detail: String },
     #[error(
-        "provider `{provider}` answered with an empty stream (no text, no tool call, no finish). The server may not support streaming for this request; try another model or server."
+        "provider `{provider}` answered with an empty stream (no text, no tool call, no finish). Some servers (LM Studio) do this when the prompt does not fit the context the model was loaded with. {}Otherwise the server may not support streaming for this request; try another model or server.",
+        overflow::fix(provider, *window)
     )]
-    EmptyStream { provider: String },
+    EmptyStream {
+        provider: String,
+        /// The window the request was budgeted for, where known.
+        window: Option<u64>,
+    },
     #[error(
         "provider `{provider}` sent no data for {seconds} s; gave up. Raise timeout_secs in [llm.providers.{provider}] if the model is just slow."
     )]
     IdleTimeout { provider: String, seconds: u64 },
+    #[error(
+        "provider `{provider}` said the request does not fit the model's context: {detail}. {}",
+        overflow::fix(provider, *window)
+    )]
+    ServerContextOverflow {
+        provider: String,
+        detail: String,
+        window: Option<u64>,
+    },
     #[error("provider `{provider}` sent data this agent cannot read: {detail}")]
     Malformed { provider: String, detail: String },
     #[error("provider `{provider}` reported an error: {detail}")]
@@ -244,6 +261,7 @@ impl ProviderError {
             | ProviderError::IdleTimeout { .. }
             | ProviderError::Setup { .. }
             | ProviderError::ContextOverflow { .. }
+            | ProviderError::ServerContextOverflow { .. }
             | ProviderError::GaveUp { .. } => ErrorClass::Fatal,
         }
     }

@@ -5,6 +5,7 @@
 //! to it through its mailbox, so sessions never lock or block each other.
 
 mod budget;
+mod cursors;
 mod fallback;
 mod live;
 pub mod manager;

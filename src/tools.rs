@@ -16,6 +16,7 @@ pub mod environment;
 mod fs;
 pub mod journal;
 pub mod redact;
+pub mod repeats;
 pub mod sandbox;
 pub mod sensitive;
 mod shell;

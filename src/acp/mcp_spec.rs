@@ -5,12 +5,24 @@ use std::path::Path;
 
 use agent_client_protocol_schema::v1 as acp;
 
-use crate::mcp::{McpServerSpec, McpTransport, SpecError};
+use crate::mcp::{McpServerSpec, McpTransport, Relay, SpecError};
 
 /// An ACP `mcpServers` entry, with stdio servers started in `cwd` (the
-/// session's directory: ACP gives them none of their own).
-pub fn server_spec(server: &acp::McpServer, cwd: &Path) -> Result<McpServerSpec, SpecError> {
-    let spec = spec_of(server)?;
+/// session's directory: ACP gives them none of their own). `acp` entries
+/// are served over `relay`, and refused without one (`mcp_over_acp` off).
+pub fn server_spec(
+    server: &acp::McpServer,
+    cwd: &Path,
+    relay: Option<&Relay>,
+) -> Result<McpServerSpec, SpecError> {
+    let spec = match (server, relay) {
+        (acp::McpServer::Acp(entry), Some(relay)) => {
+            let spec = McpServerSpec::acp(&entry.name, entry.server_id.0.as_ref(), relay.clone());
+            spec.validate()?;
+            spec
+        }
+        _ => spec_of(server)?,
+    };
     Ok(match spec.transport {
         McpTransport::Stdio { cwd: None, .. } => spec.with_cwd(cwd),
         _ => spec,
@@ -70,7 +82,7 @@ mod tests {
             "args": ["server.js", "/tmp"],
             "env": [{"name": "TOKEN", "value": "x"}]
         }));
-        let spec = server_spec(&server, Path::new("/work/project")).unwrap();
+        let spec = server_spec(&server, Path::new("/work/project"), None).unwrap();
         assert_eq!(
             spec,
             McpServerSpec::stdio("fs", "/usr/bin/node")
@@ -95,8 +107,47 @@ mod tests {
             "type": "sse", "name": "old", "url": "https://example.com/sse", "headers": []
         }));
         assert_eq!(
-            server_spec(&sse, Path::new("/x")).unwrap(),
+            server_spec(&sse, Path::new("/x"), None).unwrap(),
             McpServerSpec::sse("old", "https://example.com/sse")
+        );
+    }
+
+    struct Unanswered;
+
+    impl crate::mcp::AcpRelay for Unanswered {
+        fn request(
+            &self,
+            _: &str,
+            _: &str,
+            _: &str,
+            _: Option<serde_json::Map<String, serde_json::Value>>,
+        ) -> futures::future::BoxFuture<'static, Result<crate::mcp::RelayAnswer, String>> {
+            Box::pin(async { Err("no editor here".to_string()) })
+        }
+
+        fn subscribe(
+            &self,
+            _: &str,
+        ) -> tokio::sync::mpsc::UnboundedReceiver<crate::mcp::RelayNotification> {
+            tokio::sync::mpsc::unbounded_channel().1
+        }
+    }
+
+    #[test]
+    fn acp_entries_need_the_relay_and_a_server_id() {
+        let entry = parse(serde_json::json!({"type": "acp", "name": "ed", "serverId": "s1"}));
+        assert_eq!(
+            server_spec(&entry, Path::new("/x"), None).unwrap_err(),
+            SpecError::UnsupportedTransport { name: "ed".into() }
+        );
+        let relay = Relay(std::sync::Arc::new(Unanswered));
+        let spec = server_spec(&entry, Path::new("/x"), Some(&relay)).unwrap();
+        assert_eq!(spec, McpServerSpec::acp("ed", "s1", relay.clone()));
+        assert_eq!(spec.target(), "acp:s1");
+        let blank = parse(serde_json::json!({"type": "acp", "name": "ed", "serverId": " "}));
+        assert_eq!(
+            server_spec(&blank, Path::new("/x"), Some(&relay)).unwrap_err(),
+            SpecError::EmptyServerId { name: "ed".into() }
         );
     }
 

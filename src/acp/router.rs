@@ -4,6 +4,7 @@
 //! waiting happens in small tasks that hold the responder.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use agent_client_protocol_schema::v1 as acp;
 use agent_client_protocol_schema::v1::RequestId;
@@ -11,10 +12,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::mcp_relay::McpRelay;
 use super::{mcp_spec, translate};
-use crate::client::{ClientAbilities, ClientSink, SelectOption};
+use crate::client::{ClientAbilities, ClientSink, CursorUse, SelectOption};
 use crate::events::StopReason;
-use crate::mcp::McpServerSpec;
+use crate::mcp::{McpServerSpec, Relay};
 use crate::model::ClientPrompt;
 use crate::session::manager::{self, SessionManager};
 use crate::session::{SessionError, SessionMsg};
@@ -39,6 +41,8 @@ pub struct ClientInfo {
     pub subagents: bool,
     /// Takes plans by id (`plan`: `plan_update`, `plan_removed`).
     pub plans: bool,
+    /// Takes `cursor_update` (unstable `session.cursors`).
+    pub cursors: bool,
     /// Can run a `terminal` sign-in method (`auth.terminal`).
     pub terminal_auth: bool,
     pub name: Option<String>,
@@ -62,6 +66,7 @@ impl ClientInfo {
                 .is_some_and(acp::ElicitationCapabilities::supports_form),
             subagents: caps.subagents.is_some(),
             plans: caps.plan.is_some(),
+            cursors: caps.session.as_ref().is_some_and(|s| s.cursors.is_some()),
             terminal_auth: caps.auth.terminal,
             name: request.client_info.as_ref().map(|info| info.name.clone()),
         };
@@ -90,6 +95,8 @@ pub struct Router {
     /// the next one waits for it, so replays never interleave and each
     /// answer follows its own replay.
     last_reopen: Option<oneshot::Receiver<()>>,
+    /// Carries the editor's `acp` MCP servers (unstable `mcp_over_acp`).
+    mcp_relay: Arc<McpRelay>,
 }
 
 /// How a stored session comes back: `session/load` replays its history to
@@ -115,6 +122,7 @@ impl Reopen {
 impl Router {
     pub fn new(connection: Connection, sessions: SessionManager) -> Self {
         Self {
+            mcp_relay: McpRelay::new(connection.clone()),
             connection,
             sessions,
             client: None,
@@ -229,6 +237,12 @@ impl Router {
                     self.connection.cancel_request(&cancel.request_id)
                 })
             }
+            // The editor's MCP server speaking for a request of ours.
+            "mcp/message" if self.sessions.unstable().mcp_over_acp => {
+                on_notification(method, params, |message: acp::MessageMcpNotification| {
+                    self.mcp_relay.deliver(message)
+                })
+            }
             // Unknown notifications are ignored, as JSON-RPC asks.
             _ => tracing::debug!(%method, "ignored notification"),
         }
@@ -277,14 +291,20 @@ impl Router {
     }
 
     fn new_session(&mut self, request: acp::NewSessionRequest, responder: Responder) {
-        let checked = session_servers("session/new", &request.cwd, &request.mcp_servers)
-            .and_then(|servers| Ok((servers, check_roots(&request.additional_directories)?)))
-            .and_then(|checked| {
-                Ok((
-                    checked,
-                    self.client_prompt("session/new", request.system_prompt)?,
-                ))
-            });
+        let relay = self.acp_relay();
+        let checked = session_servers(
+            "session/new",
+            &request.cwd,
+            &request.mcp_servers,
+            relay.as_ref(),
+        )
+        .and_then(|servers| Ok((servers, check_roots(&request.additional_directories)?)))
+        .and_then(|checked| {
+            Ok((
+                checked,
+                self.client_prompt("session/new", request.system_prompt)?,
+            ))
+        });
         let ((mcp_servers, roots), client_prompt) = match checked {
             Ok(checked) => checked,
             Err(err) => return responder.respond(Err(err)),
@@ -322,6 +342,14 @@ impl Router {
         self.client.as_ref().is_some_and(ClientInfo::interleaves)
     }
 
+    /// What serves `acp` MCP servers, when `[acp] unstable` names `mcp_over_acp`.
+    fn acp_relay(&self) -> Option<Relay> {
+        self.sessions
+            .unstable()
+            .mcp_over_acp
+            .then(|| self.mcp_relay.relay())
+    }
+
     fn abilities(&self) -> ClientAbilities {
         self.client
             .as_ref()
@@ -334,6 +362,9 @@ impl Router {
                 ask_user: info.elicitation,
                 subagents: info.subagents || self.sessions.unstable().subagents,
                 plans: info.plans,
+                cursors: (info.cursors && self.sessions.unstable().cursors).then_some(CursorUse {
+                    fork: self.sessions.unstable().fork,
+                }),
             })
             .unwrap_or_default()
     }
@@ -350,7 +381,7 @@ impl Router {
         };
         self.reopen(
             Reopen::Load,
-            &id.0,
+            (&id.0, None),
             (cwd, roots),
             (&request.mcp_servers, prompt),
             responder,
@@ -369,7 +400,7 @@ impl Router {
         };
         self.reopen(
             Reopen::Resume,
-            &id.0,
+            (&id.0, None),
             (cwd, roots),
             (&request.mcp_servers, prompt),
             responder,
@@ -382,12 +413,13 @@ impl Router {
     fn reopen(
         &mut self,
         how: Reopen,
-        id: &str,
+        (id, at): (&str, Option<String>),
         (cwd, roots): (PathBuf, Vec<PathBuf>),
         (servers, client_prompt): (&[acp::McpServer], Option<ClientPrompt>),
         responder: Responder,
     ) {
-        let checked = session_servers(how.method(), &cwd, servers)
+        let relay = self.acp_relay();
+        let checked = session_servers(how.method(), &cwd, servers, relay.as_ref())
             .and_then(|servers| Ok((servers, check_roots(&roots)?)));
         let (mcp_servers, roots) = match checked {
             Ok(checked) => checked,
@@ -397,7 +429,9 @@ impl Router {
         let interleaves = self.interleaves();
         let replay = how == Reopen::Load;
         let loaded = match how {
-            Reopen::Fork => self.sessions.fork(id, (cwd, roots), client, mcp_servers),
+            Reopen::Fork => self
+                .sessions
+                .fork(id, at, (cwd, roots), client, mcp_servers),
             Reopen::Load | Reopen::Resume => self
                 .sessions
                 .load(id, cwd, roots, client, mcp_servers, replay)
@@ -722,13 +756,14 @@ fn session_servers(
     method: &str,
     cwd: &Path,
     servers: &[acp::McpServer],
+    relay: Option<&Relay>,
 ) -> Result<Vec<McpServerSpec>, RpcError> {
     check_cwd(cwd)?;
     servers
         .iter()
         .enumerate()
         .map(|(n, server)| {
-            mcp_spec::server_spec(server, cwd).map_err(|err| {
+            mcp_spec::server_spec(server, cwd, relay).map_err(|err| {
                 RpcError::invalid_params(format!("{method}: field mcpServers[{n}]: {err}"))
             })
         })
@@ -833,6 +868,9 @@ fn store_error(err: crate::store::StoreError) -> RpcError {
         StoreError::Locked { .. } | StoreError::Archived(_) => {
             RpcError::new(INVALID_REQUEST, err.to_string())
         }
+        StoreError::UnknownCheckpoint { .. } => RpcError::invalid_params(format!(
+            "cursorId: {err}; send a cursor this agent announced in a cursor_update"
+        )),
         StoreError::Corrupt { .. } | StoreError::NewerFormat { .. } | StoreError::Io { .. } => {
             RpcError::internal(err.to_string())
         }

@@ -15,6 +15,7 @@ use crate::events::{
 use crate::model::Part;
 use crate::providers::Usage;
 
+mod cursors;
 mod subagents;
 
 pub fn session_update(update: &Update) -> acp::SessionUpdate {
@@ -84,6 +85,8 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
         Update::PlanRemoved { plan_id } => {
             acp::SessionUpdate::PlanRemoved(acp::PlanRemoved::new(plan_id.clone()))
         }
+        Update::Tagged { message_id, event } => cursors::tagged(message_id, event),
+        Update::Cursor(cursor) => cursors::cursor_update(cursor),
     }
 }
 

@@ -9,7 +9,7 @@ use super::CliError;
 use crate::config::{Config, ConfigReport, Overrides};
 use crate::mcp::McpTransport;
 use crate::providers::Providers;
-use crate::providers::settings::ProviderKind;
+use crate::providers::settings::{ProviderKind, ProviderSettings, ToolCalling};
 use crate::tools::environment::Inherit;
 use crate::tools::sandbox::{NETWORK_ABI, SandboxMode, SandboxSettings, Support};
 
@@ -155,6 +155,7 @@ async fn check_providers(config: &Config, checks: &mut Vec<Check>) {
                 true
             }
         };
+        checks.push(check_tool_calling(name, provider));
         if !key_ok {
             continue;
         }
@@ -209,6 +210,32 @@ async fn check_providers(config: &Config, checks: &mut Vec<Check>) {
     }
 }
 
+/// How the provider's models get their tools: which run prompted.
+fn check_tool_calling(name: &str, provider: &ProviderSettings) -> Check {
+    let describe = |mode: ToolCalling| match mode {
+        ToolCalling::Auto => "native, prompted if the server refuses tools",
+        ToolCalling::Native => "native",
+        ToolCalling::Prompted => "prompted (tools in the system prompt, calls read from text)",
+    };
+    let mut models = vec![(
+        provider.default_model.as_str(),
+        provider.tool_calling_for(&provider.default_model),
+    )];
+    models.extend(
+        (provider.model_tool_calling.iter())
+            .filter(|(model, _)| **model != provider.default_model)
+            .map(|(model, mode)| (model.as_str(), *mode)),
+    );
+    let mut detail: Vec<String> = models
+        .iter()
+        .map(|(model, mode)| format!("{model}: {}", describe(*mode)))
+        .collect();
+    if !provider.model_tool_calling.is_empty() || provider.tool_calling != ToolCalling::Auto {
+        detail.push(format!("other models: {}", describe(provider.tool_calling)));
+    }
+    Check::ok(format!("provider {name} tool calling"), detail.join("; "))
+}
+
 /// The keys used, those read past (grouped by why), and which key won
 /// where two set the same thing.
 fn report_keys(report: &ConfigReport, checks: &mut Vec<Check>) {
@@ -250,6 +277,10 @@ fn check_mcp(config: &Config, checks: &mut Vec<Check>) {
             },
             McpTransport::Http { url, .. } | McpTransport::Sse { url, .. } => {
                 checks.push(Check::ok(what, format!("{url} (remote; not contacted)")))
+            }
+            // Only the editor declares these, never the config.
+            McpTransport::Acp { server_id, .. } => {
+                checks.push(Check::ok(what, format!("acp:{server_id} (the editor's)")))
             }
         }
     }

@@ -67,6 +67,8 @@ pub struct RawLlm {
 #[serde(deny_unknown_fields)]
 pub struct RawAgent {
     pub max_turn_requests: Option<u32>,
+    /// Identical tool calls in a row that stop a turn (0: never).
+    pub repeated_call_limit: Option<u32>,
     pub default_mode: Option<String>,
     /// Seconds without a first token before the client is told the turn
     /// is still alive (0: never).

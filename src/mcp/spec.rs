@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use super::transport::acp::Relay;
 use crate::tools::sandbox::Confinement;
 use crate::util::glob_matches;
 
@@ -87,6 +88,9 @@ pub enum McpTransport {
         url: String,
         headers: Vec<(String, String)>,
     },
+    /// Served by the editor over the ACP connection (unstable MCP-over-ACP):
+    /// `server_id` is the editor's name for it.
+    Acp { server_id: String, relay: Relay },
 }
 
 impl std::fmt::Debug for McpTransport {
@@ -124,6 +128,10 @@ impl std::fmt::Debug for McpTransport {
                 .field("url", url)
                 .field("headers", &names(headers))
                 .finish(),
+            McpTransport::Acp { server_id, .. } => f
+                .debug_struct("Acp")
+                .field("server_id", server_id)
+                .finish_non_exhaustive(),
         }
     }
 }
@@ -145,6 +153,8 @@ pub enum SpecError {
     InvalidHeader { name: String, header: String },
     #[error("MCP server `{name}` uses a transport this agent does not support")]
     UnsupportedTransport { name: String },
+    #[error("MCP server `{name}` has an empty serverId")]
+    EmptyServerId { name: String },
 }
 
 impl McpServerSpec {
@@ -184,6 +194,20 @@ impl McpServerSpec {
             transport: McpTransport::Sse {
                 url: url.into(),
                 headers: Vec::new(),
+            },
+            trust_read_only_hints: true,
+            tools: ToolSelection::default(),
+            call_timeout: None,
+        }
+    }
+
+    /// A server the editor serves over the ACP connection, through `relay`.
+    pub fn acp(name: impl Into<String>, server_id: impl Into<String>, relay: Relay) -> Self {
+        Self {
+            name: name.into(),
+            transport: McpTransport::Acp {
+                server_id: server_id.into(),
+                relay,
             },
             trust_read_only_hints: true,
             tools: ToolSelection::default(),
@@ -295,6 +319,11 @@ impl McpServerSpec {
                     return Err(SpecError::EmptyCommand { name: name() });
                 }
             }
+            McpTransport::Acp { server_id, .. } => {
+                if server_id.trim().is_empty() {
+                    return Err(SpecError::EmptyServerId { name: name() });
+                }
+            }
             McpTransport::Http { url, headers } | McpTransport::Sse { url, headers } => {
                 let parsed = reqwest::Url::parse(url).map_err(|err| SpecError::InvalidUrl {
                     name: name(),
@@ -328,6 +357,7 @@ impl McpServerSpec {
         match &self.transport {
             McpTransport::Stdio { command, .. } => command.display().to_string(),
             McpTransport::Http { url, .. } | McpTransport::Sse { url, .. } => url.clone(),
+            McpTransport::Acp { server_id, .. } => format!("acp:{server_id}"),
         }
     }
 }

@@ -1,7 +1,8 @@
-//! Reaching an MCP server: a child process on stdio, streamable HTTP, or
-//! the legacy HTTP+SSE transport. Each ends in an rmcp transport on which
+//! Reaching an MCP server: a child process on stdio, streamable HTTP, the
+//! legacy HTTP+SSE transport, or the editor over ACP. Each ends in an rmcp transport on which
 //! the client handler is served; what follows does not care which.
 
+pub(crate) mod acp;
 mod sse;
 pub(crate) mod stdio;
 
@@ -95,6 +96,17 @@ pub(crate) async fn serve<H: ClientHandler>(
                 .serve(transport)
                 .await
                 .map_err(|err| http_start_error(url, err))?;
+            Ok((service, None))
+        }
+        McpTransport::Acp { server_id, relay } => {
+            let transport = acp::AcpTransport::new(relay, server_id);
+            let service = handler
+                .serve(transport)
+                .await
+                .map_err(|err| StartError::Initialize {
+                    reason: error_chain(&err),
+                    stderr: String::new(),
+                })?;
             Ok((service, None))
         }
     }

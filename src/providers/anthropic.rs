@@ -851,6 +851,8 @@ mod tests {
             keep_alive: serde_json::Value::Null,
             prewarm: None,
             prompt_cache_key: None,
+            tool_calling: Default::default(),
+            model_tool_calling: Default::default(),
         }
     }
 

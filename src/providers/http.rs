@@ -6,9 +6,11 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
+use super::overflow::in_window;
 use super::settings::{KeySource, ProviderSettings};
 use super::stream::{WireDecoder, event_stream};
 use super::{ChatRequest, EventStream, ModelInfo, Provider, ProviderError};
@@ -112,6 +114,11 @@ impl<W: WireFormat> HttpProvider<W> {
         let client = self.client()?;
         let url = self.url(W::CHAT_PATH);
         tracing::debug!(%url, model = %request.model, "chat request");
+        let request = if super::tool_calling::is_prompted(&self.settings, &request.model) {
+            super::tool_calling::prompted_request(request)
+        } else {
+            request
+        };
         let body = self.wire.request_text(&request, &self.settings);
         let sent = self
             .send(
@@ -121,16 +128,20 @@ impl<W: WireFormat> HttpProvider<W> {
                 &request.model,
             )
             .await;
+        let window = request.context_window;
         let response = match sent {
             Ok(response) => response,
-            Err(err) => return Err(self.with_listing(err).await),
+            Err(err) => return Err(in_window(self.with_listing(err).await, window)),
         };
-        Ok(event_stream(
+        let events = event_stream(
             response,
             self.settings.timeout,
             self.settings.name.clone(),
             W::Decoder::default(),
-        ))
+        );
+        Ok(events
+            .map(move |item| item.map_err(|err| in_window(err, window)))
+            .boxed())
     }
 
     async fn models(&self) -> Result<Vec<ModelInfo>, ProviderError> {

@@ -202,16 +202,28 @@ fn tool_call_entry(part: &Part) -> Option<Value> {
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
     progress: Progress,
-    /// Tool calls by the server's `index`: whether each has been announced.
-    open_calls: BTreeMap<usize, bool>,
-    pending_args: BTreeMap<usize, String>,
+    /// Tool calls by the server's `index`.
+    open_calls: BTreeMap<usize, OpenCall>,
+    /// The index the next new call goes out under.
+    next_index: usize,
+}
+
+/// A streamed call not yet closed.
+#[derive(Debug)]
+struct OpenCall {
+    /// The index its events carry (the server's may be reused).
+    index: usize,
+    /// Its id, once announced.
+    id: Option<String>,
+    /// Arguments that came before its name.
+    early: String,
 }
 
 impl WireDecoder for StreamDecoder {
     const FRAMING: Framing = Framing::Sse;
     const CUT_OFF: &'static str = "the connection closed without a finish reason or [DONE]";
 
-    fn on_event(&mut self, _event: &str, data: &str) -> Vec<Decoded> {
+    fn on_event(&mut self, event: &str, data: &str) -> Vec<Decoded> {
         if data == "[DONE]" {
             self.progress.done = true;
             let mut out: Vec<_> = self.close_calls().into_iter().map(Ok).collect();
@@ -226,6 +238,10 @@ impl WireDecoder for StreamDecoder {
         };
         if let Some(error) = chunk.get("error") {
             return vec![Err(remote_error(error))];
+        }
+        // An `error` event whose data is the error object itself.
+        if event == "error" {
+            return vec![Err(remote_error(&chunk))];
         }
         let mut out = Vec::new();
         if let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)) {
@@ -257,9 +273,9 @@ impl WireDecoder for StreamDecoder {
 
 /// An `error` chunk: the message, and whether the code says to retry.
 fn remote_error(error: &Value) -> StreamError {
-    let detail = error
-        .get("message")
-        .and_then(Value::as_str)
+    // LM Studio sends the message as the error itself.
+    let detail = (error.get("message").and_then(Value::as_str))
+        .or_else(|| error.as_str())
         .map(str::to_string)
         .unwrap_or_else(|| error.to_string());
     // OpenRouter and vLLM report upstream overloads this way.
@@ -321,29 +337,47 @@ impl StreamDecoder {
             .and_then(|f| f.get("arguments"))
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let announced = self.open_calls.get(&index).copied().unwrap_or(false);
-        if !announced {
-            let id = call.get("id").and_then(Value::as_str);
+        let id = call
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty());
+        // Ollama's `/v1` gives every call of an answer index 0 (ollama
+        // #15457, after #7881 where it gave none): a new id at an index in
+        // use starts a new call.
+        if let Some(open) = self.open_calls.get(&index)
+            && let (Some(new), Some(current)) = (id, open.id.as_deref())
+            && new != current
+        {
+            out.push(ProviderEvent::ToolCallEnd { index: open.index });
+            self.open_calls.remove(&index);
+        }
+        let next = self.next_index;
+        let open = self.open_calls.entry(index).or_insert_with(|| OpenCall {
+            index: next,
+            id: None,
+            early: String::new(),
+        });
+        if open.index == next {
+            self.next_index += 1;
+        }
+        let index = open.index;
+        if open.id.is_none() {
             let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
             let (Some(id), Some(name)) = (id, name.filter(|name| !name.is_empty())) else {
                 // Arguments before the name arrived: hold them until it does.
-                self.open_calls.entry(index).or_insert(false);
-                self.pending_args
-                    .entry(index)
-                    .or_default()
-                    .push_str(arguments);
+                open.early.push_str(arguments);
                 return;
             };
-            self.open_calls.insert(index, true);
+            open.id = Some(id.to_string());
             out.push(ProviderEvent::ToolCallStart {
                 index,
                 id: id.to_string(),
                 name: name.to_string(),
             });
-            if let Some(early) = self.pending_args.remove(&index) {
+            if !open.early.is_empty() {
                 out.push(ProviderEvent::ToolCallArgumentsDelta {
                     index,
-                    delta: early,
+                    delta: std::mem::take(&mut open.early),
                 });
             }
         }
@@ -357,11 +391,10 @@ impl StreamDecoder {
 
     fn close_calls(&mut self) -> Vec<ProviderEvent> {
         let calls = std::mem::take(&mut self.open_calls);
-        self.pending_args.clear();
         calls
-            .into_iter()
-            .filter(|(_, announced)| *announced)
-            .map(|(index, _)| ProviderEvent::ToolCallEnd { index })
+            .into_values()
+            .filter(|call| call.id.is_some())
+            .map(|call| ProviderEvent::ToolCallEnd { index: call.index })
             .collect()
     }
 }
@@ -392,6 +425,32 @@ mod tests {
             .into_iter()
             .map(|r| r.map_err(|e| e.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn errors_inside_the_stream_say_what_the_server_said() {
+        for (event, data) in [
+            // LM Studio: the message as the error itself.
+            ("", r#"{"error":"context length of only 4096 tokens"}"#),
+            (
+                "",
+                r#"{"error":{"message":"context length of only 4096 tokens"}}"#,
+            ),
+            (
+                "error",
+                r#"{"message":"context length of only 4096 tokens"}"#,
+            ),
+        ] {
+            let decoded = StreamDecoder::default().on_event(event, data);
+            assert_eq!(
+                decoded,
+                vec![Err(StreamError::Remote {
+                    detail: "context length of only 4096 tokens".into(),
+                    transient: false,
+                })],
+                "{event} {data}"
+            );
+        }
     }
 
     #[test]
@@ -449,6 +508,45 @@ mod tests {
                 args(0, "{\"path\":"),
                 args(0, "\"a.rs\"}"),
                 Ok(ProviderEvent::ToolCallEnd { index: 0 }),
+                Ok(ProviderEvent::ToolCallEnd { index: 1 }),
+                Ok(ProviderEvent::Finish(FinishReason::ToolCalls)),
+            ]
+        );
+    }
+
+    /// Ollama's `/v1` streams every call of an answer at index 0, each with
+    /// its own id (ollama #15457): they are separate calls.
+    #[test]
+    fn calls_that_all_carry_index_zero_are_split_by_id() {
+        let events = decode(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"write_file","arguments":"{\"path\":\"a.py\"}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"write_file","arguments":"{\"path\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"b.py\"}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+            "[DONE]",
+        ]);
+        let start = |index, id: &str| {
+            Ok(ProviderEvent::ToolCallStart {
+                index,
+                id: id.into(),
+                name: "write_file".into(),
+            })
+        };
+        let args = |index, delta: &str| {
+            Ok(ProviderEvent::ToolCallArgumentsDelta {
+                index,
+                delta: delta.into(),
+            })
+        };
+        assert_eq!(
+            events,
+            vec![
+                start(0, "call_a"),
+                args(0, "{\"path\":\"a.py\"}"),
+                Ok(ProviderEvent::ToolCallEnd { index: 0 }),
+                start(1, "call_b"),
+                args(1, "{\"path\":"),
+                args(1, "\"b.py\"}"),
                 Ok(ProviderEvent::ToolCallEnd { index: 1 }),
                 Ok(ProviderEvent::Finish(FinishReason::ToolCalls)),
             ]

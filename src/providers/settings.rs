@@ -17,6 +17,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 pub use super::fallback::FallbackTarget;
+pub use super::tool_calling::ToolCalling;
 pub use key::{ApiKey, KeySource, Secret, StoredKeys, env_reference, file_reference};
 pub use service::{ProviderType, TypeName};
 
@@ -76,6 +77,18 @@ pub struct RawProvider {
     /// OpenAI-compatible: send `prompt_cache_key` (the session id), for
     /// servers that accept it (default: api.openai.com only).
     pub prompt_cache_key: Option<bool>,
+    /// How the models get their tools: "auto", "native" or "prompted".
+    pub tool_calling: Option<String>,
+    /// `[llm.providers.NAME.models."MODEL"]`: settings of one model.
+    pub models: Option<BTreeMap<String, RawModel>>,
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, toml::Value>,
+}
+
+/// `[llm.providers.NAME.models."MODEL"]` as written.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct RawModel {
+    pub tool_calling: Option<String>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
 }
@@ -141,6 +154,10 @@ pub struct ProviderSettings {
     pub prewarm: Option<bool>,
     /// `prompt_cache_key` as written; see [`ProviderSettings::sends_cache_key`].
     pub prompt_cache_key: Option<bool>,
+    /// `tool_calling`: how the provider's models get their tools.
+    pub tool_calling: ToolCalling,
+    /// `models."MODEL".tool_calling`: where a model differs from the provider.
+    pub model_tool_calling: BTreeMap<String, ToolCalling>,
 }
 
 /// How long Ollama keeps a model loaded after a call unless told: its own
@@ -170,7 +187,18 @@ impl ProviderSettings {
             keep_alive: serde_json::json!(DEFAULT_KEEP_ALIVE),
             prewarm: None,
             prompt_cache_key: None,
+            tool_calling: ToolCalling::default(),
+            model_tool_calling: BTreeMap::new(),
         }
+    }
+
+    /// How `model` gets its tools, as configured (a refusal under `auto`
+    /// is [`super::tool_calling::is_prompted`]'s business).
+    pub fn tool_calling_for(&self, model: &str) -> ToolCalling {
+        self.model_tool_calling
+            .get(model)
+            .copied()
+            .unwrap_or(self.tool_calling)
     }
 
     /// Whether new sessions warm this provider's prompt cache: as written,
@@ -270,7 +298,7 @@ impl Surroundings<'_> {
     }
 }
 
-const KNOWN_SETTINGS_FIX: &str = "Known settings: type, endpoint, default_model, api_key, api_key_file, context_window, max_output_tokens (or max_tokens), temperature, available_models, timeout_secs, connect_timeout_secs, max_retries, retry_base_delay_ms, retry_max_delay_secs, max_wait_secs, fallback, keep_alive, prewarm, prompt_cache_key (and Crucible's trust_level, name). Remove or rename it.";
+const KNOWN_SETTINGS_FIX: &str = "Known settings: type, endpoint, default_model, api_key, api_key_file, context_window, max_output_tokens (or max_tokens), temperature, available_models, timeout_secs, connect_timeout_secs, max_retries, retry_base_delay_ms, retry_max_delay_secs, max_wait_secs, fallback, keep_alive, prewarm, prompt_cache_key, tool_calling, models (and Crucible's trust_level, name). Remove or rename it.";
 
 /// Validate the table `[llm.providers.NAME]`. Findings that do not stop the
 /// agent go to `warnings`.
@@ -357,6 +385,8 @@ pub fn validate_at(
         keep_alive: table.keep_alive(raw.keep_alive)?,
         prewarm: raw.prewarm,
         prompt_cache_key: raw.prompt_cache_key,
+        tool_calling: table.tool_calling("tool_calling", raw.tool_calling.as_deref())?,
+        model_tool_calling: table.model_tool_calling(raw.models)?,
     })
 }
 
@@ -369,6 +399,49 @@ struct Table<'a> {
 }
 
 impl Table<'_> {
+    /// `tool_calling` at `field` (the provider's, or a model's).
+    fn tool_calling(
+        &self,
+        field: &str,
+        written: Option<&str>,
+    ) -> Result<ToolCalling, InvalidSetting> {
+        let Some(written) = written else {
+            return Ok(ToolCalling::default());
+        };
+        ToolCalling::parse(written).ok_or_else(|| {
+            self.invalid(
+                field,
+                format!("`{written}` is not a way of calling tools"),
+                "Use \"auto\" (native, switching to prompted if the server refuses tools), \"native\" or \"prompted\" (tools described in the system prompt).",
+            )
+        })
+    }
+
+    /// `models."MODEL"`: each model's own settings.
+    fn model_tool_calling(
+        &self,
+        written: Option<BTreeMap<String, RawModel>>,
+    ) -> Result<BTreeMap<String, ToolCalling>, InvalidSetting> {
+        let mut out = BTreeMap::new();
+        for (model, raw) in written.unwrap_or_default() {
+            let field = |key: &str| format!("models.\"{model}\".{key}");
+            if let Some(unknown) = raw.unknown.keys().next() {
+                return Err(self.invalid(
+                    &field(unknown),
+                    "is not a model setting",
+                    "A model's table takes tool_calling. Remove or rename it.",
+                ));
+            }
+            if let Some(written) = raw.tool_calling.as_deref() {
+                out.insert(
+                    model.clone(),
+                    self.tool_calling(&field("tool_calling"), Some(written))?,
+                );
+            }
+        }
+        Ok(out)
+    }
+
     fn key(&self, field: &str) -> String {
         format!("{}.{field}", self.section)
     }

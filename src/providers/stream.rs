@@ -190,7 +190,10 @@ impl StreamError {
                 detail,
                 transient,
             },
-            StreamError::Empty => ProviderError::EmptyStream { provider },
+            StreamError::Empty => ProviderError::EmptyStream {
+                provider,
+                window: None,
+            },
             StreamError::Truncated(detail) => ProviderError::Truncated { provider, detail },
             StreamError::Idle(idle) => ProviderError::IdleTimeout {
                 provider,

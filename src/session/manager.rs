@@ -49,6 +49,8 @@ pub struct Defaults {
     pub provider: String,
     pub model: String,
     pub max_turn_requests: u32,
+    /// `[agent] repeated_call_limit`.
+    pub loop_guard: crate::tools::repeats::LoopGuardSettings,
     pub first_token_notice: Option<std::time::Duration>,
     pub mode: String,
     pub modes: crate::modes::ModeRegistry,
@@ -96,6 +98,7 @@ impl Defaults {
             provider: provider.name.clone(),
             model: provider.default_model.clone(),
             max_turn_requests: config.max_turn_requests,
+            loop_guard: config.loop_guard,
             budgets: config.budgets,
             first_token_notice: config.first_token_notice,
             mode: config.default_mode.clone(),
@@ -236,10 +239,12 @@ impl SessionManager {
 
     /// `session/fork`: a copy of stored session `source` (its history as
     /// saved so far) under a new id, opened like a resume. The copy is made
-    /// on a blocking thread before the open.
+    /// on a blocking thread before the open. With `at` (a cursor's
+    /// checkpoint), the copy's history ends at that checkpoint.
     pub fn fork(
         &mut self,
         source: &str,
+        at: Option<String>,
         (cwd, additional_directories): (PathBuf, Vec<PathBuf>),
         client: ClientAbilities,
         mcp_servers: Vec<McpServerSpec>,
@@ -250,7 +255,7 @@ impl SessionManager {
             .ok_or_else(|| StoreError::NotFound(source.to_string()))?;
         let id = uuid::Uuid::new_v4().to_string();
         let (source, copy_id, copying) = (source.to_string(), id.clone(), Arc::clone(&store));
-        let prepare: Prepare = Box::new(move || copying.fork(&source, &copy_id));
+        let prepare: Prepare = Box::new(move || copying.fork(&source, &copy_id, at.as_deref()));
         let (tx, loading) = self.open_stored(
             (&id, store),
             (cwd, additional_directories),

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
+use super::cursors;
 use super::runtime::with_children;
 use super::settings::Settings;
 use super::subagents::TurnDelegator;
@@ -88,6 +89,8 @@ pub(super) struct TurnContext {
     /// Tells the client nothing (a cache warm-up): once-only notices wait
     /// for the first real turn.
     quiet: bool,
+    /// The turn's cursors, for a client that takes them.
+    cursors: Option<cursors::Shared>,
 }
 
 impl TurnContext {
@@ -102,9 +105,18 @@ impl TurnContext {
         let client = Arc::clone(&self.client);
         let session_id = self.session_id.clone();
         let abilities = self.abilities;
+        let cursors = self.cursors.clone();
         move |event: AgentEvent| {
-            if let Some(update) = super::live::for_client(Update::Agent(event), abilities) {
-                client.send(&session_id, update);
+            let Some(update) = super::live::for_client(Update::Agent(event), abilities) else {
+                return;
+            };
+            match &cursors {
+                Some(cursors) => {
+                    for update in lock(cursors).observe(update) {
+                        client.send(&session_id, update);
+                    }
+                }
+                None => client.send(&session_id, update),
             }
         }
     }
@@ -211,6 +223,7 @@ impl TurnContext {
             max_turn_requests: (self.card.as_ref())
                 .and_then(|card| card.max_turns)
                 .unwrap_or(self.defaults.max_turn_requests),
+            loop_guard: self.defaults.loop_guard,
             first_token_notice: self.defaults.first_token_notice,
             journal: Some(self.journal),
             fallback,
@@ -326,6 +339,7 @@ impl SessionActor {
             budgets: self.budgets(),
             session_tokens: services.tokens.clone(),
             quiet: false,
+            cursors: None,
         };
         Ok((context, journaled))
     }
@@ -354,6 +368,7 @@ impl SessionActor {
         }));
         self.record_prompt();
         (self.services.files).set_turn(self.conversation.context.last_turn());
+        turn.cursors = self.prompt_cursor();
         let context = self.conversation.context.clone();
         let warming = self.conversation.warming.take();
         self.conversation.prompted = true;
@@ -381,8 +396,18 @@ impl SessionActor {
             if let Some(warming) = warming {
                 warming.wait(&cancel).await;
             }
+            let cursors = turn.cursors.clone();
+            let (client, session_id) = (Arc::clone(&turn.client), turn.session_id.clone());
+            let journal = turn.journal.clone();
             let input = turn.input(context, cancel, &emit).await;
-            let outcome = agent_loop::run_turn(input, &emit).await;
+            let mut outcome = agent_loop::run_turn(input, &emit).await;
+            // Saved with the turn's rounds, before its answer goes out.
+            if let Some(cursors) = &cursors
+                && outcome.result.is_ok()
+                && let Some(update) = cursors::end_of_turn(cursors, &mut outcome.context, &journal)
+            {
+                client.send(&session_id, update);
+            }
             // Told within the turn whose work could not be saved.
             if let Some(recorder) = recorder
                 && let Some(why) = recorder.failure_to_tell().await
@@ -398,6 +423,27 @@ impl SessionActor {
             command: false,
             journaled,
         })
+    }
+
+    /// The prompt's cursor, for a client that takes them: a checkpoint of
+    /// the context just after the prompt, saved like `/context checkpoint`.
+    /// Delegated agents' sessions have none (their parent shows them).
+    fn prompt_cursor(&mut self) -> Option<cursors::Shared> {
+        let uses = self
+            .services
+            .abilities
+            .cursors
+            .filter(|_| self.services.depth == 0)?;
+        let id = cursors::new_id();
+        let op = cursors::checkpoint(&id);
+        if let Err(err) = self.conversation.context.apply(&op) {
+            tracing::warn!(%err, "the prompt's cursor was not saved");
+            return None;
+        }
+        if let Some(recorder) = &self.services.recorder {
+            recorder.context_op(&op);
+        }
+        Some(cursors::TurnCursors::new(id, uses).shared())
     }
 
     pub(super) fn finish_turn(

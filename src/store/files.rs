@@ -65,6 +65,8 @@ pub enum StoreError {
         path: PathBuf,
         detail: String,
     },
+    #[error("session `{id}` has no point `{name}` to start from")]
+    UnknownCheckpoint { id: String, name: String },
     #[error("{action} {}: {source}", path.display())]
     Io {
         action: &'static str,
@@ -134,16 +136,23 @@ impl Store {
     }
 
     /// A copy of session `source` named `id` (not opened): its history as
-    /// it stands, its settings, `forked_from` naming it. Its lineage and
-    /// title stay with the source.
-    pub fn fork(&self, source: &str, id: &str) -> Result<(), StoreError> {
+    /// it stands, or up to its checkpoint `at` (the history then ends with
+    /// that checkpoint), its settings, `forked_from` naming it. Its lineage
+    /// and title stay with the source.
+    pub fn fork(&self, source: &str, id: &str, at: Option<&str>) -> Result<(), StoreError> {
         let from = self.existing_dir(source)?;
         let mut metadata = read_metadata(source, &from)?;
+        let history = from.join(HISTORY);
+        let cut = match at {
+            Some(name) => Some(history_until(source, &history, name)?),
+            None => None,
+        };
         let dir = self.session_dir(id)?;
         fs::create_dir_all(&dir).map_err(io_error("cannot create", &dir))?;
-        let history = from.join(HISTORY);
-        if history.is_file() {
-            let to = dir.join(HISTORY);
+        let to = dir.join(HISTORY);
+        if let Some(bytes) = cut {
+            fs::write(&to, bytes).map_err(io_error("cannot write", &to))?;
+        } else if history.is_file() {
             fs::copy(&history, &to).map_err(io_error("cannot copy", &to))?;
         }
         // The file versions too, so rewinds work in the fork.
@@ -419,6 +428,33 @@ pub(super) fn write_metadata(dir: &Path, metadata: &Metadata) -> Result<(), Stor
 
 /// Every readable event of a history. With `repair`, a torn last line is
 /// also cut off the file so the next append starts on a line of its own.
+/// The history's lines up to and including the checkpoint named `name`.
+fn history_until(id: &str, path: &Path, name: &str) -> Result<Vec<u8>, StoreError> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(err) => return Err(io_error("cannot read", path)(err)),
+    };
+    let mut end = 0;
+    for line in bytes.split_inclusive(|&b| b == b'\n') {
+        end += line.len();
+        if !line.ends_with(b"\n") {
+            break;
+        }
+        if let Ok(StoredEvent::Context {
+            op: super::disk::ContextOp::Checkpoint { name: found },
+        }) = serde_json::from_slice::<StoredEvent>(line)
+            && found == name
+        {
+            return Ok(bytes[..end].to_vec());
+        }
+    }
+    Err(StoreError::UnknownCheckpoint {
+        id: id.to_string(),
+        name: name.to_string(),
+    })
+}
+
 fn read_history(
     id: &str,
     dir: &Path,
@@ -543,7 +579,7 @@ mod tests {
         let written = fs::read_to_string(store.dir().join("s").join(METADATA)).unwrap();
         assert!(written.contains("\"archived\": true"), "{written}");
         assert!(written.contains("\"format_version\": 1"), "{written}");
-        store.fork("s", "copy").unwrap();
+        store.fork("s", "copy", None).unwrap();
         assert!(!store.metadata("copy").unwrap().archived);
     }
 
@@ -557,9 +593,33 @@ mod tests {
         let (hash, kept) = blobs.put(b"before\n");
         assert!(kept);
         drop(open);
-        store.fork("src", "copy").unwrap();
+        store.fork("src", "copy", None).unwrap();
         let copied = super::super::Blobs::on_disk(store.dir().join("copy"));
         assert_eq!(copied.get(&hash).unwrap(), b"before\n");
+    }
+
+    #[test]
+    fn a_fork_at_a_checkpoint_keeps_the_history_up_to_it() {
+        let data = tempfile::tempdir().unwrap();
+        let store = Store::new(data.path());
+        drop(store.create(&meta("src", "t", "/")).unwrap());
+        let checkpoint = |name: &str| {
+            StoredEvent::context(&crate::context::ContextOp::Checkpoint { name: name.into() })
+        };
+        let lines: String = ["a", "b", "c"]
+            .iter()
+            .map(|name| serde_json::to_string(&checkpoint(name)).unwrap() + "\n")
+            .collect();
+        fs::write(store.dir().join("src").join(HISTORY), lines).unwrap();
+        store.fork("src", "copy", Some("b")).unwrap();
+        let (_, events) = store.read("copy").unwrap();
+        assert_eq!(events, [checkpoint("a"), checkpoint("b")]);
+        let err = store.fork("src", "other", Some("z")).unwrap_err();
+        assert!(matches!(err, StoreError::UnknownCheckpoint { .. }), "{err}");
+        assert!(
+            !store.dir().join("other").exists(),
+            "nothing is left of a refused fork"
+        );
     }
 
     #[test]

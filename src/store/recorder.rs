@@ -204,7 +204,7 @@ impl Recorder {
                     .retain(|c| !matches!(c, ToolContent::Session { .. }));
                 AgentEvent::ToolCallUpdate(progress)
             }
-            Update::Agent(event) => event.clone(),
+            Update::Agent(event) | Update::Tagged { event, .. } => event.clone(),
             // The todo list as a client that takes plans by id saw it.
             Update::Plan {
                 plan_id,

@@ -272,3 +272,31 @@ async fn doctor_shows_the_environment_policy_as_counts_never_values() {
     assert!(!report.contains(secret), "{report}");
     assert!(!report.contains("hidden-value-2"), "{report}");
 }
+
+#[tokio::test]
+async fn doctor_shows_which_models_run_prompted() {
+    let server = LlmServer::start(|_| models_reply(&["tiny", "big"])).await;
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}tool_calling = \"prompted\"\n[llm.providers.local.models.\"big\"]\ntool_calling = \"native\"\n",
+            config_for(&server, "tiny")
+        ),
+    )
+    .unwrap();
+    let output = run(
+        home.path(),
+        &["--config", config.to_str().unwrap(), "doctor"],
+        &[],
+    )
+    .await;
+    let report = stdout(&output);
+    let line = report
+        .lines()
+        .find(|line| line.contains("provider local tool calling"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(line.contains("tiny: prompted"), "{line}");
+    assert!(line.contains("big: native"), "{line}");
+}

@@ -1,7 +1,8 @@
 //! Property-based fuzzing of what reads outside input: the JSON-RPC line
 //! parser, each provider's stream decoder, the config loader, the history
-//! loader, the slash-command and MCP-prompt argument parsers and the
-//! permission-rule matcher. Inputs are random, and mutations of the real
+//! loader, the slash-command and MCP-prompt argument parsers, the
+//! permission-rule matcher, and the decoder of tool calls written as text
+//! with its argument repair. Inputs are random, and mutations of the real
 //! fixtures (streams, a stored session) so they reach deep paths. The
 //! property: no panic, and every call returns (proptest runs each case on
 //! this thread; a hang fails the run by its time limit).
@@ -15,7 +16,9 @@ use std::path::Path;
 use crucible_agent::config::{Config, Overrides};
 use crucible_agent::events::ToolKind;
 use crucible_agent::mcp::{McpPrompt, McpPromptArgument};
+use crucible_agent::model::ToolDefinition;
 use crucible_agent::permissions::patterns::{PatternLists, PatternRule};
+use crucible_agent::providers::dialects::{TextCallDecoder, repair};
 use crucible_agent::providers::stream::WireDecoder;
 use crucible_agent::providers::{anthropic, ollama, openai};
 use crucible_agent::store::{Store, context_from, replay_from};
@@ -429,6 +432,106 @@ fn command_line() -> impl Strategy<Value = String> {
     prop::collection::vec(word, 0..14).prop_map(|words| words.join(" "))
 }
 
+/// Pieces of the text-call dialects (markers, names, JSON), prose and
+/// Markdown, so random answers reach every dialect's branches.
+const DIALECT_PIECES: &[&str] = &[
+    "<tool_call>",
+    "</tool_call>",
+    "<function=",
+    "</function>",
+    "<parameter=",
+    "</parameter>",
+    "<|python_tag|>",
+    "[TOOL_CALLS]",
+    "[ARGS]",
+    "[CALL_ID]",
+    "<|start|>assistant",
+    "<|channel|>",
+    "commentary to=functions.read_file ",
+    "<|constrain|>json",
+    "<|message|>",
+    "<|call|>",
+    "<|im_end|>",
+    "```",
+    "```json\n",
+    "`",
+    "\n",
+    " ",
+    ";",
+    "{",
+    "}",
+    "[",
+    "]",
+    "\"",
+    "'",
+    ",",
+    ":",
+    "read_file",
+    "ReadFile",
+    "write_file>",
+    "{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}",
+    "{\"name\": \"write_file\", \"parameters\": ",
+    "\"path\"",
+    "Let me look. ",
+    "héllo ✓ ",
+];
+
+fn offered_tools() -> Vec<ToolDefinition> {
+    ["read_file", "write_file", "github__search_code"]
+        .iter()
+        .map(|name| ToolDefinition {
+            name: name.to_string(),
+            description: String::new(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}, "offset": {"type": "integer"}}}),
+        })
+        .collect()
+}
+
+/// A model's answer: dialect pieces and random text.
+fn answer_text() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        3 => prop::sample::select(DIALECT_PIECES).prop_map(str::to_string),
+        1 => "\\PC{0,8}",
+    ];
+    prop::collection::vec(piece, 0..24).prop_map(|pieces| pieces.concat())
+}
+
+/// Decodes `text` cut at `cuts` (byte offsets, moved to char boundaries):
+/// the text shown, the calls (name, arguments) and the calls' source.
+fn decode_text(
+    text: &str,
+    cuts: &[usize],
+    cut_off: bool,
+) -> (String, Vec<(String, String)>, String) {
+    let mut at: Vec<usize> = cuts
+        .iter()
+        .map(|cut| {
+            let mut cut = cut % (text.len() + 1);
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            cut
+        })
+        .collect();
+    at.push(text.len());
+    at.sort_unstable();
+    let mut decoder = TextCallDecoder::new(&offered_tools());
+    let mut shown = String::new();
+    let mut from = 0;
+    for cut in at {
+        shown.push_str(&decoder.push(&text[from..cut]));
+        from = cut;
+    }
+    let finished = decoder.finish(cut_off);
+    shown.push_str(&finished.text);
+    let calls = finished
+        .calls
+        .into_iter()
+        .map(|c| (c.name, c.arguments))
+        .collect();
+    (shown, calls, finished.source)
+}
+
 proptest! {
     #[test]
     fn jsonrpc_lines_never_panic(line in prop_oneof![
@@ -546,5 +649,52 @@ proptest! {
         };
         let lists = PatternLists { allow: parsed(allow), deny: parsed(deny), ..PatternLists::default() };
         let _ = lists.evaluate(tool, kind, &json!({"command": command, "path": path}));
+    }
+
+    /// However the answer is split, the same text is shown and the same
+    /// calls are read; nothing is lost or invented (the text shown and the
+    /// calls' source are the answer).
+    #[test]
+    fn text_calls_are_the_same_however_the_answer_is_split(
+        text in answer_text(),
+        cuts in prop::collection::vec(any::<usize>(), 0..12),
+        cut_off in any::<bool>(),
+    ) {
+        let whole = decode_text(&text, &[], cut_off);
+        let split = decode_text(&text, &cuts, cut_off);
+        prop_assert_eq!(&split, &whole);
+        prop_assert_eq!(format!("{}{}", whole.0, whole.2), text);
+    }
+
+    /// Text with no marker, no bracket and no fence holds no call, and is
+    /// shown as it is.
+    #[test]
+    fn text_without_a_marker_holds_no_call(
+        text in "[^<\\[{`]{0,200}",
+        cuts in prop::collection::vec(any::<usize>(), 0..12),
+    ) {
+        let (shown, calls, _) = decode_text(&text, &cuts, true);
+        prop_assert!(calls.is_empty());
+        prop_assert_eq!(shown, text);
+    }
+
+    /// Repair returns an object or says why not; valid objects pass as they are.
+    #[test]
+    fn argument_repair_never_panics(
+        value in json_value(),
+        m in mutation(),
+        quotes in any::<bool>(),
+    ) {
+        let text = value.to_string();
+        let text = if quotes { text.replace('"', "'") } else { text };
+        let mutated = apply(&text, &m);
+        if let Ok(repaired) = repair::arguments(&mutated) {
+            prop_assert!(repaired.is_object());
+        }
+        if value.is_object() {
+            let text = value.to_string();
+            let parsed: Value = serde_json::from_str(&text).unwrap();
+            prop_assert_eq!(repair::arguments(&text), Ok(parsed));
+        }
     }
 }

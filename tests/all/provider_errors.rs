@@ -219,3 +219,56 @@ async fn one_line_that_never_ends_is_cut_off_at_4_mib() {
         "{message}"
     );
 }
+
+/// LM Studio's answer to a prompt past the context the model was loaded
+/// with: HTTP 200, and an error object inside the stream.
+const LM_STUDIO_OVERFLOW: &str = "Trying to keep the first 6261 tokens when context the overflows. However, the model is loaded with context length of only 4096 tokens, which is not enough. Try to load the model with a larger context length, or provide a shorter input";
+
+#[tokio::test]
+async fn an_error_inside_a_200_stream_ends_the_turn_with_what_the_server_said() {
+    let overflow = format!("data: {}\n\n", json!({ "error": LM_STUDIO_OVERFLOW }));
+    let other = format!(
+        "data: {}\n\n",
+        json!({"error": {"message": "invalid grammar in response_format", "type": "invalid_request_error"}})
+    );
+    for (body, says) in [
+        (
+            overflow,
+            vec![
+                "context length of only 4096 tokens",
+                "32768 tokens",
+                "context_window",
+                "[llm.providers.local]",
+            ],
+        ),
+        (other, vec!["invalid grammar in response_format"]),
+    ] {
+        let server = LlmServer::chat(move |_request| {
+            Reply::stream(body.clone().into_bytes(), Split::Every(7))
+        })
+        .await;
+        let config = format!(
+            "{}context_window = 32768\n",
+            config_for(&server, "test-model")
+        );
+        let (_, message) = failing_turn(&server, &config, &[]).await;
+        for said in says {
+            assert!(message.contains(said), "{said}: {message}");
+        }
+        // Not retried: the same prompt would meet the same answer.
+        assert_eq!(server.chat_requests().len(), 2);
+    }
+}
+
+#[tokio::test]
+async fn an_empty_200_stream_says_the_window_the_agent_assumed() {
+    let server = LlmServer::chat(|_request| Reply::stream(Vec::new(), Split::Whole)).await;
+    let config = format!(
+        "{}context_window = 16384\n",
+        config_for(&server, "test-model")
+    );
+    let (_, message) = failing_turn(&server, &config, &[]).await;
+    assert!(message.contains("empty stream"), "{message}");
+    assert!(message.contains("16384 tokens"), "{message}");
+    assert!(message.contains("context_window"), "{message}");
+}

@@ -207,7 +207,10 @@ async fn cancel_while_a_permission_question_waits_ends_the_turn_cancelled() {
 
 #[tokio::test]
 async fn a_model_that_never_stops_calling_tools_ends_at_max_turn_requests() {
-    let calls = (0..10).map(|_| ("list_dir", json!({}))).collect();
+    // Each call different: identical ones would meet the loop guard first.
+    let calls = (0..10)
+        .map(|i| ("list_dir", json!({ "path": format!("dir{i}") })))
+        .collect();
     let server = LlmServer::start(scripted_model(calls)).await;
     let config = format!(
         "{}\n[agent]\nmax_turn_requests = 3\n",

@@ -15,11 +15,20 @@ impl Router {
             Ok(prompt) => prompt,
             Err(err) => return responder.respond(Err(err)),
         };
+        let at = match request.cursor_id {
+            Some(cursor) if self.sessions.unstable().cursors => Some(cursor.0.to_string()),
+            Some(_) => {
+                return responder.respond(Err(RpcError::invalid_params(
+                    "session/fork: field `cursorId`: this agent announces no cursors (`[acp] unstable` does not name `cursors`); fork the whole session without it",
+                )));
+            }
+            None => None,
+        };
         let roots = (request.cwd, request.additional_directories);
         let servers = (request.mcp_servers.as_slice(), prompt);
         self.reopen(
             Reopen::Fork,
-            &request.session_id.0,
+            (&request.session_id.0, at),
             roots,
             servers,
             responder,
@@ -155,6 +164,9 @@ pub fn initialize_response_with(unstable: crate::config::Unstable) -> acp::Initi
     }
     if unstable.archive {
         sessions.archive = Some(acp::SessionArchiveCapabilities::new());
+    }
+    if unstable.mcp_over_acp {
+        response.agent_capabilities.mcp_capabilities.acp = true;
     }
     if unstable.auth_status {
         response.agent_capabilities.auth.status = Some(acp::AuthStatusCapabilities::new());

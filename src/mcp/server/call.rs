@@ -215,6 +215,13 @@ impl ServerInner {
                         };
                         (detail, "reconnected")
                     }
+                    McpTransport::Acp { server_id, .. } => (
+                        format!(
+                            "the editor's server `{server_id}` stopped answering: {}",
+                            error_chain(&err)
+                        ),
+                        "asked again",
+                    ),
                 };
                 Err(McpCallError::Died {
                     server,

@@ -1,0 +1,103 @@
+//! Cursors (ACP unstable `cursor_update`) and the message ids they are
+//! anchored on.
+
+use agent_client_protocol_schema::v1 as acp;
+
+use crate::client::{Cursor, Shown, Update};
+use crate::events::AgentEvent;
+
+/// A message chunk with its message's id; other events as they are.
+pub(super) fn tagged(message_id: &str, event: &AgentEvent) -> acp::SessionUpdate {
+    match super::session_update(&Update::Agent(event.clone())) {
+        acp::SessionUpdate::AgentMessageChunk(chunk) => acp::SessionUpdate::AgentMessageChunk(
+            chunk.message_id(acp::MessageId::new(message_id.to_string())),
+        ),
+        acp::SessionUpdate::AgentThoughtChunk(chunk) => acp::SessionUpdate::AgentThoughtChunk(
+            chunk.message_id(acp::MessageId::new(message_id.to_string())),
+        ),
+        other => other,
+    }
+}
+
+pub(super) fn cursor_update(cursor: &Cursor) -> acp::SessionUpdate {
+    let position = if cursor.after {
+        acp::CursorAnchorPosition::After
+    } else {
+        acp::CursorAnchorPosition::Before
+    };
+    let message = |id: &str| acp::CursorMessageAnchor::new(id.to_string(), position.clone());
+    let anchor = match &cursor.at {
+        Shown::AgentMessage(id) => acp::CursorAnchor::AgentMessage(message(id)),
+        Shown::AgentThought(id) => acp::CursorAnchor::AgentThought(message(id)),
+        Shown::ToolCall(id) => acp::CursorAnchor::ToolCall(acp::CursorToolCallAnchor::new(
+            id.clone(),
+            position.clone(),
+        )),
+        Shown::Compaction(id) => acp::CursorAnchor::Compaction(acp::CursorCompactionAnchor::new(
+            id.clone(),
+            position.clone(),
+        )),
+    };
+    let mut capabilities = acp::CursorCapabilities::new();
+    if cursor.fork {
+        capabilities = capabilities.fork(acp::CursorForkCapabilities::new());
+    }
+    acp::SessionUpdate::CursorUpdate(
+        acp::CursorUpdate::new(cursor.id.clone())
+            .anchor(anchor)
+            .capabilities(capabilities),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn cursors_and_tagged_chunks_on_the_wire() {
+        let table = [
+            (
+                cursor_update(&Cursor {
+                    id: "cursor-1".into(),
+                    at: Shown::AgentMessage("msg-1".into()),
+                    after: true,
+                    fork: true,
+                }),
+                json!({"sessionUpdate": "cursor_update", "cursorId": "cursor-1",
+                    "capabilities": {"fork": {}},
+                    "anchor": {"type": "agent_message", "messageId": "msg-1", "position": "after"}}),
+            ),
+            (
+                cursor_update(&Cursor {
+                    id: "cursor-2".into(),
+                    at: Shown::ToolCall("call_1".into()),
+                    after: false,
+                    fork: false,
+                }),
+                json!({"sessionUpdate": "cursor_update", "cursorId": "cursor-2",
+                    "capabilities": {},
+                    "anchor": {"type": "tool_call", "toolCallId": "call_1", "position": "before"}}),
+            ),
+            (
+                cursor_update(&Cursor {
+                    id: "cursor-3".into(),
+                    at: Shown::Compaction("compaction-1".into()),
+                    after: true,
+                    fork: false,
+                }),
+                json!({"sessionUpdate": "cursor_update", "cursorId": "cursor-3",
+                    "capabilities": {},
+                    "anchor": {"type": "compaction", "compactionId": "compaction-1", "position": "after"}}),
+            ),
+            (
+                tagged("msg-2", &AgentEvent::Thought("hm".into())),
+                json!({"sessionUpdate": "agent_thought_chunk", "messageId": "msg-2",
+                    "content": {"type": "text", "text": "hm"}}),
+            ),
+        ];
+        for (update, wire) in table {
+            assert_eq!(serde_json::to_value(&update).unwrap(), wire);
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Making a request fit the model's window before it is sent: compaction
+//! past the threshold, then dropping the oldest turns.
+
+use super::{Journal, TurnInput, compaction_id, journal};
+use crate::context::compact::{self, CompactError};
+use crate::context::{ContextBudget, ContextManager, ContextOp};
+use crate::events::{AgentEvent, Compaction, CompactionOutcome};
+use crate::providers::ProviderError;
+
+/// Make the next request fit: past the compaction threshold, summarize
+/// older turns; past the budget even so, drop the oldest whole turns and
+/// tell the user. A request that cannot fit is not sent.
+pub(super) async fn fit(
+    (context, ops): (&mut ContextManager, &mut Vec<ContextOp>),
+    input: &TurnInput,
+    fixed_chars: u64,
+    budget: &ContextBudget,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> Result<(), ProviderError> {
+    let fixed = context.estimator.tokens(fixed_chars);
+    let used = fixed + context.tokens();
+    if used <= budget.compact_at() {
+        return Ok(());
+    }
+    let keep = input.context_settings.keep_recent_turns;
+    if let Some(entries) = compact::compactable(context, keep) {
+        let id = compaction_id();
+        emit(AgentEvent::Compaction(Compaction::Started {
+            id: id.clone(),
+            thought: Some(format!(
+                "Context at ~{used} of {} tokens (compaction at {}): summarizing {entries} earlier entries…\n",
+                budget.window,
+                budget.compact_at()
+            )),
+        }));
+        let on_text = |text: &str| {
+            emit(AgentEvent::Compaction(Compaction::SummaryChunk {
+                id: id.clone(),
+                text: text.to_string(),
+            }))
+        };
+        let wanted = compact::SummaryWanted {
+            focus: None,
+            on_text: &on_text,
+        };
+        let compacted = compact::compact(
+            context,
+            entries,
+            &*input.provider,
+            &input.model,
+            wanted,
+            budget,
+            &input.cancel,
+        )
+        .await;
+        let ended = |outcome, thought| {
+            emit(AgentEvent::Compaction(Compaction::Ended {
+                id: id.clone(),
+                outcome,
+                thought,
+            }))
+        };
+        match compacted {
+            Ok(compact::Compacted { op, report }) => {
+                ended(CompactionOutcome::Completed, Some(format!("{report}\n")));
+                journal(input, Journal::Op(op.clone()));
+                ops.push(op);
+            }
+            // The call that follows sees the cancel and sends nothing.
+            Err(CompactError::Cancelled) => {
+                ended(CompactionOutcome::Cancelled, None);
+                return Ok(());
+            }
+            Err(CompactError::Apply(err)) => {
+                tracing::warn!(%err, "compaction could not be applied");
+                ended(CompactionOutcome::Failed(err.to_string()), None);
+            }
+            Err(err) => ended(
+                CompactionOutcome::Failed(err.to_string()),
+                Some(format!("{err}\n")),
+            ),
+        }
+    }
+    let room = budget.limit().saturating_sub(fixed);
+    let (drops, fits) = context.plan_drops(room);
+    if !drops.is_empty() {
+        let before = context.entries().len();
+        for op in drops {
+            if let Err(err) = context.apply(&op) {
+                tracing::warn!(%err, "drop could not be applied");
+                continue;
+            }
+            journal(input, Journal::Op(op.clone()));
+            ops.push(op);
+        }
+        emit(AgentEvent::AgentText(format!(
+            "\n[Context full: dropped the {} oldest entries to fit the {}-token window. `/context` shows what remains.]\n",
+            before - context.entries().len(),
+            budget.window
+        )));
+    }
+    if fits {
+        Ok(())
+    } else {
+        Err(ProviderError::ContextOverflow {
+            needed: fixed + context.tokens(),
+            limit: budget.limit(),
+            window: budget.window,
+        })
+    }
+}

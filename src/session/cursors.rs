@@ -1,0 +1,230 @@
+//! Session cursors (ACP unstable `cursors`), for clients that take them:
+//! the context stack's checkpoints, named for the editor. A turn saves one
+//! after the user's prompt and one after the answer, like
+//! `/context checkpoint` (recorded in the history, so a fork at one keeps
+//! the history up to it: see `Store::fork`). Each is announced anchored on
+//! something the client was shown (a message, a tool call or a compaction):
+//! the prompt's just before the first thing the answer shows (the client
+//! holds no id of its own prompt in ACP v1), the answer's just after the
+//! last. The answer's text and thoughts carry message ids for that.
+
+use std::sync::Arc;
+
+use crate::client::{CursorUse, Shown, Update};
+use crate::context::ContextOp;
+use crate::events::{AgentEvent, Compaction};
+use crate::util::lock;
+
+/// A new cursor's id, which is also its checkpoint's name; never reused.
+pub(super) fn new_id() -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    format!("cursor-{}", &id[..12])
+}
+
+/// The checkpoint that a cursor named `id` stands for.
+pub(super) fn checkpoint(id: &str) -> ContextOp {
+    ContextOp::Checkpoint {
+        name: id.to_string(),
+    }
+}
+
+/// One turn's cursors, shared by its emitter and its end.
+pub(super) type Shared = Arc<std::sync::Mutex<TurnCursors>>;
+
+#[derive(Debug)]
+pub(super) struct TurnCursors {
+    /// The prompt's cursor, until announced.
+    prompt: Option<String>,
+    /// The last thing shown.
+    last: Option<Shown>,
+    /// The message being streamed: a thought?, its id.
+    message: Option<(bool, String)>,
+    /// Tells this turn's message ids from other turns'.
+    tag: String,
+    next: u64,
+    fork: bool,
+}
+
+impl TurnCursors {
+    pub fn new(prompt: String, uses: CursorUse) -> Self {
+        Self {
+            tag: prompt.trim_start_matches("cursor-").to_string(),
+            prompt: Some(prompt),
+            last: None,
+            message: None,
+            next: 0,
+            fork: uses.fork,
+        }
+    }
+
+    pub fn shared(self) -> Shared {
+        Arc::new(std::sync::Mutex::new(self))
+    }
+
+    /// What goes to the client for `update`: the prompt's cursor first when
+    /// this is the first thing the answer shows, then the update (text and
+    /// thoughts tagged with their message's id).
+    pub fn observe(&mut self, update: Update) -> Vec<Update> {
+        let Update::Agent(event) = update else {
+            return vec![update];
+        };
+        let shown = match &event {
+            AgentEvent::AgentText(_) | AgentEvent::Thought(_) => {
+                let thought = matches!(event, AgentEvent::Thought(_));
+                let id = match &self.message {
+                    Some((kind, id)) if *kind == thought => id.clone(),
+                    _ => {
+                        self.next += 1;
+                        let id = format!("msg-{}-{}", self.tag, self.next);
+                        self.message = Some((thought, id.clone()));
+                        id
+                    }
+                };
+                if thought {
+                    Shown::AgentThought(id)
+                } else {
+                    Shown::AgentMessage(id)
+                }
+            }
+            AgentEvent::ToolCall(call) => {
+                self.message = None;
+                Shown::ToolCall(call.id.clone())
+            }
+            // Shown as such only to clients that take compaction updates.
+            AgentEvent::Compaction(
+                Compaction::Started { id, .. }
+                | Compaction::SummaryChunk { id, .. }
+                | Compaction::Ended { id, .. },
+            ) => {
+                self.message = None;
+                Shown::Compaction(id.clone())
+            }
+            _ => return vec![Update::Agent(event)],
+        };
+        let mut out = Vec::new();
+        if let Some(prompt) = self.prompt.take() {
+            out.push(self.cursor(prompt, shown.clone(), false));
+        }
+        out.push(match &shown {
+            Shown::AgentMessage(id) | Shown::AgentThought(id) => Update::Tagged {
+                message_id: id.clone(),
+                event,
+            },
+            Shown::ToolCall(_) | Shown::Compaction(_) => Update::Agent(event),
+        });
+        self.last = Some(shown);
+        out
+    }
+
+    /// The answer's cursor `id`, just after the last thing the turn showed;
+    /// None when it showed nothing (its checkpoint stays, unannounced).
+    pub fn answer(&mut self, id: String) -> Option<Update> {
+        let last = self.last.clone()?;
+        Some(self.cursor(id, last, true))
+    }
+
+    fn cursor(&self, id: String, at: Shown, after: bool) -> Update {
+        Update::Cursor(crate::client::Cursor {
+            id,
+            at,
+            after,
+            fork: self.fork,
+        })
+    }
+}
+
+/// The answer's cursor at the end of a turn: its checkpoint journaled (so
+/// it is saved before the turn's answer) and applied to the turn's
+/// context, then announced.
+pub(super) fn end_of_turn(
+    cursors: &Shared,
+    context: &mut crate::context::ContextManager,
+    journal: &crate::agent_loop::JournalFn,
+) -> Option<Update> {
+    let id = new_id();
+    let op = checkpoint(&id);
+    if let Err(err) = context.apply(&op) {
+        tracing::warn!(%err, "the answer's cursor was not saved");
+        return None;
+    }
+    journal(crate::agent_loop::Journal::Op(op));
+    lock(cursors).answer(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::ToolCallInfo;
+
+    fn text(t: &str) -> Update {
+        Update::Agent(AgentEvent::AgentText(t.into()))
+    }
+
+    #[test]
+    fn the_prompts_cursor_comes_before_the_first_thing_shown_and_messages_get_ids() {
+        let mut cursors = TurnCursors::new("cursor-abc".into(), CursorUse { fork: true });
+        let first = cursors.observe(Update::Agent(AgentEvent::Thought("hm".into())));
+        let Update::Cursor(prompt) = &first[0] else {
+            panic!("{first:?}")
+        };
+        assert_eq!(prompt.id, "cursor-abc");
+        assert_eq!(prompt.at, Shown::AgentThought("msg-abc-1".into()));
+        assert!(!prompt.after && prompt.fork);
+        let a = cursors.observe(text("a"));
+        let b = cursors.observe(text("b"));
+        assert_eq!(a.len(), 1, "the prompt's cursor is told once");
+        let id = |u: &[Update]| match &u[0] {
+            Update::Tagged { message_id, .. } => message_id.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(id(&a), "msg-abc-2");
+        assert_eq!(
+            id(&b),
+            "msg-abc-2",
+            "one message until something else comes"
+        );
+        let call = ToolCallInfo {
+            id: "call_1".into(),
+            name: "read".into(),
+            title: "Read".into(),
+            kind: crate::events::ToolKind::Read,
+            raw_input: serde_json::Value::Null,
+            locations: Vec::new(),
+        };
+        cursors.observe(Update::Agent(AgentEvent::ToolCall(call)));
+        assert_eq!(id(&cursors.observe(text("c"))), "msg-abc-3");
+        let Some(Update::Cursor(answer)) = cursors.answer("cursor-def".into()) else {
+            panic!()
+        };
+        assert_eq!(answer.at, Shown::AgentMessage("msg-abc-3".into()));
+        assert!(answer.after);
+    }
+
+    #[test]
+    fn a_compaction_shown_as_such_anchors_a_cursor() {
+        let mut cursors = TurnCursors::new("cursor-c".into(), CursorUse::default());
+        let started = Update::Agent(AgentEvent::Compaction(Compaction::Started {
+            id: "compaction-1".into(),
+            thought: None,
+        }));
+        let out = cursors.observe(started.clone());
+        assert_eq!(out.len(), 2);
+        assert!(
+            matches!(&out[0], Update::Cursor(c) if c.at == Shown::Compaction("compaction-1".into())),
+            "{out:?}"
+        );
+        assert_eq!(out[1], started);
+    }
+
+    #[test]
+    fn a_turn_that_showed_nothing_announces_nothing() {
+        let mut cursors = TurnCursors::new("cursor-x".into(), CursorUse::default());
+        let usage = Update::Agent(AgentEvent::Usage {
+            used: 1,
+            size: 10,
+            cost: None,
+        });
+        assert_eq!(cursors.observe(usage).len(), 1);
+        assert_eq!(cursors.answer("cursor-y".into()), None);
+    }
+}
