@@ -203,6 +203,12 @@ impl Router {
             "auth/status" if self.sessions.unstable().auth_status => {
                 Self::dispatch(Self::auth_status)
             }
+            "session/archive" if self.sessions.unstable().archive => {
+                Self::dispatch(Self::archive_session)
+            }
+            "session/unarchive" if self.sessions.unstable().archive => {
+                Self::dispatch(Self::unarchive_session)
+            }
             _ => return responder.respond(Err(RpcError::method_not_found(method))),
         };
         handler(self, method, params, responder);
@@ -474,12 +480,31 @@ impl Router {
         let Some(store) = self.sessions.store() else {
             return responder.respond_with(Ok(acp::ListSessionsResponse::new(Vec::new())));
         };
+        // Without the opt-in, archived sessions (from an earlier run that had
+        // it) stay out of the list: they cannot be opened.
+        let archive = self.sessions.unstable().archive;
+        let filter = if archive {
+            request.archived.clone().unwrap_or_default()
+        } else {
+            acp::SessionArchiveFilter::Exclude
+        };
+        let keep: fn(bool) -> bool = match filter {
+            acp::SessionArchiveFilter::Exclude => |archived| !archived,
+            acp::SessionArchiveFilter::Include => |_| true,
+            acp::SessionArchiveFilter::Only => |archived| archived,
+            _ => {
+                return responder.respond(Err(RpcError::invalid_params(
+                    "session/list: field `archived` is not one of `exclude`, `include`, `only`",
+                )));
+            }
+        };
         tokio::spawn(async move {
             let listed = tokio::task::spawn_blocking(move || store.list()).await;
-            let sessions = match listed {
+            let mut sessions = match listed {
                 Ok(sessions) => sessions,
                 Err(err) => return responder.respond(Err(RpcError::internal(err.to_string()))),
             };
+            sessions.retain(|s| keep(s.archived));
             let page = crate::store::list_page(
                 sessions,
                 request.cwd.as_deref(),
@@ -495,6 +520,7 @@ impl Router {
                         .additional_directories(s.additional_directories)
                         .title(s.title)
                         .updated_at(s.updated_at)
+                        .archived(archive.then_some(s.archived))
                         .meta(meta)
                 })
                 .collect();
@@ -839,7 +865,9 @@ fn store_error(err: crate::store::StoreError) -> RpcError {
                 "Resource not found: no stored session `{id}`; session/list shows the stored ones"
             ),
         ),
-        StoreError::Locked { .. } => RpcError::new(INVALID_REQUEST, err.to_string()),
+        StoreError::Locked { .. } | StoreError::Archived(_) => {
+            RpcError::new(INVALID_REQUEST, err.to_string())
+        }
         StoreError::UnknownCheckpoint { .. } => RpcError::invalid_params(format!(
             "cursorId: {err}; send a cursor this agent announced in a cursor_update"
         )),

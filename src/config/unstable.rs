@@ -27,10 +27,13 @@ pub struct Unstable {
     pub mcp_over_acp: bool,
     /// `auth/status`.
     pub auth_status: bool,
+    /// `session/archive`, `session/unarchive`, the `archived` list filter.
+    pub archive: bool,
 }
 
 /// The names `[acp] unstable` takes.
 const KNOWN: &[&str] = &[
+    "archive",
     "auth_status",
     "cursors",
     "fork",
@@ -60,6 +63,7 @@ pub(super) fn validate_unstable(
             "cursors" => unstable.cursors = true,
             "mcp_over_acp" => unstable.mcp_over_acp = true,
             "auth_status" => unstable.auth_status = true,
+            "archive" => unstable.archive = true,
             other => {
                 return Err(invalid(
                     path,

@@ -72,6 +72,10 @@ pub struct Metadata {
     /// (a bug), until a later turn ends normally.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broken: Option<Broken>,
+    /// Archived (`session/archive`): left out of the default list and not
+    /// opened until unarchived; its files stay. Readers before it skip it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub archived: bool,
 }
 
 /// An internal error that stopped a turn or the session.

@@ -37,6 +37,7 @@ impl Metadata {
             forked_from: None,
             budgets: None,
             broken: None,
+            archived: false,
         }
     }
 }
@@ -50,6 +51,8 @@ pub enum StoreError {
         pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
     )]
     Locked { id: String, pid: Option<u32> },
+    #[error("session `{0}` is archived; unarchive it (session/unarchive) before opening it")]
+    Archived(String),
     #[error(
         "session `{id}` was saved by a newer crucible-agent (session format {version}; this one reads up to {FORMAT_VERSION}); open it with that version or a later one"
     )]
@@ -163,6 +166,7 @@ impl Store {
         }
         let now = now_rfc3339();
         metadata.id = id.to_string();
+        metadata.archived = false;
         metadata.forked_from = Some(source.to_string());
         (metadata.created_at, metadata.updated_at) = (now.clone(), now);
         (
@@ -178,6 +182,9 @@ impl Store {
     pub fn open(&self, id: &str) -> Result<(OpenSession, Metadata, Vec<StoredEvent>), StoreError> {
         let dir = self.existing_dir(id)?;
         let metadata = read_metadata(id, &dir)?;
+        if metadata.archived {
+            return Err(StoreError::Archived(id.to_string()));
+        }
         let mut open = open_locked(id, &dir)?;
         let events = read_history(id, &dir, Some(&mut open.history))?;
         Ok((open, metadata, events))
@@ -223,6 +230,19 @@ impl Store {
             .collect();
         sort_newest_first(&mut sessions);
         sessions
+    }
+
+    /// Mark a session archived or not, its files untouched. Refused while
+    /// a process has it open (its recorder would write the old mark back).
+    pub fn set_archived(&self, id: &str, archived: bool) -> Result<(), StoreError> {
+        let dir = self.existing_dir(id)?;
+        let _lock = open_locked(id, &dir)?;
+        let mut metadata = read_metadata(id, &dir)?;
+        if metadata.archived != archived {
+            metadata.archived = archived;
+            write_metadata(&dir, &metadata)?;
+        }
+        Ok(())
     }
 
     /// Remove a session from disk. Refused while another process has it open.
@@ -514,6 +534,53 @@ mod tests {
         assert!(events.is_empty());
         assert!(matches!(store.open("nope"), Err(StoreError::NotFound(_))));
         assert!(matches!(store.open("../x"), Err(StoreError::NotFound(_))));
+    }
+
+    #[test]
+    fn an_archived_session_keeps_its_files_and_opens_once_unarchived() {
+        let data = tempfile::tempdir().unwrap();
+        let store = Store::new(data.path());
+        let metadata = Metadata::new("s", PathBuf::from("/p"), "prov", "m", "act");
+        drop(store.create(&metadata).unwrap());
+        store.set_archived("s", true).unwrap();
+        // Twice is fine, as the schema says.
+        store.set_archived("s", true).unwrap();
+        assert!(store.metadata("s").unwrap().archived);
+        assert!(matches!(store.open("s"), Err(StoreError::Archived(_))));
+        assert!(store.dir().join("s").join(METADATA).is_file());
+        let (open, ..) = {
+            store.set_archived("s", false).unwrap();
+            store.open("s").unwrap()
+        };
+        // Not while it is open: its recorder would write its own mark back.
+        assert!(matches!(
+            store.set_archived("s", true),
+            Err(StoreError::Locked { .. })
+        ));
+        drop(open);
+        assert!(matches!(
+            store.set_archived("nope", true),
+            Err(StoreError::NotFound(_))
+        ));
+    }
+
+    #[test]
+    fn the_archived_mark_is_absent_unless_set_and_a_fork_drops_it() {
+        let data = tempfile::tempdir().unwrap();
+        let store = Store::new(data.path());
+        drop(
+            store
+                .create(&Metadata::new("s", PathBuf::from("/p"), "prov", "m", "act"))
+                .unwrap(),
+        );
+        let written = fs::read_to_string(store.dir().join("s").join(METADATA)).unwrap();
+        assert!(!written.contains("archived"), "{written}");
+        store.set_archived("s", true).unwrap();
+        let written = fs::read_to_string(store.dir().join("s").join(METADATA)).unwrap();
+        assert!(written.contains("\"archived\": true"), "{written}");
+        assert!(written.contains("\"format_version\": 1"), "{written}");
+        store.fork("s", "copy", None).unwrap();
+        assert!(!store.metadata("copy").unwrap().archived);
     }
 
     #[test]

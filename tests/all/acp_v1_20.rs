@@ -217,3 +217,113 @@ async fn an_emptied_todo_list_is_a_removed_plan() {
     let removed = tool_updates(&seen, "plan_removed");
     assert_eq!(removed[0]["planId"], "todos", "{}", removed[0]);
 }
+
+/// The ids `session/list` answers with `params`, and the `archived` each says.
+async fn listed(agent: &mut Agent, params: Value) -> Vec<(String, Value)> {
+    let (_, response) = agent.call("session/list", params).await;
+    let sessions = response["result"]["sessions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{response}"));
+    sessions
+        .iter()
+        .map(|s| {
+            (
+                s["sessionId"].as_str().unwrap_or("").to_string(),
+                s["archived"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_archived_session_leaves_the_list_keeps_its_files_and_loads_once_unarchived() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let config = format!(
+        "{}\n[acp]\nunstable = [\"archive\"]\n",
+        config_for(&server, "test-model")
+    );
+    let mut agent = Agent::spawn(&config).await;
+    let result = init(&mut agent, json!({})).await;
+    let caps = &result["agentCapabilities"]["sessionCapabilities"];
+    assert_eq!(caps["archive"], json!({}), "{result}");
+    assert!(caps["list"].is_object(), "{result}");
+    let kept = agent.new_session().await;
+    let archived = agent.new_session().await;
+    agent.prompt(&archived, "hello").await;
+    let files = agent.cwd().join("data").join("sessions").join(&archived);
+
+    // Open here: archiving closes it first.
+    let (_, answer) = agent
+        .call("session/archive", json!({"sessionId": archived}))
+        .await;
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    // Closed by then: everything it wrote is on disk.
+    let history = std::fs::read_to_string(files.join("history.jsonl")).unwrap();
+    assert!(history.contains("hello"), "{history}");
+    let default = listed(&mut agent, json!({})).await;
+    assert_eq!(default, [(kept.clone(), json!(false))]);
+    let only = listed(&mut agent, json!({"archived": "only"})).await;
+    assert_eq!(only, [(archived.clone(), json!(true))]);
+    let all = listed(&mut agent, json!({"archived": "include"})).await;
+    assert_eq!(all.len(), 2, "{all:?}");
+    let (_, prompt) = agent.prompt(&archived, "still there?").await;
+    assert!(prompt["error"].is_object(), "closed: {prompt}");
+    assert_eq!(
+        std::fs::read_to_string(files.join("history.jsonl")).unwrap(),
+        history,
+        "the files stay as they were"
+    );
+    // Archived, it does not open; archiving again succeeds.
+    let load = json!({"sessionId": archived, "cwd": agent.cwd(), "mcpServers": []});
+    let (_, refused) = agent.call("session/load", load.clone()).await;
+    assert!(error_message(&refused).contains("unarchive"), "{refused}");
+    let (_, again) = agent
+        .call("session/archive", json!({"sessionId": archived}))
+        .await;
+    assert_eq!(again["result"], json!({}), "{again}");
+    let (_, unknown) = agent
+        .call("session/archive", json!({"sessionId": "no-such-session"}))
+        .await;
+    assert_eq!(unknown["error"]["code"], -32002, "{unknown}");
+
+    let (_, answer) = agent
+        .call("session/unarchive", json!({"sessionId": archived}))
+        .await;
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    assert_eq!(listed(&mut agent, json!({})).await.len(), 2);
+    let (replay, loaded) = agent.call("session/load", load).await;
+    assert!(loaded["result"].is_object(), "{loaded}");
+    assert!(
+        !crate::support::harness::agent_text(&replay, &archived).is_empty(),
+        "the old answer comes back: {replay:?}"
+    );
+    agent.close_stdin();
+    agent.wait_exit().await;
+}
+
+#[tokio::test]
+async fn a_client_without_the_archive_opt_in_sees_no_change() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let result = init(&mut agent, json!({})).await;
+    let caps = &result["agentCapabilities"]["sessionCapabilities"];
+    assert!(caps.get("archive").is_none(), "{result}");
+    let session = agent.new_session().await;
+    let (_, answer) = agent
+        .call("session/archive", json!({"sessionId": session}))
+        .await;
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    let (_, answer) = agent
+        .call("session/unarchive", json!({"sessionId": session}))
+        .await;
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    // The list as before: no `archived` on its sessions.
+    let (_, response) = agent
+        .call("session/list", json!({"archived": "only"}))
+        .await;
+    let sessions = response["result"]["sessions"].as_array().unwrap().clone();
+    assert_eq!(sessions.len(), 1, "{response}");
+    assert!(sessions[0].get("archived").is_none(), "{response}");
+    agent.close_stdin();
+    agent.wait_exit().await;
+}

@@ -40,6 +40,43 @@ impl Router {
         responder.respond_with(Ok(crate::acp::auth::status(&providers)));
     }
 
+    /// `session/archive`: closed here first (as `session/close` would),
+    /// then marked in its metadata; its files stay.
+    pub(super) fn archive_session(
+        &mut self,
+        request: acp::ArchiveSessionRequest,
+        responder: Responder,
+    ) {
+        let id = request.session_id.0.to_string();
+        let open = self.sessions.remove(&id);
+        let store = self.sessions.store();
+        tokio::spawn(async move {
+            if let Some(session) = open {
+                super::manager::close(session).await;
+            }
+            let answer = mark_archived(store, id, true)
+                .await
+                .map(|()| acp::ArchiveSessionResponse::new());
+            responder.respond_with(answer);
+        });
+    }
+
+    /// `session/unarchive`: the mark gone, the session lists and loads again.
+    pub(super) fn unarchive_session(
+        &mut self,
+        request: acp::UnarchiveSessionRequest,
+        responder: Responder,
+    ) {
+        let id = request.session_id.0.to_string();
+        let store = self.sessions.store();
+        tokio::spawn(async move {
+            let answer = mark_archived(store, id, false)
+                .await
+                .map(|()| acp::UnarchiveSessionResponse::new());
+            responder.respond_with(answer);
+        });
+    }
+
     pub(super) fn set_title(&mut self, request: acp::SetSessionTitleRequest, responder: Responder) {
         let Some(session) = self.sessions.get(&request.session_id.0) else {
             return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
@@ -94,6 +131,21 @@ impl Router {
     }
 }
 
+async fn mark_archived(
+    store: Option<std::sync::Arc<crate::store::Store>>,
+    id: String,
+    archived: bool,
+) -> Result<(), RpcError> {
+    let Some(store) = store else {
+        return Err(RpcError::session_not_found(&id));
+    };
+    let marked = tokio::task::spawn_blocking(move || store.set_archived(&id, archived)).await;
+    match marked {
+        Ok(marked) => marked.map_err(super::store_error),
+        Err(err) => Err(RpcError::internal(err.to_string())),
+    }
+}
+
 /// What this agent offers, the unstable features the config turned on included.
 pub fn initialize_response_with(unstable: crate::config::Unstable) -> acp::InitializeResponse {
     let mut response = initialize_response();
@@ -109,6 +161,9 @@ pub fn initialize_response_with(unstable: crate::config::Unstable) -> acp::Initi
     }
     if unstable.providers {
         response.agent_capabilities.providers = Some(acp::ProvidersCapabilities::new());
+    }
+    if unstable.archive {
+        sessions.archive = Some(acp::SessionArchiveCapabilities::new());
     }
     if unstable.mcp_over_acp {
         response.agent_capabilities.mcp_capabilities.acp = true;
