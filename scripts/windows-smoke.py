@@ -188,8 +188,8 @@ default_model = "scripted-a"
         said = agent_text(agent.updates[start:])
         check("Tool shell returned:" in said and "smoke-shell-ok" in said, f"the model got: {said!r}")
         with urllib.request.urlopen(f"{LLM}/_requests") as answer:
-            bodies = json.load(answer)
-        results = [m for b in bodies for m in b.get("messages", []) if m.get("role") == "tool"]
+            seen = json.load(answer)  # [{"path": ..., "body": the request}, ...]
+        results = [m for r in seen for m in r["body"].get("messages", []) if m.get("role") == "tool"]
         check(any("smoke-shell-ok" in json.dumps(m) for m in results), "no tool result with the output reached the model")
     step("shell output reaches the model", shell)
 

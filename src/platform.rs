@@ -49,6 +49,8 @@ pub trait Platform {
     /// Resolves when the system asks the agent to stop; never where it
     /// cannot be told.
     fn stop_requested() -> impl Future<Output = ()> + Send;
+    /// Makes a rename inside `dir` durable, where a directory can be synced.
+    fn sync_dir(dir: &Path) -> io::Result<()>;
 }
 
 /// A process tree [`spawn_tree`] started. Dropping it kills whatever
@@ -108,6 +110,20 @@ pub async fn stop_requested() {
     Current::stop_requested().await;
 }
 
+/// See [`Platform::sync_dir`].
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    Current::sync_dir(dir)
+}
+
+/// Whether a program file starts with `header` of a Wine builtin: Wine
+/// writes "Wine builtin DLL" after the DOS header of the programs it ships
+/// in its own `system32`.
+pub fn is_wine_builtin(header: &[u8]) -> bool {
+    header
+        .get(0x40..0x50)
+        .is_some_and(|mark| mark == b"Wine builtin DLL")
+}
+
 /// A program and its arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandLine {
@@ -154,10 +170,17 @@ pub struct Interpreter {
 impl Interpreter {
     /// The first present of PowerShell 7 (`pwsh`), Windows PowerShell and
     /// `cmd`: what Windows runs command lines with. `find` looks a program
-    /// up on PATH; `comspec` is the ComSpec variable, cmd's own path.
-    pub fn windows(find: impl Fn(&str) -> Option<PathBuf>, comspec: Option<PathBuf>) -> Self {
+    /// up on PATH; `comspec` is the ComSpec variable, cmd's own path;
+    /// `stub` tells a program that only stands in for PowerShell: Wine's
+    /// own `powershell.exe` ignores its command and exits 0, so every
+    /// command would "succeed" with no output (Wine's `cmd` is real).
+    pub fn windows(
+        find: impl Fn(&str) -> Option<PathBuf>,
+        comspec: Option<PathBuf>,
+        stub: impl Fn(&Path) -> bool,
+    ) -> Self {
         for name in ["pwsh", "powershell"] {
-            if let Some(program) = find(name) {
+            if let Some(program) = find(name).filter(|program| !stub(program)) {
                 return Self {
                     kind: InterpreterKind::PowerShell,
                     program,
@@ -253,6 +276,7 @@ mod tests {
             let chosen = Interpreter::windows(
                 on_path(present),
                 Some(PathBuf::from("C:\\bin\\comspec.exe")),
+                |_| false,
             );
             assert_eq!(chosen.kind, kind, "{present:?}");
             assert!(
@@ -260,8 +284,31 @@ mod tests {
                 "{present:?}: {chosen:?}"
             );
         }
-        let bare = Interpreter::windows(on_path(&[]), None);
+        let bare = Interpreter::windows(on_path(&[]), None, |_| false);
         assert_eq!(bare.program, PathBuf::from("cmd.exe"));
+    }
+
+    #[test]
+    fn a_stub_powershell_is_passed_over_for_the_next() {
+        let all = on_path(&["pwsh", "powershell", "cmd"]);
+        let named = |path: &Path, name: &str| path.to_string_lossy().ends_with(name);
+        let no_pwsh = Interpreter::windows(&all, None, |p| named(p, "pwsh.exe"));
+        assert_eq!(no_pwsh.kind, InterpreterKind::PowerShell);
+        assert!(named(&no_pwsh.program, "powershell.exe"), "{no_pwsh:?}");
+        let only_cmd = Interpreter::windows(&all, None, |p| !named(p, "cmd.exe"));
+        assert_eq!(only_cmd.kind, InterpreterKind::Cmd);
+        assert!(named(&only_cmd.program, "cmd.exe"), "{only_cmd:?}");
+    }
+
+    #[test]
+    fn wine_builtins_are_told_by_their_mark() {
+        let mut header = vec![0u8; 0x40];
+        header[..2].copy_from_slice(b"MZ");
+        assert!(!is_wine_builtin(&header), "too short");
+        header.extend_from_slice(b"Wine builtin DLL");
+        assert!(is_wine_builtin(&header));
+        header[0x40] = b'X';
+        assert!(!is_wine_builtin(&header), "a program Windows ships");
     }
 
     #[test]

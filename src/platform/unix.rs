@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::io;
+use std::path::Path;
 use std::process::ExitStatus;
 
 use tokio::process::{Child, Command};
@@ -49,6 +50,10 @@ impl Platform for Unix {
 
     fn stop_requested() -> impl Future<Output = ()> + Send {
         terminate_signal()
+    }
+
+    fn sync_dir(dir: &Path) -> io::Result<()> {
+        std::fs::File::open(dir)?.sync_all()
     }
 }
 

@@ -3,10 +3,12 @@
 //! exits: kill-on-close), no signals, no stdout watch, console close.
 
 use std::ffi::c_void;
+use std::fs::File;
 use std::future::Future;
 use std::io;
+use std::io::Read;
 use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 
 use tokio::process::{Child, Command};
@@ -59,6 +61,7 @@ impl Platform for Windows {
         Interpreter::windows(
             |name| which::which(name).ok(),
             std::env::var_os("ComSpec").map(PathBuf::from),
+            wine_builtin,
         )
     }
 
@@ -110,6 +113,21 @@ impl Platform for Windows {
     fn stop_requested() -> impl Future<Output = ()> + Send {
         console_closed()
     }
+
+    /// A directory cannot be opened as a file here (`File::open` is
+    /// refused), and NTFS journals a rename itself: nothing to do.
+    fn sync_dir(_dir: &Path) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Whether `program` is one of the programs Wine ships in its own
+/// `system32` (see [`super::is_wine_builtin`]).
+fn wine_builtin(program: &Path) -> bool {
+    let mut header = [0u8; 0x50];
+    File::open(program)
+        .and_then(|mut file| file.read_exact(&mut header))
+        .is_ok_and(|()| super::is_wine_builtin(&header))
 }
 
 /// A Job Object holding one command's process tree, set to kill every

@@ -398,7 +398,7 @@ fn read_metadata(id: &str, dir: &Path) -> Result<Metadata, StoreError> {
     Ok(metadata)
 }
 
-/// Temp file, fsync, rename, fsync the directory: a reader sees the old
+/// Temp file, fsync, rename, fsync the directory (where one can be): a reader sees the old
 /// file or the new one, never half of one, even across a power cut.
 pub(super) fn write_metadata(dir: &Path, metadata: &Metadata) -> Result<(), StoreError> {
     let path = dir.join(METADATA);
@@ -418,7 +418,7 @@ pub(super) fn write_metadata(dir: &Path, metadata: &Metadata) -> Result<(), Stor
         file.write_all(b"\n")?;
         file.sync_all()?;
         fs::rename(&temp, &path)?;
-        File::open(dir)?.sync_all()
+        crate::platform::sync_dir(dir)
     };
     write().map_err(|err| {
         let _ = fs::remove_file(&temp);
