@@ -378,6 +378,7 @@ async fn session_options_answers_what_session_new_would_and_creates_nothing() {
         .call("session/new", json!({"cwd": agent.cwd(), "mcpServers": []}))
         .await;
     let created = &created["result"];
+    assert_eq!(session_files(&agent), 1, "a real session is saved there");
     assert_eq!(created["modes"], options["modes"], "{created}");
     assert_eq!(created["configOptions"], options["configOptions"]);
     // A relative cwd is refused, naming the field.
