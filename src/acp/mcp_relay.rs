@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 
 use crate::mcp::{AcpRelay, Relay, RelayAnswer, RelayNotification};
 use crate::transport::Connection;
+use crate::util::lock;
 
 /// One per connection; the router hands its [`Relay`] to the specs of the
 /// `acp` servers the editor declares.
@@ -98,12 +99,6 @@ fn outcome(response: acp::MessageMcpResponse) -> Result<RelayAnswer, String> {
         #[allow(unreachable_patterns)]
         _ => Err("its answer to mcp/message carries neither result nor error".into()),
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -128,19 +128,12 @@ pub fn prompted_request(mut request: ChatRequest) -> ChatRequest {
 
 /// The system prompt's tool section.
 pub fn describe_tools(tools: &[ToolDefinition]) -> String {
-    let signatures: Vec<String> = tools
-        .iter()
-        .map(|tool| {
-            json!({
-                "type": "function",
-                "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                }
-            })
-            .to_string()
-        })
+    let entries = super::openai::function_tools(tools);
+    let signatures: Vec<String> = entries
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(Value::to_string)
         .collect();
     format!(
         "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{}\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call>\n\nThe results come back within <tool_response></tool_response> XML tags. Call a tool only when you need it, and only with the tools listed here.",

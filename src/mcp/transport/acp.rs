@@ -22,6 +22,8 @@ use thiserror::Error;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
+use crate::util::lock;
+
 /// JSON-RPC's internal error: the editor did not answer the request.
 const INTERNAL_ERROR: i64 = -32603;
 
@@ -232,12 +234,6 @@ fn id_text(id: &Value) -> String {
         Value::String(text) => text.clone(),
         other => other.to_string(),
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]
