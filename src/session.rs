@@ -109,6 +109,9 @@ pub enum SessionMsg {
     Options {
         reply: oneshot::Sender<Vec<SelectOption>>,
     },
+    /// The initial `configOptions` (option id, value id) of `session/new`,
+    /// `load`, `resume` or `fork`, applied in order; unknown ones skipped.
+    InitialOptions(Vec<(String, String)>),
     /// The client has the `session/new` answer; the session may now send
     /// updates. `interleaves`: the client takes notifications between a
     /// request and its answer; one that does not (it reads the next line as
@@ -440,6 +443,7 @@ impl SessionActor {
             SessionMsg::Options { reply } => {
                 let _ = reply.send(self.options());
             }
+            SessionMsg::InitialOptions(options) => self.initial_options(options),
             SessionMsg::Started { interleaves } => {
                 if interleaves {
                     self.release_held();

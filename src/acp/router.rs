@@ -209,6 +209,9 @@ impl Router {
             "session/unarchive" if self.sessions.unstable().archive => {
                 Self::dispatch(Self::unarchive_session)
             }
+            "session/options" if self.sessions.unstable().options => {
+                Self::dispatch(Self::session_options)
+            }
             _ => return responder.respond(Err(RpcError::method_not_found(method))),
         };
         handler(self, method, params, responder);
@@ -303,9 +306,10 @@ impl Router {
             Ok((
                 checked,
                 self.client_prompt("session/new", request.system_prompt)?,
+                self.initial_options("session/new", &request.config_options)?,
             ))
         });
-        let ((mcp_servers, roots), client_prompt) = match checked {
+        let ((mcp_servers, roots), client_prompt, initial) = match checked {
             Ok(checked) => checked,
             Err(err) => return responder.respond(Err(err)),
         };
@@ -317,6 +321,9 @@ impl Router {
         let id = session.id.clone();
         if let Some(prompt) = client_prompt {
             session.send(SessionMsg::SystemPrompt(prompt));
+        }
+        if !initial.is_empty() {
+            session.send(SessionMsg::InitialOptions(initial));
         }
         let (reply, options) = oneshot::channel();
         session.send(SessionMsg::Options { reply });
@@ -375,7 +382,14 @@ impl Router {
             request.cwd,
             request.additional_directories,
         );
-        let prompt = match self.client_prompt(Reopen::Load.method(), request.system_prompt) {
+        let prompt = self
+            .client_prompt(Reopen::Load.method(), request.system_prompt)
+            .and_then(|prompt| {
+                let initial =
+                    self.initial_options(Reopen::Load.method(), &request.config_options)?;
+                Ok((prompt, initial))
+            });
+        let (prompt, initial) = match prompt {
             Ok(prompt) => prompt,
             Err(err) => return responder.respond(Err(err)),
         };
@@ -383,7 +397,7 @@ impl Router {
             Reopen::Load,
             (&id.0, None),
             (cwd, roots),
-            (&request.mcp_servers, prompt),
+            (&request.mcp_servers, prompt, initial),
             responder,
         );
     }
@@ -394,7 +408,14 @@ impl Router {
             request.cwd,
             request.additional_directories,
         );
-        let prompt = match self.client_prompt(Reopen::Resume.method(), request.system_prompt) {
+        let prompt = self
+            .client_prompt(Reopen::Resume.method(), request.system_prompt)
+            .and_then(|prompt| {
+                let initial =
+                    self.initial_options(Reopen::Resume.method(), &request.config_options)?;
+                Ok((prompt, initial))
+            });
+        let (prompt, initial) = match prompt {
             Ok(prompt) => prompt,
             Err(err) => return responder.respond(Err(err)),
         };
@@ -402,7 +423,7 @@ impl Router {
             Reopen::Resume,
             (&id.0, None),
             (cwd, roots),
-            (&request.mcp_servers, prompt),
+            (&request.mcp_servers, prompt, initial),
             responder,
         );
     }
@@ -415,7 +436,11 @@ impl Router {
         how: Reopen,
         (id, at): (&str, Option<String>),
         (cwd, roots): (PathBuf, Vec<PathBuf>),
-        (servers, client_prompt): (&[acp::McpServer], Option<ClientPrompt>),
+        (servers, client_prompt, initial): (
+            &[acp::McpServer],
+            Option<ClientPrompt>,
+            Vec<(String, String)>,
+        ),
         responder: Responder,
     ) {
         let relay = self.acp_relay();
@@ -444,6 +469,9 @@ impl Router {
         // Without one, the session keeps the prompt saved with it.
         if let Some(prompt) = client_prompt {
             let _ = tx.send(SessionMsg::SystemPrompt(prompt));
+        }
+        if !initial.is_empty() {
+            let _ = tx.send(SessionMsg::InitialOptions(initial));
         }
         // Asked now, so the session answers it before any prompt sent after this request.
         let (reply, options) = oneshot::channel();

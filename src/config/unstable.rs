@@ -29,6 +29,8 @@ pub struct Unstable {
     pub auth_status: bool,
     /// `session/archive`, `session/unarchive`, the `archived` list filter.
     pub archive: bool,
+    /// `session/options`, and initial `configOptions` on session requests.
+    pub options: bool,
 }
 
 /// The names `[acp] unstable` takes.
@@ -38,6 +40,7 @@ const KNOWN: &[&str] = &[
     "cursors",
     "fork",
     "mcp_over_acp",
+    "options",
     "providers",
     "set_title",
     "status",
@@ -64,6 +67,7 @@ pub(super) fn validate_unstable(
             "mcp_over_acp" => unstable.mcp_over_acp = true,
             "auth_status" => unstable.auth_status = true,
             "archive" => unstable.archive = true,
+            "options" => unstable.options = true,
             other => {
                 return Err(invalid(
                     path,

@@ -426,13 +426,44 @@ impl SessionManager {
                 }
             }
         });
+        let mut start = self.fresh(id.clone(), (cwd, additional_directories), client, servers);
+        start.recorder = recorder;
+        start.save_failure = save_failure;
+        start.notices = notices;
+        let handle = super::spawn(start, self.shared.clone());
+        self.sessions.entry(id).or_insert(handle)
+    }
+
+    /// A session as `create` would start it, run only to be asked its
+    /// options (`session/options`): nothing saved, no MCP server started,
+    /// not listed here, its updates held (it is never `Started`). Dropping
+    /// the handle ends it.
+    pub fn probe(
+        &self,
+        cwd: PathBuf,
+        additional_directories: Vec<PathBuf>,
+        client: ClientAbilities,
+    ) -> SessionHandle {
+        let id = format!("options-{}", uuid::Uuid::new_v4());
+        let start = self.fresh(id, (cwd, additional_directories), client, Vec::new());
+        super::spawn(start, self.shared.clone())
+    }
+
+    /// A new session's start with the configured defaults, nothing saved.
+    fn fresh(
+        &self,
+        id: String,
+        (cwd, additional_directories): (PathBuf, Vec<PathBuf>),
+        client: ClientAbilities,
+        mcp_servers: Vec<McpServerSpec>,
+    ) -> SessionStart {
         let defaults = &self.shared.defaults;
-        let start = SessionStart {
-            id: id.clone(),
+        SessionStart {
+            id,
             cwd,
             additional_directories,
             client,
-            mcp_servers: servers,
+            mcp_servers,
             settings: Settings {
                 provider: defaults.provider.clone(),
                 model: defaults.model.clone(),
@@ -444,14 +475,12 @@ impl SessionManager {
             history: ContextManager::new(),
             files: Default::default(),
             spent: Default::default(),
-            recorder,
-            save_failure,
+            recorder: None,
+            save_failure: None,
             lineage: None,
-            notices,
+            notices: Vec::new(),
             client_prompt: None,
-        };
-        let handle = super::spawn(start, self.shared.clone());
-        self.sessions.entry(id).or_insert(handle)
+        }
     }
 
     /// An open session (a load that failed left a closed handle: not one).

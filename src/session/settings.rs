@@ -190,6 +190,26 @@ impl SessionActor {
         id: &str,
         value: &str,
     ) -> Result<Vec<SelectOption>, SessionError> {
+        self.set_option_as(id, value, true)
+    }
+
+    /// The initial `configOptions` of a session request, in order, before
+    /// the client has the answer: no update for them (the answer shows
+    /// them), and an unknown option or value is skipped, as ACP asks.
+    pub(super) fn initial_options(&mut self, options: Vec<(String, String)>) {
+        for (id, value) in options {
+            if let Err(err) = self.set_option_as(&id, &value, false) {
+                tracing::debug!(session = %self.services.id, %err, "initial config option ignored");
+            }
+        }
+    }
+
+    fn set_option_as(
+        &mut self,
+        id: &str,
+        value: &str,
+        notify: bool,
+    ) -> Result<Vec<SelectOption>, SessionError> {
         let options = self.options();
         let option = options.iter().find(|o| o.id == id).ok_or_else(|| {
             SessionError::UnknownOption(id.to_string(), list(options.iter().map(|o| &o.id)))
@@ -202,7 +222,7 @@ impl SessionActor {
             });
         }
         if let Some(change) = SettingChange::from_option(id, value)
-            && let Err(err) = self.apply(change, true)
+            && let Err(err) = self.apply(change, notify)
         {
             tracing::warn!(session = %self.services.id, %err, "setting not applied");
         }

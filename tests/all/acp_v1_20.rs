@@ -327,3 +327,256 @@ async fn a_client_without_the_archive_opt_in_sees_no_change() {
     agent.close_stdin();
     agent.wait_exit().await;
 }
+
+/// A second provider on the same server whose default model reasons, so a
+/// session on it offers a thinking level the first one does not.
+fn two_providers(server: &LlmServer, unstable: &str) -> String {
+    format!(
+        "{}\n[llm.providers.deep]\ntype = \"openai\"\nendpoint = \"{}\"\ndefault_model = \"o3-mini\"\n\n[acp]\nunstable = [{unstable}]\n",
+        config_for(server, "test-model"),
+        server.base_url()
+    )
+}
+
+fn current(answer: &Value, id: &str) -> Value {
+    let options = answer["configOptions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"));
+    options
+        .iter()
+        .find(|o| o["id"] == id)
+        .map(|o| o["currentValue"].clone())
+        .unwrap_or(Value::Null)
+}
+
+fn session_files(agent: &Agent) -> usize {
+    std::fs::read_dir(agent.cwd().join("data").join("sessions"))
+        .map(|dir| dir.count())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn session_options_answers_what_session_new_would_and_creates_nothing() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let mut agent = Agent::spawn(&two_providers(&server, "\"options\"")).await;
+    let result = init(&mut agent, json!({})).await;
+    let caps = &result["agentCapabilities"]["sessionCapabilities"];
+    assert_eq!(caps["options"], json!({}), "{result}");
+    let (before, options) = agent
+        .call("session/options", json!({"cwd": agent.cwd()}))
+        .await;
+    assert!(before.is_empty(), "no update before the answer: {before:?}");
+    let options = options["result"].clone();
+    assert!(options["modes"]["availableModes"].is_array(), "{options}");
+    assert_eq!(current(&options, "model"), "test-model", "{options}");
+    // Nothing made: no session listed, no file, no update since.
+    let (since, list) = agent.call("session/list", json!({})).await;
+    assert!(since.is_empty(), "{since:?}");
+    assert_eq!(list["result"]["sessions"], json!([]), "{list}");
+    assert_eq!(session_files(&agent), 0);
+    let (_, created) = agent
+        .call("session/new", json!({"cwd": agent.cwd(), "mcpServers": []}))
+        .await;
+    let created = &created["result"];
+    assert_eq!(session_files(&agent), 1, "a real session is saved there");
+    assert_eq!(created["modes"], options["modes"], "{created}");
+    assert_eq!(created["configOptions"], options["configOptions"]);
+    // A relative cwd is refused, naming the field.
+    let (_, refused) = agent
+        .call("session/options", json!({"cwd": "relative/dir"}))
+        .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(error_message(&refused).contains("cwd"), "{refused}");
+    agent.close_stdin();
+    agent.wait_exit().await;
+}
+
+#[tokio::test]
+async fn initial_config_options_apply_in_order_and_a_duplicate_creates_nothing() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let mut agent = Agent::spawn(&two_providers(&server, "\"options\"")).await;
+    init(&mut agent, json!({})).await;
+    let (_, options) = agent
+        .call("session/options", json!({"cwd": agent.cwd()}))
+        .await;
+    let modes = &options["result"]["modes"];
+    let other_mode = modes["availableModes"]
+        .as_array()
+        .and_then(|all| all.iter().find(|m| m["id"] != modes["currentModeId"]))
+        .map(|m| m["id"].clone())
+        .unwrap_or_else(|| panic!("{options}"));
+    // `thought_level` exists only once the provider is `deep` (a reasoning
+    // model): given after it, it applies; an unknown option is skipped.
+    let (before, created) = agent
+        .call(
+            "session/new",
+            json!({"cwd": agent.cwd(), "mcpServers": [], "configOptions": [
+                {"configId": "provider", "value": "deep"},
+                {"configId": "no_such_option", "value": "x"},
+                {"configId": "thought_level", "value": "low"},
+                {"configId": "mode", "value": other_mode},
+            ]}),
+        )
+        .await;
+    assert!(before.is_empty(), "no update for them: {before:?}");
+    let answer = &created["result"];
+    let session = answer["sessionId"].as_str().unwrap().to_string();
+    assert_eq!(current(answer, "provider"), "deep", "{answer}");
+    assert_eq!(current(answer, "model"), "o3-mini", "{answer}");
+    assert_eq!(current(answer, "thought_level"), "low", "{answer}");
+    assert_eq!(current(answer, "mode"), other_mode, "{answer}");
+    assert_eq!(answer["modes"]["currentModeId"], other_mode, "{answer}");
+    // A prompt goes to the model they chose.
+    let (_, prompted) = agent.prompt(&session, "hello").await;
+    assert!(prompted["result"].is_object(), "{prompted}");
+    let chats = server.chat_requests();
+    assert_eq!(chats.last().unwrap().body["model"], "o3-mini", "{chats:?}");
+
+    // The other way round, the thinking level is not there yet: skipped.
+    let (_, reversed) = agent
+        .call(
+            "session/new",
+            json!({"cwd": agent.cwd(), "mcpServers": [], "configOptions": [
+                {"configId": "thought_level", "value": "low"},
+                {"configId": "provider", "value": "deep"},
+            ]}),
+        )
+        .await;
+    let reversed = &reversed["result"];
+    assert_eq!(current(reversed, "provider"), "deep", "{reversed}");
+    assert_ne!(current(reversed, "thought_level"), "low", "{reversed}");
+
+    // A duplicate is refused, naming the field, and nothing is made.
+    let files = session_files(&agent);
+    let (_, refused) = agent
+        .call(
+            "session/new",
+            json!({"cwd": agent.cwd(), "mcpServers": [], "configOptions": [
+                {"configId": "mode", "value": other_mode},
+                {"configId": "mode", "value": other_mode},
+            ]}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        error_message(&refused).contains("configOptions[1]"),
+        "{refused}"
+    );
+    assert_eq!(session_files(&agent), files);
+    let (_, list) = agent.call("session/list", json!({})).await;
+    assert_eq!(
+        list["result"]["sessions"].as_array().unwrap().len(),
+        2,
+        "{list}"
+    );
+    agent.close_stdin();
+    agent.wait_exit().await;
+}
+
+#[tokio::test]
+async fn initial_config_options_apply_on_load_and_fork() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let mut agent = Agent::spawn(&two_providers(&server, "\"options\", \"fork\"")).await;
+    init(&mut agent, json!({})).await;
+    let session = agent.new_session().await;
+    agent.prompt(&session, "hello").await;
+    let (_, closed) = agent
+        .call("session/close", json!({"sessionId": session}))
+        .await;
+    assert!(closed["result"].is_object(), "{closed}");
+    let (_, loaded) = agent
+        .call(
+            "session/load",
+            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": [],
+                "configOptions": [{"configId": "provider", "value": "deep"}]}),
+        )
+        .await;
+    assert_eq!(current(&loaded["result"], "model"), "o3-mini", "{loaded}");
+    // An open session's options are its own; a saved one not open is not
+    // answered for, an unknown one is not found.
+    let (_, options) = agent
+        .call(
+            "session/options",
+            json!({"cwd": agent.cwd(), "sessionId": session}),
+        )
+        .await;
+    assert_eq!(
+        options["result"]["configOptions"], loaded["result"]["configOptions"],
+        "{options}"
+    );
+    let (_, unknown) = agent
+        .call(
+            "session/options",
+            json!({"cwd": agent.cwd(), "sessionId": "no-such-session"}),
+        )
+        .await;
+    assert_eq!(unknown["error"]["code"], -32002, "{unknown}");
+    let (_, forked) = agent
+        .call(
+            "session/fork",
+            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": [],
+                "configOptions": [{"configId": "provider", "value": "local"}]}),
+        )
+        .await;
+    assert_eq!(
+        current(&forked["result"], "model"),
+        "test-model",
+        "{forked}"
+    );
+    let (_, duplicate) = agent
+        .call(
+            "session/resume",
+            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": [],
+                "configOptions": [{"configId": "provider", "value": "deep"},
+                    {"configId": "provider", "value": "local"}]}),
+        )
+        .await;
+    assert_eq!(duplicate["error"]["code"], -32602, "{duplicate}");
+    assert!(
+        error_message(&duplicate).contains("session/resume"),
+        "{duplicate}"
+    );
+    agent
+        .call("session/close", json!({"sessionId": session}))
+        .await;
+    let (_, saved) = agent
+        .call(
+            "session/options",
+            json!({"cwd": agent.cwd(), "sessionId": session}),
+        )
+        .await;
+    assert_eq!(saved["error"]["code"], -32602, "{saved}");
+    assert!(error_message(&saved).contains("load or resume"), "{saved}");
+    agent.close_stdin();
+    agent.wait_exit().await;
+}
+
+#[tokio::test]
+async fn a_client_without_the_options_opt_in_sees_no_change() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let mut agent = Agent::spawn(&two_providers(&server, "")).await;
+    let result = init(&mut agent, json!({})).await;
+    let caps = &result["agentCapabilities"]["sessionCapabilities"];
+    assert!(caps.get("options").is_none(), "{result}");
+    let (_, answer) = agent
+        .call("session/options", json!({"cwd": agent.cwd()}))
+        .await;
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    // `configOptions` is ignored, duplicates and all, as before.
+    let (_, created) = agent
+        .call(
+            "session/new",
+            json!({"cwd": agent.cwd(), "mcpServers": [], "configOptions": [
+                {"configId": "provider", "value": "deep"},
+                {"configId": "provider", "value": "deep"},
+            ]}),
+        )
+        .await;
+    assert_eq!(
+        current(&created["result"], "provider"),
+        "local",
+        "{created}"
+    );
+    agent.close_stdin();
+    agent.wait_exit().await;
+}

@@ -5,13 +5,20 @@
 use agent_client_protocol_schema::v1 as acp;
 use tokio::sync::oneshot;
 
-use super::{Reopen, Router, initialize_response};
+use super::{Reopen, Router, initialize_response, translate};
 use crate::session::SessionMsg;
 use crate::transport::{Responder, RpcError};
 
 impl Router {
     pub(super) fn fork_session(&mut self, request: acp::ForkSessionRequest, responder: Responder) {
-        let prompt = match self.client_prompt(Reopen::Fork.method(), request.system_prompt) {
+        let prompt = self
+            .client_prompt(Reopen::Fork.method(), request.system_prompt)
+            .and_then(|prompt| {
+                let initial =
+                    self.initial_options(Reopen::Fork.method(), &request.config_options)?;
+                Ok((prompt, initial))
+            });
+        let (prompt, initial) = match prompt {
             Ok(prompt) => prompt,
             Err(err) => return responder.respond(Err(err)),
         };
@@ -25,7 +32,7 @@ impl Router {
             None => None,
         };
         let roots = (request.cwd, request.additional_directories);
-        let servers = (request.mcp_servers.as_slice(), prompt);
+        let servers = (request.mcp_servers.as_slice(), prompt, initial);
         self.reopen(
             Reopen::Fork,
             (&request.session_id.0, at),
@@ -33,6 +40,103 @@ impl Router {
             servers,
             responder,
         );
+    }
+
+    /// `session/options`: what `session/new` (or, for an open session,
+    /// `session/load`) would answer in `modes` and `configOptions`. A
+    /// probe session computes it, so the two cannot drift apart; it saves
+    /// nothing, starts no MCP server, is not listed and never speaks.
+    pub(super) fn session_options(
+        &mut self,
+        request: acp::SessionOptionsRequest,
+        responder: Responder,
+    ) {
+        let checked = super::check_cwd(&request.cwd)
+            .and_then(|()| super::check_roots(&request.additional_directories));
+        let roots = match checked {
+            Ok(roots) => roots,
+            Err(err) => return responder.respond(Err(prefixed("session/options", err))),
+        };
+        let (reply, options) = oneshot::channel();
+        let probe = match &request.session_id {
+            Some(id) => match self.sessions.get(&id.0) {
+                Some(session) => {
+                    session.send(SessionMsg::Options { reply });
+                    None
+                }
+                None => return self.options_of_closed(id.0.to_string(), responder),
+            },
+            None => {
+                let probe = self.sessions.probe(request.cwd, roots, self.abilities());
+                probe.send(SessionMsg::Options { reply });
+                Some(probe)
+            }
+        };
+        tokio::spawn(async move {
+            let answer = match options.await {
+                Ok(options) => Ok(acp::SessionOptionsResponse::new()
+                    .modes(translate::mode_state(&options))
+                    .config_options(translate::config_options(&options))),
+                Err(_) => Err(RpcError::internal("the options probe stopped at once")),
+            };
+            // Its mailbox closed, the probe ends.
+            drop(probe);
+            responder.respond_with(answer);
+        });
+    }
+
+    /// `session/options` for a session not open here: unknown (-32002), or
+    /// saved but not answered for (its settings are read only by a load).
+    fn options_of_closed(&self, id: String, responder: Responder) {
+        let store = self.sessions.store();
+        tokio::spawn(async move {
+            let saved = match store {
+                Some(store) => {
+                    let id = id.clone();
+                    tokio::task::spawn_blocking(move || store.metadata(&id).is_ok())
+                        .await
+                        .unwrap_or(false)
+                }
+                None => false,
+            };
+            responder.respond(Err(if saved {
+                RpcError::invalid_params(format!(
+                    "session/options: field `sessionId`: session `{id}` is saved but not open here; load or resume it first (its answer has its options), or leave `sessionId` out to ask for a new session's"
+                ))
+            } else {
+                RpcError::session_not_found(&id)
+            }));
+        });
+    }
+
+    /// A session request's initial `configOptions` as (option, value) pairs,
+    /// in order, when `[acp] unstable` names `options`. Without it they are
+    /// ignored, as before this agent knew them (the client should not send
+    /// them to an agent that does not advertise `sessionCapabilities.options`).
+    /// Boolean values are skipped: every option here is a select.
+    pub(super) fn initial_options(
+        &self,
+        method: &str,
+        given: &[acp::InitialSessionConfigOption],
+    ) -> Result<Vec<(String, String)>, RpcError> {
+        if !self.sessions.unstable().options {
+            return Ok(Vec::new());
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        let mut options = Vec::new();
+        for (n, option) in given.iter().enumerate() {
+            let id = &*option.config_id.0;
+            if seen.contains(&id) {
+                return Err(RpcError::invalid_params(format!(
+                    "{method}: field `configOptions[{n}]`: option `{id}` is given twice; give each option once"
+                )));
+            }
+            seen.push(id);
+            if let Some(value) = option.value.as_value_id() {
+                options.push((id.to_string(), value.0.to_string()));
+            }
+        }
+        Ok(options)
     }
 
     pub(super) fn auth_status(&mut self, _: acp::AuthStatusRequest, responder: Responder) {
@@ -156,6 +260,9 @@ pub fn initialize_response_with(unstable: crate::config::Unstable) -> acp::Initi
     if unstable.status {
         sessions.status = Some(acp::SessionStatusCapabilities::new());
     }
+    if unstable.options {
+        sessions.options = Some(acp::SessionOptionsCapabilities::new());
+    }
     if unstable.fork {
         sessions.fork = Some(acp::SessionForkCapabilities::new());
     }
@@ -172,4 +279,9 @@ pub fn initialize_response_with(unstable: crate::config::Unstable) -> acp::Initi
         response.agent_capabilities.auth.status = Some(acp::AuthStatusCapabilities::new());
     }
     response
+}
+
+/// A cwd or root error as the method's own.
+fn prefixed(method: &str, err: RpcError) -> RpcError {
+    RpcError::invalid_params(format!("{method}: {}", err.message))
 }
