@@ -132,6 +132,8 @@ async fn prompted_in_the_config_sends_no_tools_and_the_same_system_prompt_every_
     );
     let mut agent = Agent::spawn(&auto(config)).await;
     let session = agent.start_session().await;
+    // Before the prompt: a prompt that came first would make it unneeded.
+    let warmed = server.wait_warmups(1).await;
     let (_, response) = agent.prompt(&session, "write hello to out.txt").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert!(agent.cwd().join("out.txt").exists());
@@ -147,7 +149,6 @@ async fn prompted_in_the_config_sends_no_tools_and_the_same_system_prompt_every_
     }
     // A stable prefix for the server's prompt cache, the warm-up's included.
     assert_eq!(system_of(&requests[0]), system_of(&requests[1]));
-    let warmed = server.wait_warmups(1).await;
     assert!(warmed[0].body.get("tools").is_none(), "{}", warmed[0].body);
     assert_eq!(system_of(&warmed[0]), system_of(&requests[0]));
     assert!(system_of(&requests[0]).contains("<tool_call>"));
