@@ -43,7 +43,9 @@ pub struct ClientInfo {
     pub plans: bool,
     /// Takes `cursor_update` (unstable `session.cursors`).
     pub cursors: bool,
-    /// Can run a `terminal` sign-in method (`auth.terminal`).
+    /// Can run a `terminal` sign-in method: `auth.terminal`, or the
+    /// `_meta` flag `"terminal-auth": true` that clients before ACP 1.20
+    /// (and the ACP registry's validator) send instead.
     pub terminal_auth: bool,
     pub name: Option<String>,
 }
@@ -67,7 +69,11 @@ impl ClientInfo {
             subagents: caps.subagents.is_some(),
             plans: caps.plan.is_some(),
             cursors: caps.session.as_ref().is_some_and(|s| s.cursors.is_some()),
-            terminal_auth: caps.auth.terminal,
+            terminal_auth: caps.auth.terminal
+                || (caps.meta.as_ref())
+                    .and_then(|meta| meta.get("terminal-auth"))
+                    .and_then(serde_json::Value::as_bool)
+                    .unwrap_or(false),
             name: request.client_info.as_ref().map(|info| info.name.clone()),
         };
         tracing::info!(client = ?info, requested = %request.protocol_version, "initialize");

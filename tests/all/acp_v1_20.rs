@@ -79,6 +79,28 @@ async fn a_client_that_runs_no_terminal_is_offered_no_terminal_sign_in() {
     assert_eq!(result["authMethods"], json!([]), "{result}");
 }
 
+/// The ACP registry's validator (and clients before 1.20) say they run
+/// terminal sign-ins with the `_meta` flag `terminal-auth`, not `auth`.
+#[tokio::test]
+async fn the_registry_validators_initialize_is_offered_the_terminal_sign_in() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    let result = init(
+        &mut agent,
+        json!({"terminal": true, "fs": {"readTextFile": true, "writeTextFile": true},
+            "_meta": {"terminal_output": true, "terminal-auth": true}}),
+    )
+    .await;
+    assert_eq!(result["authMethods"][0]["type"], "terminal", "{result}");
+    assert_eq!(
+        result["authMethods"][0]["args"],
+        json!(["setup"]),
+        "{result}"
+    );
+    let result = init(&mut agent, json!({"_meta": {"terminal-auth": false}})).await;
+    assert_eq!(result["authMethods"], json!([]), "{result}");
+}
+
 #[tokio::test]
 async fn a_hosted_provider_without_its_key_is_unauthenticated_and_says_which() {
     let config = format!("{HOSTED}\n[acp]\nunstable = [\"auth_status\"]\n");
