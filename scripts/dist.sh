@@ -91,9 +91,12 @@ build_linux_musl() {
   say "cargo build --profile $PROFILE --target $MUSL (Debian rustc-web, -Zbuild-std)"
   # link-self-contained=no: musl-gcc brings musl's crt objects and libc.a
   # (the self-contained ones come with rustup's std, not with build-std).
+  # relocation-model=static: rustc would link a static PIE (-static-pie),
+  # which musl-gcc's specs turn into a dynamic PIE asking for
+  # /lib/ld-musl-x86_64.so.1; a plain static executable needs nothing.
   env RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc RUSTC_BOOTSTRAP=1 \
     "CC_$t=musl-gcc" "AR_$t=ar" "CARGO_TARGET_${t^^}_LINKER=musl-gcc" \
-    "CARGO_TARGET_${t^^}_RUSTFLAGS=-C link-self-contained=no -L native=$unwind" \
+    "CARGO_TARGET_${t^^}_RUSTFLAGS=-C link-self-contained=no -L native=$unwind -C relocation-model=static" \
     CARGO_TARGET_DIR="$CACHE/target-build" \
     /usr/bin/cargo build -Zbuild-std=std,panic_abort --target "$MUSL" \
     --profile "$PROFILE" --bin "$NAME" >&2
