@@ -129,7 +129,7 @@ set +e
 # tool definitions in several seconds: wait for it longer than the hermetic tests do.
 export CRUCIBLE_TEST_PATIENCE_SECS=${CRUCIBLE_TEST_PATIENCE_SECS:-180}
 CRUCIBLE_E2E_LLM_URL="http://127.0.0.1:$PORT" \
-  "$CARGO" test --test all real_llm:: -- --ignored --test-threads 1 --skip context_real_llm::
+  "$CARGO" test --test all real_llm:: -- --ignored --test-threads 1 --nocapture --skip context_real_llm::
 [ $? -eq 0 ] || failed_parts+=("real_llm")
 # The context's token estimate against what the server counts (prints a table).
 CRUCIBLE_E2E_LLM_URL="http://127.0.0.1:$PORT" \
