@@ -284,6 +284,9 @@ mod tests {
                         let _ = std::fs::remove_file(&sub);
                     }
                     let _ = std::fs::rename(&real, &sub);
+                    // A moment with `sub` real, or a scheduler that runs
+                    // the writer only while it is away leaves nothing written.
+                    std::thread::sleep(std::time::Duration::from_micros(50));
                 }
             }
         });
