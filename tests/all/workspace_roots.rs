@@ -161,6 +161,9 @@ async fn a_symlink_swapped_in_during_a_turn_never_leads_a_tool_outside() {
                     let _ = std::fs::remove_file(&sub);
                 }
                 let _ = std::fs::rename(&away, &sub);
+                // A moment with `sub` real, or an agent scheduled only
+                // while it is away sees every call fail.
+                std::thread::sleep(std::time::Duration::from_micros(50));
             }
         }
     });
