@@ -90,15 +90,7 @@ impl Router {
     fn options_of_closed(&self, id: String, responder: Responder) {
         let store = self.sessions.store();
         tokio::spawn(async move {
-            let saved = match store {
-                Some(store) => {
-                    let id = id.clone();
-                    tokio::task::spawn_blocking(move || store.metadata(&id).is_ok())
-                        .await
-                        .unwrap_or(false)
-                }
-                None => false,
-            };
+            let saved = is_saved(store, id.clone()).await;
             responder.respond(Err(if saved {
                 RpcError::invalid_params(format!(
                     "session/options: field `sessionId`: session `{id}` is saved but not open here; load or resume it first (its answer has its options), or leave `sessionId` out to ask for a new session's"
@@ -216,15 +208,7 @@ impl Router {
         }
         let store = self.sessions.store();
         tokio::spawn(async move {
-            let saved = match store {
-                Some(store) => {
-                    let id = id.clone();
-                    tokio::task::spawn_blocking(move || store.metadata(&id).is_ok())
-                        .await
-                        .unwrap_or(false)
-                }
-                None => false,
-            };
+            let saved = is_saved(store, id.clone()).await;
             let answer = if saved {
                 Ok(acp::SessionStatusResponse::new(acp::SessionStatus::Saved))
             } else {
@@ -284,4 +268,15 @@ pub fn initialize_response_with(unstable: crate::config::Unstable) -> acp::Initi
 /// A cwd or root error as the method's own.
 fn prefixed(method: &str, err: RpcError) -> RpcError {
     RpcError::invalid_params(format!("{method}: {}", err.message))
+}
+
+/// Whether the store holds a session `id` (its metadata reads), off the
+/// async threads.
+async fn is_saved(store: Option<std::sync::Arc<crate::store::Store>>, id: String) -> bool {
+    match store {
+        Some(store) => tokio::task::spawn_blocking(move || store.metadata(&id).is_ok())
+            .await
+            .unwrap_or(false),
+        None => false,
+    }
 }
