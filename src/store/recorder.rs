@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 use super::disk::{Metadata, StoredEvent};
-use super::files::{OpenSession, now_rfc3339, write_metadata};
+use super::StoreError;
+use super::files::{OpenSession, PLAN, now_rfc3339, remove_file, write_atomic, write_metadata};
 use super::views::title_from;
 use crate::client::{
     ClientFuture, ClientSink, CreateTerminal, PermissionChoice, PlanContent, ReadTextFile,
@@ -24,10 +25,15 @@ use crate::model::Message;
 enum Op {
     Append(StoredEvent),
     Metadata(Box<Metadata>),
+    /// The Markdown plan replaced (Some) or removed (None); answered with
+    /// the file's path once written.
+    Plan(Option<String>, PlanReply),
     /// Answered once everything queued before it is written (or failed).
     Flush(oneshot::Sender<()>),
     Close(oneshot::Sender<()>),
 }
+
+type PlanReply = oneshot::Sender<Result<std::path::PathBuf, StoreError>>;
 
 /// Whether the writer's last write failed, and whether the user was told
 /// (once a session: on a disk that is nearly full, writes fail and succeed
@@ -158,6 +164,25 @@ impl Recorder {
 
     pub fn rewind_undone(&self, id: u64) {
         self.append(StoredEvent::RewindUndone { id });
+    }
+
+    /// Replaces the session's Markdown plan (`plan.md` beside its
+    /// history, written whole or not at all): the file's absolute path.
+    pub async fn save_plan(&self, markdown: String) -> Result<std::path::PathBuf, StoreError> {
+        let (done, written) = oneshot::channel();
+        self.tx
+            .send(Op::Plan(Some(markdown), done))
+            .map_err(|_| writer_gone())?;
+        written.await.map_err(|_| writer_gone())?
+    }
+
+    /// Removes the session's Markdown plan (none is fine).
+    pub async fn remove_plan(&self) -> Result<(), StoreError> {
+        let (done, removed) = oneshot::channel();
+        self.tx
+            .send(Op::Plan(None, done))
+            .map_err(|_| writer_gone())?;
+        removed.await.map_err(|_| writer_gone())?.map(|_| ())
     }
 
     /// Where this session keeps file versions.
@@ -341,6 +366,14 @@ impl Recorder {
     }
 }
 
+fn writer_gone() -> StoreError {
+    StoreError::Io {
+        action: "cannot save the plan of",
+        path: std::path::PathBuf::from("this session"),
+        source: std::io::Error::other("the session's writer has stopped"),
+    }
+}
+
 fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
@@ -356,6 +389,7 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str, health: &
         let mut metadata: Option<Box<Metadata>> = None;
         let mut close: Option<oneshot::Sender<()>> = None;
         let mut flushed: Vec<oneshot::Sender<()>> = Vec::new();
+        let mut plans = Vec::new();
         let mut boundary = false;
         for op in batch {
             match op {
@@ -382,6 +416,7 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str, health: &
                     }
                 }
                 Op::Metadata(m) => metadata = Some(m),
+                Op::Plan(markdown, done) => plans.push((markdown, done)),
                 Op::Flush(done) => flushed.push(done),
                 Op::Close(done) => close = Some(done),
             }
@@ -409,6 +444,16 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str, health: &
         {
             tracing::warn!(session = %id, %err, "cannot save the session metadata");
             health.failed(format!("its metadata cannot be written ({err})"));
+        }
+        for (markdown, done) in plans {
+            let written = match markdown {
+                Some(markdown) => write_atomic(&open.dir, PLAN, markdown.as_bytes()),
+                None => remove_file(&open.dir, PLAN).map(|()| open.dir.join(PLAN)),
+            };
+            if let Err(err) = &written {
+                tracing::warn!(session = %id, %err, "cannot save the session's plan");
+            }
+            let _ = done.send(written);
         }
         for done in flushed {
             let _ = done.send(());
