@@ -67,6 +67,8 @@ pub struct Recorder {
     metadata: Arc<Mutex<Metadata>>,
     health: Arc<SaveHealth>,
     blobs: super::Blobs,
+    /// The session's directory (its plan is read beside the writer).
+    dir: std::path::PathBuf,
 }
 
 /// The session's settings, as the metadata keeps them.
@@ -93,6 +95,7 @@ impl Recorder {
         let id = metadata.id.clone();
         let health = Arc::new(SaveHealth::default());
         let blobs = super::Blobs::on_disk(open.dir.clone());
+        let dir = open.dir.clone();
         let writer_health = Arc::clone(&health);
         let spawned = std::thread::Builder::new()
             .name(format!("store-{}", short(&id)))
@@ -106,6 +109,7 @@ impl Recorder {
             metadata: Arc::new(Mutex::new(metadata)),
             health,
             blobs,
+            dir,
         }
     }
 
@@ -174,6 +178,18 @@ impl Recorder {
             .send(Op::Plan(Some(markdown), done))
             .map_err(|_| writer_gone())?;
         written.await.map_err(|_| writer_gone())?
+    }
+
+    /// Removes the session's Markdown plan without waiting (a failure is
+    /// logged by the writer); later plans are written after it.
+    pub fn discard_plan(&self) {
+        let (done, _) = oneshot::channel();
+        let _ = self.tx.send(Op::Plan(None, done));
+    }
+
+    /// Whether the session has a Markdown plan now.
+    pub fn has_plan(&self) -> bool {
+        self.dir.join(PLAN).is_file()
     }
 
     /// Removes the session's Markdown plan (none is fine).
