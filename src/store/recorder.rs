@@ -615,6 +615,49 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_markdown_plan_is_a_file_beside_the_history_replaced_whole_and_removed() {
+        let (_data, store, recorder) = recording("s1");
+        assert!(!recorder.has_plan());
+        assert_eq!(store.plan("s1").unwrap(), None);
+        let path = recorder.save_plan("# Plan\n1. One\n".into()).await.unwrap();
+        assert!(path.is_absolute(), "{}", path.display());
+        assert_eq!(path, store.dir().join("s1").join(PLAN));
+        let path = recorder.save_plan("# Plan\n1. Two\n".into()).await.unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "# Plan\n1. Two\n");
+        assert_eq!(
+            store.plan("s1").unwrap(),
+            Some(("# Plan\n1. Two\n".to_string(), path.clone()))
+        );
+        assert!(recorder.has_plan());
+        // No temporary file is left beside it.
+        let names: Vec<String> = std::fs::read_dir(store.dir().join("s1"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".tmp"))
+            .collect();
+        assert!(names.is_empty(), "{names:?}");
+        // A whole fork takes it along; one at a cursor does not.
+        recorder.context_op(&ContextOp::Checkpoint { name: "c".into() });
+        recorder.close().await;
+        store.fork("s1", "whole", None).unwrap();
+        store.fork("s1", "cut", Some("c")).unwrap();
+        assert_eq!(store.plan("whole").unwrap().unwrap().0, "# Plan\n1. Two\n");
+        assert_eq!(store.plan("cut").unwrap(), None);
+
+        let (open, metadata, _) = store.open("s1").unwrap();
+        let recorder = Recorder::start(open, metadata);
+        assert!(recorder.has_plan());
+        recorder.remove_plan().await.unwrap();
+        assert!(!path.exists());
+        // Twice is fine.
+        recorder.remove_plan().await.unwrap();
+        recorder.save_plan("again".into()).await.unwrap();
+        recorder.discard_plan();
+        recorder.close().await;
+        assert_eq!(store.plan("s1").unwrap(), None);
+    }
+
+    #[tokio::test]
     async fn plans_by_id_are_kept_as_the_todo_list_and_session_links_not_at_all() {
         use crate::events::{TodoItem, TodoPriority, TodoStatus, ToolCallProgress, ToolStatus};
         let (_data, store, recorder) = recording("s1");
