@@ -34,6 +34,7 @@ use thiserror::Error;
 pub use crate::events::{Location, PlanDocument, TodoItem, ToolContent, ToolKind};
 use crate::model::ToolDefinition;
 
+pub use builtin::write_plan::PlanKeeper;
 pub use client_fs::ClientFs;
 pub use context::{Asker, Progress, ToolContext, ToolSettings};
 pub use delegate::{DelegateTool, Delegation, Delegator};
@@ -41,7 +42,6 @@ pub use fs::{ConfinedPath, FileSystem, FsFuture, LineWindow, LocalFs};
 pub use journal::FileJournal;
 pub use shell::{LocalShell, Shell, ShellOutput, ShellRun};
 pub use terminal::ClientTerminal;
-pub use builtin::write_plan::PlanKeeper;
 pub use typed::TypedTool;
 
 /// A finished call.

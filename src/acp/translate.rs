@@ -39,12 +39,14 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
         Update::Agent(AgentEvent::Plan(todos)) => acp::SessionUpdate::Plan(plan(todos)),
         // Sent only as `Update::Plan` (to clients that take plans by id);
         // here it reads the same.
-        Update::Agent(AgentEvent::PlanDocument(Some(document))) => {
-            markdown_plan(crate::client::MARKDOWN_PLAN_ID, &document.markdown, &document.path)
-        }
-        Update::Agent(AgentEvent::PlanDocument(None)) => acp::SessionUpdate::PlanRemoved(
-            acp::PlanRemoved::new(crate::client::MARKDOWN_PLAN_ID),
+        Update::Agent(AgentEvent::PlanDocument(Some(document))) => markdown_plan(
+            crate::client::MARKDOWN_PLAN_ID,
+            &document.markdown,
+            &document.path,
         ),
+        Update::Agent(AgentEvent::PlanDocument(None)) => {
+            acp::SessionUpdate::PlanRemoved(acp::PlanRemoved::new(crate::client::MARKDOWN_PLAN_ID))
+        }
         Update::Agent(AgentEvent::Notice(notice)) => acp::SessionUpdate::Notice(
             acp::Notice::new(
                 match notice.severity {
@@ -554,10 +556,12 @@ mod tests {
                     "content":"# Plan\n1. Fix\n"}}),
             ),
             (
-                Update::Agent(AgentEvent::PlanDocument(Some(crate::events::PlanDocument {
-                    markdown: "# Plan\n1. Fix\n".into(),
-                    path: None,
-                }))),
+                Update::Agent(AgentEvent::PlanDocument(Some(
+                    crate::events::PlanDocument {
+                        markdown: "# Plan\n1. Fix\n".into(),
+                        path: None,
+                    },
+                ))),
                 json!({"sessionUpdate":"plan_update","plan":{"type":"markdown","planId":"plan",
                     "content":"# Plan\n1. Fix\n"}}),
             ),

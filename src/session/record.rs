@@ -82,7 +82,10 @@ impl crate::tools::PlanKeeper for SessionPlan {
     fn remove(&self) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async move {
             if let Some(recorder) = &self.recorder {
-                recorder.remove_plan().await.map_err(|err| err.to_string())?;
+                recorder
+                    .remove_plan()
+                    .await
+                    .map_err(|err| err.to_string())?;
             }
             self.exists.store(false, Ordering::SeqCst);
             Ok(())

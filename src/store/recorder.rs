@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 
-use super::disk::{Metadata, StoredEvent};
 use super::StoreError;
+use super::disk::{Metadata, StoredEvent};
 use super::files::{OpenSession, PLAN, now_rfc3339, remove_file, write_atomic, write_metadata};
 use super::views::title_from;
 use crate::client::{

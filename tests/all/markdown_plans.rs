@@ -230,7 +230,11 @@ async fn a_client_without_plan_reads_the_plan_in_the_call_and_gets_no_plan_updat
         .filter(|u| u["status"] == "completed")
         .collect();
     assert_eq!(done.len(), 1, "{seen:?}");
-    assert_eq!(done[0]["content"][0]["content"]["text"], FIRST, "{}", done[0]);
+    assert_eq!(
+        done[0]["content"][0]["content"]["text"], FIRST,
+        "{}",
+        done[0]
+    );
     // Saved all the same: a client that takes plans sees it on load.
     assert_eq!(
         std::fs::read_to_string(agent.session_dir(&session).join("plan.md")).unwrap(),
