@@ -275,4 +275,9 @@ async fn write_plan_is_offered_in_plan_mode_only() {
     let plan = offered(&server, 1);
     assert!(plan.contains(&"write_plan".to_string()), "{plan:?}");
     assert!(!plan.contains(&"write_file".to_string()), "{plan:?}");
+    // The plan mode's prompt layer tells the model to use it.
+    let system = &server.chat_requests()[1].body["messages"][0];
+    assert_eq!(system["role"], "system", "{system}");
+    let text = system["content"].as_str().unwrap_or_default();
+    assert!(text.contains("`write_plan`"), "{text}");
 }
