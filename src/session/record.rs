@@ -251,3 +251,40 @@ impl SessionActor {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::PlanKeeper;
+
+    #[tokio::test]
+    async fn a_session_that_is_not_saved_keeps_its_plan_in_memory_without_a_path() {
+        let plan = SessionPlan::new(None);
+        assert!(!plan.take(), "no plan yet");
+        assert_eq!(plan.save("# Plan".into()).await, Ok(None));
+        assert!(plan.take());
+        assert!(!plan.take(), "removed once");
+        plan.save("# Plan".into()).await.unwrap();
+        plan.remove().await.unwrap();
+        assert!(!plan.take());
+    }
+
+    #[tokio::test]
+    async fn a_saved_session_keeps_its_plan_in_its_directory_and_knows_it_on_open() {
+        let data = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::new(data.path());
+        let metadata =
+            crate::store::Metadata::new("s", PathBuf::from("/p"), "prov", "model", "act");
+        let recorder = Recorder::start(store.create(&metadata).unwrap(), metadata);
+        let plan = SessionPlan::new(Some(&recorder));
+        let path = plan.save("# Plan\n".into()).await.unwrap().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "# Plan\n");
+        recorder.close().await;
+        let (open, metadata, _) = store.open("s").unwrap();
+        let recorder = Recorder::start(open, metadata);
+        let reopened = SessionPlan::new(Some(&recorder));
+        assert!(reopened.take());
+        recorder.close().await;
+        assert!(!path.exists());
+    }
+}
