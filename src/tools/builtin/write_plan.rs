@@ -17,6 +17,10 @@ use crate::tools::{PlanChange, ToolContext, ToolError, ToolOutput, TypedTool};
 
 pub const NAME: &str = "write_plan";
 
+/// The longest plan kept: it is read into the editor whole, and a plan
+/// longer than this is no longer a plan.
+pub const MAX_PLAN_BYTES: usize = 256 * 1024;
+
 /// Where the session keeps its Markdown plan: the port `write_plan`
 /// reaches the session's store through. Errors are said for the model.
 pub trait PlanKeeper: Send + Sync {
@@ -68,6 +72,12 @@ impl TypedTool for WritePlanTool {
             return Ok(output);
         }
         let markdown = args.markdown;
+        if markdown.len() > MAX_PLAN_BYTES {
+            return Err(ToolError::InvalidArguments(format!(
+                "the plan is {} bytes, more than the {MAX_PLAN_BYTES} a plan may be; shorten it to the steps, files, risks and tests",
+                markdown.len()
+            )));
+        }
         let path = keeper.save(markdown.clone()).await.map_err(failed)?;
         let lines = markdown.lines().count();
         let for_model = match &path {
@@ -156,6 +166,13 @@ mod tests {
             .await
             .to_string();
         assert_contains(&err, "give the plan in your answer");
+        ws.ctx.plan = Some(Arc::new(Kept::default()));
+        let long = "x".repeat(MAX_PLAN_BYTES + 1);
+        let err = ws
+            .fail(&WritePlanTool, json!({"markdown": long}))
+            .await
+            .to_string();
+        assert_contains(&err, "shorten it");
         ws.ctx.plan = Some(Arc::new(Broken));
         let err = ws
             .fail(&WritePlanTool, json!({"markdown": "# Plan"}))
