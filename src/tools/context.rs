@@ -180,6 +180,11 @@ impl ToolContext {
         *self.lock_todos() = todos;
     }
 
+    /// Empties the todo list, returning what it held.
+    pub fn take_todos(&self) -> Vec<TodoItem> {
+        std::mem::take(&mut *self.lock_todos())
+    }
+
     fn lock_todos(&self) -> MutexGuard<'_, Vec<TodoItem>> {
         self.todos
             .lock()
