@@ -510,6 +510,10 @@ mod tests {
             priority: TodoPriority::default(),
         }]);
         assert_eq!(ctx.todos().len(), 1);
+        // Emptied through any clone (`/clear`), for all of them.
+        assert_eq!(clone.take_todos().len(), 1);
+        assert!(ctx.todos().is_empty());
+        assert!(ctx.take_todos().is_empty());
     }
 
     /// Windows' own ways out: another drive, a drive-relative path, a
