@@ -2,7 +2,8 @@
 //! declare `plan`, the old `plan` update for the others) outlives the
 //! process: a load or resume puts it back into the session's state, as a
 //! live session has it, and `/clear` (or `/context reset`) empties it as
-//! the tool empties it: `plan_removed` for `todos`, or an empty `plan`.
+//! the tool empties it: `plan_removed` for `todos`, or an empty `plan`. A
+//! fork (unstable) starts with its source's list.
 
 use serde_json::{Value, json};
 
@@ -145,4 +146,29 @@ async fn clear_in_a_session_without_a_todo_list_says_nothing_about_one() {
         .filter(|kind| kind.starts_with("plan"))
         .collect();
     assert!(plans.is_empty(), "{cleared:?}");
+}
+
+#[tokio::test]
+async fn a_fork_has_the_todo_list_its_source_had() {
+    let server = LlmServer::start(scripted_model(vec![("todo", two_items())])).await;
+    let config = format!(
+        "{}\n[acp]\nunstable = [\"fork\"]\n",
+        config_for(&server, "test-model")
+    );
+    let (first, session) = session_with_todos(&config, json!({"plan": {}})).await;
+
+    let mut second = Agent::spawn_sharing(&config, &first).await;
+    init(&mut second, json!({"plan": {}})).await;
+    let (_, forked) = second
+        .call(
+            "session/fork",
+            json!({"sessionId": session, "cwd": first.cwd(), "mcpServers": []}),
+        )
+        .await;
+    let fork = forked["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{forked}"))
+        .to_string();
+    let (cleared, _) = second.prompt(&fork, "/clear").await;
+    assert_eq!(todo_plans(&cleared), [removed()], "{cleared:?}");
 }
