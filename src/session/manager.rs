@@ -299,11 +299,12 @@ impl SessionManager {
                 let restored = store::context_from(&events);
                 let files = store::files_from(&events);
                 let spent = store::totals_from(&events);
+                let todos = store::todos_from(&events);
                 tracing::info!(session = %read_id, events = events.len(), entries = restored.context.entries().len(), "session loaded");
-                Ok((open, metadata, updates, restored, (files, spent)))
+                Ok((open, metadata, updates, restored, (files, spent, todos)))
             })
             .await;
-            let (open, mut metadata, updates, restored, (files, spent)) = match opened {
+            let (open, mut metadata, updates, restored, (files, spent, todos)) = match opened {
                 Ok(opened) => opened,
                 Err(err) => {
                     // Closed before the answer: the router forgets this handle.
@@ -364,6 +365,7 @@ impl SessionManager {
                 history: restored.context,
                 files,
                 spent,
+                todos,
                 recorder: Some(recorder),
                 save_failure: None,
                 lineage: None,
@@ -475,6 +477,7 @@ impl SessionManager {
             history: ContextManager::new(),
             files: Default::default(),
             spent: Default::default(),
+            todos: Vec::new(),
             recorder: None,
             save_failure: None,
             lineage: None,
