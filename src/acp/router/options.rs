@@ -5,14 +5,14 @@
 //! `session/set_title`.
 
 use agent_client_protocol_schema::v1 as acp;
+use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
 use super::Router;
-use super::answers::session_answer;
+use super::answers::{session_answer, store_error};
 use super::params::{check_cwd, check_roots, prefixed};
-use super::stored::is_saved;
 use crate::acp::translate;
-use crate::session::SessionMsg;
+use crate::session::{SessionHandle, SessionMsg};
 use crate::transport::{Responder, RpcError};
 
 impl Router {
@@ -76,10 +76,12 @@ impl Router {
         });
     }
 
-    /// `session/options`: what `session/new` (or, for an open session,
-    /// `session/load`) would answer in `modes` and `configOptions`. A
-    /// probe session computes it, so the two cannot drift apart; it saves
-    /// nothing, starts no MCP server, is not listed and never speaks.
+    /// `session/options`: what `session/new` (or, with a `sessionId`,
+    /// `session/load`) would answer in `modes` and `configOptions`. An open
+    /// session answers for itself; otherwise a probe session computes it
+    /// (from the saved settings for a saved session), so the answers cannot
+    /// drift apart. A probe saves nothing, starts no MCP server, is not
+    /// listed and never speaks.
     pub(super) fn session_options(
         &mut self,
         request: acp::SessionOptionsRequest,
@@ -92,21 +94,35 @@ impl Router {
             Err(err) => return responder.respond(Err(prefixed("session/options", err))),
         };
         let (reply, options) = oneshot::channel();
-        let probe = match &request.session_id {
-            Some(id) => match self.sessions.get(&id.0) {
-                Some(session) => {
-                    session.send(SessionMsg::Options { reply });
-                    None
+        let probe: BoxFuture<'static, Result<Option<SessionHandle>, RpcError>> =
+            match &request.session_id {
+                Some(id) => match self.sessions.get(&id.0) {
+                    Some(session) => {
+                        session.send(SessionMsg::Options { reply });
+                        Box::pin(async { Ok(None) })
+                    }
+                    None => {
+                        let probing =
+                            self.sessions
+                                .probe_stored(&id.0, request.cwd, roots, self.abilities());
+                        Box::pin(async move {
+                            let probe = probing.await.map_err(store_error)?;
+                            probe.send(SessionMsg::Options { reply });
+                            Ok(Some(probe))
+                        })
+                    }
+                },
+                None => {
+                    let probe = self.sessions.probe(request.cwd, roots, self.abilities());
+                    probe.send(SessionMsg::Options { reply });
+                    Box::pin(async { Ok(Some(probe)) })
                 }
-                None => return self.options_of_closed(id.0.to_string(), responder),
-            },
-            None => {
-                let probe = self.sessions.probe(request.cwd, roots, self.abilities());
-                probe.send(SessionMsg::Options { reply });
-                Some(probe)
-            }
-        };
+            };
         tokio::spawn(async move {
+            let probe = match probe.await {
+                Ok(probe) => probe,
+                Err(err) => return responder.respond(Err(err)),
+            };
             let answer = match options.await {
                 Ok(options) => Ok(acp::SessionOptionsResponse::new()
                     .modes(translate::mode_state(&options))
@@ -116,22 +132,6 @@ impl Router {
             // Its mailbox closed, the probe ends.
             drop(probe);
             responder.respond_with(answer);
-        });
-    }
-
-    /// `session/options` for a session not open here: unknown (-32002), or
-    /// saved but not answered for (its settings are read only by a load).
-    fn options_of_closed(&self, id: String, responder: Responder) {
-        let store = self.sessions.store();
-        tokio::spawn(async move {
-            let saved = is_saved(store, id.clone()).await;
-            responder.respond(Err(if saved {
-                RpcError::invalid_params(format!(
-                    "session/options: field `sessionId`: session `{id}` is saved but not open here; load or resume it first (its answer has its options), or leave `sessionId` out to ask for a new session's"
-                ))
-            } else {
-                RpcError::session_not_found(&id)
-            }));
         });
     }
 
