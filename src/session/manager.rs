@@ -579,15 +579,19 @@ impl SessionManager {
     }
 }
 
-/// Ask an actor to close and wait until it has.
 /// A stored conversation as the client with `abilities` is shown it live.
 fn replay_for(events: &[store::StoredEvent], abilities: ClientAbilities) -> Vec<Update> {
-    store::replay_from(events)
+    let replayed = match abilities.cursors {
+        Some(uses) => super::cursors::replay(events, uses),
+        None => store::replay_from(events),
+    };
+    replayed
         .into_iter()
         .map(|update| super::live::plan_for_client(update, abilities))
         .collect()
 }
 
+/// Ask an actor to close and wait until it has.
 pub async fn close(handle: SessionHandle) {
     let (reply, done) = oneshot::channel();
     if handle.send(SessionMsg::Close { reply }) {
