@@ -258,7 +258,7 @@ impl SessionManager {
                 blocking(move || {
                     store
                         .read(&id)
-                        .map(|(_, events)| replay_for(&events, client))
+                        .map(|(_, events)| replay_for(&store, &id, &events, client))
                 })
                 .await
             };
@@ -329,7 +329,7 @@ impl SessionManager {
                 }
                 let (open, metadata, events) = store.open(&read_id)?;
                 let updates = if replay {
-                    replay_for(&events, client)
+                    replay_for(&store, &read_id, &events, client)
                 } else {
                     Vec::new()
                 };
@@ -579,16 +579,41 @@ impl SessionManager {
     }
 }
 
-/// A stored conversation as the client with `abilities` is shown it live.
-fn replay_for(events: &[store::StoredEvent], abilities: ClientAbilities) -> Vec<Update> {
+/// A stored conversation as the client with `abilities` is shown it live
+/// (with its cursors for a client that takes them), ending with the
+/// Markdown plan as it stands (for clients that take plans).
+fn replay_for(
+    store: &Store,
+    id: &str,
+    events: &[store::StoredEvent],
+    abilities: ClientAbilities,
+) -> Vec<Update> {
     let replayed = match abilities.cursors {
         Some(uses) => super::cursors::replay(events, uses),
         None => store::replay_from(events),
     };
-    replayed
+    let mut updates: Vec<Update> = replayed
         .into_iter()
         .map(|update| super::live::plan_for_client(update, abilities))
-        .collect()
+        .collect();
+    if abilities.plans {
+        match store.plan(id) {
+            Ok(Some((markdown, path))) => {
+                let document = crate::events::PlanDocument {
+                    markdown,
+                    path: Some(path),
+                };
+                updates.push(super::live::plan_for_client(
+                    Update::Agent(crate::events::AgentEvent::PlanDocument(Some(document))),
+                    abilities,
+                ));
+            }
+            Ok(None) => {}
+            // The conversation still loads; the plan's file is named in the log.
+            Err(err) => tracing::warn!(session = %id, %err, "cannot read the session's plan"),
+        }
+    }
+    updates
 }
 
 /// Ask an actor to close and wait until it has.
