@@ -4,11 +4,11 @@
 //! waiting happens in small tasks that hold the responder.
 //!
 //! This file is the dispatch and the turn (`session/new`, `session/prompt`,
-//! `session/cancel`, `session/close`); the rest is by concept:
-//! [`capabilities`] (`initialize`, sign-in), [`reopen`] (load, resume,
-//! fork), [`stored`] (list, delete, status, archive), [`options`] (modes,
-//! config options, title), [`providers`], with [`params`] reading params
-//! and [`answers`] turning results into answers.
+//! `session/cancel`, `session/close`); the rest is by concept beside it:
+//! `capabilities` (`initialize`, sign-in), `reopen` (load, resume, fork),
+//! `stored` (list, delete, status, archive), `options` (modes, config
+//! options, title), `providers`, with `params` reading params and
+//! `answers` turning results into answers.
 
 use std::sync::Arc;
 
