@@ -416,6 +416,18 @@ unstable = ["providers"]
             await conn.set_session_mode(session_id=sid, mode_id="act")
         await step("session/set_mode plan: mode update sent, writes refused", set_mode)
 
+        async def markdown_plan():
+            await conn.set_session_mode(session_id=sid, mode_id="plan")
+            r = await conn.prompt(session_id=sid, prompt=[text_block(
+                '[[tool:write_plan {"markdown":"# Plan: fix the bug in parse()"}]]')])
+            check(r.stop_reason == "end_turn", f"stop reason {r.stop_reason}")
+            plans = [u.plan for u in client.of(sid, S.AgentPlanContentUpdate)
+                     if isinstance(u.plan, S.PlanUpdateMarkdown)]
+            check(plans and plans[-1].plan_id == "plan", f"a markdown plan_update for the plan `plan`: {plans}")
+            check(plans[-1].content == "# Plan: fix the bug in parse()", f"its markdown: {plans[-1]}")
+            await conn.set_session_mode(session_id=sid, mode_id="act")
+        await step("write_plan in plan mode: a markdown plan_update `plan` (ACP 1.20 plans)", markdown_plan)
+
         async def set_model():
             r = await conn.set_config_option(config_id="model", session_id=sid, value="scripted-b")
             opts = [o.root if hasattr(o, "root") else o for o in r.config_options]
