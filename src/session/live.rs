@@ -3,6 +3,7 @@
 //! were always shown (or, for a compaction's end, as a notice). The todo
 //! list goes to clients that take plans by id as a plan of its own, and a
 //! delegated agent's call names its session to clients that show them.
+//! Prompt suggestions go only to clients that take them.
 
 use crate::client::{ClientAbilities, PlanContent, TODO_PLAN_ID, Update};
 use crate::events::{
@@ -43,6 +44,8 @@ pub(super) fn for_client(update: Update, abilities: ClientAbilities) -> Option<U
                 }
             }
         },
+        // ACP: only to a client that declared `session.promptSuggestions`.
+        Update::PromptSuggestions(_) if !abilities.prompt_suggestions => return None,
         other => return Some(other),
     };
     Some(Update::Agent(event))
@@ -185,6 +188,22 @@ mod tests {
                 plan_id: TODO_PLAN_ID.into()
             })
         );
+    }
+
+    #[test]
+    fn prompt_suggestions_go_only_to_clients_that_take_them() {
+        let suggested = || Update::PromptSuggestions(vec!["Continue".into()]);
+        let plain = ClientAbilities::default();
+        assert_eq!(for_client(suggested(), plain), None);
+        assert_eq!(
+            for_client(Update::PromptSuggestions(Vec::new()), plain),
+            None
+        );
+        let takes = ClientAbilities {
+            prompt_suggestions: true,
+            ..plain
+        };
+        assert_eq!(for_client(suggested(), takes), Some(suggested()));
     }
 
     #[test]

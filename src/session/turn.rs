@@ -471,6 +471,10 @@ impl SessionActor {
                     self.adopt_fallback(switched);
                 }
                 let usage = with_children(outcome.usage, children);
+                // Before the answer, so the client has them when the turn ends.
+                if let (Ok(stop), false) = (&outcome.result, turn.started.command) {
+                    self.suggest(*stop);
+                }
                 outcome
                     .result
                     .map(|stop| TurnEnd { stop, usage })
