@@ -48,10 +48,10 @@ impl SessionActor {
         }
     }
 
-    /// A prompt turn ended for `stop`: offer what holds now. Delegated
-    /// agents' sessions offer none (the user does not prompt them), and a
-    /// session past its budget none (its next prompt stops before calling
-    /// the model, or asks first).
+    /// A prompt turn (not a built-in command's) ended for `stop`: offer
+    /// what holds now. Delegated agents' sessions offer none (the user does
+    /// not prompt them), and a session past its budget none (its next
+    /// prompt stops before calling the model, or asks first).
     pub(super) fn suggest(&mut self, stop: StopReason) {
         if !self.services.abilities.prompt_suggestions
             || self.services.depth > 0
