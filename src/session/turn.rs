@@ -472,8 +472,10 @@ impl SessionActor {
                 }
                 let usage = with_children(outcome.usage, children);
                 // Before the answer, so the client has them when the turn ends.
-                if let (Ok(stop), false) = (&outcome.result, turn.started.command) {
-                    self.suggest(*stop);
+                if !turn.started.command
+                    && let Ok(stop) = outcome.result
+                {
+                    self.suggest(stop);
                 }
                 outcome
                     .result

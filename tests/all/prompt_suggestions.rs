@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::support::harness::{
     Agent, LlmServer, Recorded, Reply, Split, config_for, models_reply, openai_stream,
-    scripted_model, updates,
+    scripted_model, stream_head, updates,
 };
 
 /// What the model does on each request in turn: a tool call, or (None) a
@@ -194,6 +194,56 @@ async fn a_plan_left_pending_offers_its_next_step_until_the_next_prompt() {
     assert!(loaded["result"].is_object(), "{loaded}");
     assert!(position(&replay, "plan").is_some(), "{replay:?}");
     assert!(offered(&replay, &session).is_empty(), "{replay:?}");
+}
+
+#[tokio::test]
+async fn a_command_withdraws_them_and_a_cancelled_turn_offers_none() {
+    let pending = model(vec![
+        todo(json!([{"content": "Fix the bug", "status": "pending"}])),
+        None,
+    ]);
+    let requests = Arc::new(Mutex::new(0usize));
+    // The third chat request (the third turn's) hangs until cancelled.
+    let server = LlmServer::start(move |request| {
+        let chat = !request.path.ends_with("/models");
+        let n = {
+            let mut n = requests.lock().unwrap();
+            *n += usize::from(chat);
+            *n
+        };
+        if n == 3 {
+            Reply::stream(stream_head(&["Looking "]), Split::Whole).hanging()
+        } else {
+            pending(request)
+        }
+    })
+    .await;
+    let mut agent = Agent::spawn(&config(&server, NAMED, "")).await;
+    init(&mut agent, true).await;
+    let session = agent.new_session().await;
+    let (seen, _) = agent.prompt(&session, "fix it").await;
+    assert_eq!(
+        offered(&seen, &session),
+        [["Continue with the plan: Fix the bug"]]
+    );
+
+    // A built-in command withdraws them and offers none at its end.
+    let (seen, _) = agent.prompt(&session, "/context").await;
+    assert_eq!(
+        offered(&seen, &session),
+        vec![Vec::<String>::new()],
+        "{seen:?}"
+    );
+
+    // The plan is still pending, but a cancelled turn offers nothing.
+    let id = agent.start_prompt(&session, "go on").await;
+    agent.wait_for_update("agent_message_chunk").await;
+    agent
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    let (seen, answer) = agent.response(id).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    assert!(offered(&seen, &session).is_empty(), "{seen:?}");
 }
 
 #[tokio::test]
