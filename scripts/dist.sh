@@ -57,20 +57,7 @@ die() { echo "dist: $*" >&2; exit 1; }
 say() { echo "dist: $*" >&2; }
 
 # need PKG...: apt-get install whatever of PKG is not installed (Debian).
-need() {
-  local missing=() pkg sudo=
-  for pkg in "$@"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  command -v apt-get >/dev/null || die "missing ${missing[*]} and no apt-get to install them"
-  [ "$(id -u)" -eq 0 ] || sudo=sudo
-  say "installing ${missing[*]}"
-  if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}" >&2; then
-    $sudo apt-get update >&2
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}" >&2
-  fi
-}
+need() { bash scripts/need.sh "$@"; }
 
 # The cargo output directory of a profile ("dev" writes to debug/).
 profile_dir() { if [ "$PROFILE" = dev ]; then echo debug; else echo "$PROFILE"; fi; }

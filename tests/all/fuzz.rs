@@ -9,7 +9,7 @@
 //!
 //! `cargo test` runs a CI-sized number of cases (proptest's 256 per target);
 //! `make fuzz` runs 10⁶ per target (`PROPTEST_CASES`). A failing input is
-//! saved under `tests/all/fuzz.proptest-regressions` and replayed first.
+//! saved under `tests/proptest-regressions/fuzz.txt` and replayed first.
 
 use std::path::Path;
 

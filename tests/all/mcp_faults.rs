@@ -20,7 +20,9 @@ fn echo_with(name: &str, args: &[&str]) -> crucible_agent::mcp::McpServerSpec {
 #[tokio::test]
 async fn a_server_hanging_in_initialize_is_given_up_on_and_the_others_work() {
     let mut opts = options(Duration::from_secs(5));
-    opts.start_timeout = Duration::from_millis(800);
+    // Long enough for the healthy server to start on a loaded machine (it gets
+    // the same limit); the stuck one is given up on either way.
+    opts.start_timeout = Duration::from_secs(3);
     let manager = McpManager::start(
         vec![
             echo_with("stuck", &["--hang-at-initialize"]),
@@ -33,7 +35,7 @@ async fn a_server_hanging_in_initialize_is_given_up_on_and_the_others_work() {
     assert_eq!(failures.len(), 1, "{failures:?}");
     assert_eq!(failures[0].0, "stuck");
     assert!(
-        failures[0].1.contains("0.8 s") || failures[0].1.contains("did not"),
+        failures[0].1.contains("3 s") || failures[0].1.contains("did not"),
         "{failures:?}"
     );
     assert!(names(&manager).iter().all(|n| !n.starts_with("stuck__")));
