@@ -4,8 +4,9 @@
 //! output limit, the turn's model calls or its token budget), and the todo
 //! list's next step while one is left. A prompt that starts withdraws them
 //! (whatever it does may make them untrue: it can change the list, clear
-//! or rewind the context); the turn's end offers them again if they still
-//! hold. They are no part of the history: never recorded or replayed.
+//! or rewind the context); a prompt turn's end (not a built-in command's)
+//! offers them again if they still hold. They are no part of the history:
+//! never recorded or replayed.
 
 use super::SessionActor;
 use crate::client::Update;
