@@ -550,8 +550,10 @@ async fn run_allowed(
     while let Ok(content) = reports.try_recv() {
         in_progress(content);
     }
-    if let Some(plan) = outcome.as_ref().ok().and_then(|out| out.plan.clone()) {
-        emit(AgentEvent::Plan(plan));
+    match outcome.as_ref().ok().and_then(|out| out.plan.clone()) {
+        Some(crate::tools::PlanChange::Todos(todos)) => emit(AgentEvent::Plan(todos)),
+        Some(crate::tools::PlanChange::Document(plan)) => emit(AgentEvent::PlanDocument(plan)),
+        None => {}
     }
     // Arguments that do not fit the tool: the model gets its schema.
     outcome.map_err(|err| match err {

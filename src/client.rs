@@ -198,10 +198,18 @@ pub enum Update {
 /// The plan the session keeps as a todo list (the `todo` tool's).
 pub const TODO_PLAN_ID: &str = "todos";
 
-/// What a plan holds. (ACP also has Markdown plans; this agent sends none yet.)
+/// The plan the model writes as Markdown (the `write_plan` tool's).
+pub const MARKDOWN_PLAN_ID: &str = "plan";
+
+/// What a plan holds.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PlanContent {
     Items(Vec<TodoItem>),
+    /// The whole plan, and the absolute path of the file that holds it.
+    Markdown {
+        content: String,
+        path: Option<PathBuf>,
+    },
 }
 
 /// A named point of the session, just before or after something the

@@ -32,6 +32,17 @@ pub enum AgentEvent {
     ToolCallUpdate(ToolCallProgress),
     /// The model's task list changed (ACP `plan`).
     Plan(Vec<TodoItem>),
+    /// The plan the model wrote as Markdown (`write_plan`), or None once
+    /// it is removed. Only clients that take plans by id are shown it.
+    PlanDocument(Option<PlanDocument>),
+}
+
+/// A plan written as Markdown, and the file that holds it (None: a session
+/// that is not saved keeps it in memory only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanDocument {
+    pub markdown: String,
+    pub path: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

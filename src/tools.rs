@@ -31,9 +31,10 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use thiserror::Error;
 
-pub use crate::events::{Location, TodoItem, ToolContent, ToolKind};
+pub use crate::events::{Location, PlanDocument, TodoItem, ToolContent, ToolKind};
 use crate::model::ToolDefinition;
 
+pub use builtin::write_plan::PlanKeeper;
 pub use client_fs::ClientFs;
 pub use context::{Asker, Progress, ToolContext, ToolSettings};
 pub use delegate::{DelegateTool, Delegation, Delegator};
@@ -55,7 +56,16 @@ pub struct ToolOutput {
     /// Where the call acted, now that it is known (e.g. the edited line).
     pub locations: Vec<Location>,
     /// The session's plan, when the call changed it (the agent loop shows it).
-    pub plan: Option<Vec<TodoItem>>,
+    pub plan: Option<PlanChange>,
+}
+
+/// What a call changed of the session's plans.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlanChange {
+    /// The todo list, whole.
+    Todos(Vec<TodoItem>),
+    /// The Markdown plan, or None: removed.
+    Document(Option<PlanDocument>),
 }
 
 impl ToolOutput {
@@ -323,7 +333,7 @@ mod tests {
     fn builtin_definitions_are_json_schema_objects_with_valid_unique_names() {
         let registry = ToolRegistry::builtin();
         let definitions = registry.definitions();
-        assert_eq!(definitions.len(), 9);
+        assert_eq!(definitions.len(), 10);
         let name_pattern = regex::Regex::new("^[a-zA-Z0-9_-]{1,64}$").unwrap();
         let mut names = std::collections::BTreeSet::new();
         for definition in &definitions {
@@ -376,7 +386,15 @@ mod tests {
         let plan = registry.filtered(|tool| !tool.mutates());
         assert_eq!(
             plan.names().collect::<Vec<_>>(),
-            ["read_file", "list_dir", "glob", "grep", "todo", "ask_user"]
+            [
+                "read_file",
+                "list_dir",
+                "glob",
+                "grep",
+                "todo",
+                "write_plan",
+                "ask_user"
+            ]
         );
         assert_eq!(registry.get("shell").unwrap().kind(), ToolKind::Execute);
         assert_eq!(registry.get("grep").unwrap().kind(), ToolKind::Search);

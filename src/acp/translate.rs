@@ -37,6 +37,16 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
             acp::SessionUpdate::ToolCallUpdate(tool_call_update(progress))
         }
         Update::Agent(AgentEvent::Plan(todos)) => acp::SessionUpdate::Plan(plan(todos)),
+        // Sent only as `Update::Plan` (to clients that take plans by id);
+        // here it reads the same.
+        Update::Agent(AgentEvent::PlanDocument(Some(document))) => markdown_plan(
+            crate::client::MARKDOWN_PLAN_ID,
+            &document.markdown,
+            &document.path,
+        ),
+        Update::Agent(AgentEvent::PlanDocument(None)) => {
+            acp::SessionUpdate::PlanRemoved(acp::PlanRemoved::new(crate::client::MARKDOWN_PLAN_ID))
+        }
         Update::Agent(AgentEvent::Notice(notice)) => acp::SessionUpdate::Notice(
             acp::Notice::new(
                 match notice.severity {
@@ -75,13 +85,12 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
         }
         Update::Subagent(info) => subagents::subagent_update(info),
         Update::SessionMessage(message) => subagents::session_message(message),
-        Update::Plan { plan_id, plan } => {
-            acp::SessionUpdate::PlanUpdate(acp::PlanUpdate::new(match plan {
-                PlanContent::Items(items) => {
-                    acp::PlanUpdateContent::items(plan_id.clone(), plan_entries(items))
-                }
-            }))
-        }
+        Update::Plan { plan_id, plan } => match plan {
+            PlanContent::Items(items) => acp::SessionUpdate::PlanUpdate(acp::PlanUpdate::new(
+                acp::PlanUpdateContent::items(plan_id.clone(), plan_entries(items)),
+            )),
+            PlanContent::Markdown { content, path } => markdown_plan(plan_id, content, path),
+        },
         Update::PlanRemoved { plan_id } => {
             acp::SessionUpdate::PlanRemoved(acp::PlanRemoved::new(plan_id.clone()))
         }
@@ -100,6 +109,16 @@ fn prompt_suggestions(prompts: &[String]) -> acp::SessionUpdate {
             .map(|prompt| acp::PromptSuggestion::new(vec![text_block(prompt)]))
             .collect(),
     ))
+}
+
+fn markdown_plan(
+    plan_id: &str,
+    content: &str,
+    path: &Option<std::path::PathBuf>,
+) -> acp::SessionUpdate {
+    acp::SessionUpdate::PlanUpdate(acp::PlanUpdate::new(acp::PlanUpdateContent::Markdown(
+        acp::PlanMarkdown::new(plan_id.to_string(), content.to_string()).path(path.clone()),
+    )))
 }
 
 /// ACP's `modes` view of the session's `mode` option, for clients that
@@ -513,6 +532,65 @@ mod tests {
 
     fn wire(update: &Update) -> Value {
         serde_json::to_value(session_update(update)).unwrap()
+    }
+
+    #[test]
+    fn plans_by_id_become_plan_updates_and_removals() {
+        let todo = TodoItem {
+            content: "Fix".into(),
+            status: TodoStatus::Pending,
+            priority: TodoPriority::High,
+        };
+        let markdown = |path: Option<&str>| Update::Plan {
+            plan_id: "plan".into(),
+            plan: PlanContent::Markdown {
+                content: "# Plan\n1. Fix\n".into(),
+                path: path.map(Into::into),
+            },
+        };
+        let table = vec![
+            (
+                Update::Plan {
+                    plan_id: "todos".into(),
+                    plan: PlanContent::Items(vec![todo]),
+                },
+                json!({"sessionUpdate":"plan_update","plan":{"type":"items","planId":"todos",
+                    "entries":[{"content":"Fix","priority":"high","status":"pending"}]}}),
+            ),
+            (
+                markdown(Some("/data/sessions/s/plan.md")),
+                json!({"sessionUpdate":"plan_update","plan":{"type":"markdown","planId":"plan",
+                    "content":"# Plan\n1. Fix\n","path":"/data/sessions/s/plan.md"}}),
+            ),
+            (
+                markdown(None),
+                json!({"sessionUpdate":"plan_update","plan":{"type":"markdown","planId":"plan",
+                    "content":"# Plan\n1. Fix\n"}}),
+            ),
+            (
+                Update::Agent(AgentEvent::PlanDocument(Some(
+                    crate::events::PlanDocument {
+                        markdown: "# Plan\n1. Fix\n".into(),
+                        path: None,
+                    },
+                ))),
+                json!({"sessionUpdate":"plan_update","plan":{"type":"markdown","planId":"plan",
+                    "content":"# Plan\n1. Fix\n"}}),
+            ),
+            (
+                Update::PlanRemoved {
+                    plan_id: "plan".into(),
+                },
+                json!({"sessionUpdate":"plan_removed","planId":"plan"}),
+            ),
+            (
+                Update::Agent(AgentEvent::PlanDocument(None)),
+                json!({"sessionUpdate":"plan_removed","planId":"plan"}),
+            ),
+        ];
+        for (update, expected) in table {
+            assert_eq!(wire(&update), expected, "{update:?}");
+        }
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Live events (notices, compaction steps) as this client can take them:
 //! as they are when it said it shows them, else as the thoughts clients
 //! were always shown (or, for a compaction's end, as a notice). The todo
-//! list goes to clients that take plans by id as a plan of its own, and a
-//! delegated agent's call names its session to clients that show them.
+//! list goes to clients that take plans by id as a plan of its own (and
+//! the Markdown plan, to them only), and a delegated agent's call names its
+//! session to clients that show them.
 //! Prompt suggestions go only to clients that take them.
 
-use crate::client::{ClientAbilities, PlanContent, TODO_PLAN_ID, Update};
+use crate::client::{ClientAbilities, MARKDOWN_PLAN_ID, PlanContent, TODO_PLAN_ID, Update};
 use crate::events::{
     AgentEvent, Compaction, CompactionOutcome, Notice, Severity, ToolCallProgress, ToolContent,
 };
@@ -14,6 +15,9 @@ use crate::events::{
 pub(super) fn for_client(update: Update, abilities: ClientAbilities) -> Option<Update> {
     let update = plan_for_client(update, abilities);
     let event = match update {
+        // A client on an older schema has no way to show it: the call's
+        // own content (the Markdown) is what it reads.
+        Update::Agent(AgentEvent::PlanDocument(_)) => return None,
         Update::Agent(AgentEvent::ToolCallUpdate(progress)) if abilities.subagents => {
             AgentEvent::ToolCallUpdate(with_child_session(progress))
         }
@@ -65,6 +69,19 @@ pub(super) fn plan_for_client(update: Update, abilities: ClientAbilities) -> Upd
                     plan_id,
                     plan: PlanContent::Items(items),
                 }
+            }
+        }
+        Update::Agent(AgentEvent::PlanDocument(document)) if abilities.plans => {
+            let plan_id = MARKDOWN_PLAN_ID.to_string();
+            match document {
+                Some(document) => Update::Plan {
+                    plan_id,
+                    plan: PlanContent::Markdown {
+                        content: document.markdown,
+                        path: document.path,
+                    },
+                },
+                None => Update::PlanRemoved { plan_id },
             }
         }
         other => other,
@@ -204,6 +221,40 @@ mod tests {
             ..plain
         };
         assert_eq!(for_client(suggested(), takes), Some(suggested()));
+    }
+
+    #[test]
+    fn the_markdown_plan_is_a_plan_of_its_own_for_clients_that_take_plans_and_nothing_for_others() {
+        use crate::events::PlanDocument;
+        let written = Update::Agent(AgentEvent::PlanDocument(Some(PlanDocument {
+            markdown: "# Plan\n".into(),
+            path: Some("/data/sessions/s/plan.md".into()),
+        })));
+        let removed = Update::Agent(AgentEvent::PlanDocument(None));
+        let plain = ClientAbilities::default();
+        let plans = ClientAbilities {
+            plans: true,
+            ..plain
+        };
+        assert_eq!(for_client(written.clone(), plain), None);
+        assert_eq!(for_client(removed.clone(), plain), None);
+        assert_eq!(
+            for_client(written, plans),
+            Some(Update::Plan {
+                plan_id: MARKDOWN_PLAN_ID.into(),
+                plan: PlanContent::Markdown {
+                    content: "# Plan\n".into(),
+                    path: Some("/data/sessions/s/plan.md".into()),
+                },
+            })
+        );
+        assert_eq!(
+            for_client(removed, plans),
+            Some(Update::PlanRemoved {
+                plan_id: MARKDOWN_PLAN_ID.into()
+            })
+        );
+        assert_ne!(MARKDOWN_PLAN_ID, TODO_PLAN_ID);
     }
 
     #[test]

@@ -221,7 +221,7 @@ impl SessionManager {
                 blocking(move || {
                     store
                         .read(&id)
-                        .map(|(_, events)| replay_for(&events, client))
+                        .map(|(_, events)| replay_for(&store, &id, &events, client))
                 })
                 .await
             };
@@ -292,7 +292,7 @@ impl SessionManager {
                 }
                 let (open, metadata, events) = store.open(&read_id)?;
                 let updates = if replay {
-                    replay_for(&events, client)
+                    replay_for(&store, &read_id, &events, client)
                 } else {
                     Vec::new()
                 };
@@ -532,12 +532,36 @@ impl SessionManager {
 }
 
 /// Ask an actor to close and wait until it has.
-/// A stored conversation as the client with `abilities` is shown it live.
-fn replay_for(events: &[store::StoredEvent], abilities: ClientAbilities) -> Vec<Update> {
-    store::replay_from(events)
+/// A stored conversation as the client with `abilities` is shown it live,
+/// ending with the Markdown plan as it stands (for clients that take plans).
+fn replay_for(
+    store: &Store,
+    id: &str,
+    events: &[store::StoredEvent],
+    abilities: ClientAbilities,
+) -> Vec<Update> {
+    let mut updates: Vec<Update> = store::replay_from(events)
         .into_iter()
         .map(|update| super::live::plan_for_client(update, abilities))
-        .collect()
+        .collect();
+    if abilities.plans {
+        match store.plan(id) {
+            Ok(Some((markdown, path))) => {
+                let document = crate::events::PlanDocument {
+                    markdown,
+                    path: Some(path),
+                };
+                updates.push(super::live::plan_for_client(
+                    Update::Agent(crate::events::AgentEvent::PlanDocument(Some(document))),
+                    abilities,
+                ));
+            }
+            Ok(None) => {}
+            // The conversation still loads; the plan's file is named in the log.
+            Err(err) => tracing::warn!(session = %id, %err, "cannot read the session's plan"),
+        }
+    }
+    updates
 }
 
 pub async fn close(handle: SessionHandle) {

@@ -4,7 +4,11 @@
 //! every sender; the conversation (prompts, rounds, context operations,
 //! turn ends) and the settings are recorded by the calls below.
 
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::future::BoxFuture;
 
 use super::SessionActor;
 use super::turn::Journaled;
@@ -25,6 +29,67 @@ pub(super) fn recorded_client(
     match recorder {
         Some(recorder) => recorder.wrap(client),
         None => client,
+    }
+}
+
+/// The Markdown plan `write_plan` keeps: `plan.md` in the session's store
+/// directory (written by its writer, read again by a load), or in memory
+/// only for a session that is not saved (no path then).
+pub(super) struct SessionPlan {
+    recorder: Option<Recorder>,
+    /// Whether there is a plan now (a `/clear` removes it only then).
+    exists: AtomicBool,
+}
+
+impl SessionPlan {
+    pub fn new(recorder: Option<&Recorder>) -> Self {
+        Self {
+            exists: AtomicBool::new(recorder.is_some_and(Recorder::has_plan)),
+            recorder: recorder.cloned(),
+        }
+    }
+
+    /// Removes the plan, if there is one: true then. The file goes in
+    /// the writer's order, so a plan written after this one stays.
+    fn take(&self) -> bool {
+        if !self.exists.swap(false, Ordering::SeqCst) {
+            return false;
+        }
+        if let Some(recorder) = &self.recorder {
+            recorder.discard_plan();
+        }
+        true
+    }
+}
+
+impl crate::tools::PlanKeeper for SessionPlan {
+    fn save(&self, markdown: String) -> BoxFuture<'_, Result<Option<PathBuf>, String>> {
+        Box::pin(async move {
+            let path = match &self.recorder {
+                Some(recorder) => Some(
+                    recorder
+                        .save_plan(markdown)
+                        .await
+                        .map_err(|err| err.to_string())?,
+                ),
+                None => None,
+            };
+            self.exists.store(true, Ordering::SeqCst);
+            Ok(path)
+        })
+    }
+
+    fn remove(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            if let Some(recorder) = &self.recorder {
+                recorder
+                    .remove_plan()
+                    .await
+                    .map_err(|err| err.to_string())?;
+            }
+            self.exists.store(false, Ordering::SeqCst);
+            Ok(())
+        })
     }
 }
 
@@ -85,6 +150,15 @@ pub(super) fn end_cut_short_turn(recorder: &Recorder, seen: String) {
 }
 
 impl SessionActor {
+    /// `/clear` (and `/context reset`): the conversation starts over, and
+    /// the plan written in it goes (`plan_removed` for clients that take
+    /// plans; others were never shown it as a plan).
+    pub(super) fn remove_plan(&mut self) {
+        if self.services.plan.take() {
+            self.send(Update::Agent(crate::events::AgentEvent::PlanDocument(None)));
+        }
+    }
+
     /// A turn's journal: each finished round and context operation is saved
     /// at once (a crash loses only the round in flight) and kept in `kept`.
     pub(super) fn journal(&self, kept: Journaled) -> JournalFn {
@@ -175,5 +249,42 @@ impl SessionActor {
             agent: current.agent.as_deref(),
             thought_level: current.thought_level.as_str(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::PlanKeeper;
+
+    #[tokio::test]
+    async fn a_session_that_is_not_saved_keeps_its_plan_in_memory_without_a_path() {
+        let plan = SessionPlan::new(None);
+        assert!(!plan.take(), "no plan yet");
+        assert_eq!(plan.save("# Plan".into()).await, Ok(None));
+        assert!(plan.take());
+        assert!(!plan.take(), "removed once");
+        plan.save("# Plan".into()).await.unwrap();
+        plan.remove().await.unwrap();
+        assert!(!plan.take());
+    }
+
+    #[tokio::test]
+    async fn a_saved_session_keeps_its_plan_in_its_directory_and_knows_it_on_open() {
+        let data = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::new(data.path());
+        let metadata =
+            crate::store::Metadata::new("s", PathBuf::from("/p"), "prov", "model", "act");
+        let recorder = Recorder::start(store.create(&metadata).unwrap(), metadata);
+        let plan = SessionPlan::new(Some(&recorder));
+        let path = plan.save("# Plan\n".into()).await.unwrap().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "# Plan\n");
+        recorder.close().await;
+        let (open, metadata, _) = store.open("s").unwrap();
+        let recorder = Recorder::start(open, metadata);
+        let reopened = SessionPlan::new(Some(&recorder));
+        assert!(reopened.take());
+        recorder.close().await;
+        assert!(!path.exists());
     }
 }

@@ -50,6 +50,8 @@ pub(super) struct Services {
     pub tool_context: ToolContext,
     /// What the file tools replaced, for rewinds.
     pub files: Arc<super::rewind::SessionFiles>,
+    /// The Markdown plan `write_plan` keeps (also in `tool_context`).
+    pub plan: Arc<record::SessionPlan>,
     pub permissions: Arc<SessionPermissions>,
     pub mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
     pub runtime: Arc<AgentRuntime>,
@@ -147,6 +149,8 @@ impl Services {
             std::mem::take(&mut start.files),
         ));
         tool_context.journal = Some(Arc::clone(&files) as Arc<dyn crate::tools::FileJournal>);
+        let plan = Arc::new(record::SessionPlan::new(recorder.as_ref()));
+        tool_context.plan = Some(Arc::clone(&plan) as Arc<dyn crate::tools::PlanKeeper>);
         let mut tools = ToolRegistry::builtin();
         let depth = lineage.as_ref().map_or(0, |lineage| lineage.depth);
         let mut parent_mcp = None;
@@ -187,6 +191,7 @@ impl Services {
             tools,
             tool_context,
             files,
+            plan,
             permissions,
             mailbox,
             runtime: shared.runtime,

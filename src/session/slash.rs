@@ -84,7 +84,10 @@ impl SessionActor {
                 job.pick = Some(pick);
             }
             Ok(Command::Model(value)) => job.text = self.option_command(MODEL_OPTION, value),
-            Ok(Command::Clear) => job.op = Some(ContextOp::Reset),
+            Ok(Command::Clear) => {
+                job.op = Some(ContextOp::Reset);
+                self.remove_plan();
+            }
             Ok(Command::Permissions(args)) => job.text = self.permissions_command(args.as_deref()),
             Ok(Command::Compact { focus }) => job.summarize = Some(focus),
             Ok(Command::Rewind(command)) => job.rewind = self.rewind_command(command),
@@ -99,7 +102,10 @@ impl SessionActor {
                     job.rewind = self.rollback_command(&name, flags);
                 }
                 ContextCommand::Pop(count) => job.op = Some(ContextOp::Pop { count }),
-                ContextCommand::Reset => job.op = Some(ContextOp::Reset),
+                ContextCommand::Reset => {
+                    job.op = Some(ContextOp::Reset);
+                    self.remove_plan();
+                }
                 ContextCommand::Summarize => job.summarize = Some(None),
             },
         }

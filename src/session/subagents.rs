@@ -464,6 +464,7 @@ impl ChildView {
             AgentEvent::Usage { .. }
             | AgentEvent::Thought(_)
             | AgentEvent::Plan(_)
+            | AgentEvent::PlanDocument(_)
             | AgentEvent::Notice(_)
             | AgentEvent::Compaction(_) => false,
         }

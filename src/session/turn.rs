@@ -176,6 +176,10 @@ impl TurnContext {
         }
         if self.read_only {
             tools = tools.filtered(|tool| !tool.mutates());
+        } else {
+            // The plan is proposed before acting; once acting, the todo
+            // list tracks it (the plan stays shown and in the context).
+            tools = tools.filtered(|tool| tool.name() != crate::tools::builtin::write_plan::NAME);
         }
         if let Some(card) = &self.card {
             tools = tools.filtered(|tool| card.offers(tool.name()));

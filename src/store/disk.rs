@@ -429,8 +429,12 @@ impl StoredUpdate {
             Event::Plan(entries) => Self::Plan {
                 entries: entries.clone().across(),
             },
-            // Live events, not history.
-            Event::Usage { .. } | Event::Notice(_) | Event::Compaction(_) => return None,
+            // Live events, not history. The Markdown plan is state: its
+            // file is what a load shows (the call keeps the text).
+            Event::Usage { .. }
+            | Event::Notice(_)
+            | Event::Compaction(_)
+            | Event::PlanDocument(_) => return None,
         })
     }
 

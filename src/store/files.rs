@@ -13,6 +13,8 @@ use super::disk::{FORMAT_VERSION, Metadata, MetadataIn, MetadataOut, StoredEvent
 const METADATA: &str = "metadata.json";
 const HISTORY: &str = "history.jsonl";
 const LOCK: &str = "lock";
+/// The plan the model wrote (`write_plan`), as Markdown.
+pub(super) const PLAN: &str = "plan.md";
 
 impl Metadata {
     pub fn new(id: &str, cwd: PathBuf, provider: &str, model: &str, mode: &str) -> Self {
@@ -155,6 +157,13 @@ impl Store {
         } else if history.is_file() {
             fs::copy(&history, &to).map_err(io_error("cannot copy", &to))?;
         }
+        // The plan as it stands, when the whole history goes along (one cut
+        // at a cursor may end before it was written).
+        let plan = from.join(PLAN);
+        if at.is_none() && plan.is_file() {
+            let target = dir.join(PLAN);
+            fs::copy(&plan, &target).map_err(io_error("cannot copy", &target))?;
+        }
         // The file versions too, so rewinds work in the fork.
         if let Ok(blobs) = fs::read_dir(from.join("blobs")) {
             let to = dir.join("blobs");
@@ -197,6 +206,16 @@ impl Store {
         let metadata = read_metadata(id, &dir)?;
         let events = read_history(id, &dir, None)?;
         Ok((metadata, events))
+    }
+
+    /// Session `id`'s Markdown plan and the file that holds it, when it has one.
+    pub fn plan(&self, id: &str) -> Result<Option<(String, PathBuf)>, StoreError> {
+        let path = self.existing_dir(id)?.join(PLAN);
+        match fs::read_to_string(&path) {
+            Ok(markdown) => Ok(Some((markdown, path))),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(err) => Err(io_error("cannot read", &path)(err)),
+        }
     }
 
     pub fn metadata(&self, id: &str) -> Result<Metadata, StoreError> {
@@ -398,24 +417,28 @@ fn read_metadata(id: &str, dir: &Path) -> Result<Metadata, StoreError> {
     Ok(metadata)
 }
 
-/// Temp file, fsync, rename, fsync the directory (where one can be): a reader sees the old
-/// file or the new one, never half of one, even across a power cut.
 pub(super) fn write_metadata(dir: &Path, metadata: &Metadata) -> Result<(), StoreError> {
-    let path = dir.join(METADATA);
-    let temp = dir.join(format!(".{METADATA}.{}.tmp", std::process::id()));
     let file = MetadataOut {
         format_version: FORMAT_VERSION,
         metadata,
     };
-    let bytes = serde_json::to_vec_pretty(&file).map_err(|err| StoreError::Io {
+    let mut bytes = serde_json::to_vec_pretty(&file).map_err(|err| StoreError::Io {
         action: "cannot encode",
-        path: path.clone(),
+        path: dir.join(METADATA),
         source: io::Error::other(err),
     })?;
+    bytes.push(b'\n');
+    write_atomic(dir, METADATA, &bytes).map(|_| ())
+}
+
+/// Temp file, fsync, rename, fsync the directory (where one can be): a reader sees the old
+/// file or the new one, never half of one, even across a power cut.
+pub(super) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, StoreError> {
+    let path = dir.join(name);
+    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let write = || -> io::Result<()> {
         let mut file = File::create(&temp)?;
-        file.write_all(&bytes)?;
-        file.write_all(b"\n")?;
+        file.write_all(bytes)?;
         file.sync_all()?;
         fs::rename(&temp, &path)?;
         crate::platform::sync_dir(dir)
@@ -423,7 +446,18 @@ pub(super) fn write_metadata(dir: &Path, metadata: &Metadata) -> Result<(), Stor
     write().map_err(|err| {
         let _ = fs::remove_file(&temp);
         io_error("cannot write", &path)(err)
-    })
+    })?;
+    Ok(path)
+}
+
+/// Removes `name` from `dir` (a file that is not there is fine).
+pub(super) fn remove_file(dir: &Path, name: &str) -> Result<(), StoreError> {
+    let path = dir.join(name);
+    match fs::remove_file(&path) {
+        Ok(()) => crate::platform::sync_dir(dir).map_err(io_error("cannot remove", &path)),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(io_error("cannot remove", &path)(err)),
+    }
 }
 
 /// Every readable event of a history. With `repair`, a torn last line is

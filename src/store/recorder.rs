@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 
+use super::StoreError;
 use super::disk::{Metadata, StoredEvent};
-use super::files::{OpenSession, now_rfc3339, write_metadata};
+use super::files::{OpenSession, PLAN, now_rfc3339, remove_file, write_atomic, write_metadata};
 use super::views::title_from;
 use crate::client::{
     ClientFuture, ClientSink, CreateTerminal, PermissionChoice, PlanContent, ReadTextFile,
@@ -24,10 +25,15 @@ use crate::model::Message;
 enum Op {
     Append(StoredEvent),
     Metadata(Box<Metadata>),
+    /// The Markdown plan replaced (Some) or removed (None); answered with
+    /// the file's path once written.
+    Plan(Option<String>, PlanReply),
     /// Answered once everything queued before it is written (or failed).
     Flush(oneshot::Sender<()>),
     Close(oneshot::Sender<()>),
 }
+
+type PlanReply = oneshot::Sender<Result<std::path::PathBuf, StoreError>>;
 
 /// Whether the writer's last write failed, and whether the user was told
 /// (once a session: on a disk that is nearly full, writes fail and succeed
@@ -61,6 +67,8 @@ pub struct Recorder {
     metadata: Arc<Mutex<Metadata>>,
     health: Arc<SaveHealth>,
     blobs: super::Blobs,
+    /// The session's directory (its plan is read beside the writer).
+    dir: std::path::PathBuf,
 }
 
 /// The session's settings, as the metadata keeps them.
@@ -87,6 +95,7 @@ impl Recorder {
         let id = metadata.id.clone();
         let health = Arc::new(SaveHealth::default());
         let blobs = super::Blobs::on_disk(open.dir.clone());
+        let dir = open.dir.clone();
         let writer_health = Arc::clone(&health);
         let spawned = std::thread::Builder::new()
             .name(format!("store-{}", short(&id)))
@@ -100,6 +109,7 @@ impl Recorder {
             metadata: Arc::new(Mutex::new(metadata)),
             health,
             blobs,
+            dir,
         }
     }
 
@@ -158,6 +168,37 @@ impl Recorder {
 
     pub fn rewind_undone(&self, id: u64) {
         self.append(StoredEvent::RewindUndone { id });
+    }
+
+    /// Replaces the session's Markdown plan (`plan.md` beside its
+    /// history, written whole or not at all): the file's absolute path.
+    pub async fn save_plan(&self, markdown: String) -> Result<std::path::PathBuf, StoreError> {
+        let (done, written) = oneshot::channel();
+        self.tx
+            .send(Op::Plan(Some(markdown), done))
+            .map_err(|_| writer_gone())?;
+        written.await.map_err(|_| writer_gone())?
+    }
+
+    /// Removes the session's Markdown plan without waiting (a failure is
+    /// logged by the writer); later plans are written after it.
+    pub fn discard_plan(&self) {
+        let (done, _) = oneshot::channel();
+        let _ = self.tx.send(Op::Plan(None, done));
+    }
+
+    /// Whether the session has a Markdown plan now.
+    pub fn has_plan(&self) -> bool {
+        self.dir.join(PLAN).is_file()
+    }
+
+    /// Removes the session's Markdown plan (none is fine).
+    pub async fn remove_plan(&self) -> Result<(), StoreError> {
+        let (done, removed) = oneshot::channel();
+        self.tx
+            .send(Op::Plan(None, done))
+            .map_err(|_| writer_gone())?;
+        removed.await.map_err(|_| writer_gone())?.map(|_| ())
     }
 
     /// Where this session keeps file versions.
@@ -341,6 +382,14 @@ impl Recorder {
     }
 }
 
+fn writer_gone() -> StoreError {
+    StoreError::Io {
+        action: "cannot save the plan of",
+        path: std::path::PathBuf::from("this session"),
+        source: std::io::Error::other("the session's writer has stopped"),
+    }
+}
+
 fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
@@ -356,6 +405,7 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str, health: &
         let mut metadata: Option<Box<Metadata>> = None;
         let mut close: Option<oneshot::Sender<()>> = None;
         let mut flushed: Vec<oneshot::Sender<()>> = Vec::new();
+        let mut plans = Vec::new();
         let mut boundary = false;
         for op in batch {
             match op {
@@ -382,6 +432,7 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str, health: &
                     }
                 }
                 Op::Metadata(m) => metadata = Some(m),
+                Op::Plan(markdown, done) => plans.push((markdown, done)),
                 Op::Flush(done) => flushed.push(done),
                 Op::Close(done) => close = Some(done),
             }
@@ -409,6 +460,16 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str, health: &
         {
             tracing::warn!(session = %id, %err, "cannot save the session metadata");
             health.failed(format!("its metadata cannot be written ({err})"));
+        }
+        for (markdown, done) in plans {
+            let written = match markdown {
+                Some(markdown) => write_atomic(&open.dir, PLAN, markdown.as_bytes()),
+                None => remove_file(&open.dir, PLAN).map(|()| open.dir.join(PLAN)),
+            };
+            if let Err(err) = &written {
+                tracing::warn!(session = %id, %err, "cannot save the session's plan");
+            }
+            let _ = done.send(written);
         }
         for done in flushed {
             let _ = done.send(());
@@ -551,6 +612,49 @@ mod tests {
         recorder.turn_end_spent(None, Default::default());
         recorder.close().await;
         assert_eq!(store.metadata("s1").unwrap().broken, None);
+    }
+
+    #[tokio::test]
+    async fn the_markdown_plan_is_a_file_beside_the_history_replaced_whole_and_removed() {
+        let (_data, store, recorder) = recording("s1");
+        assert!(!recorder.has_plan());
+        assert_eq!(store.plan("s1").unwrap(), None);
+        let path = recorder.save_plan("# Plan\n1. One\n".into()).await.unwrap();
+        assert!(path.is_absolute(), "{}", path.display());
+        assert_eq!(path, store.dir().join("s1").join(PLAN));
+        let path = recorder.save_plan("# Plan\n1. Two\n".into()).await.unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "# Plan\n1. Two\n");
+        assert_eq!(
+            store.plan("s1").unwrap(),
+            Some(("# Plan\n1. Two\n".to_string(), path.clone()))
+        );
+        assert!(recorder.has_plan());
+        // No temporary file is left beside it.
+        let names: Vec<String> = std::fs::read_dir(store.dir().join("s1"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".tmp"))
+            .collect();
+        assert!(names.is_empty(), "{names:?}");
+        // A whole fork takes it along; one at a cursor does not.
+        recorder.context_op(&ContextOp::Checkpoint { name: "c".into() });
+        recorder.close().await;
+        store.fork("s1", "whole", None).unwrap();
+        store.fork("s1", "cut", Some("c")).unwrap();
+        assert_eq!(store.plan("whole").unwrap().unwrap().0, "# Plan\n1. Two\n");
+        assert_eq!(store.plan("cut").unwrap(), None);
+
+        let (open, metadata, _) = store.open("s1").unwrap();
+        let recorder = Recorder::start(open, metadata);
+        assert!(recorder.has_plan());
+        recorder.remove_plan().await.unwrap();
+        assert!(!path.exists());
+        // Twice is fine.
+        recorder.remove_plan().await.unwrap();
+        recorder.save_plan("again".into()).await.unwrap();
+        recorder.discard_plan();
+        recorder.close().await;
+        assert_eq!(store.plan("s1").unwrap(), None);
     }
 
     #[tokio::test]

@@ -12,6 +12,7 @@ pub mod shell;
 pub mod todo;
 mod walk;
 pub mod write_file;
+pub mod write_plan;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ pub use read_file::ReadFileTool;
 pub use shell::ShellTool;
 pub use todo::TodoTool;
 pub use write_file::WriteFileTool;
+pub use write_plan::WritePlanTool;
 
 /// All built-ins, in the order the model is shown them.
 pub fn all() -> Vec<Arc<dyn Tool>> {
@@ -40,6 +42,7 @@ pub fn all() -> Vec<Arc<dyn Tool>> {
         Arc::new(GrepTool),
         Arc::new(ShellTool),
         Arc::new(TodoTool),
+        Arc::new(WritePlanTool),
         Arc::new(AskUserTool),
     ]
 }

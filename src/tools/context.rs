@@ -107,6 +107,8 @@ pub struct ToolContext {
     pub asker: Option<Asker>,
     /// Told of each file the agent writes (for rewinds); None: nobody keeps them.
     pub journal: Option<Arc<dyn super::FileJournal>>,
+    /// Where `write_plan` keeps the session's plan; None: nowhere.
+    pub plan: Option<Arc<dyn super::PlanKeeper>>,
 }
 
 /// The editor a session's questions go to.
@@ -146,6 +148,7 @@ impl ToolContext {
             sandbox: Arc::new(SessionSandbox::off()),
             asker: None,
             journal: None,
+            plan: None,
         }
     }
 

@@ -41,6 +41,7 @@ mod faults;
 mod fuzz;
 mod live_updates;
 mod loop_guard;
+mod markdown_plans;
 mod mcp;
 mod mcp_faults;
 mod mcp_over_acp;

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::events::{TodoItem, TodoPriority, TodoStatus, ToolKind};
-use crate::tools::{ToolContext, ToolError, ToolOutput, TypedTool};
+use crate::tools::{PlanChange, ToolContext, ToolError, ToolOutput, TypedTool};
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TodoTool;
@@ -68,7 +68,7 @@ fn update(entries: Vec<Entry>, ctx: &ToolContext) -> Result<ToolOutput, ToolErro
         .map_err(|err| ToolError::Failed(format!("could not record the todo list: {err}")))?;
     ctx.set_todos(todos.clone());
     let mut output = ToolOutput::text(describe(&todos)).with_raw_output(raw_output);
-    output.plan = Some(todos);
+    output.plan = Some(PlanChange::Todos(todos));
     Ok(output)
 }
 
@@ -135,7 +135,7 @@ mod tests {
         assert_eq!(todos[1].status, TodoStatus::InProgress);
         assert_eq!(todos[2].content, "Run the tests");
         assert_eq!(out.raw_output["todos"][1]["status"], "in_progress");
-        assert_eq!(out.plan, Some(todos));
+        assert_eq!(out.plan, Some(PlanChange::Todos(todos)));
     }
 
     #[tokio::test]
