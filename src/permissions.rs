@@ -13,159 +13,35 @@
 //! 4. the lists' `default`, when it is allow or deny;
 //! 5. the mode. The session's other work goes on while a question waits.
 
+mod always;
 mod ceiling;
 mod command_line;
 mod escalation;
 pub mod patterns;
 mod reads;
 pub mod remembered;
+mod repeat;
+mod rules;
 mod trust;
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 
 use crate::client::{ClientSink, PermissionChoice};
-use crate::events::{ToolCallInfo, ToolKind};
+use crate::events::ToolCallInfo;
 use crate::modes::ModePolicy;
 use crate::tools::Tool;
 use crate::tools::sandbox::SessionSandbox;
 use crate::tools::sensitive::SensitiveFiles;
 use crate::util::lock;
+use always::RememberFn;
 use patterns::{PatternLists, Verdict};
 pub use reads::{DeclaredReads, KILN_READS, KILN_SERVER};
 pub use remembered::{Persist, RuleFiles, RuleOrigin};
+pub use rules::{Decision, Rule, RuleScope, first_match};
 pub use trust::TrustedRules;
-
-/// What a rule decides.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Decision {
-    Allow,
-    Deny,
-    #[default]
-    Ask,
-}
-
-/// Where a rule comes from, which also orders rules: earlier scopes first.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum RuleScope {
-    /// The user's own overrides (`scope = "user"` in the config).
-    User,
-    /// Made during the session by an "always" answer.
-    Session,
-    /// Only for sessions run by this agent (card) name.
-    Agent(String),
-    /// The config's rules for everything.
-    #[default]
-    Global,
-}
-
-impl RuleScope {
-    fn rank(&self) -> u8 {
-        match self {
-            RuleScope::User => 0,
-            RuleScope::Session => 1,
-            RuleScope::Agent(_) => 2,
-            RuleScope::Global => 3,
-        }
-    }
-}
-
-/// A permission rule. Every matcher given must match; a rule without
-/// matchers (or with `all = true` in the config) matches every call.
-#[derive(Debug, Clone, Default)]
-pub struct Rule {
-    pub scope: RuleScope,
-    /// Higher is checked first within a scope (default 0).
-    pub priority: i32,
-    /// The tool's name.
-    pub tool: Option<String>,
-    /// The tool's kind (its category: read, edit, execute…).
-    pub kind: Option<ToolKind>,
-    /// For `shell`: the command starts with one of these.
-    pub command_prefixes: Vec<String>,
-    /// Searched in the call's arguments as JSON text.
-    pub pattern: Option<regex::Regex>,
-    /// For `shell`: the command is exactly this (what a remembered answer
-    /// approved, and nothing more).
-    pub command: Option<String>,
-    /// Every place the call touches is one of these (and it touches one).
-    pub paths: Vec<PathBuf>,
-    pub decision: Decision,
-    /// Where the rule was written, for `/permissions`.
-    pub origin: RuleOrigin,
-    /// An allow rule of a project file that is not trusted
-    /// ([`TrustedRules`]): listed, never matched.
-    pub untrusted: bool,
-}
-
-impl Rule {
-    /// A rule for every call of one tool.
-    pub fn for_tool(scope: RuleScope, tool: impl Into<String>, decision: Decision) -> Self {
-        Self {
-            scope,
-            tool: Some(tool.into()),
-            decision,
-            ..Self::default()
-        }
-    }
-
-    /// Whether the rule decides `call`. An untrusted rule decides nothing.
-    pub fn matches(&self, call: &ToolCallInfo, tool: &dyn Tool) -> bool {
-        !self.untrusted
-            && self.tool.as_deref().is_none_or(|name| name == tool.name())
-            && self.kind.is_none_or(|kind| kind == tool.kind())
-            && (self.command_prefixes.is_empty()
-                || call.raw_input["command"].as_str().is_some_and(|command| {
-                    let command = command.trim_start();
-                    self.command_prefixes
-                        .iter()
-                        .any(|prefix| command.starts_with(prefix.as_str()))
-                }))
-            && self
-                .pattern
-                .as_ref()
-                .is_none_or(|pattern| pattern.is_match(&call.raw_input.to_string()))
-            && self.command.as_deref().is_none_or(|exact| {
-                call.raw_input["command"]
-                    .as_str()
-                    .is_some_and(|command| command.trim() == exact.trim())
-            })
-            && (self.paths.is_empty()
-                || (!call.locations.is_empty()
-                    && call
-                        .locations
-                        .iter()
-                        .all(|location| self.paths.contains(&location.path))))
-    }
-
-    /// Whether the rule applies to a session run by `agent`.
-    fn applies_to(&self, agent: Option<&str>) -> bool {
-        match &self.scope {
-            RuleScope::Agent(name) => agent == Some(name.as_str()),
-            _ => true,
-        }
-    }
-}
-
-/// The rule that decides `call`, if any: `rules` in evaluation order
-/// (scope, then priority, then the order given), first match wins.
-pub fn first_match<'r>(
-    rules: impl IntoIterator<Item = &'r Rule>,
-    agent: Option<&str>,
-    call: &ToolCallInfo,
-    tool: &dyn Tool,
-) -> Option<&'r Rule> {
-    let mut ordered: Vec<&Rule> = rules
-        .into_iter()
-        .filter(|rule| rule.applies_to(agent))
-        .collect();
-    // Stable: equal keys keep the order given.
-    ordered.sort_by_key(|rule| (rule.scope.rank(), std::cmp::Reverse(rule.priority)));
-    ordered.into_iter().find(|rule| rule.matches(call, tool))
-}
 
 /// Whether a tool call may run: the session's mode, rules and the user's answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,8 +119,6 @@ pub struct SessionPermissions {
     ceiling: Option<Arc<SessionPermissions>>,
 }
 
-type RememberFn = Box<dyn Fn(BTreeMap<String, bool>) + Send + Sync>;
-
 impl SessionPermissions {
     pub fn new(
         session_id: String,
@@ -300,30 +174,6 @@ impl SessionPermissions {
                     .is_some_and(|sandbox| sandbox.wanted_but_unavailable()))
     }
 
-    /// Call `notify` with every "always" answer whenever the user gives one.
-    pub fn on_remember(&self, notify: impl Fn(BTreeMap<String, bool>) + Send + Sync + 'static) {
-        if self.on_remember.set(Box::new(notify)).is_err() {
-            tracing::warn!(session = %self.session_id, "permission answers already have a listener");
-        }
-    }
-
-    /// Answers the user gave with "always" elsewhere (a delegated agent's
-    /// questions), remembered and reported as if given here.
-    pub fn adopt(&self, rules: BTreeMap<String, bool>) {
-        self.restore(rules);
-        if let Some(notify) = self.on_remember.get() {
-            notify(self.remembered_rules());
-        }
-    }
-
-    /// An answer the user gave with "always": remembered and reported.
-    fn answered_always(&self, tool: &str, allowed: bool) {
-        self.remember(tool, allowed);
-        if let Some(notify) = self.on_remember.get() {
-            notify(self.remembered_rules());
-        }
-    }
-
     /// The session's agent card, for agent-scoped rules; changed by the
     /// actor when the card switches, read by running turns.
     pub fn set_agent(&self, agent: Option<String>) {
@@ -351,14 +201,6 @@ impl SessionPermissions {
             tool,
         )
         .map(|rule| (rule.decision, rule.scope.clone()))
-    }
-
-    /// The user's "always" answer for `tool` in this session, if any.
-    fn session_answer(&self, tool: &str) -> Option<Decision> {
-        self.lock_session_rules()
-            .iter()
-            .find(|rule| rule.tool.as_deref() == Some(tool))
-            .map(|rule| rule.decision)
     }
 
     /// The decision made without asking the user, or None to ask.
@@ -425,56 +267,12 @@ impl SessionPermissions {
         }
     }
 
-    /// The "always" answers so far (true allows), to be saved with the session.
-    pub fn remembered_rules(&self) -> BTreeMap<String, bool> {
-        self.lock_session_rules()
-            .iter()
-            .filter_map(|rule| {
-                let allowed = match rule.decision {
-                    Decision::Allow => true,
-                    Decision::Deny => false,
-                    Decision::Ask => return None,
-                };
-                Some((rule.tool.clone()?, allowed))
-            })
-            .collect()
-    }
-
-    /// Answers saved with a session that is loaded again (as session rules).
-    pub fn restore(&self, rules: BTreeMap<String, bool>) {
-        for (tool, allowed) in rules {
-            self.remember(&tool, allowed);
-        }
-    }
-
-    /// An "always" answer: a session rule for the tool, newest first.
-    fn remember(&self, tool: &str, allowed: bool) {
-        let decision = if allowed {
-            Decision::Allow
-        } else {
-            Decision::Deny
-        };
-        let mut rules = self.lock_session_rules();
-        rules.retain(|rule| rule.tool.as_deref() != Some(tool));
-        rules.insert(
-            0,
-            Rule {
-                origin: RuleOrigin::Session,
-                ..Rule::for_tool(RuleScope::Session, tool, decision)
-            },
-        );
-    }
-
     /// The first place of the call that is a sensitive file, and why.
     fn sensitive_location<'c>(&'c self, call: &'c ToolCallInfo) -> Option<(&'c Path, &'c str)> {
         call.locations.iter().find_map(|location| {
             let pattern = self.sensitive_files.matching(&location.path)?;
             Some((location.path.as_path(), pattern))
         })
-    }
-
-    fn lock_session_rules(&self) -> std::sync::MutexGuard<'_, Vec<Rule>> {
-        crate::util::lock(&self.session_rules)
     }
 }
 
@@ -549,49 +347,15 @@ impl PermissionGate for SessionPermissions {
     }
 }
 
-impl SessionPermissions {
-    /// The loop guard's question: asked where the mode asks before acting;
-    /// in `auto` (and read-only modes) nobody is waiting to answer, so the
-    /// turn ends.
-    async fn ask_to_repeat(&self, call: &ToolCallInfo, times: u32) -> Repeat {
-        let policy = self.policy();
-        if policy != ModePolicy::Ask {
-            return Repeat::Stop(format!(
-                "the session's mode ({}) does not ask the user, so the turn ends",
-                policy.as_str()
-            ));
-        }
-        let mut asked = call.clone();
-        asked.title = format!(
-            "{} — the model made this same call {times} times in a row. Let it go on?",
-            call.title
-        );
-        match self.sink.request_permission(&self.session_id, &asked).await {
-            Ok(PermissionChoice::AllowOnce) => Repeat::GoOn,
-            Ok(
-                PermissionChoice::AllowAlways
-                | PermissionChoice::AllowInProject
-                | PermissionChoice::AllowEverywhere,
-            ) => Repeat::GoOnAlways,
-            Ok(PermissionChoice::RejectOnce | PermissionChoice::RejectAlways) => {
-                Repeat::Stop("the user said to stop".into())
-            }
-            Ok(PermissionChoice::Cancelled) => Repeat::Cancelled,
-            Err(reason) => Repeat::Stop(format!(
-                "the editor could not ask the user whether to go on: {reason}"
-            )),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::client::testing::RecordingClient;
+    use crate::events::ToolKind;
     use crate::tools::{ToolContext, ToolRegistry};
     use serde_json::{Value, json};
 
-    fn rule(tool: Option<&str>, prefix: Option<&str>, decision: Decision) -> Rule {
+    pub(super) fn rule(tool: Option<&str>, prefix: Option<&str>, decision: Decision) -> Rule {
         Rule {
             tool: tool.map(str::to_string),
             command_prefixes: prefix.map(str::to_string).into_iter().collect(),
@@ -609,94 +373,6 @@ mod tests {
             locations: Vec::new(),
             raw_input: input,
         }
-    }
-
-    #[test]
-    fn scope_then_priority_then_order_decides_which_rule_wins() {
-        let registry = ToolRegistry::builtin();
-        let shell = registry.get("shell").unwrap();
-        let call = call_of(&**shell, json!({"command": "cargo test"}));
-        let with = |scope: RuleScope, priority: i32, decision: Decision| Rule {
-            scope,
-            priority,
-            decision,
-            ..Rule::default()
-        };
-        let winner = |rules: &[Rule], agent: Option<&str>| {
-            first_match(rules, agent, &call, &**shell).map(|rule| rule.decision)
-        };
-        use Decision::{Allow, Ask, Deny};
-        // Higher priority first within a scope; equal priority: the order written.
-        let rules = [
-            with(RuleScope::Global, 0, Deny),
-            with(RuleScope::Global, 5, Allow),
-        ];
-        assert_eq!(winner(&rules, None), Some(Allow));
-        let rules = [
-            with(RuleScope::Global, 1, Ask),
-            with(RuleScope::Global, 1, Deny),
-        ];
-        assert_eq!(winner(&rules, None), Some(Ask));
-        // User and session rules come before any global one, whatever its priority.
-        let rules = [
-            with(RuleScope::Global, 100, Deny),
-            with(RuleScope::Session, -5, Allow),
-        ];
-        assert_eq!(winner(&rules, None), Some(Allow));
-        let rules = [
-            with(RuleScope::Session, 100, Allow),
-            with(RuleScope::User, 0, Deny),
-        ];
-        assert_eq!(winner(&rules, None), Some(Deny));
-        // Agent rules apply to their agent only, before global ones.
-        let rules = [
-            with(RuleScope::Global, 9, Ask),
-            with(RuleScope::Agent("reviewer".into()), 0, Deny),
-        ];
-        assert_eq!(winner(&rules, Some("reviewer")), Some(Deny));
-        assert_eq!(winner(&rules, Some("coder")), Some(Ask));
-        assert_eq!(winner(&rules, None), Some(Ask));
-        // A rule that does not match is passed over.
-        let rules = [
-            Rule {
-                priority: 10,
-                ..rule(Some("shell"), Some("rm "), Deny)
-            },
-            rule(Some("shell"), None, Allow),
-        ];
-        assert_eq!(winner(&rules, None), Some(Allow));
-        assert_eq!(winner(&[], None), None);
-    }
-
-    #[test]
-    fn matchers_cover_name_kind_prefixes_pattern_and_all() {
-        let registry = ToolRegistry::builtin();
-        let shell = registry.get("shell").unwrap();
-        let read = registry.get("read_file").unwrap();
-        let cargo = call_of(&**shell, json!({"command": "  cargo build"}));
-        let git = call_of(&**shell, json!({"command": "git status"}));
-        let file = call_of(&**read, json!({"path": "secret.env"}));
-        let prefixes = Rule {
-            command_prefixes: vec!["cargo ".into(), "make".into()],
-            ..Rule::default()
-        };
-        assert!(prefixes.matches(&cargo, &**shell));
-        assert!(!prefixes.matches(&git, &**shell));
-        assert!(!prefixes.matches(&file, &**read), "no command, no match");
-        let kind = Rule {
-            kind: Some(ToolKind::Execute),
-            ..Rule::default()
-        };
-        assert!(kind.matches(&git, &**shell));
-        assert!(!kind.matches(&file, &**read));
-        let pattern = Rule {
-            pattern: Some(regex::Regex::new(r"\.env\b").unwrap()),
-            ..Rule::default()
-        };
-        assert!(pattern.matches(&file, &**read));
-        assert!(!pattern.matches(&git, &**shell));
-        let all = Rule::default();
-        assert!(all.matches(&cargo, &**shell) && all.matches(&file, &**read));
     }
 
     async fn decide(
@@ -872,7 +548,12 @@ mod tests {
         }
     }
 
-    fn lists(default: Decision, allow: &[&str], deny: &[&str], ask: &[&str]) -> PatternLists {
+    pub(super) fn lists(
+        default: Decision,
+        allow: &[&str],
+        deny: &[&str],
+        ask: &[&str],
+    ) -> PatternLists {
         let compile = |texts: &[&str]| {
             texts
                 .iter()
@@ -951,48 +632,5 @@ mod tests {
             );
             assert_eq!(times, asked, "row {n}");
         }
-    }
-
-    #[tokio::test]
-    async fn an_always_answer_settles_an_ask_pattern() {
-        let client = Arc::new(RecordingClient::answering(PermissionChoice::AllowAlways));
-        let gate =
-            SessionPermissions::new("s".into(), client.clone(), Arc::default(), ModePolicy::Ask)
-                .with_lists(Arc::new(lists(Decision::Ask, &[], &[], &["bash:*"])));
-        let registry = ToolRegistry::builtin();
-        let tool = registry.get("shell").unwrap();
-        let call = call_of(&**tool, json!({"command": "ls"}));
-        for _ in 0..3 {
-            assert_eq!(gate.check(&call, &**tool).await, Permission::Allow);
-        }
-        assert_eq!(client.asked("request_permission"), 1);
-    }
-
-    #[tokio::test]
-    async fn always_answers_become_session_rules() {
-        let client = Arc::new(RecordingClient::answering(PermissionChoice::AllowAlways));
-        let gate =
-            SessionPermissions::new("s".into(), client.clone(), Arc::default(), ModePolicy::Ask);
-        let registry = ToolRegistry::builtin();
-        let tool = registry.get("shell").unwrap();
-        let call = ToolCallInfo {
-            id: "c".into(),
-            name: "shell".into(),
-            title: "Run ls".into(),
-            kind: tool.kind(),
-            locations: Vec::new(),
-            raw_input: json!({"command": "ls"}),
-        };
-        // Reported the moment it is given, so the session saves it at once.
-        let reported = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&reported);
-        gate.on_remember(move |rules| sink.lock().unwrap().push(rules));
-        for _ in 0..3 {
-            assert_eq!(gate.check(&call, &**tool).await, Permission::Allow);
-        }
-        assert_eq!(client.asked("request_permission"), 1);
-        let reported = reported.lock().unwrap();
-        assert_eq!(reported.len(), 1);
-        assert_eq!(reported[0].get("shell"), Some(&true));
     }
 }

@@ -162,6 +162,9 @@ pub struct SessionStart {
     pub files: crate::context::rewind::FileHistory,
     /// What it had spent (zero for a new one).
     pub spent: crate::context::spend::Totals,
+    /// Its todo list as last shown (empty for a new one): the `todo` tool's
+    /// state, so what reads it after a load sees what a live session would.
+    pub todos: Vec<crate::events::TodoItem>,
     /// Where the session is saved; None keeps it in memory only.
     pub recorder: Option<Recorder>,
     /// Why the session could not be saved at all, told in its first turn.

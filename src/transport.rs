@@ -10,12 +10,12 @@
 pub mod jsonrpc;
 mod outgoing;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use agent_client_protocol_schema::v1::RequestId;
+use agent_client_protocol_schema::v1::{CancelRequestNotification, RequestId};
 use serde::Serialize;
 use serde_json::Value;
 use thiserror::Error;
@@ -59,6 +59,9 @@ pub struct Connection {
     lines: mpsc::UnboundedSender<Vec<u8>>,
     queue: Arc<outgoing::Queue>,
     pending: Arc<PendingMap>,
+    /// Requests withdrawn with `$/cancel_request` whose answer (still owed
+    /// by the peer) has not come: that answer is expected, and dropped.
+    withdrawn: Arc<Mutex<HashSet<RequestId>>>,
     next_id: Arc<AtomicI64>,
     in_flight: Arc<Mutex<InFlight>>,
 }
@@ -73,6 +76,7 @@ impl Connection {
                 lines,
                 queue: Arc::clone(&queue),
                 pending: Arc::default(),
+                withdrawn: Arc::default(),
                 next_id: Arc::new(AtomicI64::new(0)),
                 in_flight: Arc::default(),
             },
@@ -111,6 +115,28 @@ impl Connection {
         method: &str,
         params: &impl Serialize,
     ) -> Result<Value, RequestError> {
+        self.call(method, params, false).await
+    }
+
+    /// As [`Self::request`], and a request withdrawn before its answer (the
+    /// future dropped: a cancel, a timeout) is cancelled at the peer too,
+    /// with `$/cancel_request` naming its id, so the peer can stop working
+    /// on it. The peer still answers it (the spec asks it to); that answer
+    /// is dropped.
+    pub async fn request_cancellable(
+        &self,
+        method: &str,
+        params: &impl Serialize,
+    ) -> Result<Value, RequestError> {
+        self.call(method, params, true).await
+    }
+
+    async fn call(
+        &self,
+        method: &str,
+        params: &impl Serialize,
+        cancel_withdrawn: bool,
+    ) -> Result<Value, RequestError> {
         let params = serde_json::to_value(params).map_err(|err| RequestError::Encode {
             method: method.to_string(),
             detail: err.to_string(),
@@ -119,8 +145,9 @@ impl Connection {
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id.clone(), tx);
         let guard = PendingGuard {
-            pending: &self.pending,
+            connection: self,
             id: &id,
+            cancel_withdrawn,
         };
         self.send_line(jsonrpc::call_line(Some(&id), method, &params));
         let answer = match rx.await {
@@ -136,6 +163,9 @@ impl Connection {
         match lock(&self.pending).remove(id) {
             Some(waiter) => {
                 let _ = waiter.send(result);
+            }
+            None if lock(&self.withdrawn).remove(id) => {
+                tracing::debug!(%id, "answer to a withdrawn request; dropped");
             }
             None => tracing::warn!(%id, "answer to a request this agent is not waiting for"),
         }
@@ -163,13 +193,23 @@ impl Connection {
 }
 
 struct PendingGuard<'a> {
-    pending: &'a PendingMap,
+    connection: &'a Connection,
     id: &'a RequestId,
+    /// Tell the peer when the request is withdrawn unanswered.
+    cancel_withdrawn: bool,
 }
 
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
-        lock(self.pending).remove(self.id);
+        // Still there: no answer came, and the connection is open.
+        let unanswered = lock(&self.connection.pending).remove(self.id).is_some();
+        if unanswered && self.cancel_withdrawn {
+            lock(&self.connection.withdrawn).insert(self.id.clone());
+            self.connection.notify(
+                "$/cancel_request",
+                &CancelRequestNotification::new(self.id.clone()),
+            );
+        }
     }
 }
 
@@ -441,6 +481,54 @@ mod tests {
         connection.resolve(&id, Ok(json!({"content":"hi"})));
         assert_eq!(asking.await.unwrap().unwrap(), json!({"content":"hi"}));
         assert!(lock(&connection.pending).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_withdrawn_cancellable_request_is_cancelled_at_the_peer() {
+        let (connection, mut rx) = Connection::new();
+        let sent = |line: Vec<u8>| serde_json::from_slice::<Value>(&line).unwrap();
+        // Withdrawn before its answer: `$/cancel_request` names it.
+        let asking = {
+            let connection = connection.clone();
+            tokio::spawn(async move {
+                connection
+                    .request_cancellable("mcp/message", &json!({}))
+                    .await
+            })
+        };
+        let request = sent(rx.recv().await.unwrap());
+        asking.abort();
+        let _ = asking.await;
+        let cancel = sent(rx.recv().await.unwrap());
+        assert_eq!(cancel["method"], "$/cancel_request", "{cancel}");
+        assert_eq!(cancel["params"]["requestId"], request["id"], "{cancel}");
+        assert!(cancel.get("id").is_none(), "a notification: {cancel}");
+        // Its late answer is expected and dropped.
+        let id: RequestId = serde_json::from_value(request["id"].clone()).unwrap();
+        connection.resolve(&id, Err(RpcError::request_cancelled()));
+        assert!(lock(&connection.withdrawn).is_empty());
+        // Answered, or a plain request withdrawn: nothing more is sent.
+        let answered = {
+            let connection = connection.clone();
+            tokio::spawn(async move {
+                connection
+                    .request_cancellable("mcp/message", &json!({}))
+                    .await
+            })
+        };
+        let request = sent(rx.recv().await.unwrap());
+        let id: RequestId = serde_json::from_value(request["id"].clone()).unwrap();
+        connection.resolve(&id, Ok(json!({})));
+        assert_eq!(answered.await.unwrap(), Ok(json!({})));
+        let plain = {
+            let connection = connection.clone();
+            tokio::spawn(async move { connection.request("fs/read_text_file", &json!({})).await })
+        };
+        sent(rx.recv().await.unwrap());
+        plain.abort();
+        let _ = plain.await;
+        drop(connection);
+        assert!(rx.recv().await.is_none(), "no cancel for those");
     }
 
     #[tokio::test]

@@ -2,7 +2,9 @@
 //! (unstable `mcp_over_acp`): an inner MCP request goes out as an
 //! `mcp/message` request and its answer (`result` or `error`) is the inner
 //! one; the editor's `mcp/message` notifications go to the servers that
-//! subscribed to their `serverId`.
+//! subscribed to their `serverId`. A request withdrawn before its answer
+//! (a cancelled or timed-out call) is cancelled at the editor with
+//! `$/cancel_request`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -70,7 +72,7 @@ impl AcpRelay for McpRelay {
         let connection = self.connection.clone();
         Box::pin(async move {
             let answer = connection
-                .request("mcp/message", &request)
+                .request_cancellable("mcp/message", &request)
                 .await
                 .map_err(|err| err.to_string())?;
             let response: acp::MessageMcpResponse = serde_json::from_value(answer)

@@ -6,19 +6,35 @@
 //! something the client was shown (a message, a tool call or a compaction):
 //! the prompt's just before the first thing the answer shows (the client
 //! holds no id of its own prompt in ACP v1), the answer's just after the
-//! last. The answer's text and thoughts carry message ids for that.
+//! last. The answer's text and thoughts carry message ids for that. A
+//! load's replay announces the saved turns' cursors again the same way
+//! ([`replay`]), so a client can fork at an old message after a restart.
 
 use std::sync::Arc;
 
 use crate::client::{CursorUse, Shown, Update};
 use crate::context::ContextOp;
 use crate::events::{AgentEvent, Compaction};
+use crate::store::{self, StoredEvent};
 use crate::util::lock;
+
+const PREFIX: &str = "cursor-";
 
 /// A new cursor's id, which is also its checkpoint's name; never reused.
 pub(super) fn new_id() -> String {
     let id = uuid::Uuid::new_v4().simple().to_string();
-    format!("cursor-{}", &id[..12])
+    format!("{PREFIX}{}", &id[..ID_DIGITS])
+}
+
+/// Hex digits after the prefix.
+const ID_DIGITS: usize = 12;
+
+/// Whether a checkpoint's name is a cursor's (one [`new_id`] made), not
+/// one the user named with `/context checkpoint`.
+fn is_cursor(name: &str) -> bool {
+    name.strip_prefix(PREFIX).is_some_and(|digits| {
+        digits.len() == ID_DIGITS && digits.bytes().all(|b| b.is_ascii_hexdigit())
+    })
 }
 
 /// The checkpoint that a cursor named `id` stands for.
@@ -48,7 +64,7 @@ pub(super) struct TurnCursors {
 impl TurnCursors {
     pub fn new(prompt: String, uses: CursorUse) -> Self {
         Self {
-            tag: prompt.trim_start_matches("cursor-").to_string(),
+            tag: prompt.trim_start_matches(PREFIX).to_string(),
             prompt: Some(prompt),
             last: None,
             message: None,
@@ -151,6 +167,55 @@ pub(super) fn end_of_turn(
     lock(cursors).answer(id)
 }
 
+/// A load's replay for a client that takes cursors: the history's updates
+/// (as [`store::replay_from`] gives them) with the cursors its turns saved
+/// announced where a live turn announces them, from the turn's two
+/// checkpoints: the first (the prompt's) before the first thing its answer
+/// shows, the second (the answer's) after the last; the answer's text and
+/// thoughts carry the message ids they anchor on. Turns saved without
+/// cursors replay as they are, and a turn that showed nothing announces
+/// none, as live.
+pub(super) fn replay(events: &[StoredEvent], uses: CursorUse) -> Vec<Update> {
+    let mut out = Vec::new();
+    let mut turn: Option<TurnCursors> = None;
+    // The events not replayed yet: from `start` to the one at hand.
+    let mut start = 0;
+    let flush = |events: &[StoredEvent], turn: &mut Option<TurnCursors>, out: &mut Vec<Update>| {
+        for update in store::replay_from(events) {
+            match turn {
+                Some(cursors) => out.extend(cursors.observe(update)),
+                None => out.push(update),
+            }
+        }
+    };
+    for (n, event) in events.iter().enumerate() {
+        match event {
+            // A new turn: its prompt is replayed with what follows.
+            StoredEvent::UserPrompt { .. } => {
+                flush(&events[start..n], &mut turn, &mut out);
+                (turn, start) = (None, n);
+            }
+            StoredEvent::TurnEnd { .. } => {
+                flush(&events[start..n], &mut turn, &mut out);
+                (turn, start) = (None, n + 1);
+            }
+            _ => {
+                let Some(name) = event.checkpoint().filter(|name| is_cursor(name)) else {
+                    continue;
+                };
+                flush(&events[start..n], &mut turn, &mut out);
+                start = n + 1;
+                match &mut turn {
+                    None => turn = Some(TurnCursors::new(name.to_string(), uses)),
+                    Some(cursors) => out.extend(cursors.answer(name.to_string())),
+                }
+            }
+        }
+    }
+    flush(&events[start..], &mut turn, &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,6 +279,88 @@ mod tests {
             "{out:?}"
         );
         assert_eq!(out[1], started);
+    }
+
+    /// A history as the store writes it, one event a line.
+    fn history(lines: &[serde_json::Value]) -> Vec<StoredEvent> {
+        (lines.iter())
+            .map(|line| serde_json::from_value(line.clone()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_replay_announces_each_saved_turns_cursors_where_the_turn_did() {
+        use serde_json::json;
+        let prompt = |text: &str| {
+            json!({"event": "user_prompt", "at": "2026-11-25T00:00:00Z",
+                "message": {"role": "user", "parts": [{"type": "text", "text": text}]}})
+        };
+        let shown = |kind: &str, text: &str| json!({"event": "update", "update": {"kind": kind, "text": text}});
+        let checkpoint =
+            |name: &str| json!({"event": "context", "op": {"op": "checkpoint", "name": name}});
+        let end = json!({"event": "turn_end"});
+        let events = history(&[
+            // A turn with cursors: a thought, then two chunks of one message.
+            prompt("one"),
+            checkpoint("cursor-aaaaaaaaaaaa"),
+            shown("thought", "hm"),
+            shown("agent_text", "a"),
+            shown("agent_text", "b"),
+            checkpoint("cursor-bbbbbbbbbbbb"),
+            end.clone(),
+            // One saved without cursors, with the user's own checkpoint.
+            prompt("two"),
+            checkpoint("mine"),
+            shown("agent_text", "c"),
+            end.clone(),
+            // One with cursors that showed nothing.
+            prompt("three"),
+            checkpoint("cursor-cccccccccccc"),
+            checkpoint("cursor-dddddddddddd"),
+            end,
+        ]);
+        let replayed = replay(&events, CursorUse { fork: true });
+        let cursor = |id: &str, at: Shown, after: bool| {
+            Update::Cursor(crate::client::Cursor {
+                id: id.into(),
+                at,
+                after,
+                fork: true,
+            })
+        };
+        let user = |text: &str| Update::UserMessage(crate::model::Part::Text { text: text.into() });
+        let tagged = |id: &str, event: AgentEvent| Update::Tagged {
+            message_id: id.into(),
+            event,
+        };
+        assert_eq!(
+            replayed,
+            [
+                user("one"),
+                cursor(
+                    "cursor-aaaaaaaaaaaa",
+                    Shown::AgentThought("msg-aaaaaaaaaaaa-1".into()),
+                    false
+                ),
+                tagged("msg-aaaaaaaaaaaa-1", AgentEvent::Thought("hm".into())),
+                tagged("msg-aaaaaaaaaaaa-2", AgentEvent::AgentText("ab".into())),
+                cursor(
+                    "cursor-bbbbbbbbbbbb",
+                    Shown::AgentMessage("msg-aaaaaaaaaaaa-2".into()),
+                    true
+                ),
+                user("two"),
+                Update::Agent(AgentEvent::AgentText("c".into())),
+                user("three"),
+            ]
+        );
+        // The same history without cursors: as before.
+        assert_eq!(
+            store::replay_from(&events).len(),
+            6,
+            "{:?}",
+            store::replay_from(&events)
+        );
     }
 
     #[test]

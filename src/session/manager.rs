@@ -42,6 +42,43 @@ fn join_error(detail: &str) -> StoreError {
     }
 }
 
+/// The settings a stored session continues with: what it was saved with,
+/// except a provider no longer configured (the default provider and model
+/// instead, and the notice saying so) and a mode no longer known (the
+/// default mode). `metadata` is corrected to match, so it is saved so.
+fn restored_settings(
+    metadata: &mut Metadata,
+    shared: &Shared,
+) -> (Settings, Option<crate::events::Notice>) {
+    let defaults = &shared.defaults;
+    let mut notice = None;
+    if shared.providers.config(&metadata.provider).is_none() {
+        tracing::warn!(session = %metadata.id, provider = %metadata.provider, "the session's provider is no longer configured; using the default");
+        notice = Some(super::record::saving_notice(
+            "Saved session problem",
+            format!(
+                "It was saved with provider `{}`, which is no longer configured; it continues with `{}`.",
+                metadata.provider, defaults.provider
+            ),
+        ));
+        metadata.provider = defaults.provider.clone();
+        metadata.model = defaults.model.clone();
+    }
+    if defaults.modes.find(&metadata.mode).is_none() {
+        metadata.mode = defaults.mode.clone();
+    }
+    let settings = Settings {
+        provider: metadata.provider.clone(),
+        model: metadata.model.clone(),
+        mode: metadata.mode.clone(),
+        agent: metadata.agent.clone(),
+        thought_level: (metadata.thought_level.as_deref())
+            .and_then(crate::providers::Reasoning::parse)
+            .unwrap_or(defaults.thought_level),
+    };
+    (settings, notice)
+}
+
 /// How long shutdown waits for turns to answer `cancelled` before giving up.
 const CLOSE_GRACE: Duration = Duration::from_secs(3);
 
@@ -299,11 +336,12 @@ impl SessionManager {
                 let restored = store::context_from(&events);
                 let files = store::files_from(&events);
                 let spent = store::totals_from(&events);
+                let todos = store::todos_from(&events);
                 tracing::info!(session = %read_id, events = events.len(), entries = restored.context.entries().len(), "session loaded");
-                Ok((open, metadata, updates, restored, (files, spent)))
+                Ok((open, metadata, updates, restored, (files, spent, todos)))
             })
             .await;
-            let (open, mut metadata, updates, restored, (files, spent)) = match opened {
+            let (open, mut metadata, updates, restored, (files, spent, todos)) = match opened {
                 Ok(opened) => opened,
                 Err(err) => {
                     // Closed before the answer: the router forgets this handle.
@@ -312,7 +350,6 @@ impl SessionManager {
                     return;
                 }
             };
-            let defaults = &shared.defaults;
             let mut notices = Vec::new();
             if let Some(broken) = &metadata.broken {
                 notices.push(super::record::saving_notice(
@@ -323,29 +360,10 @@ impl SessionManager {
                     ),
                 ));
             }
-            if shared.providers.config(&metadata.provider).is_none() {
-                tracing::warn!(session = %metadata.id, provider = %metadata.provider, "the session's provider is no longer configured; using the default");
-                notices.push(super::record::saving_notice("Saved session problem", format!(
-                    "It was saved with provider `{}`, which is no longer configured; it continues with `{}`.",
-                    metadata.provider, defaults.provider
-                )));
-                metadata.provider = defaults.provider.clone();
-                metadata.model = defaults.model.clone();
-            }
-            if defaults.modes.find(&metadata.mode).is_none() {
-                metadata.mode = defaults.mode.clone();
-            }
+            let (settings, gone) = restored_settings(&mut metadata, &shared);
+            notices.extend(gone);
             metadata.cwd = cwd.clone();
             let system_prompt = metadata.system_prompt.clone();
-            let settings = Settings {
-                provider: metadata.provider.clone(),
-                model: metadata.model.clone(),
-                mode: metadata.mode.clone(),
-                agent: metadata.agent.clone(),
-                thought_level: (metadata.thought_level.as_deref())
-                    .and_then(crate::providers::Reasoning::parse)
-                    .unwrap_or(defaults.thought_level),
-            };
             let id = metadata.id.clone();
             let recorder = Recorder::start(open, metadata);
             // The request's list is the complete one now (empty: none).
@@ -364,6 +382,7 @@ impl SessionManager {
                 history: restored.context,
                 files,
                 spent,
+                todos,
                 recorder: Some(recorder),
                 save_failure: None,
                 lineage: None,
@@ -449,6 +468,37 @@ impl SessionManager {
         super::spawn(start, self.shared.clone())
     }
 
+    /// A probe (see [`Self::probe`]) with stored session `id`'s settings as
+    /// a load would restore them. Only its `metadata.json` is read: nothing
+    /// is opened, locked or written, so the session may be open elsewhere.
+    /// An archived session is refused as a load would refuse it.
+    pub fn probe_stored(
+        &self,
+        id: &str,
+        cwd: PathBuf,
+        additional_directories: Vec<PathBuf>,
+        client: ClientAbilities,
+    ) -> BoxFuture<'static, Result<SessionHandle, StoreError>> {
+        let (id, store, shared) = (id.to_string(), self.store.clone(), self.shared.clone());
+        let probe_id = format!("options-{}", uuid::Uuid::new_v4());
+        let mut start = self.fresh(probe_id, (cwd, additional_directories), client, Vec::new());
+        Box::pin(async move {
+            let store = store.ok_or_else(|| StoreError::NotFound(id.clone()))?;
+            let mut metadata = blocking(move || {
+                let metadata = store.metadata(&id)?;
+                if metadata.archived {
+                    return Err(StoreError::Archived(id));
+                }
+                Ok(metadata)
+            })
+            .await?;
+            (start.settings, _) = restored_settings(&mut metadata, &shared);
+            // The card's model and mode were saved after it applied them.
+            start.agent_restored = true;
+            Ok(super::spawn(start, shared))
+        })
+    }
+
     /// A new session's start with the configured defaults, nothing saved.
     fn fresh(
         &self,
@@ -475,6 +525,7 @@ impl SessionManager {
             history: ContextManager::new(),
             files: Default::default(),
             spent: Default::default(),
+            todos: Vec::new(),
             recorder: None,
             save_failure: None,
             lineage: None,
@@ -531,16 +582,20 @@ impl SessionManager {
     }
 }
 
-/// Ask an actor to close and wait until it has.
-/// A stored conversation as the client with `abilities` is shown it live,
-/// ending with the Markdown plan as it stands (for clients that take plans).
+/// A stored conversation as the client with `abilities` is shown it live
+/// (with its cursors for a client that takes them), ending with the
+/// Markdown plan as it stands (for clients that take plans).
 fn replay_for(
     store: &Store,
     id: &str,
     events: &[store::StoredEvent],
     abilities: ClientAbilities,
 ) -> Vec<Update> {
-    let mut updates: Vec<Update> = store::replay_from(events)
+    let replayed = match abilities.cursors {
+        Some(uses) => super::cursors::replay(events, uses),
+        None => store::replay_from(events),
+    };
+    let mut updates: Vec<Update> = replayed
         .into_iter()
         .map(|update| super::live::plan_for_client(update, abilities))
         .collect();
@@ -564,6 +619,7 @@ fn replay_for(
     updates
 }
 
+/// Ask an actor to close and wait until it has.
 pub async fn close(handle: SessionHandle) {
     let (reply, done) = oneshot::channel();
     if handle.send(SessionMsg::Close { reply }) {

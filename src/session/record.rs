@@ -151,11 +151,17 @@ pub(super) fn end_cut_short_turn(recorder: &Recorder, seen: String) {
 
 impl SessionActor {
     /// `/clear` (and `/context reset`): the conversation starts over, and
-    /// the plan written in it goes (`plan_removed` for clients that take
-    /// plans; others were never shown it as a plan).
+    /// the plans made in it go: the Markdown one (`plan_removed` for
+    /// clients that take plans; others were never shown it as a plan) and
+    /// the todo list (emptied as the `todo` tool empties it: `plan_removed`
+    /// for clients that take plans, an empty `plan` for the others).
     pub(super) fn remove_plan(&mut self) {
+        use crate::events::AgentEvent;
         if self.services.plan.take() {
-            self.send(Update::Agent(crate::events::AgentEvent::PlanDocument(None)));
+            self.send(Update::Agent(AgentEvent::PlanDocument(None)));
+        }
+        if !self.services.tool_context.take_todos().is_empty() {
+            self.send(Update::Agent(AgentEvent::Plan(Vec::new())));
         }
     }
 

@@ -141,6 +141,8 @@ impl Services {
         tool_context
             .roots
             .extend(start.additional_directories.iter().cloned());
+        // A loaded session's list, as the `todo` tool left it.
+        tool_context.set_todos(std::mem::take(&mut start.todos));
         tool_context.settings.environment = Arc::clone(&shared.defaults.shell_environment);
         tool_context.settings.sensitive_files = Arc::clone(&shared.defaults.sensitive_files);
         tool_context.sandbox = sandbox;

@@ -141,6 +141,7 @@ impl TurnDelegator {
             history: ContextManager::new(),
             files: Default::default(),
             spent: Default::default(),
+            todos: Vec::new(),
             recorder,
             save_failure: None,
             lineage: Some(Lineage {

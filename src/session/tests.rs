@@ -96,6 +96,7 @@ async fn session_from(
         history: ContextManager::new(),
         files: Default::default(),
         spent: Default::default(),
+        todos: Vec::new(),
         recorder,
         save_failure,
         lineage: None,

@@ -170,6 +170,18 @@ pub enum StoredEvent {
     Unknown,
 }
 
+impl StoredEvent {
+    /// The name of the checkpoint this event made, if it made one.
+    pub fn checkpoint(&self) -> Option<&str> {
+        match self {
+            StoredEvent::Context {
+                op: ContextOp::Checkpoint { name },
+            } => Some(name),
+            _ => None,
+        }
+    }
+}
+
 mirrored_struct! {
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
     pub struct Message = model::Message {

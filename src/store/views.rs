@@ -152,6 +152,25 @@ pub fn totals_from(events: &[StoredEvent]) -> Totals {
         .unwrap_or_default()
 }
 
+/// The todo list as the last update that showed it left it (empty when
+/// none did, or the last one emptied it): what the session's `todo` state
+/// starts from on a load, resume or fork.
+pub fn todos_from(events: &[StoredEvent]) -> Vec<crate::events::TodoItem> {
+    events
+        .iter()
+        .rev()
+        .find_map(|event| match event {
+            StoredEvent::Update {
+                update: update @ StoredUpdate::Plan { .. },
+            } => match update.clone().into_event() {
+                crate::events::AgentEvent::Plan(items) => Some(items),
+                _ => None,
+            },
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
 /// A session title from its first prompt: the first line of text, shortened.
 pub fn title_from(message: &Message) -> Option<String> {
     const MAX: usize = 80;
@@ -444,6 +463,34 @@ mod tests {
             totals_from(&[StoredEvent::turn_end(None)]),
             Totals::default()
         );
+    }
+
+    #[test]
+    fn the_todo_list_is_the_last_one_shown() {
+        use crate::events::{TodoItem, TodoPriority, TodoStatus};
+        let item = |content: &str, status| TodoItem {
+            content: content.into(),
+            status,
+            priority: TodoPriority::Medium,
+        };
+        let first = vec![item("Read", TodoStatus::Pending)];
+        let second = vec![
+            item("Read", TodoStatus::Completed),
+            item("Fix", TodoStatus::InProgress),
+        ];
+        assert!(todos_from(&[prompt("hi"), text("no list")]).is_empty());
+        let history = vec![
+            prompt("plan it"),
+            shown(AgentEvent::Plan(first)),
+            text("working"),
+            shown(AgentEvent::Plan(second.clone())),
+            text("still working"),
+        ];
+        assert_eq!(todos_from(&history), second);
+        // Emptied (by the model or `/clear`): nothing to restore.
+        let mut cleared = history;
+        cleared.push(shown(AgentEvent::Plan(Vec::new())));
+        assert!(todos_from(&cleared).is_empty());
     }
 
     #[test]

@@ -180,6 +180,11 @@ impl ToolContext {
         *self.lock_todos() = todos;
     }
 
+    /// Empties the todo list, returning what it held.
+    pub fn take_todos(&self) -> Vec<TodoItem> {
+        std::mem::take(&mut *self.lock_todos())
+    }
+
     fn lock_todos(&self) -> MutexGuard<'_, Vec<TodoItem>> {
         self.todos
             .lock()
@@ -505,6 +510,10 @@ mod tests {
             priority: TodoPriority::default(),
         }]);
         assert_eq!(ctx.todos().len(), 1);
+        // Emptied through any clone (`/clear`), for all of them.
+        assert_eq!(clone.take_todos().len(), 1);
+        assert!(ctx.todos().is_empty());
+        assert!(ctx.take_todos().is_empty());
     }
 
     /// Windows' own ways out: another drive, a drive-relative path, a

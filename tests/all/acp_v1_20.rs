@@ -514,8 +514,7 @@ async fn initial_config_options_apply_on_load_and_fork() {
         )
         .await;
     assert_eq!(current(&loaded["result"], "model"), "o3-mini", "{loaded}");
-    // An open session's options are its own; a saved one not open is not
-    // answered for, an unknown one is not found.
+    // An open session's options are its own; an unknown one is not found.
     let (_, options) = agent
         .call(
             "session/options",
@@ -558,17 +557,106 @@ async fn initial_config_options_apply_on_load_and_fork() {
         error_message(&duplicate).contains("session/resume"),
         "{duplicate}"
     );
-    agent
+    agent.close_stdin();
+    agent.wait_exit().await;
+}
+
+/// Every file under a session's directory with its size and mtime.
+fn file_stamps(dir: &std::path::Path) -> Vec<(std::path::PathBuf, u64, std::time::SystemTime)> {
+    let mut stamps = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                dirs.push(entry.path());
+            } else {
+                stamps.push((entry.path(), meta.len(), meta.modified().unwrap()));
+            }
+        }
+    }
+    stamps.sort();
+    stamps
+}
+
+#[tokio::test]
+async fn session_options_for_a_saved_session_answers_what_a_load_would_and_touches_nothing() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let mut agent = Agent::spawn(&two_providers(&server, "\"options\"")).await;
+    init(&mut agent, json!({})).await;
+    // A session whose settings are not the defaults: another provider, a
+    // thinking level, another mode.
+    let (_, created) = agent
+        .call("session/new", json!({"cwd": agent.cwd(), "mcpServers": []}))
+        .await;
+    let created = &created["result"];
+    let session = created["sessionId"].as_str().unwrap().to_string();
+    let modes = &created["modes"];
+    let other_mode = modes["availableModes"]
+        .as_array()
+        .and_then(|all| all.iter().find(|m| m["id"] != modes["currentModeId"]))
+        .map(|m| m["id"].clone())
+        .unwrap_or_else(|| panic!("{created}"));
+    for (option, value) in [
+        ("provider", json!("deep")),
+        ("thought_level", json!("low")),
+        ("mode", other_mode.clone()),
+    ] {
+        let (_, set) = agent
+            .call(
+                "session/set_config_option",
+                json!({"sessionId": session, "configId": option, "value": value}),
+            )
+            .await;
+        assert!(set["result"].is_object(), "{set}");
+    }
+    agent.prompt(&session, "hello").await;
+    let (_, closed) = agent
         .call("session/close", json!({"sessionId": session}))
         .await;
-    let (_, saved) = agent
+    assert!(closed["result"].is_object(), "{closed}");
+    let dir = agent.cwd().join("data").join("sessions").join(&session);
+    let stamps = file_stamps(&dir);
+    assert!(!stamps.is_empty(), "saved in {}", dir.display());
+
+    let (before, options) = agent
         .call(
             "session/options",
             json!({"cwd": agent.cwd(), "sessionId": session}),
         )
         .await;
-    assert_eq!(saved["error"]["code"], -32602, "{saved}");
-    assert!(error_message(&saved).contains("load or resume"), "{saved}");
+    assert!(before.is_empty(), "no update before the answer: {before:?}");
+    let options = &options["result"];
+    assert_eq!(current(options, "provider"), "deep", "{options}");
+    assert_eq!(current(options, "model"), "o3-mini", "{options}");
+    assert_eq!(current(options, "thought_level"), "low", "{options}");
+    assert_eq!(options["modes"]["currentModeId"], other_mode, "{options}");
+    // Nothing opened: no update since, the files as they were, still saved
+    // and not open (a prompt is refused until a load).
+    let (since, status) = agent.call("session/list", json!({})).await;
+    assert!(since.is_empty(), "{since:?}");
+    assert_eq!(
+        status["result"]["sessions"].as_array().map(Vec::len),
+        Some(1),
+        "{status}"
+    );
+    assert_eq!(file_stamps(&dir), stamps, "no store file written");
+    let (_, prompted) = agent.prompt(&session, "still closed?").await;
+    assert!(prompted["error"].is_object(), "{prompted}");
+
+    // What the load then answers is what the options said.
+    let (_, loaded) = agent
+        .call(
+            "session/load",
+            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": []}),
+        )
+        .await;
+    let loaded = &loaded["result"];
+    assert_eq!(loaded["modes"], options["modes"], "{loaded}");
+    assert_eq!(
+        loaded["configOptions"], options["configOptions"],
+        "{loaded}"
+    );
     agent.close_stdin();
     agent.wait_exit().await;
 }

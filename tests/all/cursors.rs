@@ -209,3 +209,75 @@ async fn clients_that_do_not_take_cursors_see_no_change() {
         "{refused}"
     );
 }
+
+#[tokio::test]
+async fn a_load_after_a_restart_announces_the_cursors_again_and_a_fork_at_one_works() {
+    let server = LlmServer::start(scripted_model(vec![])).await;
+    let config = config(&server, "\"cursors\", \"fork\"");
+    let mut first = Agent::spawn(&config).await;
+    initialize_with_cursors(&mut first).await;
+    let session = first.new_session().await;
+    let (seen, _) = first.prompt(&session, "first question").await;
+    let mut live = updates(&seen, &session, "cursor_update");
+    let (_, after_first_answer) = turn_cursors(&seen, &session);
+    let (seen, _) = first.prompt(&session, "second question").await;
+    live.extend(updates(&seen, &session, "cursor_update"));
+    first.close_stdin();
+    first.wait_exit().await;
+
+    // Another process: the replay carries the same cursors, anchored on
+    // the replayed messages' ids.
+    let mut second = Agent::spawn_sharing(&config, &first).await;
+    initialize_with_cursors(&mut second).await;
+    let (replayed, loaded) = second
+        .call(
+            "session/load",
+            json!({"sessionId": session, "cwd": first.cwd(), "mcpServers": []}),
+        )
+        .await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let cursors = updates(&replayed, &session, "cursor_update");
+    assert_eq!(cursors, live, "{replayed:?}");
+    let messages: Vec<Value> = updates(&replayed, &session, "agent_message_chunk")
+        .iter()
+        .map(|chunk| chunk["messageId"].clone())
+        .collect();
+    assert_eq!(messages.len(), 2, "{replayed:?}");
+    for cursor in &cursors {
+        assert!(
+            messages.contains(&cursor["anchor"]["messageId"]),
+            "{cursor} is anchored on a replayed message: {messages:?}"
+        );
+    }
+
+    // A fork there has the first exchange only.
+    let fork = fork_at(&mut second, &session, &after_first_answer).await;
+    second.prompt(&fork, "third question").await;
+    let seen = last_messages(&server);
+    let roles: Vec<&str> = seen.iter().map(|(role, _)| role.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "user"], "{seen:?}");
+    assert!(seen[0].1.contains("first question"), "{seen:?}");
+    assert!(seen[2].1.contains("third question"), "{seen:?}");
+    second.close_stdin();
+    second.wait_exit().await;
+
+    // A client that does not take cursors gets the replay as before.
+    let mut third = Agent::spawn_sharing(&config, &first).await;
+    third.initialize().await;
+    let (replayed, _) = third
+        .call(
+            "session/load",
+            json!({"sessionId": session, "cwd": first.cwd(), "mcpServers": []}),
+        )
+        .await;
+    assert!(
+        updates(&replayed, &session, "cursor_update").is_empty(),
+        "{replayed:?}"
+    );
+    let chunks = updates(&replayed, &session, "agent_message_chunk");
+    assert_eq!(chunks.len(), 2, "{replayed:?}");
+    assert!(
+        chunks.iter().all(|c| c.get("messageId").is_none()),
+        "{chunks:?}"
+    );
+}

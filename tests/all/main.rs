@@ -72,6 +72,7 @@ mod streaming;
 mod subagent_limits;
 mod subagent_sessions;
 mod subagents;
+mod todo_plans;
 mod tools;
 mod unstable;
 mod unstable_providers;

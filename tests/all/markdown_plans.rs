@@ -158,11 +158,15 @@ async fn a_plan_client_gets_the_markdown_plan_with_its_file_beside_the_todo_list
         std::fs::canonicalize(&path).unwrap()
     );
 
-    // `/clear` starts the conversation over: the plan goes with it.
+    // `/clear` starts the conversation over: the plans go with it (the
+    // todo list too, restored from the history by the load).
     let (cleared, _) = again.prompt(&session, "/clear").await;
     assert_eq!(
         plan_kinds(&cleared),
-        [("plan_removed".to_string(), "plan".to_string())],
+        [
+            ("plan_removed".to_string(), "plan".to_string()),
+            ("plan_removed".to_string(), "todos".to_string()),
+        ],
         "{cleared:?}"
     );
     // The file goes in the session writer's order, at once but not

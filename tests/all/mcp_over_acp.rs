@@ -14,9 +14,16 @@ fn editor_entry() -> Value {
 }
 
 /// The editor's MCP server: `lookup` answers, `broken` makes the editor
-/// fail the ACP request, `silent` is never answered. Returns the replies
-/// for `message` (nothing for what is not an `mcp/message` request).
+/// fail the ACP request, `silent` is never answered (until the agent
+/// cancels it: then -32800, as the spec asks). Returns the replies for
+/// `message` (nothing for what is not an `mcp/message` request).
 fn editor_server(message: &Value, methods: &mut Vec<String>) -> Vec<Value> {
+    if message["method"] == "$/cancel_request" {
+        return vec![
+            json!({"jsonrpc": "2.0", "id": message["params"]["requestId"],
+            "error": {"code": -32800, "message": "Request cancelled"}}),
+        ];
+    }
     if message["method"] != "mcp/message" || message.get("id").is_none() {
         return Vec::new();
     }
@@ -145,6 +152,26 @@ async fn the_editors_server_serves_a_tool_and_a_failing_call_fails_alone() {
         text(finished[2]).contains("did not answer within 2 s"),
         "{}",
         finished[2]
+    );
+    // The timed-out call's request, and only it, was cancelled at the editor.
+    let silent: Vec<&Value> = seen
+        .iter()
+        .filter(|m| m["method"] == "mcp/message" && m["params"]["params"]["name"] == "silent")
+        .collect();
+    assert_eq!(silent.len(), 1, "{seen:?}");
+    let cancels: Vec<&Value> = seen
+        .iter()
+        .filter(|m| m["method"] == "$/cancel_request")
+        .collect();
+    assert_eq!(cancels.len(), 1, "{cancels:?}");
+    assert_eq!(
+        cancels[0]["params"]["requestId"], silent[0]["id"],
+        "{cancels:?}"
+    );
+    assert!(
+        cancels[0].get("id").is_none(),
+        "a notification: {}",
+        cancels[0]
     );
     // The server still works after a failed and a timed-out call.
     assert!(

@@ -8,7 +8,8 @@
 //!
 //! ACP 1.20 carries no notification from the agent to such a server, so the
 //! client's `notifications/initialized` is dropped, and its
-//! `notifications/cancelled` withdraws the ACP request instead.
+//! `notifications/cancelled` withdraws the ACP request instead (the relay
+//! then cancels it at the editor with ACP's `$/cancel_request`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,196 @@
+//! What a client reads and sets on a session: its modes and config options
+//! (`session/set_config_option`, `session/set_mode`, the old
+//! `session/set_model`), the unstable `session/options` (what a session
+//! would have) and initial `configOptions`, and the unstable
+//! `session/set_title`.
+
+use agent_client_protocol_schema::v1 as acp;
+use futures::future::BoxFuture;
+use tokio::sync::oneshot;
+
+use super::Router;
+use super::answers::{session_answer, store_error};
+use super::params::{check_cwd, check_roots, prefixed};
+use crate::acp::translate;
+use crate::session::{SessionHandle, SessionMsg};
+use crate::transport::{Responder, RpcError};
+
+impl Router {
+    pub(super) fn set_config_option(
+        &mut self,
+        request: acp::SetSessionConfigOptionRequest,
+        responder: Responder,
+    ) {
+        let Some(session) = self.sessions.get(&request.session_id.0) else {
+            return responder.respond(Err(self.not_running(&request.session_id.0)));
+        };
+        let Some(value) = request.value.as_value_id() else {
+            return responder.respond(Err(RpcError::invalid_params(format!(
+                "value: option `{}` takes one of its listed value ids, not a boolean",
+                request.config_id
+            ))));
+        };
+        let (reply, answer) = oneshot::channel();
+        session.send(SessionMsg::SetOption {
+            id: request.config_id.0.to_string(),
+            value: value.0.to_string(),
+            reply,
+        });
+        tokio::spawn(async move {
+            let answer = session_answer(answer).await.map(|options| {
+                acp::SetSessionConfigOptionResponse::new(translate::config_options(&options))
+            });
+            responder.respond_with(answer);
+        });
+    }
+
+    pub(super) fn set_mode(&mut self, request: acp::SetSessionModeRequest, responder: Responder) {
+        let Some(session) = self.sessions.get(&request.session_id.0) else {
+            return responder.respond(Err(self.not_running(&request.session_id.0)));
+        };
+        let (reply, answer) = oneshot::channel();
+        session.send(SessionMsg::SetMode {
+            mode: request.mode_id.0.to_string(),
+            reply,
+        });
+        tokio::spawn(async move {
+            let answer = session_answer(answer)
+                .await
+                .map(|()| acp::SetSessionModeResponse::new());
+            responder.respond_with(answer);
+        });
+    }
+
+    pub(super) fn set_model(&mut self, request: SetModelRequest, responder: Responder) {
+        let Some(session) = self.sessions.get(&request.session_id) else {
+            return responder.respond(Err(self.not_running(&request.session_id)));
+        };
+        let (reply, answer) = oneshot::channel();
+        session.send(SessionMsg::SetModel {
+            model: request.model_id,
+            reply,
+        });
+        tokio::spawn(async move {
+            let answer = session_answer(answer).await.map(|()| serde_json::json!({}));
+            responder.respond(answer);
+        });
+    }
+
+    /// `session/options`: what `session/new` (or, with a `sessionId`,
+    /// `session/load`) would answer in `modes` and `configOptions`. An open
+    /// session answers for itself; otherwise a probe session computes it
+    /// (from the saved settings for a saved session), so the answers cannot
+    /// drift apart. A probe saves nothing, starts no MCP server, is not
+    /// listed and never speaks.
+    pub(super) fn session_options(
+        &mut self,
+        request: acp::SessionOptionsRequest,
+        responder: Responder,
+    ) {
+        let checked =
+            check_cwd(&request.cwd).and_then(|()| check_roots(&request.additional_directories));
+        let roots = match checked {
+            Ok(roots) => roots,
+            Err(err) => return responder.respond(Err(prefixed("session/options", err))),
+        };
+        let (reply, options) = oneshot::channel();
+        let probe: BoxFuture<'static, Result<Option<SessionHandle>, RpcError>> =
+            match &request.session_id {
+                Some(id) => match self.sessions.get(&id.0) {
+                    Some(session) => {
+                        session.send(SessionMsg::Options { reply });
+                        Box::pin(async { Ok(None) })
+                    }
+                    None => {
+                        let probing =
+                            self.sessions
+                                .probe_stored(&id.0, request.cwd, roots, self.abilities());
+                        Box::pin(async move {
+                            let probe = probing.await.map_err(store_error)?;
+                            probe.send(SessionMsg::Options { reply });
+                            Ok(Some(probe))
+                        })
+                    }
+                },
+                None => {
+                    let probe = self.sessions.probe(request.cwd, roots, self.abilities());
+                    probe.send(SessionMsg::Options { reply });
+                    Box::pin(async { Ok(Some(probe)) })
+                }
+            };
+        tokio::spawn(async move {
+            let probe = match probe.await {
+                Ok(probe) => probe,
+                Err(err) => return responder.respond(Err(err)),
+            };
+            let answer = match options.await {
+                Ok(options) => Ok(acp::SessionOptionsResponse::new()
+                    .modes(translate::mode_state(&options))
+                    .config_options(translate::config_options(&options))),
+                Err(_) => Err(RpcError::internal("the options probe stopped at once")),
+            };
+            // Its mailbox closed, the probe ends.
+            drop(probe);
+            responder.respond_with(answer);
+        });
+    }
+
+    /// A session request's initial `configOptions` as (option, value) pairs,
+    /// in order, when `[acp] unstable` names `options`. Without it they are
+    /// ignored, as before this agent knew them (the client should not send
+    /// them to an agent that does not advertise `sessionCapabilities.options`).
+    /// Boolean values are skipped: every option here is a select.
+    pub(super) fn initial_options(
+        &self,
+        method: &str,
+        given: &[acp::InitialSessionConfigOption],
+    ) -> Result<Vec<(String, String)>, RpcError> {
+        if !self.sessions.unstable().options {
+            return Ok(Vec::new());
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        let mut options = Vec::new();
+        for (n, option) in given.iter().enumerate() {
+            let id = &*option.config_id.0;
+            if seen.contains(&id) {
+                return Err(RpcError::invalid_params(format!(
+                    "{method}: field `configOptions[{n}]`: option `{id}` is given twice; give each option once"
+                )));
+            }
+            seen.push(id);
+            if let Some(value) = option.value.as_value_id() {
+                options.push((id.to_string(), value.0.to_string()));
+            }
+        }
+        Ok(options)
+    }
+
+    pub(super) fn set_title(&mut self, request: acp::SetSessionTitleRequest, responder: Responder) {
+        let Some(session) = self.sessions.get(&request.session_id.0) else {
+            return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
+        };
+        let title = request.title.trim().to_string();
+        if title.is_empty() {
+            return responder.respond(Err(RpcError::invalid_params(
+                "session/set_title: field `title` is empty; send the title to show",
+            )));
+        }
+        let (reply, answer) = oneshot::channel();
+        session.send(SessionMsg::SetTitle { title, reply });
+        tokio::spawn(async move {
+            let answer = match answer.await {
+                Ok(title) => Ok(acp::SetSessionTitleResponse::new(title)),
+                Err(_) => Err(RpcError::internal("the session stopped before answering")),
+            };
+            responder.respond_with(answer);
+        });
+    }
+}
+
+/// `session/set_model`: the old session-model extension, not in the schema.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct SetModelRequest {
+    session_id: String,
+    model_id: String,
+}

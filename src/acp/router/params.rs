@@ -1,0 +1,174 @@
+//! Reading a request's params: the odd but readable ones tolerated, the
+//! rest parsed into the schema's types with the offending field named, and
+//! the checks every session request shares (its `cwd`, its
+//! `additionalDirectories`, its `mcpServers`).
+
+use std::path::{Path, PathBuf};
+
+use agent_client_protocol_schema::v1 as acp;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::acp::mcp_spec;
+use crate::mcp::{McpServerSpec, Relay};
+use crate::transport::RpcError;
+
+/// Params made acceptable where clients differ from the schema in ways
+/// with one sensible reading; refused with a pointed message where not.
+pub fn tolerate(method: &str, mut params: Value) -> Result<Value, RpcError> {
+    match method {
+        // Version negotiation: whatever the client asks for (a string such
+        // as "1", a version we do not know), the answer names the version
+        // we speak and the client decides. Only a missing one is refused.
+        "initialize" => {
+            if let Some(version) = params.get_mut("protocolVersion")
+                && version.as_u64().is_none_or(|v| v > u64::from(u16::MAX))
+            {
+                tracing::info!(requested = %version, "protocol version not understood; answering with ours");
+                *version = Value::from(1);
+            }
+            Ok(params)
+        }
+        "session/prompt" if params.get("prompt").is_none() && params.get("content").is_some() => {
+            Err(RpcError::invalid_params(
+                "session/prompt: field `content` is not a prompt parameter; send the content blocks as `prompt` (`content` was an early draft's name)",
+            ))
+        }
+        _ => Ok(params),
+    }
+}
+
+/// A session's directory checked and the client's MCP servers read.
+pub fn session_servers(
+    method: &str,
+    cwd: &Path,
+    servers: &[acp::McpServer],
+    relay: Option<&Relay>,
+) -> Result<Vec<McpServerSpec>, RpcError> {
+    check_cwd(cwd)?;
+    servers
+        .iter()
+        .enumerate()
+        .map(|(n, server)| {
+            mcp_spec::server_spec(server, cwd, relay).map_err(|err| {
+                RpcError::invalid_params(format!("{method}: field mcpServers[{n}]: {err}"))
+            })
+        })
+        .collect()
+}
+
+/// `additionalDirectories`: each an absolute, existing directory (the
+/// error names its index); duplicates of one another are dropped.
+pub fn check_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>, RpcError> {
+    let mut checked: Vec<PathBuf> = Vec::new();
+    for (n, root) in roots.iter().enumerate() {
+        check_cwd(root).map_err(|err| {
+            let detail = err.message.trim_start_matches("cwd: ");
+            RpcError::invalid_params(format!("additionalDirectories[{n}]: {detail}"))
+        })?;
+        if !checked.contains(root) {
+            checked.push(root.clone());
+        }
+    }
+    Ok(checked)
+}
+
+pub fn check_cwd(cwd: &Path) -> Result<(), RpcError> {
+    if !cwd.is_absolute() {
+        return Err(RpcError::invalid_params(format!(
+            "cwd: `{}` is not an absolute path; send the project's absolute path",
+            cwd.display()
+        )));
+    }
+    if !cwd.is_dir() {
+        return Err(RpcError::invalid_params(format!(
+            "cwd: `{}` is not an existing directory",
+            cwd.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Parse `params` into `T`, naming the offending field on failure.
+pub fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcError> {
+    let params = if params.is_null() {
+        // `initialize` and friends have required fields; let serde name them.
+        Value::Object(Default::default())
+    } else {
+        params
+    };
+    serde_path_to_error::deserialize(params).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        if path == "." || path.is_empty() {
+            RpcError::invalid_params(format!("{method}: {inner}"))
+        } else {
+            RpcError::invalid_params(format!("{method}: field `{path}`: {inner}"))
+        }
+    })
+}
+
+/// A cwd or root error as the method's own.
+pub fn prefixed(method: &str, err: RpcError) -> RpcError {
+    RpcError::invalid_params(format!("{method}: {}", err.message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn param_errors_name_the_field() {
+        let err =
+            parse::<acp::NewSessionRequest>("session/new", json!({"mcpServers": []})).unwrap_err();
+        assert_eq!(err.code, crate::transport::jsonrpc::INVALID_PARAMS);
+        assert!(err.message.contains("cwd"), "{}", err.message);
+        let err = parse::<acp::PromptRequest>(
+            "session/prompt",
+            json!({"sessionId":"s","prompt":[{"type":"text"}]}),
+        )
+        .unwrap_err();
+        assert!(
+            err.message.contains("prompt[0]") || err.message.contains("text"),
+            "{}",
+            err.message
+        );
+        let err = parse::<acp::InitializeRequest>("initialize", Value::Null).unwrap_err();
+        assert!(err.message.contains("protocolVersion"), "{}", err.message);
+    }
+
+    #[test]
+    fn odd_but_readable_params_are_tolerated_and_the_rest_named() {
+        let version = |v: Value| {
+            tolerate("initialize", json!({ "protocolVersion": v })).unwrap()["protocolVersion"]
+                .clone()
+        };
+        assert_eq!(version(json!(1)), 1);
+        assert_eq!(
+            version(json!(2)),
+            2,
+            "a number we read is left for the answer"
+        );
+        assert_eq!(version(json!("1")), 1);
+        assert_eq!(version(json!("2025-06-18")), 1);
+        assert_eq!(version(json!(100_000)), 1);
+        // Missing stays missing: serde names the field.
+        let params = tolerate("initialize", json!({})).unwrap();
+        assert!(parse::<acp::InitializeRequest>("initialize", params).is_err());
+        let err = tolerate(
+            "session/prompt",
+            json!({"sessionId": "s", "content": [{"type": "text", "text": "hi"}]}),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, crate::transport::jsonrpc::INVALID_PARAMS);
+        assert!(err.message.contains("`content`"), "{}", err.message);
+    }
+
+    #[test]
+    fn cwd_must_be_an_absolute_existing_directory() {
+        assert!(check_cwd(Path::new("relative/dir")).is_err());
+        assert!(check_cwd(Path::new("/definitely/not/a/dir")).is_err());
+        assert!(check_cwd(&std::env::temp_dir()).is_ok());
+    }
+}
