@@ -188,6 +188,11 @@ pub enum Update {
     /// A point of the session the client may act at (ACP unstable
     /// `cursor_update`): a checkpoint of the context stack.
     Cursor(Cursor),
+    /// The prompts the user is likely to send next, most likely first,
+    /// replacing the ones offered before; empty withdraws them (ACP
+    /// unstable `prompt_suggestions_update`, for clients that take them).
+    /// Not part of the history: never recorded, never replayed.
+    PromptSuggestions(Vec<String>),
 }
 
 /// The plan the session keeps as a todo list (the `todo` tool's).
@@ -316,6 +321,9 @@ pub struct ClientAbilities {
     /// Takes cursors (ACP unstable `session.cursors`, when `[acp] unstable`
     /// names `cursors`); `fork` says whether they can be forked at.
     pub cursors: Option<CursorUse>,
+    /// Takes prompt suggestions (ACP unstable `session.promptSuggestions`,
+    /// when `[acp] unstable` names `prompt_suggestions`).
+    pub prompt_suggestions: bool,
 }
 
 /// What a client that takes cursors can do with them.

@@ -23,6 +23,7 @@ mod settings;
 mod skills;
 mod slash;
 mod subagents;
+mod suggestions;
 #[cfg(test)]
 mod tests;
 mod turn;
@@ -244,6 +245,8 @@ struct Conversation {
     warming: Option<prewarm::Warming>,
     /// A prompt has started: the server has read the prefix, no warm-up.
     prompted: bool,
+    /// The client is offered prompt suggestions (the last list sent was not empty).
+    suggested: bool,
 }
 
 struct SessionActor {
@@ -277,6 +280,7 @@ impl SessionActor {
                 last_turn_tokens: start.spent.turn_tokens,
                 warming: None,
                 prompted: false,
+                suggested: false,
             },
         };
         for notice in std::mem::take(&mut start.notices) {
@@ -414,6 +418,7 @@ impl SessionActor {
                 // `session/cancel` both stop it.
                 let cancel = request_cancel.child_token();
                 self.begin_turn();
+                self.withdraw_suggestions();
                 match self.start_turn(content, cancel.clone()) {
                     Ok(started) => {
                         *running = Some(RunningTurn {

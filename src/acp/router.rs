@@ -295,6 +295,8 @@ impl Router {
                 cursors: (info.cursors && self.sessions.unstable().cursors).then_some(CursorUse {
                     fork: self.sessions.unstable().fork,
                 }),
+                prompt_suggestions: info.prompt_suggestions
+                    && self.sessions.unstable().prompt_suggestions,
             })
             .unwrap_or_default()
     }

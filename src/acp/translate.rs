@@ -96,7 +96,19 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
         }
         Update::Tagged { message_id, event } => cursors::tagged(message_id, event),
         Update::Cursor(cursor) => cursors::cursor_update(cursor),
+        Update::PromptSuggestions(prompts) => prompt_suggestions(prompts),
     }
+}
+
+/// Each suggestion as a prompt of one text block, as `session/prompt`
+/// takes it; an empty list withdraws them.
+fn prompt_suggestions(prompts: &[String]) -> acp::SessionUpdate {
+    acp::SessionUpdate::PromptSuggestionsUpdate(acp::PromptSuggestionsUpdate::new(
+        prompts
+            .iter()
+            .map(|prompt| acp::PromptSuggestion::new(vec![text_block(prompt)]))
+            .collect(),
+    ))
 }
 
 fn markdown_plan(
@@ -628,6 +640,20 @@ mod tests {
                     {"name":"help","description":"List"},
                     {"name":"compact","description":"Sum","input":{"hint":"focus"}}
                 ]}),
+            ),
+            (
+                Update::PromptSuggestions(vec![
+                    "Continue".into(),
+                    "Continue with the plan: Run the tests".into(),
+                ]),
+                json!({"sessionUpdate":"prompt_suggestions_update","suggestions":[
+                    {"prompt":[{"type":"text","text":"Continue"}]},
+                    {"prompt":[{"type":"text","text":"Continue with the plan: Run the tests"}]}
+                ]}),
+            ),
+            (
+                Update::PromptSuggestions(Vec::new()),
+                json!({"sessionUpdate":"prompt_suggestions_update","suggestions":[]}),
             ),
         ];
         for (update, expected) in table {

@@ -31,6 +31,9 @@ pub struct Unstable {
     pub archive: bool,
     /// `session/options`, and initial `configOptions` on session requests.
     pub options: bool,
+    /// `prompt_suggestions_update`: the next prompt a turn's end makes
+    /// likely, for clients that take them (`session.promptSuggestions`).
+    pub prompt_suggestions: bool,
 }
 
 /// The names `[acp] unstable` takes.
@@ -41,6 +44,7 @@ const KNOWN: &[&str] = &[
     "fork",
     "mcp_over_acp",
     "options",
+    "prompt_suggestions",
     "providers",
     "set_title",
     "status",
@@ -68,6 +72,7 @@ pub(super) fn validate_unstable(
             "auth_status" => unstable.auth_status = true,
             "archive" => unstable.archive = true,
             "options" => unstable.options = true,
+            "prompt_suggestions" => unstable.prompt_suggestions = true,
             other => {
                 return Err(invalid(
                     path,

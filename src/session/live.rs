@@ -4,6 +4,7 @@
 //! list goes to clients that take plans by id as a plan of its own (and
 //! the Markdown plan, to them only), and a delegated agent's call names its
 //! session to clients that show them.
+//! Prompt suggestions go only to clients that take them.
 
 use crate::client::{ClientAbilities, MARKDOWN_PLAN_ID, PlanContent, TODO_PLAN_ID, Update};
 use crate::events::{
@@ -47,6 +48,8 @@ pub(super) fn for_client(update: Update, abilities: ClientAbilities) -> Option<U
                 }
             }
         },
+        // ACP: only to a client that declared `session.promptSuggestions`.
+        Update::PromptSuggestions(_) if !abilities.prompt_suggestions => return None,
         other => return Some(other),
     };
     Some(Update::Agent(event))
@@ -202,6 +205,22 @@ mod tests {
                 plan_id: TODO_PLAN_ID.into()
             })
         );
+    }
+
+    #[test]
+    fn prompt_suggestions_go_only_to_clients_that_take_them() {
+        let suggested = || Update::PromptSuggestions(vec!["Continue".into()]);
+        let plain = ClientAbilities::default();
+        assert_eq!(for_client(suggested(), plain), None);
+        assert_eq!(
+            for_client(Update::PromptSuggestions(Vec::new()), plain),
+            None
+        );
+        let takes = ClientAbilities {
+            prompt_suggestions: true,
+            ..plain
+        };
+        assert_eq!(for_client(suggested(), takes), Some(suggested()));
     }
 
     #[test]

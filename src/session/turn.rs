@@ -475,6 +475,12 @@ impl SessionActor {
                     self.adopt_fallback(switched);
                 }
                 let usage = with_children(outcome.usage, children);
+                // Before the answer, so the client has them when the turn ends.
+                if !turn.started.command
+                    && let Ok(stop) = outcome.result
+                {
+                    self.suggest(stop);
+                }
                 outcome
                     .result
                     .map(|stop| TurnEnd { stop, usage })

@@ -712,6 +712,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn prompt_suggestions_reach_the_client_and_are_not_recorded() {
+        let (_data, store, recorder) = recording("s1");
+        let client = Arc::new(RecordingClient::default());
+        let sink = recorder.wrap(Arc::clone(&client) as Arc<dyn ClientSink>);
+        let offered = Update::PromptSuggestions(vec!["Continue".into()]);
+        sink.send("s1", offered.clone());
+        sink.send("s1", Update::PromptSuggestions(Vec::new()));
+        recorder.close().await;
+        assert_eq!(client.updates().len(), 2);
+        assert_eq!(client.updates()[0].1, offered);
+        let (_, events) = store.read("s1").unwrap();
+        assert_eq!(crate::store::replay_from(&events), Vec::<Update>::new());
+    }
+
+    #[tokio::test]
     async fn what_the_sink_forwards_is_what_the_store_replays() {
         let (_data, store, recorder) = recording("s1");
         let sink = recorder.wrap(Arc::new(RecordingClient::default()));

@@ -48,6 +48,7 @@ mod mcp_over_acp;
 mod mcp_prompts;
 mod mcp_sessions;
 mod prompt_cache;
+mod prompt_suggestions;
 mod prompted_tools;
 mod prompts;
 mod protocol;

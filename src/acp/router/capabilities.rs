@@ -22,6 +22,8 @@ pub struct ClientInfo {
     pub plans: bool,
     /// Takes `cursor_update` (unstable `session.cursors`).
     pub cursors: bool,
+    /// Takes `prompt_suggestions_update` (unstable `session.promptSuggestions`).
+    pub prompt_suggestions: bool,
     /// Can run a `terminal` sign-in method: `auth.terminal`, or the
     /// `_meta` flag `"terminal-auth": true` that clients before ACP 1.20
     /// (and the ACP registry's validator) send instead.
@@ -48,6 +50,8 @@ impl ClientInfo {
             subagents: caps.subagents.is_some(),
             plans: caps.plan.is_some(),
             cursors: caps.session.as_ref().is_some_and(|s| s.cursors.is_some()),
+            prompt_suggestions: (caps.session.as_ref())
+                .is_some_and(|s| s.prompt_suggestions.is_some()),
             terminal_auth: caps.auth.terminal
                 || (caps.meta.as_ref())
                     .and_then(|meta| meta.get("terminal-auth"))
