@@ -184,12 +184,7 @@ async fn a_client_declaring_plan_gets_the_todo_list_as_a_plan_by_id_also_on_load
     // A load shows it again the same way, under the same id.
     let mut again = Agent::spawn_sharing(&config, &agent).await;
     init(&mut again, json!({"plan": {}})).await;
-    let (replay, loaded) = again
-        .call(
-            "session/load",
-            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (replay, loaded) = again.load(&session, agent.cwd()).await;
     assert!(loaded["result"].is_object(), "{loaded}");
     let plans = tool_updates(&replay, "plan_update");
     assert_eq!(plans.len(), 1, "{replay:?}");
@@ -201,12 +196,7 @@ async fn a_client_declaring_plan_gets_the_todo_list_as_a_plan_by_id_also_on_load
     // A client on an older schema (no `plan`) loads the same session as before.
     let mut old = Agent::spawn_sharing(&config, &agent).await;
     init(&mut old, json!({})).await;
-    let (replay, loaded) = old
-        .call(
-            "session/load",
-            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (replay, loaded) = old.load(&session, agent.cwd()).await;
     assert!(loaded["result"].is_object(), "{loaded}");
     assert_eq!(tool_updates(&replay, "plan").len(), 1, "{replay:?}");
     assert!(
@@ -645,12 +635,7 @@ async fn session_options_for_a_saved_session_answers_what_a_load_would_and_touch
     assert!(prompted["error"].is_object(), "{prompted}");
 
     // What the load then answers is what the options said.
-    let (_, loaded) = agent
-        .call(
-            "session/load",
-            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (_, loaded) = agent.load(&session, agent.cwd()).await;
     let loaded = &loaded["result"];
     assert_eq!(loaded["modes"], options["modes"], "{loaded}");
     assert_eq!(

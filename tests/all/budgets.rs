@@ -140,12 +140,7 @@ async fn the_session_budget_and_its_spend_survive_a_restart() {
 
     let mut second = Agent::spawn_sharing(&config, &first).await;
     second.initialize().await;
-    let (_, loaded) = second
-        .call(
-            "session/load",
-            json!({"sessionId": session, "cwd": first.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (_, loaded) = second.load(&session, first.cwd()).await;
     assert!(loaded.get("result").is_some(), "{loaded}");
     let (text, stop) = prompt(&mut second, &session, "more").await;
     assert_eq!(stop, "max_tokens", "{text}");

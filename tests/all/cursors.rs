@@ -110,12 +110,7 @@ async fn a_fork_at_a_cursor_has_only_the_history_before_it() {
     agent
         .call("session/close", json!({"sessionId": fork}))
         .await;
-    let (replayed, loaded) = agent
-        .call(
-            "session/load",
-            json!({"sessionId": fork, "cwd": agent.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (replayed, loaded) = agent.load(&fork, agent.cwd()).await;
     assert!(loaded.get("result").is_some(), "{loaded}");
     let shown: Vec<String> = updates(&replayed, &fork, "user_message_chunk")
         .iter()
@@ -229,12 +224,7 @@ async fn a_load_after_a_restart_announces_the_cursors_again_and_a_fork_at_one_wo
     // the replayed messages' ids.
     let mut second = Agent::spawn_sharing(&config, &first).await;
     initialize_with_cursors(&mut second).await;
-    let (replayed, loaded) = second
-        .call(
-            "session/load",
-            json!({"sessionId": session, "cwd": first.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (replayed, loaded) = second.load(&session, first.cwd()).await;
     assert!(loaded.get("result").is_some(), "{loaded}");
     let cursors = updates(&replayed, &session, "cursor_update");
     assert_eq!(cursors, live, "{replayed:?}");
@@ -264,12 +254,7 @@ async fn a_load_after_a_restart_announces_the_cursors_again_and_a_fork_at_one_wo
     // A client that does not take cursors gets the replay as before.
     let mut third = Agent::spawn_sharing(&config, &first).await;
     third.initialize().await;
-    let (replayed, _) = third
-        .call(
-            "session/load",
-            json!({"sessionId": session, "cwd": first.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (replayed, _) = third.load(&session, first.cwd()).await;
     assert!(
         updates(&replayed, &session, "cursor_update").is_empty(),
         "{replayed:?}"

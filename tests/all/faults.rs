@@ -97,12 +97,7 @@ async fn assert_clean_exit(agent: &mut Agent) {
 async fn assert_session_loads(agent: &Agent, session: &str, prompts: &[&str]) {
     let mut later = Agent::spawn_sharing(&config_text(agent), agent).await;
     later.initialize().await;
-    let (replay, loaded) = later
-        .call(
-            "session/load",
-            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (replay, loaded) = later.load(session, agent.cwd()).await;
     assert!(loaded.get("result").is_some(), "{loaded}");
     let user: String = replay
         .iter()
@@ -595,12 +590,7 @@ async fn a_session_marked_broken_is_listed_told_on_load_and_cleared_by_a_good_tu
     let (_, listed) = later.call("session/list", json!({})).await;
     let mark = &listed["result"]["sessions"][0]["_meta"]["brokenAt"];
     assert_eq!(mark["detail"], "a panic: index out of bounds", "{listed}");
-    let (_, loaded) = later
-        .call(
-            "session/load",
-            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (_, loaded) = later.load(&session, agent.cwd()).await;
     assert!(loaded.get("result").is_some(), "{loaded}");
     let (seen, answered) = later.prompt(&session, "after the crash").await;
     assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
+use crate::support::context::tool_names;
 use crate::support::harness::{Agent, LlmServer, config_for, scripted_model, tool_updates};
 
 const FIRST: &str = "# Plan\n\n1. Read `src/lib.rs`\n2. Fix the parser\n";
@@ -62,16 +63,7 @@ fn markdown_updates(seen: &[Value]) -> Vec<&Value> {
 
 /// The names of the tools the model was offered in the `n`-th request.
 fn offered(server: &LlmServer, n: usize) -> Vec<String> {
-    let requests = server.chat_requests();
-    requests[n].body["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+    tool_names(&server.chat_requests()[n])
 }
 
 #[tokio::test]
@@ -134,12 +126,7 @@ async fn a_plan_client_gets_the_markdown_plan_with_its_file_beside_the_todo_list
     // the Markdown one read back from its file.
     let mut again = Agent::spawn_sharing(&config, &agent).await;
     init(&mut again, json!({"plan": {}})).await;
-    let (replay, loaded) = again
-        .call(
-            "session/load",
-            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (replay, loaded) = again.load(&session, agent.cwd()).await;
     assert!(loaded["result"].is_object(), "{loaded}");
     let kinds = plan_kinds(&replay);
     assert!(
@@ -180,12 +167,7 @@ async fn a_plan_client_gets_the_markdown_plan_with_its_file_beside_the_todo_list
     again.wait_exit().await;
     let mut third = Agent::spawn_sharing(&config, &agent).await;
     init(&mut third, json!({"plan": {}})).await;
-    let (replay, _) = third
-        .call(
-            "session/load",
-            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (replay, _) = third.load(&session, agent.cwd()).await;
     assert!(markdown_updates(&replay).is_empty(), "{replay:?}");
 }
 
@@ -244,12 +226,7 @@ async fn a_client_without_plan_reads_the_plan_in_the_call_and_gets_no_plan_updat
         std::fs::read_to_string(agent.session_dir(&session).join("plan.md")).unwrap(),
         FIRST
     );
-    let (replay, _) = agent
-        .call(
-            "session/load",
-            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (replay, _) = agent.load(&session, agent.cwd()).await;
     let kinds: Vec<&str> = replay
         .iter()
         .filter_map(|m| m["params"]["update"]["sessionUpdate"].as_str())

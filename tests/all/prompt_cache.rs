@@ -74,12 +74,7 @@ async fn a_loaded_session_is_warmed_with_its_history() {
     let before = server.warmups().len();
     let mut again = Agent::spawn_sharing(&config, &agent).await;
     again.initialize().await;
-    let (_, loaded) = again
-        .call(
-            "session/load",
-            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (_, loaded) = again.load(&session, agent.cwd()).await;
     assert!(loaded.get("result").is_some(), "{loaded}");
     let warmups = server.wait_warmups(before + 1).await;
     let warm = warmups[before].body["messages"].as_array().unwrap();

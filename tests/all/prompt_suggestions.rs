@@ -185,12 +185,7 @@ async fn a_plan_left_pending_offers_its_next_step_until_the_next_prompt() {
     // Suggestions are no part of the history: a load replays none.
     let mut again = Agent::spawn_sharing(&config, &agent).await;
     init(&mut again, true).await;
-    let (replay, loaded) = again
-        .call(
-            "session/load",
-            json!({"sessionId": session, "cwd": agent.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (replay, loaded) = again.load(&session, agent.cwd()).await;
     assert!(loaded["result"].is_object(), "{loaded}");
     assert!(position(&replay, "plan").is_some(), "{replay:?}");
     assert!(offered(&replay, &session).is_empty(), "{replay:?}");

@@ -528,12 +528,7 @@ async fn lineage_survives_a_restart_in_the_list_the_store_and_the_replay() {
     }
 
     // Loading the parent shows each delegate call with its child's summary.
-    let (replayed, response) = second
-        .call(
-            "session/load",
-            json!({"sessionId": session, "cwd": first.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (replayed, response) = second.load(&session, first.cwd()).await;
     assert!(response["error"].is_null(), "{response}");
     let done: Vec<String> = delegate_updates(&replayed)
         .into_iter()

@@ -93,12 +93,7 @@ async fn a_resumed_session_has_its_todo_list_and_clear_removes_it_for_good() {
     // then its removal, as the client saw them) and has none to remove.
     let mut third = Agent::spawn_sharing(&config, &first).await;
     init(&mut third, json!({"plan": {}})).await;
-    let (replay, loaded) = third
-        .call(
-            "session/load",
-            json!({"sessionId": session, "cwd": first.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (replay, loaded) = third.load(&session, first.cwd()).await;
     assert!(loaded["result"].is_object(), "{loaded}");
     let shown = todo_plans(&replay);
     assert_eq!(shown.last(), Some(&removed()), "{replay:?}");
@@ -114,12 +109,7 @@ async fn a_loaded_session_clears_its_todo_list_for_a_client_without_plan_with_an
 
     let mut second = Agent::spawn_sharing(&config, &first).await;
     init(&mut second, json!({})).await;
-    let (replay, loaded) = second
-        .call(
-            "session/load",
-            json!({"sessionId": session, "cwd": first.cwd(), "mcpServers": []}),
-        )
-        .await;
+    let (replay, loaded) = second.load(&session, first.cwd()).await;
     assert!(loaded["result"].is_object(), "{loaded}");
     let plans = tool_updates(&replay, "plan");
     assert_eq!(plans.len(), 1, "{replay:?}");

@@ -789,6 +789,16 @@ impl Agent {
         self.response(id).await
     }
 
+    /// `session/load` of `session` in `cwd` with no MCP servers: what the
+    /// load replayed, and its answer.
+    pub async fn load(&mut self, session: &str, cwd: PathBuf) -> (Vec<Value>, Value) {
+        self.call(
+            "session/load",
+            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+        )
+        .await
+    }
+
     pub async fn initialize(&mut self) -> Value {
         let (_, response) = self
             .call(
