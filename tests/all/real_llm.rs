@@ -324,11 +324,15 @@ async fn the_real_model_delegates_a_task_and_the_child_answers() {
     // its schema (the card names are an enum); the child (which may not
     // delegate again) and the parent's answer go untouched. The tiny model
     // picks the card itself (not always the one asked for), and may make
-    // more than one call: one that completed is what must be there.
+    // more than one call: one that completed is what must be there. 192
+    // output tokens leave room for a wordy task (at 64 a call was cut off by
+    // the limit and nothing ran), and 6 requests a parent's request after a
+    // child that looked around first (at 3 the turn ended before the parent
+    // read the answer: 2 runs in 9).
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let endpoint = steering_proxy(server_root(), Arc::clone(&seen), Some("delegate")).await;
     let config = format!(
-        "[chat]\ndefault_provider = \"real\"\n[llm.providers.real]\ntype = \"openai\"\nendpoint = \"{endpoint}\"\ndefault_model = \"{MODEL}\"\nmax_output_tokens = 64\n[agent]\ndefault_mode = \"plan\"\nmax_turn_requests = 3\n"
+        "[chat]\ndefault_provider = \"real\"\n[llm.providers.real]\ntype = \"openai\"\nendpoint = \"{endpoint}\"\ndefault_model = \"{MODEL}\"\nmax_output_tokens = 192\n[agent]\ndefault_mode = \"plan\"\nmax_turn_requests = 6\n"
     );
     let mut agent = Agent::spawn(&config).await;
     let session = agent.start_session().await;
