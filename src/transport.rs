@@ -487,8 +487,7 @@ mod tests {
     async fn a_withdrawn_cancellable_request_is_cancelled_at_the_peer() {
         let (connection, mut rx) = Connection::new();
         let sent = |line: Vec<u8>| serde_json::from_slice::<Value>(&line).unwrap();
-        // Withdrawn before its answer: `$/cancel_request` names it.
-        let asking = {
+        let ask = |connection: &Connection| {
             let connection = connection.clone();
             tokio::spawn(async move {
                 connection
@@ -496,6 +495,8 @@ mod tests {
                     .await
             })
         };
+        // Withdrawn before its answer: `$/cancel_request` names it.
+        let asking = ask(&connection);
         let request = sent(rx.recv().await.unwrap());
         asking.abort();
         let _ = asking.await;
@@ -508,14 +509,7 @@ mod tests {
         connection.resolve(&id, Err(RpcError::request_cancelled()));
         assert!(lock(&connection.withdrawn).is_empty());
         // Answered, or a plain request withdrawn: nothing more is sent.
-        let answered = {
-            let connection = connection.clone();
-            tokio::spawn(async move {
-                connection
-                    .request_cancellable("mcp/message", &json!({}))
-                    .await
-            })
-        };
+        let answered = ask(&connection);
         let request = sent(rx.recv().await.unwrap());
         let id: RequestId = serde_json::from_value(request["id"].clone()).unwrap();
         connection.resolve(&id, Ok(json!({})));

@@ -37,6 +37,10 @@ impl Reopen {
     }
 }
 
+/// What a reopen applies on top of the saved session: the client's system
+/// prompt, and the initial config options in order.
+type ReopenSettings = (Option<ClientPrompt>, Vec<(String, String)>);
+
 impl Router {
     pub(super) fn load_session(&mut self, request: acp::LoadSessionRequest, responder: Responder) {
         let (id, cwd, roots) = (
@@ -44,15 +48,10 @@ impl Router {
             request.cwd,
             request.additional_directories,
         );
-        let prompt = self
-            .client_prompt(Reopen::Load.method(), request.system_prompt)
-            .and_then(|prompt| {
-                let initial =
-                    self.initial_options(Reopen::Load.method(), &request.config_options)?;
-                Ok((prompt, initial))
-            });
-        let (prompt, initial) = match prompt {
-            Ok(prompt) => prompt,
+        let settings =
+            self.reopen_settings(Reopen::Load, request.system_prompt, &request.config_options);
+        let (prompt, initial) = match settings {
+            Ok(settings) => settings,
             Err(err) => return responder.respond(Err(err)),
         };
         self.reopen(
@@ -74,15 +73,13 @@ impl Router {
             request.cwd,
             request.additional_directories,
         );
-        let prompt = self
-            .client_prompt(Reopen::Resume.method(), request.system_prompt)
-            .and_then(|prompt| {
-                let initial =
-                    self.initial_options(Reopen::Resume.method(), &request.config_options)?;
-                Ok((prompt, initial))
-            });
-        let (prompt, initial) = match prompt {
-            Ok(prompt) => prompt,
+        let settings = self.reopen_settings(
+            Reopen::Resume,
+            request.system_prompt,
+            &request.config_options,
+        );
+        let (prompt, initial) = match settings {
+            Ok(settings) => settings,
             Err(err) => return responder.respond(Err(err)),
         };
         self.reopen(
@@ -95,15 +92,10 @@ impl Router {
     }
 
     pub(super) fn fork_session(&mut self, request: acp::ForkSessionRequest, responder: Responder) {
-        let prompt = self
-            .client_prompt(Reopen::Fork.method(), request.system_prompt)
-            .and_then(|prompt| {
-                let initial =
-                    self.initial_options(Reopen::Fork.method(), &request.config_options)?;
-                Ok((prompt, initial))
-            });
-        let (prompt, initial) = match prompt {
-            Ok(prompt) => prompt,
+        let settings =
+            self.reopen_settings(Reopen::Fork, request.system_prompt, &request.config_options);
+        let (prompt, initial) = match settings {
+            Ok(settings) => settings,
             Err(err) => return responder.respond(Err(err)),
         };
         let at = match request.cursor_id {
@@ -124,6 +116,20 @@ impl Router {
             servers,
             responder,
         );
+    }
+
+    /// The client's system prompt and initial config options for a reopen,
+    /// each checked as `session/new` checks them.
+    fn reopen_settings(
+        &self,
+        how: Reopen,
+        system_prompt: Option<acp::SystemPrompt>,
+        config_options: &[acp::InitialSessionConfigOption],
+    ) -> Result<ReopenSettings, RpcError> {
+        Ok((
+            self.client_prompt(how.method(), system_prompt)?,
+            self.initial_options(how.method(), config_options)?,
+        ))
     }
 
     /// `session/load`, `session/resume` and `session/fork`: the session back in memory; a
