@@ -506,3 +506,34 @@ fn the_readme_is_a_front_door() {
         }
     }
 }
+
+/// The module paths of src/: `acp/router` for src/acp/router.rs.
+fn modules(folder: &std::path::Path, prefix: &str, into: &mut Vec<String>) {
+    for entry in std::fs::read_dir(folder).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let module = format!("{prefix}{name}");
+        if path.is_dir() {
+            modules(&path, &format!("{module}/"), into);
+        } else if path.extension() == Some("rs".as_ref()) {
+            into.push(module);
+        }
+    }
+}
+
+#[test]
+fn architecture_names_every_module() {
+    let architecture = read("ARCHITECTURE.md");
+    let table = &architecture[architecture.find("## Modules").expect("a Modules section")..];
+    let mut all = Vec::new();
+    modules(&root().join("src"), "", &mut all);
+    all.sort();
+    let missing: Vec<&String> = all
+        .iter()
+        .filter(|module| !table.contains(&format!("| `{module}` |")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md's module table lacks a line for {missing:?}"
+    );
+}
