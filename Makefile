@@ -1,7 +1,7 @@
 # crucible-agent: common tasks. `make demo` is the quickest way to see the agent work.
 CARGO ?= cargo
 
-.PHONY: build test e2e bench fuzz fmt demo llm-server clean dist dist-check
+.PHONY: build test e2e bench fuzz fmt demo llm-server clean dist dist-check docs mdbook picture
 
 # The shipped binary (statically linked on Linux/glibc: see scripts/build.sh),
 # at target/release/crucible-agent.
@@ -63,6 +63,25 @@ demo:
 # Builds llama-server and fetches the model into ~/.cache/llm-server-e2e (once).
 llm-server:
 	bash scripts/llm-server.sh build
+
+# The manual (docs/, an mdBook) built into docs/book/; fails on any warning
+# mdbook prints (a broken SUMMARY.md entry, a missing page). mdbook is pinned
+# and installed once with cargo into the cache (a few minutes on 2 cores).
+MDBOOK_VERSION ?= 0.5.4
+MDBOOK_ROOT ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/crucible-docs/mdbook-$(MDBOOK_VERSION)
+MDBOOK := $(MDBOOK_ROOT)/bin/mdbook
+docs: mdbook
+	@out=$$($(MDBOOK) build docs 2>&1); status=$$?; printf '%s\n' "$$out"; \
+	if [ $$status -ne 0 ]; then exit $$status; fi; \
+	if printf '%s\n' "$$out" | grep -Eq '(WARN|ERROR)'; then echo "mdbook printed warnings (above)" >&2; exit 1; fi
+
+mdbook: $(MDBOOK)
+$(MDBOOK):
+	$(CARGO) install --locked mdbook --version $(MDBOOK_VERSION) --no-default-features --features search --root $(MDBOOK_ROOT)
+
+# The README's picture, assets/demo.svg, made again (see scripts/demo-picture.sh).
+picture:
+	CARGO=$(CARGO) bash scripts/demo-picture.sh
 
 clean:
 	$(CARGO) clean

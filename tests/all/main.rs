@@ -36,6 +36,7 @@ mod cursors;
 mod day_to_day;
 mod dialects;
 mod disk_full;
+mod docs;
 mod elicitation;
 mod faults;
 mod fuzz;
