@@ -121,8 +121,11 @@ mod tests {
             _: &str,
             _: &str,
             _: Option<serde_json::Map<String, serde_json::Value>>,
-        ) -> futures::future::BoxFuture<'static, Result<crate::mcp::RelayAnswer, String>> {
-            Box::pin(async { Err("no editor here".to_string()) })
+        ) -> futures::future::BoxFuture<
+            'static,
+            Result<crate::mcp::RelayAnswer, crate::mcp::RelayError>,
+        > {
+            Box::pin(async { Err(crate::mcp::RelayError::Connection("no editor here".into())) })
         }
 
         fn subscribe(

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use super::transport::acp::Relay;
+use super::relay::Relay;
 use crate::tools::sandbox::Confinement;
 use crate::util::glob_matches;
 
