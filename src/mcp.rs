@@ -38,7 +38,10 @@ pub use options::McpOptions;
 pub use prompt::{McpPrompt, McpPromptArgument};
 pub use relay::{AcpRelay, Relay, RelayAnswer, RelayError, RelayNotification};
 pub use server::McpServer;
-pub use spec::{McpServerSpec, McpTransport, SpecError, StdioSandbox, ToolSelection};
+pub use spec::{
+    EnvInheritance, McpServerSpec, McpTransport, ReadOnlyHints, SpecError, StdioSandbox,
+    ToolSelection,
+};
 pub use tool::McpTool;
 
 use crate::model::Message;

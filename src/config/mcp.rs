@@ -11,10 +11,10 @@ use super::non_zero;
 use super::raw::{RawMcp, RawMcpServer};
 use super::report::ConfigReport;
 use super::server_table::{
-    Inheritance, Protocol, RemoteServer, Sandboxing, ServerTable, StdioServer,
+    Protocol, RemoteServer, ServerTable, StdioServer, inheritance, sandboxing,
 };
 use super::upstream::validate_upstream;
-use crate::mcp::{McpOptions, McpServerSpec};
+use crate::mcp::{McpOptions, McpServerSpec, ReadOnlyHints};
 
 fn validate_options(raw: RawMcp, path: &Path) -> Result<McpOptions, ConfigError> {
     let defaults = McpOptions::default();
@@ -88,7 +88,10 @@ fn validate_server(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<McpServerSpec, ConfigError> {
     let table = ServerTable::new(format!("mcp_servers.{name}"), path, env);
-    let trust_read_only_hints = server.trust_read_only_hints.unwrap_or(true);
+    let hints = match server.trust_read_only_hints {
+        Some(false) => ReadOnlyHints::Ignored,
+        _ => ReadOnlyHints::Trusted,
+    };
     let kind = match server.kind.as_deref() {
         Some(kind) => kind,
         None if server.url.is_some() => "http",
@@ -106,7 +109,7 @@ fn validate_server(
             ));
         }
     };
-    table.checked(spec.with_trust_read_only_hints(trust_read_only_hints))
+    table.checked(spec.with_read_only_hints(hints))
 }
 
 fn stdio(table: &ServerTable<'_>, server: RawMcpServer) -> Result<StdioServer, ConfigError> {
@@ -119,9 +122,9 @@ fn stdio(table: &ServerTable<'_>, server: RawMcpServer) -> Result<StdioServer, C
         command,
         args: server.args.unwrap_or_default(),
         env: table.secrets("env", server.env)?,
-        environment: Inheritance::written(server.inherit_env),
+        environment: inheritance(server.inherit_env),
         cwd: server.cwd,
-        sandbox: Sandboxing::written(server.sandbox),
+        sandbox: sandboxing(server.sandbox),
     })
 }
 

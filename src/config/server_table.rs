@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::error::{ConfigError, invalid};
-use crate::mcp::McpServerSpec;
+use crate::mcp::{EnvInheritance, McpServerSpec, StdioSandbox};
 use crate::providers::settings::expand_env;
 
 /// One server's table in the file at `path`.
@@ -36,25 +36,9 @@ pub(super) struct StdioServer {
     pub command: String,
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
-    pub environment: Inheritance,
+    pub environment: EnvInheritance,
     pub cwd: Option<String>,
-    pub sandbox: Sandboxing,
-}
-
-/// Whether a stdio server gets the agent's whole environment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Inheritance {
-    /// Only the base variables and its own `env`.
-    Base,
-    /// The agent's whole environment, and its own `env`.
-    Whole,
-}
-
-/// Whether a stdio server runs in the command sandbox.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Sandboxing {
-    Off,
-    Wanted,
+    pub sandbox: StdioSandbox,
 }
 
 /// A server reached over HTTP, as its table gives it.
@@ -73,25 +57,21 @@ pub(super) enum Protocol {
     LegacySse,
 }
 
-impl Inheritance {
-    /// As `inherit_env` is written (off when not).
-    pub(super) fn written(inherit_env: Option<bool>) -> Self {
-        if inherit_env == Some(true) {
-            Self::Whole
-        } else {
-            Self::Base
-        }
+/// `inherit_env` as written (off when not).
+pub(super) fn inheritance(inherit_env: Option<bool>) -> EnvInheritance {
+    if inherit_env == Some(true) {
+        EnvInheritance::Whole
+    } else {
+        EnvInheritance::Base
     }
 }
 
-impl Sandboxing {
-    /// As `sandbox` is written (off when not).
-    pub(super) fn written(sandbox: Option<bool>) -> Self {
-        if sandbox == Some(true) {
-            Self::Wanted
-        } else {
-            Self::Off
-        }
+/// `sandbox` as written (off when not).
+pub(super) fn sandboxing(sandbox: Option<bool>) -> StdioSandbox {
+    if sandbox == Some(true) {
+        StdioSandbox::Wanted
+    } else {
+        StdioSandbox::Off
     }
 }
 
@@ -104,8 +84,8 @@ impl StdioServer {
         if let Some(cwd) = self.cwd {
             spec = spec.with_cwd(cwd);
         }
-        spec.with_inherit_env(self.environment == Inheritance::Whole)
-            .with_sandbox(self.sandbox == Sandboxing::Wanted)
+        spec.with_environment(self.environment)
+            .with_sandbox(self.sandbox)
     }
 }
 

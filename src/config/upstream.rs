@@ -13,9 +13,9 @@ use super::error::ConfigError;
 use super::non_zero;
 use super::raw::{RawUpstreamServer, RawUpstreamTransport};
 use super::server_table::{
-    Inheritance, Protocol, RemoteServer, Sandboxing, ServerTable, StdioServer, UnsetSecret,
+    Protocol, RemoteServer, ServerTable, StdioServer, UnsetSecret, inheritance,
 };
-use crate::mcp::{McpServerSpec, ToolSelection};
+use crate::mcp::{McpServerSpec, StdioSandbox, ToolSelection};
 
 pub(super) fn validate_upstream(
     servers: Vec<RawUpstreamServer>,
@@ -156,9 +156,9 @@ fn transport_spec(
                 command,
                 args,
                 env: table.secrets("transport.env", transport.env)?,
-                environment: Inheritance::written(transport.inherit_env),
+                environment: inheritance(transport.inherit_env),
                 cwd: None,
-                sandbox: Sandboxing::Off,
+                sandbox: StdioSandbox::Off,
             };
             Ok(server.into_spec(name))
         }

@@ -161,7 +161,7 @@ impl McpServer {
                     name,
                     &self.inner.spec.name,
                     &tool,
-                    self.inner.spec.trust_read_only_hints,
+                    self.inner.spec.read_only_hints(),
                     self.handle(),
                 )
             })

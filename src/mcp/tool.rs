@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::McpCallError;
 use super::server_handle::ServerHandle;
+use super::spec::ReadOnlyHints;
 use crate::events::{Location, ToolContent, ToolKind};
 use crate::tools::{Tool, ToolContext, ToolError, ToolOutput};
 
@@ -43,7 +44,7 @@ impl McpTool {
         name: String,
         server_name: &str,
         tool: &rmcp::model::Tool,
-        trust_read_only_hints: bool,
+        hints: ReadOnlyHints,
         server: ServerHandle,
     ) -> Self {
         let description = match tool.description.as_deref().map(str::trim) {
@@ -54,7 +55,7 @@ impl McpTool {
             },
         };
         // A hint is the server's claim: it counts only from a trusted server.
-        let read_only = trust_read_only_hints
+        let read_only = hints == ReadOnlyHints::Trusted
             && tool
                 .annotations
                 .as_ref()
@@ -360,7 +361,13 @@ mod tests {
 
     fn tool(json: Value) -> McpTool {
         let tool: rmcp::model::Tool = serde_json::from_value(json).unwrap();
-        McpTool::new("srv__t".into(), "srv", &tool, true, ServerHandle::gone())
+        McpTool::new(
+            "srv__t".into(),
+            "srv",
+            &tool,
+            ReadOnlyHints::Trusted,
+            ServerHandle::gone(),
+        )
     }
 
     #[test]
@@ -370,10 +377,22 @@ mod tests {
             "annotations": {"readOnlyHint": true}
         }))
         .unwrap();
-        let trusted = McpTool::new("s__look".into(), "s", &hinted, true, ServerHandle::gone());
+        let trusted = McpTool::new(
+            "s__look".into(),
+            "s",
+            &hinted,
+            ReadOnlyHints::Trusted,
+            ServerHandle::gone(),
+        );
         assert!(!trusted.mutates());
         assert_eq!(trusted.kind(), ToolKind::Read);
-        let untrusted = McpTool::new("s__look".into(), "s", &hinted, false, ServerHandle::gone());
+        let untrusted = McpTool::new(
+            "s__look".into(),
+            "s",
+            &hinted,
+            ReadOnlyHints::Ignored,
+            ServerHandle::gone(),
+        );
         assert!(untrusted.mutates());
         assert_eq!(untrusted.kind(), ToolKind::Other);
     }
