@@ -178,11 +178,17 @@ impl Config {
     }
 
     /// Load from `path`. A missing file gives the built-in default only when
-    /// `must_exist` is false (the path was not named explicitly by the user).
-    pub fn load(path: &Path, must_exist: bool, overrides: &Overrides) -> Result<Self, ConfigError> {
+    /// the path is the default one (the user did not name it).
+    pub fn load(
+        path: &Path,
+        chosen_by: ChosenBy,
+        overrides: &Overrides,
+    ) -> Result<Self, ConfigError> {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound && !must_exist => {
+            Err(err)
+                if err.kind() == std::io::ErrorKind::NotFound && chosen_by == ChosenBy::Default =>
+            {
                 let mut config = Self::builtin_default();
                 let env = |name: &str| std::env::var(name).ok();
                 config.agent_cards =
@@ -249,6 +255,22 @@ impl Config {
 
     pub fn default_provider(&self) -> Option<&ProviderSettings> {
         self.providers.get(&self.default_provider)
+    }
+}
+
+/// Who chose the config file's path, which says what a missing file means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChosenBy {
+    /// The user named it: it must exist.
+    User,
+    /// It is the default path: when missing, the built-in default applies.
+    Default,
+}
+
+impl ChosenBy {
+    /// The user, when they `named` the path.
+    pub fn user_if(named: bool) -> Self {
+        if named { Self::User } else { Self::Default }
     }
 }
 
@@ -632,12 +654,12 @@ context_window = 8192
     #[test]
     fn missing_file_is_the_builtin_default_unless_named() {
         let missing = Path::new("/definitely/not/here/config.toml");
-        let config = Config::load(missing, false, &Overrides::default()).unwrap();
+        let config = Config::load(missing, ChosenBy::Default, &Overrides::default()).unwrap();
         assert_eq!(
             config.default_provider().unwrap().kind,
             ProviderKind::Ollama
         );
-        assert!(Config::load(missing, true, &Overrides::default()).is_err());
+        assert!(Config::load(missing, ChosenBy::User, &Overrides::default()).is_err());
     }
 
     #[test]
