@@ -12,6 +12,7 @@
 //! Crucible uses are read past; [`report`] says which keys were used,
 //! ignored, and which won where shapes overlap.
 
+mod agent;
 mod agent_cards;
 mod context;
 #[cfg(test)]
@@ -27,6 +28,7 @@ pub mod raw;
 mod references;
 mod report;
 mod sandbox;
+mod server_table;
 mod shell_environment;
 mod subagents;
 mod unstable;
@@ -176,11 +178,17 @@ impl Config {
     }
 
     /// Load from `path`. A missing file gives the built-in default only when
-    /// `must_exist` is false (the path was not named explicitly by the user).
-    pub fn load(path: &Path, must_exist: bool, overrides: &Overrides) -> Result<Self, ConfigError> {
+    /// the path is the default one (the user did not name it).
+    pub fn load(
+        path: &Path,
+        chosen_by: ChosenBy,
+        overrides: &Overrides,
+    ) -> Result<Self, ConfigError> {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound && !must_exist => {
+            Err(err)
+                if err.kind() == std::io::ErrorKind::NotFound && chosen_by == ChosenBy::Default =>
+            {
                 let mut config = Self::builtin_default();
                 let env = |name: &str| std::env::var(name).ok();
                 config.agent_cards =
@@ -250,6 +258,22 @@ impl Config {
     }
 }
 
+/// Who chose the config file's path, which says what a missing file means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChosenBy {
+    /// The user named it: it must exist.
+    User,
+    /// It is the default path: when missing, the built-in default applies.
+    Default,
+}
+
+impl ChosenBy {
+    /// The user, when they `named` the path.
+    pub fn user_if(named: bool) -> Self {
+        if named { Self::User } else { Self::Default }
+    }
+}
+
 /// Validate every section of the file at `path` and put them together.
 fn compose(
     mut raw: raw::RawConfig,
@@ -266,26 +290,14 @@ fn compose(
     warnings.extend(permissions.warnings);
     let specialty_models = raw_llm.models.take().unwrap_or_default();
     let agent_cards = agent_cards::card_settings(&raw.other, specialty_models, path, around.env);
-    let mut mcp = raw.mcp.unwrap_or_default();
-    let upstream = upstream::validate_upstream(
-        mcp.servers.take().unwrap_or_default(),
+    let mcp = mcp::validate(
+        raw.mcp.unwrap_or_default(),
+        raw.mcp_servers.unwrap_or_default(),
         path,
         around.env,
         &mut warnings,
+        &mut report,
     )?;
-    let mut mcp_servers =
-        mcp::validate_servers(raw.mcp_servers.unwrap_or_default(), path, around.env)?;
-    for spec in upstream {
-        if mcp_servers.iter().any(|ours| ours.name == spec.name) {
-            report.decide(format!(
-                "MCP server `{0}`: [mcp_servers.{0}] wins over the [[mcp.servers]] entry",
-                spec.name
-            ));
-        } else {
-            mcp_servers.push(spec);
-        }
-    }
-    let mcp_options = mcp::validate_options(mcp, path)?;
     let modes = modes::validate_modes(raw.modes.unwrap_or_default(), path)?;
     let raw_context = raw.context.unwrap_or_default();
     let context = context::validate_context(&raw_context, path)?;
@@ -297,31 +309,7 @@ fn compose(
     let subagents = subagents::validate(raw.subagents.unwrap_or_default(), path)?;
     let home = (around.env)("HOME").map(PathBuf::from);
     let sandbox = sandbox::validate(raw.sandbox.unwrap_or_default(), path, home)?;
-    let agent = raw.agent.unwrap_or_default();
-    let budgets = budgets(&agent, path)?;
-    let default_mode = default_mode(agent.default_mode, &modes, path)?;
-    let max_turn_requests = non_zero(
-        agent.max_turn_requests,
-        path,
-        "agent.max_turn_requests",
-        "is 0",
-        "Allow at least one model call per turn (default 25), or leave it out.",
-    )?
-    .unwrap_or(DEFAULT_MAX_TURN_REQUESTS);
-    let loop_guard = LoopGuardSettings::from_written(agent.repeated_call_limit).map_err(|problem| {
-        invalid(
-            path,
-            "agent.repeated_call_limit",
-            problem,
-            "Give the number of identical calls in a row that stops a turn (2 or more; default 3), or 0 to turn the guard off.",
-        )
-    })?;
-    let first_token_notice = match agent.first_token_notice_secs {
-        None => Some(DEFAULT_FIRST_TOKEN_NOTICE),
-        Some(0) => None,
-        Some(secs) => Some(Duration::from_secs(secs)),
-    };
-    let thought_level = thought_level(agent.thought_level.as_deref(), path)?;
+    let agent = agent::validate(raw.agent.unwrap_or_default(), &modes, path)?;
     let prices = prices::validate_prices(raw.prices.unwrap_or_default(), path)?;
     warnings.extend(unknown_chat_keys(&chat, path));
     let llm = llm::validate_llm(raw_llm, &chat, path, around, &mut warnings, &mut report)?;
@@ -333,43 +321,28 @@ fn compose(
         context,
         rules_files,
         providers: llm.providers,
-        max_turn_requests,
-        loop_guard,
-        first_token_notice,
-        thought_level,
-        budgets,
+        max_turn_requests: agent.max_turn_requests,
+        loop_guard: agent.loop_guard,
+        first_token_notice: agent.first_token_notice,
+        thought_level: agent.thought_level,
+        budgets: agent.budgets,
         prices,
         unstable,
-        default_mode,
+        default_mode: agent.default_mode,
         modes,
         permission_rules: permissions.rules,
         permission_lists: permissions.lists,
         permission_profiles: permissions.profiles,
         declared_reads: permissions.reads,
         agent_cards,
-        mcp_servers,
-        mcp_options,
+        mcp_servers: mcp.servers,
+        mcp_options: mcp.options,
         shell_environment,
         sensitive_files,
         subagents,
         sandbox,
         warnings,
         report,
-    })
-}
-
-/// `[agent] thought_level`: one of the levels; off when not written.
-fn thought_level(written: Option<&str>, path: &Path) -> Result<Reasoning, ConfigError> {
-    let Some(written) = written else {
-        return Ok(Reasoning::default());
-    };
-    Reasoning::parse(written.trim()).ok_or_else(|| {
-        invalid(
-            path,
-            "agent.thought_level",
-            format!("is `{written}`"),
-            "Use one of off, low, medium, high (how hard reasoning models think; default off).",
-        )
     })
 }
 
@@ -384,59 +357,6 @@ fn non_zero<T: PartialEq + Default>(
     match value {
         Some(zero) if zero == T::default() => Err(invalid(path, key, problem, fix)),
         value => Ok(value),
-    }
-}
-
-/// `[agent]`'s budgets: each above 0 when given.
-fn budgets(
-    agent: &raw::RawAgent,
-    path: &Path,
-) -> Result<crate::context::spend::Budgets, ConfigError> {
-    let tokens = |value: Option<u64>, key: &str| {
-        non_zero(
-            value,
-            path,
-            format!("agent.{key}"),
-            "is 0",
-            "Give a number of tokens above 0, or leave it out for no limit.",
-        )
-    };
-    let cost = match agent.max_session_cost {
-        Some(cost) if !(cost.is_finite() && cost > 0.0) => {
-            return Err(invalid(
-                path,
-                "agent.max_session_cost",
-                format!("`{cost}` is not above 0"),
-                "Give the most the session may cost, in the price table's currency, or leave it out.",
-            ));
-        }
-        cost => cost,
-    };
-    Ok(crate::context::spend::Budgets {
-        max_turn_tokens: tokens(agent.max_turn_tokens, "max_turn_tokens")?,
-        max_session_tokens: tokens(agent.max_session_tokens, "max_session_tokens")?,
-        max_session_cost: cost,
-    })
-}
-
-/// `[agent] default_mode`: one of the built-in or configured modes.
-fn default_mode(
-    written: Option<String>,
-    modes: &ModeRegistry,
-    path: &Path,
-) -> Result<String, ConfigError> {
-    match written {
-        Some(mode) if modes.find(&mode).is_none() => Err(invalid(
-            path,
-            "agent.default_mode",
-            format!("`{mode}` is not a mode"),
-            format!(
-                "Use one of: {} (or define it in a [modes.{mode}] table).",
-                modes.ids()
-            ),
-        )),
-        Some(mode) => Ok(mode),
-        None => Ok(crate::modes::DEFAULT_MODE.to_string()),
     }
 }
 
@@ -734,12 +654,12 @@ context_window = 8192
     #[test]
     fn missing_file_is_the_builtin_default_unless_named() {
         let missing = Path::new("/definitely/not/here/config.toml");
-        let config = Config::load(missing, false, &Overrides::default()).unwrap();
+        let config = Config::load(missing, ChosenBy::Default, &Overrides::default()).unwrap();
         assert_eq!(
             config.default_provider().unwrap().kind,
             ProviderKind::Ollama
         );
-        assert!(Config::load(missing, true, &Overrides::default()).is_err());
+        assert!(Config::load(missing, ChosenBy::User, &Overrides::default()).is_err());
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crucible_agent::acp::handshake::Handshake;
 use crucible_agent::acp::{self, Router, Service, Unconfigured};
 use crucible_agent::cli;
 use crucible_agent::client::ClientSink;
-use crucible_agent::config::{Config, Overrides};
+use crucible_agent::config::{ChosenBy, Config, Overrides};
 use crucible_agent::providers::Providers;
 use crucible_agent::session::manager::{Defaults, SessionManager};
 use crucible_agent::store::Store;
@@ -66,7 +66,8 @@ fn main() -> ExitCode {
             }
         }
     };
-    let config = Config::load(&config_path, named, &overrides).map_err(|err| err.to_string());
+    let config = Config::load(&config_path, ChosenBy::user_if(named), &overrides)
+        .map_err(|err| err.to_string());
     if let Ok(config) = &config {
         log_config_report(config);
     }

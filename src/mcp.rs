@@ -17,49 +17,36 @@
 
 mod error;
 mod names;
+mod options;
 mod prompt;
+mod relay;
 mod server;
+mod server_handle;
 mod spec;
 mod tool;
 mod transport;
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::join_all;
 use tokio::sync::watch;
 
 pub use error::{McpCallError, McpError, StartError};
 pub use names::{MAX_TOOL_NAME, NameAllocator, sanitize};
+pub use options::McpOptions;
 pub use prompt::{McpPrompt, McpPromptArgument};
+pub use relay::{AcpRelay, Relay, RelayAnswer, RelayError, RelayNotification};
 pub use server::McpServer;
-pub use spec::{McpServerSpec, McpTransport, SpecError, StdioSandbox, ToolSelection};
+pub use spec::{
+    EnvInheritance, McpServerSpec, McpTransport, ReadOnlyHints, SpecError, StdioSandbox,
+    ToolSelection,
+};
 pub use tool::McpTool;
-pub use transport::acp::{AcpRelay, Relay, RelayAnswer, RelayNotification};
 
 use crate::model::Message;
 use crate::tools::Tool;
 use tokio_util::sync::CancellationToken;
-
-/// Limits for talking to MCP servers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct McpOptions {
-    /// How long starting a server (spawn or connect, `initialize`, listing
-    /// its tools) may take.
-    pub start_timeout: Duration,
-    /// How long one tool call may take before it is cancelled.
-    pub call_timeout: Duration,
-}
-
-impl Default for McpOptions {
-    fn default() -> Self {
-        Self {
-            start_timeout: Duration::from_secs(30),
-            call_timeout: Duration::from_secs(60),
-        }
-    }
-}
 
 /// The MCP servers of one session. Cheap to clone (an `Arc` inside); the
 /// servers stop on [`McpManager::shutdown`] or when the last clone is dropped.

@@ -13,7 +13,7 @@ use agent_client_protocol_schema::v1 as acp;
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 
-use crate::mcp::{AcpRelay, Relay, RelayAnswer, RelayNotification};
+use crate::mcp::{AcpRelay, Relay, RelayAnswer, RelayError, RelayNotification};
 use crate::transport::Connection;
 use crate::util::lock;
 
@@ -62,7 +62,7 @@ impl AcpRelay for McpRelay {
         request_id: &str,
         method: &str,
         params: Option<serde_json::Map<String, serde_json::Value>>,
-    ) -> BoxFuture<'static, Result<RelayAnswer, String>> {
+    ) -> BoxFuture<'static, Result<RelayAnswer, RelayError>> {
         let request = acp::MessageMcpRequest::new(
             server_id.to_string(),
             request_id.to_string(),
@@ -74,9 +74,9 @@ impl AcpRelay for McpRelay {
             let answer = connection
                 .request_cancellable("mcp/message", &request)
                 .await
-                .map_err(|err| err.to_string())?;
+                .map_err(|err| RelayError::Connection(err.to_string()))?;
             let response: acp::MessageMcpResponse = serde_json::from_value(answer)
-                .map_err(|err| format!("its answer to mcp/message could not be read: {err}"))?;
+                .map_err(|err| RelayError::Unreadable(err.to_string()))?;
             outcome(response)
         })
     }
@@ -92,14 +92,14 @@ impl AcpRelay for McpRelay {
 }
 
 /// The inner outcome an `mcp/message` answer carries.
-fn outcome(response: acp::MessageMcpResponse) -> Result<RelayAnswer, String> {
+fn outcome(response: acp::MessageMcpResponse) -> Result<RelayAnswer, RelayError> {
     match response {
         acp::MessageMcpResponse::Result { result, .. } => Ok(RelayAnswer::Result(result)),
         acp::MessageMcpResponse::Error { error, .. } => serde_json::to_value(error)
             .map(RelayAnswer::Error)
-            .map_err(|err| err.to_string()),
+            .map_err(|err| RelayError::InnerError(err.to_string())),
         #[allow(unreachable_patterns)]
-        _ => Err("its answer to mcp/message carries neither result nor error".into()),
+        _ => Err(RelayError::NoOutcome),
     }
 }
 

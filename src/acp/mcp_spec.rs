@@ -60,9 +60,15 @@ fn spec_of(server: &acp::McpServer) -> Result<McpServerSpec, SpecError> {
 
 /// The name of an entry of a kind this code does not know, via its JSON.
 fn acp_name(server: &acp::McpServer) -> String {
+    /// Every kind of entry has a name.
+    #[derive(serde::Deserialize)]
+    struct Named {
+        name: String,
+    }
     serde_json::to_value(server)
         .ok()
-        .and_then(|value| value.get("name")?.as_str().map(str::to_string))
+        .and_then(|value| serde_json::from_value::<Named>(value).ok())
+        .map(|named| named.name)
         .unwrap_or_default()
 }
 
@@ -121,8 +127,11 @@ mod tests {
             _: &str,
             _: &str,
             _: Option<serde_json::Map<String, serde_json::Value>>,
-        ) -> futures::future::BoxFuture<'static, Result<crate::mcp::RelayAnswer, String>> {
-            Box::pin(async { Err("no editor here".to_string()) })
+        ) -> futures::future::BoxFuture<
+            'static,
+            Result<crate::mcp::RelayAnswer, crate::mcp::RelayError>,
+        > {
+            Box::pin(async { Err(crate::mcp::RelayError::Connection("no editor here".into())) })
         }
 
         fn subscribe(

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::CliError;
-use crate::config::{Config, ConfigReport, Overrides};
+use crate::config::{ChosenBy, Config, ConfigReport, Overrides};
 use crate::mcp::McpTransport;
 use crate::providers::Providers;
 use crate::providers::settings::{ProviderKind, ProviderSettings, ToolCalling};
@@ -68,7 +68,7 @@ pub async fn run(
     out: &mut dyn Write,
 ) -> Result<bool, CliError> {
     let mut checks = Vec::new();
-    match Config::load(config_path, named, overrides) {
+    match Config::load(config_path, ChosenBy::user_if(named), overrides) {
         Ok(config) => {
             if config.source.is_some() || config_path.exists() {
                 checks.push(Check::ok("config", config_path.display().to_string()));

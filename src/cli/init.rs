@@ -58,7 +58,7 @@ mod tests {
         let mut out = Vec::new();
         init(&path, false, &mut out).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), SAMPLE_CONFIG);
-        Config::load(&path, true, &Overrides::default()).unwrap();
+        Config::load(&path, crate::config::ChosenBy::User, &Overrides::default()).unwrap();
         std::fs::write(&path, "# mine").unwrap();
         let err = init(&path, false, &mut out).unwrap_err().to_string();
         assert!(err.contains("--force"), "{err}");

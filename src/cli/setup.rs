@@ -406,9 +406,12 @@ mod tests {
             term.shown
         );
         assert!(term.shown.contains("  2. b-model\n"), "{}", term.shown);
-        let config =
-            crate::config::Config::load(&setup.config, true, &crate::config::Overrides::default())
-                .unwrap();
+        let config = crate::config::Config::load(
+            &setup.config,
+            crate::config::ChosenBy::User,
+            &crate::config::Overrides::default(),
+        )
+        .unwrap();
         let provider = config.default_provider().unwrap();
         assert_eq!(provider.name, "local");
         assert_eq!(provider.default_model, "b-model");
@@ -433,9 +436,12 @@ mod tests {
         assert!(!config.contains("sk-HIDDEN-KEY"));
         let stored = std::fs::read_to_string(&setup.secrets).unwrap();
         assert!(stored.contains("[providers.openai]") && stored.contains("sk-HIDDEN-KEY"));
-        let loaded =
-            crate::config::Config::load(&setup.config, true, &crate::config::Overrides::default())
-                .unwrap();
+        let loaded = crate::config::Config::load(
+            &setup.config,
+            crate::config::ChosenBy::User,
+            &crate::config::Overrides::default(),
+        )
+        .unwrap();
         assert_eq!(
             loaded.default_provider().unwrap().default_model,
             "gpt-4o-mini"

@@ -1,17 +1,22 @@
 //! `[mcp]` and `[mcp_servers.NAME]`: the MCP servers every session starts
-//! with, and how they are run.
+//! with, and how they are run. Our spelling of a server table is mapped
+//! here; [`super::server_table`] reads it, as it reads Crucible's.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use super::error::{ConfigError, invalid};
+use super::error::ConfigError;
 use super::non_zero;
 use super::raw::{RawMcp, RawMcpServer};
-use crate::mcp::{McpOptions, McpServerSpec};
-use crate::providers::settings::expand_env;
+use super::report::ConfigReport;
+use super::server_table::{
+    Protocol, RemoteServer, ServerTable, StdioServer, inheritance, sandboxing,
+};
+use super::upstream::validate_upstream;
+use crate::mcp::{McpOptions, McpServerSpec, ReadOnlyHints};
 
-pub(super) fn validate_options(raw: RawMcp, path: &Path) -> Result<McpOptions, ConfigError> {
+fn validate_options(raw: RawMcp, path: &Path) -> Result<McpOptions, ConfigError> {
     let defaults = McpOptions::default();
     let seconds = |value: Option<u64>, default: Duration, key: &str| {
         let fix = "Use a number of seconds above 0, or leave it out.";
@@ -32,138 +37,120 @@ pub(super) fn validate_options(raw: RawMcp, path: &Path) -> Result<McpOptions, C
     })
 }
 
+/// `[mcp]` and the servers of both spellings: ours, then Crucible's
+/// `[[mcp.servers]]` (see [`super::upstream`]) whose names ours do not take.
+pub(super) fn validate(
+    mut raw: RawMcp,
+    ours: BTreeMap<String, RawMcpServer>,
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    warnings: &mut Vec<String>,
+    report: &mut ConfigReport,
+) -> Result<McpSection, ConfigError> {
+    let upstream = validate_upstream(raw.servers.take().unwrap_or_default(), path, env, warnings)?;
+    let mut servers = validate_servers(ours, path, env)?;
+    for spec in upstream {
+        if servers.iter().any(|ours| ours.name == spec.name) {
+            report.decide(format!(
+                "MCP server `{0}`: [mcp_servers.{0}] wins over the [[mcp.servers]] entry",
+                spec.name
+            ));
+        } else {
+            servers.push(spec);
+        }
+    }
+    let options = validate_options(raw, path)?;
+    Ok(McpSection { servers, options })
+}
+
+/// What the MCP tables give: the servers every session starts, and how.
+pub(super) struct McpSection {
+    pub servers: Vec<McpServerSpec>,
+    pub options: McpOptions,
+}
+
 /// The enabled servers, in name order.
-pub(super) fn validate_servers(
+fn validate_servers(
     raw: BTreeMap<String, RawMcpServer>,
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<McpServerSpec>, ConfigError> {
-    let mut specs = Vec::new();
-    for (name, server) in raw {
-        if server.enabled == Some(false) {
-            continue;
-        }
-        let spec = validate_server(&name, server, path, env)?;
-        spec.validate().map_err(|err| {
-            invalid(
-                path,
-                format!("mcp_servers.{name}"),
-                err.to_string(),
-                "Fix the server's settings.",
-            )
-        })?;
-        specs.push(spec);
-    }
-    Ok(specs)
+    raw.into_iter()
+        .filter(|(_, server)| server.enabled != Some(false))
+        .map(|(name, server)| validate_server(&name, server, path, env))
+        .collect()
 }
 
 fn validate_server(
     name: &str,
-    mut server: RawMcpServer,
+    server: RawMcpServer,
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<McpServerSpec, ConfigError> {
-    let table = ServerTable { name, path, env };
-    let trust_read_only_hints = server.trust_read_only_hints.unwrap_or(true);
-    let kind = match server.kind.take() {
-        Some(kind) => kind,
-        None if server.url.is_some() => "http".into(),
-        None => "stdio".into(),
+    let table = ServerTable::new(format!("mcp_servers.{name}"), path, env);
+    let hints = match server.trust_read_only_hints {
+        Some(false) => ReadOnlyHints::Ignored,
+        _ => ReadOnlyHints::Trusted,
     };
-    let spec = match kind.as_str() {
-        "stdio" => table.stdio(server)?,
-        "http" | "sse" => table.remote(kind == "http", server)?,
+    let kind = match server.kind.as_deref() {
+        Some(kind) => kind,
+        None if server.url.is_some() => "http",
+        None => "stdio",
+    };
+    let spec = match kind {
+        "stdio" => stdio(&table, server)?.into_spec(name),
+        "http" => remote(&table, Protocol::StreamableHttp, server)?.into_spec(name),
+        "sse" => remote(&table, Protocol::LegacySse, server)?.into_spec(name),
         other => {
-            return Err(invalid(
-                path,
-                table.key("type"),
+            return Err(table.invalid(
+                "type",
                 format!("`{other}` is not an MCP transport"),
                 "Use \"stdio\" (with command), \"http\" or \"sse\" (with url).",
             ));
         }
     };
-    Ok(spec.with_trust_read_only_hints(trust_read_only_hints))
+    table.checked(spec.with_read_only_hints(hints))
 }
 
-/// `[mcp_servers.NAME]` of the file at `path`.
-struct ServerTable<'a> {
-    name: &'a str,
-    path: &'a Path,
-    env: &'a dyn Fn(&str) -> Option<String>,
+fn stdio(table: &ServerTable<'_>, server: RawMcpServer) -> Result<StdioServer, ConfigError> {
+    let command = table.required(
+        server.command,
+        "command",
+        "Name the program that runs the server, e.g. command = \"npx\", or set url for an HTTP server.",
+    )?;
+    Ok(StdioServer {
+        command,
+        args: server.args.unwrap_or_default(),
+        env: table.secrets("env", server.env)?,
+        environment: inheritance(server.inherit_env),
+        cwd: server.cwd,
+        sandbox: sandboxing(server.sandbox),
+    })
 }
 
-impl ServerTable<'_> {
-    fn key(&self, field: &str) -> String {
-        format!("mcp_servers.{}.{field}", self.name)
+/// Streamable HTTP, or the older SSE transport.
+fn remote(
+    table: &ServerTable<'_>,
+    protocol: Protocol,
+    server: RawMcpServer,
+) -> Result<RemoteServer, ConfigError> {
+    if server.sandbox == Some(true) {
+        return Err(table.invalid(
+            "sandbox",
+            "only a stdio server is a process the sandbox can confine",
+            "Remove `sandbox`, or run the server over stdio (command = …).",
+        ));
     }
-
-    fn required(
-        &self,
-        value: Option<String>,
-        field: &str,
-        fix: &str,
-    ) -> Result<String, ConfigError> {
-        value.ok_or_else(|| invalid(self.path, self.key(field), "is missing", fix))
-    }
-
-    /// Secrets (tokens in headers or env) stay out of the file: ${VAR}.
-    fn expand(&self, field: String, value: &str) -> Result<String, ConfigError> {
-        expand_env(value, self.env).map_err(|var| {
-            invalid(
-                self.path,
-                self.key(&field),
-                format!("refers to ${{{var}}}, which is not set"),
-                format!("Export {var} in the environment the editor starts the agent from."),
-            )
-        })
-    }
-
-    fn stdio(&self, server: RawMcpServer) -> Result<McpServerSpec, ConfigError> {
-        let command = self.required(
-            server.command,
-            "command",
-            "Name the program that runs the server, e.g. command = \"npx\", or set url for an HTTP server.",
-        )?;
-        let mut spec =
-            McpServerSpec::stdio(self.name, command).with_args(server.args.unwrap_or_default());
-        for (variable, value) in server.env.unwrap_or_default() {
-            let value = self.expand(format!("env.{variable}"), &value)?;
-            spec = spec.with_env(variable, value);
-        }
-        if let Some(cwd) = server.cwd {
-            spec = spec.with_cwd(cwd);
-        }
-        Ok(spec
-            .with_inherit_env(server.inherit_env.unwrap_or(false))
-            .with_sandbox(server.sandbox.unwrap_or(false)))
-    }
-
-    /// Streamable HTTP, or the older SSE transport.
-    fn remote(&self, http: bool, server: RawMcpServer) -> Result<McpServerSpec, ConfigError> {
-        if server.sandbox == Some(true) {
-            return Err(invalid(
-                self.path,
-                self.key("sandbox"),
-                "only a stdio server is a process the sandbox can confine",
-                "Remove `sandbox`, or run the server over stdio (command = …).",
-            ));
-        }
-        let url = self.required(
-            server.url,
-            "url",
-            "Give the server's URL, e.g. url = \"http://127.0.0.1:3001/mcp\".",
-        )?;
-        let mut spec = if http {
-            McpServerSpec::http(self.name, url)
-        } else {
-            McpServerSpec::sse(self.name, url)
-        };
-        for (header, value) in server.headers.unwrap_or_default() {
-            let value = self.expand(format!("headers.{header}"), &value)?;
-            spec = spec.with_header(header, value);
-        }
-        Ok(spec)
-    }
+    let url = table.required(
+        server.url,
+        "url",
+        "Give the server's URL, e.g. url = \"http://127.0.0.1:3001/mcp\".",
+    )?;
+    Ok(RemoteServer {
+        protocol,
+        url,
+        headers: table.secrets("headers", server.headers)?,
+    })
 }
 
 #[cfg(test)]

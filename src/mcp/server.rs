@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use futures::future::BoxFuture;
 use rmcp::model::{CallToolResult, GetPromptResult, JsonObject, ProgressToken};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -22,9 +23,10 @@ use tokio_util::sync::CancellationToken;
 use self::call::CallProgress;
 use self::connection::Connection;
 use self::listing::Listing;
-use super::McpOptions;
 use super::error::{McpCallError, McpError};
 use super::names::NameAllocator;
+use super::options::McpOptions;
+use super::server_handle::{CallsTools, ServerHandle};
 use super::spec::McpServerSpec;
 use super::tool::McpTool;
 use super::transport::stdio::StderrTail;
@@ -45,7 +47,7 @@ impl std::fmt::Debug for McpServer {
     }
 }
 
-pub(crate) struct ServerInner {
+struct ServerInner {
     spec: McpServerSpec,
     options: McpOptions,
     /// The live connection, if any; held across (re)starts so concurrent
@@ -159,8 +161,8 @@ impl McpServer {
                     name,
                     &self.inner.spec.name,
                     &tool,
-                    self.inner.spec.trust_read_only_hints,
-                    Arc::downgrade(&self.inner),
+                    self.inner.spec.read_only_hints(),
+                    self.handle(),
                 )
             })
             .collect()
@@ -221,7 +223,23 @@ impl McpServer {
         tracing::info!(server = %self.inner.spec.name, "MCP server stopped");
     }
 
-    pub(crate) fn from_inner(inner: Arc<ServerInner>) -> Self {
-        Self { inner }
+    /// The weak handle its tools hold.
+    fn handle(&self) -> ServerHandle {
+        let inner: Arc<dyn CallsTools> = self.inner.clone();
+        ServerHandle::new(Arc::downgrade(&inner))
+    }
+}
+
+impl CallsTools for ServerInner {
+    fn call<'a>(
+        self: Arc<Self>,
+        tool: &'a str,
+        arguments: Option<JsonObject>,
+        cancel: &'a CancellationToken,
+        progress: &'a Progress,
+    ) -> BoxFuture<'a, Result<CallToolResult, McpCallError>> {
+        Box::pin(
+            async move { ServerInner::call_tool(&self, tool, arguments, cancel, progress).await },
+        )
     }
 }

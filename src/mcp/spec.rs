@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use super::transport::acp::Relay;
+use super::relay::Relay;
 use crate::tools::sandbox::Confinement;
 use crate::util::glob_matches;
 
@@ -24,6 +24,22 @@ pub struct McpServerSpec {
     pub tools: ToolSelection,
     /// How long one call may take, when not the options' `call_timeout`.
     pub call_timeout: Option<Duration>,
+}
+
+/// Whether a server's `readOnlyHint`s may spare the user the question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOnlyHints {
+    Trusted,
+    Ignored,
+}
+
+/// Whether a stdio server gets the agent's whole environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvInheritance {
+    /// The base of [`crate::tools::environment::CORE_VARIABLES`] and its own.
+    Base,
+    /// The agent's whole environment and its own.
+    Whole,
 }
 
 /// Whether a stdio server runs in the command sandbox.
@@ -235,11 +251,11 @@ impl McpServerSpec {
         self
     }
 
-    /// Gives the server the agent's whole environment, not only the base
+    /// Gives the server the agent's whole environment, or only the base
     /// (stdio only; ignored otherwise).
-    pub fn with_inherit_env(mut self, inherit: bool) -> Self {
+    pub fn with_environment(mut self, inheritance: EnvInheritance) -> Self {
         if let McpTransport::Stdio { inherit_env, .. } = &mut self.transport {
-            *inherit_env = inherit;
+            *inherit_env = inheritance == EnvInheritance::Whole;
         }
         self
     }
@@ -252,13 +268,12 @@ impl McpServerSpec {
         self
     }
 
-    /// Asks for the command sandbox (stdio only; ignored otherwise); the
-    /// session decides how ([`Self::confine`]).
-    pub fn with_sandbox(mut self, wanted: bool) -> Self {
-        if let McpTransport::Stdio { sandbox, .. } = &mut self.transport
-            && wanted
-        {
-            *sandbox = StdioSandbox::Wanted;
+    /// Asks for the command sandbox, [`StdioSandbox::Wanted`], or not
+    /// (stdio only; ignored otherwise); the session decides how
+    /// ([`Self::confine`]).
+    pub fn with_sandbox(mut self, wanted: StdioSandbox) -> Self {
+        if let McpTransport::Stdio { sandbox, .. } = &mut self.transport {
+            *sandbox = wanted;
         }
         self
     }
@@ -292,9 +307,18 @@ impl McpServerSpec {
     }
 
     /// Whether to believe the server's `readOnlyHint`s.
-    pub fn with_trust_read_only_hints(mut self, trust: bool) -> Self {
-        self.trust_read_only_hints = trust;
+    pub fn with_read_only_hints(mut self, hints: ReadOnlyHints) -> Self {
+        self.trust_read_only_hints = hints == ReadOnlyHints::Trusted;
         self
+    }
+
+    /// Whether the server's `readOnlyHint`s are believed.
+    pub fn read_only_hints(&self) -> ReadOnlyHints {
+        if self.trust_read_only_hints {
+            ReadOnlyHints::Trusted
+        } else {
+            ReadOnlyHints::Ignored
+        }
     }
 
     /// Adds an HTTP header (http and sse only; ignored otherwise).

@@ -1,15 +1,15 @@
 //! An MCP server's tool as a [`Tool`]: described to the model by the
 //! server's own schema, run through the server, its result turned into text.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
 
-use super::McpServer;
 use super::error::McpCallError;
-use super::server::ServerInner;
+use super::server_handle::ServerHandle;
+use super::spec::ReadOnlyHints;
 use crate::events::{Location, ToolContent, ToolKind};
 use crate::tools::{Tool, ToolContext, ToolError, ToolOutput};
 
@@ -25,8 +25,7 @@ pub struct McpTool {
     /// default is destructive): the files its arguments name are kept for
     /// rewinds.
     destructive: bool,
-    /// Weak: the manager owns the servers; a tool outliving it fails cleanly.
-    server: Weak<ServerInner>,
+    server: ServerHandle,
 }
 
 impl std::fmt::Debug for McpTool {
@@ -45,8 +44,8 @@ impl McpTool {
         name: String,
         server_name: &str,
         tool: &rmcp::model::Tool,
-        trust_read_only_hints: bool,
-        server: Weak<ServerInner>,
+        hints: ReadOnlyHints,
+        server: ServerHandle,
     ) -> Self {
         let description = match tool.description.as_deref().map(str::trim) {
             Some(text) if !text.is_empty() => format!("[MCP server `{server_name}`] {text}"),
@@ -56,7 +55,7 @@ impl McpTool {
             },
         };
         // A hint is the server's claim: it counts only from a trusted server.
-        let read_only = trust_read_only_hints
+        let read_only = hints == ReadOnlyHints::Trusted
             && tool
                 .annotations
                 .as_ref()
@@ -154,8 +153,8 @@ impl Tool for McpTool {
                 )),
                 _ => None,
             };
-            let result = McpServer::from_inner(server)
-                .call_tool_with_progress(&self.tool_name, arguments, &ctx.cancel, &ctx.progress)
+            let result = server
+                .call(&self.tool_name, arguments, &ctx.cancel, &ctx.progress)
                 .await;
             if let Some(watch) = watch {
                 watch.after_call(ctx);
@@ -362,7 +361,13 @@ mod tests {
 
     fn tool(json: Value) -> McpTool {
         let tool: rmcp::model::Tool = serde_json::from_value(json).unwrap();
-        McpTool::new("srv__t".into(), "srv", &tool, true, Weak::new())
+        McpTool::new(
+            "srv__t".into(),
+            "srv",
+            &tool,
+            ReadOnlyHints::Trusted,
+            ServerHandle::gone(),
+        )
     }
 
     #[test]
@@ -372,10 +377,22 @@ mod tests {
             "annotations": {"readOnlyHint": true}
         }))
         .unwrap();
-        let trusted = McpTool::new("s__look".into(), "s", &hinted, true, Weak::new());
+        let trusted = McpTool::new(
+            "s__look".into(),
+            "s",
+            &hinted,
+            ReadOnlyHints::Trusted,
+            ServerHandle::gone(),
+        );
         assert!(!trusted.mutates());
         assert_eq!(trusted.kind(), ToolKind::Read);
-        let untrusted = McpTool::new("s__look".into(), "s", &hinted, false, Weak::new());
+        let untrusted = McpTool::new(
+            "s__look".into(),
+            "s",
+            &hinted,
+            ReadOnlyHints::Ignored,
+            ServerHandle::gone(),
+        );
         assert!(untrusted.mutates());
         assert_eq!(untrusted.kind(), ToolKind::Other);
     }

@@ -166,11 +166,12 @@ fn write_replacing(path: &Path, bytes: &[u8], private: bool) -> Result<(), CliEr
 
 /// The config loads, and starts sessions with the chosen provider and model.
 fn check(config: &Path, choice: &Choice) -> Result<(), CliError> {
-    let loaded = Config::load(config, true, &Overrides::default()).map_err(|err| {
-        CliError::Refused(format!(
-            "the config would not load after setup, so it was put back as it was: {err}"
-        ))
-    })?;
+    let loaded = Config::load(config, crate::config::ChosenBy::User, &Overrides::default())
+        .map_err(|err| {
+            CliError::Refused(format!(
+                "the config would not load after setup, so it was put back as it was: {err}"
+            ))
+        })?;
     match loaded.default_provider() {
         Some(provider)
             if provider.name == choice.name && provider.default_model == choice.model =>
@@ -214,7 +215,12 @@ mod tests {
         // The sample's documentation stays.
         assert!(text.contains("# Wire format:"), "{text}");
         assert!(!text.contains("[llm.providers.local]"), "{text}");
-        let loaded = Config::load(&config, true, &Overrides::default()).unwrap();
+        let loaded = Config::load(
+            &config,
+            crate::config::ChosenBy::User,
+            &Overrides::default(),
+        )
+        .unwrap();
         let provider = loaded.default_provider().unwrap();
         assert_eq!(
             (provider.name.as_str(), provider.default_model.as_str()),
@@ -255,7 +261,12 @@ mod tests {
             let mode = std::fs::metadata(&secrets).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
-        let loaded = Config::load(&config, true, &Overrides::default()).unwrap();
+        let loaded = Config::load(
+            &config,
+            crate::config::ChosenBy::User,
+            &Overrides::default(),
+        )
+        .unwrap();
         let provider = loaded.default_provider().unwrap();
         assert_eq!(provider.name, "hosted");
         let key = provider.api_key.as_ref().unwrap();

@@ -3,8 +3,8 @@
 //! `mcp/message` request naming the server, and that request's result is the
 //! inner answer. The editor's `mcp/message` notifications for a running
 //! request (its progress) come back through [`AcpRelay::subscribe`]. The
-//! relay is the ACP side's part (`crate::acp`), behind a trait so this layer
-//! does not know ACP.
+//! relay is the ACP side's part (`crate::acp`), behind a trait
+//! ([`crate::mcp::relay`]) so this layer does not know ACP.
 //!
 //! ACP 1.20 carries no notification from the agent to such a server, so the
 //! client's `notifications/initialized` is dropped, and its
@@ -14,7 +14,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use futures::future::BoxFuture;
 use rmcp::model::JsonObject;
 use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -23,60 +22,11 @@ use thiserror::Error;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
+use crate::mcp::relay::{AcpRelay, Relay, RelayAnswer, RelayNotification};
 use crate::util::lock;
 
 /// JSON-RPC's internal error: the editor did not answer the request.
 const INTERNAL_ERROR: i64 = -32603;
-
-/// What came back for one request: the inner MCP result, or the inner MCP
-/// error object (`code`, `message`, `data`).
-#[derive(Debug, Clone, PartialEq)]
-pub enum RelayAnswer {
-    Result(Value),
-    Error(Value),
-}
-
-/// A notification the editor sent for server `server_id`: the inner MCP
-/// method and params.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RelayNotification {
-    pub method: String,
-    pub params: Option<JsonObject>,
-}
-
-/// The ACP connection as the carrier of `acp` MCP servers' messages.
-pub trait AcpRelay: Send + Sync + 'static {
-    /// Sends one inner request to the editor's server `server_id`; Err says
-    /// why the editor gave no answer (it failed the ACP request, or left).
-    fn request(
-        &self,
-        server_id: &str,
-        request_id: &str,
-        method: &str,
-        params: Option<JsonObject>,
-    ) -> BoxFuture<'static, Result<RelayAnswer, String>>;
-
-    /// The editor's notifications for `server_id` from now on.
-    fn subscribe(&self, server_id: &str) -> mpsc::UnboundedReceiver<RelayNotification>;
-}
-
-/// A relay in a spec: compared by identity, shown by nothing but its kind.
-#[derive(Clone)]
-pub struct Relay(pub Arc<dyn AcpRelay>);
-
-impl std::fmt::Debug for Relay {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Relay(acp connection)")
-    }
-}
-
-impl PartialEq for Relay {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for Relay {}
 
 #[derive(Debug, Error)]
 pub enum AcpTransportError {
@@ -240,7 +190,9 @@ fn id_text(id: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mcp::relay::RelayError;
     use crate::mcp::{McpOptions, McpServer, McpServerSpec};
+    use futures::future::BoxFuture;
 
     /// An editor whose server has one tool, `echo`.
     struct Editor;
@@ -252,7 +204,7 @@ mod tests {
             _request_id: &str,
             method: &str,
             params: Option<JsonObject>,
-        ) -> BoxFuture<'static, Result<RelayAnswer, String>> {
+        ) -> BoxFuture<'static, Result<RelayAnswer, RelayError>> {
             assert_eq!(server_id, "ed-1");
             let answer = match method {
                 "initialize" => RelayAnswer::Result(json!({
