@@ -39,8 +39,8 @@ use crate::util::lock;
 use always::RememberFn;
 use patterns::{PatternLists, Verdict};
 pub use reads::{DeclaredReads, KILN_READS, KILN_SERVER};
-pub use remembered::{Persist, RuleFiles, RuleOrigin};
-pub use rules::{Decision, Rule, RuleScope, first_match};
+pub use remembered::{Persist, RuleFiles};
+pub use rules::{Decision, Rule, RuleOrigin, RuleScope, first_match};
 pub use trust::TrustedRules;
 
 /// Whether a tool call may run: the session's mode, rules and the user's answers.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 use toml_edit::{ArrayOfTables, DocumentMut, Item, Table, value};
 
-use super::{Decision, Rule, RuleScope, SessionPermissions};
+use super::{Decision, Rule, RuleOrigin, RuleScope, SessionPermissions};
 use crate::events::ToolCallInfo;
 use crate::tools::Tool;
 use crate::util::lock;
@@ -22,20 +22,6 @@ use crate::util::lock;
 pub const FILE_NAME: &str = "permissions.toml";
 
 const HEADER: &str = "# Permission rules crucible-agent follows without asking.\n# Written by \"Always allow …\" answers; edit or delete entries freely,\n# or revoke one with /permissions revoke ID. Same keys as [[permissions.rules]]\n# in config.toml; `command` is an exact command line, `path` exact files.\n";
-
-/// Where a rule comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum RuleOrigin {
-    /// The config file's `[[permissions.rules]]` (or an agent card).
-    #[default]
-    Config,
-    /// An "Always allow/reject" answer in this session.
-    Session,
-    /// `PROJECT/.crucible/permissions.toml`.
-    ProjectFile(PathBuf),
-    /// The user's `permissions.toml`.
-    UserFile(PathBuf),
-}
 
 /// Which file an answer is written to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
