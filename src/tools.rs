@@ -12,9 +12,12 @@ pub mod builtin;
 mod client_fs;
 mod context;
 pub mod delegate;
+mod delegation;
 pub mod environment;
 mod fs;
 pub mod journal;
+mod plan_keeper;
+mod progress;
 pub mod redact;
 pub mod repeats;
 pub mod sandbox;
@@ -24,6 +27,7 @@ mod terminal;
 #[cfg(test)]
 pub(crate) mod test_support;
 mod typed;
+pub mod write_watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,12 +38,14 @@ use thiserror::Error;
 pub use crate::events::{Location, PlanDocument, TodoItem, ToolContent, ToolKind};
 use crate::model::ToolDefinition;
 
-pub use builtin::write_plan::PlanKeeper;
 pub use client_fs::ClientFs;
-pub use context::{Asker, Progress, ToolContext, ToolSettings};
-pub use delegate::{DelegateTool, Delegation, Delegator};
+pub use context::{Asker, ToolContext, ToolSettings};
+pub use delegate::DelegateTool;
+pub use delegation::{Delegation, Delegator, ParentCall};
 pub use fs::{ConfinedPath, FileSystem, FsFuture, LineWindow, LocalFs};
 pub use journal::FileJournal;
+pub use plan_keeper::{PlanError, PlanKeeper};
+pub use progress::Progress;
 pub use shell::{LocalShell, Shell, ShellOutput, ShellRun};
 pub use terminal::ClientTerminal;
 pub use typed::TypedTool;

@@ -121,7 +121,7 @@ impl Target {
         let before = ctx
             .journal
             .as_ref()
-            .and_then(|_| super::journal::before_write(&self.place, ctx));
+            .and_then(|_| super::journal::before_write(&self.place, &ctx.settings.sensitive_files));
         ctx.fs
             .write_text_file(&self.place, text)
             .await

@@ -13,8 +13,9 @@ use tokio::process::{ChildStderr, ChildStdout};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::progress::Progress;
 use super::sandbox::Confinement;
-use super::{Progress, ToolContent, ToolError};
+use super::{ToolContent, ToolError};
 use crate::platform::{self, ProcessTree};
 
 /// How a command ended and what it printed.
