@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{ChildStderr, ChildStdout};
+use tokio::process::{Child, ChildStderr, ChildStdout};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -99,6 +99,7 @@ impl Shell for LocalShell {
     }
 }
 
+/// How a running command came to an end.
 enum Ending {
     Exited(std::io::Result<ExitStatus>),
     TimedOut,
@@ -106,122 +107,152 @@ enum Ending {
 }
 
 async fn run_local(run: ShellRun<'_>) -> Result<ShellOutput, ToolError> {
-    let (cwd, cancel) = (run.cwd, run.cancel);
-    if cancel.is_cancelled() {
+    if run.cancel.is_cancelled() {
         return Err(ToolError::Cancelled);
     }
-    let interpreter = platform::interpreter();
-    let line = interpreter.command_line(run.command);
-    let mut command = match run.confinement {
-        Some(confinement) => confinement
-            .command(&line)
-            .map_err(|err| ToolError::Failed(err.to_string()))?,
-        None => line.command(),
-    };
-    command
-        .env_clear()
-        .envs(run.env.iter().map(|(name, value)| (name, value)))
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    // Killed whole on a timeout, a cancel, or when the run is dropped
-    // half-way (kill_on_drop alone would reach only the interpreter).
-    let (mut child, mut tree) = platform::spawn_tree(&mut command).map_err(|err| {
-        ToolError::Failed(format!(
-            "could not start `{}` in {}: {err}",
-            interpreter.name(),
-            cwd.display()
-        ))
-    })?;
-    let mut pipes = Pipes {
-        stdout: Pipe::new(child.stdout.take()),
-        stderr: Pipe::new(child.stderr.take()),
-    };
-    let mut output = CappedOutput::new(run.output_cap);
-    let deadline = Instant::now() + run.timeout;
-    let mut status = None;
-    let mut grace_until = None;
-    let mut show_at = Instant::now() + SHOW_EVERY;
-    // Output came that was not shown yet.
-    let mut unshown = false;
+    let mut running = Running::start(&run)?;
+    match running.wait_for_ending(&run).await {
+        Ending::Exited(status) => running.exited(status),
+        Ending::Cancelled => running.cancelled().await,
+        Ending::TimedOut => Ok(running.timed_out().await),
+    }
+}
 
-    let ending = loop {
-        if pipes.closed()
-            && let Some(status) = status.take()
-        {
-            break Ending::Exited(status);
-        }
-        tokio::select! {
-            // Biased: a cancel or timeout wins even over a flood of output,
-            // and output already there is read before the exit is noticed.
-            biased;
-            () = cancel.cancelled() => break Ending::Cancelled,
-            () = tokio::time::sleep_until(deadline) => break Ending::TimedOut,
-            () = pipes.read_into(&mut output) => unshown = run.progress.is_live(),
-            () = tokio::time::sleep_until(show_at), if unshown => {
-                unshown = false;
-                show_at = Instant::now() + SHOW_EVERY;
-                run.progress.report(vec![ToolContent::Text(output.preview())]);
+/// A started command: its process, the tree of what it starts, its pipes
+/// and the output kept so far.
+struct Running {
+    child: Child,
+    tree: platform::Tree,
+    pipes: Pipes,
+    output: CappedOutput,
+}
+
+impl Running {
+    /// Starts the command in a process tree of its own, with only the
+    /// given environment and no stdin.
+    fn start(run: &ShellRun<'_>) -> Result<Self, ToolError> {
+        let interpreter = platform::interpreter();
+        let line = interpreter.command_line(run.command);
+        let mut command = match run.confinement {
+            Some(confinement) => confinement
+                .command(&line)
+                .map_err(|err| ToolError::Failed(err.to_string()))?,
+            None => line.command(),
+        };
+        command
+            .env_clear()
+            .envs(run.env.iter().map(|(name, value)| (name, value)))
+            .current_dir(run.cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        // Killed whole on a timeout, a cancel, or when the run is dropped
+        // half-way (kill_on_drop alone would reach only the interpreter).
+        let (mut child, tree) = platform::spawn_tree(&mut command).map_err(|err| {
+            ToolError::Failed(format!(
+                "could not start `{}` in {}: {err}",
+                interpreter.name(),
+                run.cwd.display()
+            ))
+        })?;
+        let pipes = Pipes {
+            stdout: Pipe::new(child.stdout.take()),
+            stderr: Pipe::new(child.stderr.take()),
+        };
+        Ok(Self {
+            child,
+            tree,
+            pipes,
+            output: CappedOutput::new(run.output_cap),
+        })
+    }
+
+    /// Reads the output, showing it every [`SHOW_EVERY`] while the command
+    /// runs, until the command exits and its pipes close (or the grace after
+    /// the exit passes), the timeout passes or the call is cancelled.
+    async fn wait_for_ending(&mut self, run: &ShellRun<'_>) -> Ending {
+        let deadline = Instant::now() + run.timeout;
+        let mut status = None;
+        let mut grace_until = None;
+        let mut show_at = Instant::now() + SHOW_EVERY;
+        // Output came that was not shown yet.
+        let mut unshown = false;
+        loop {
+            if self.pipes.closed()
+                && let Some(status) = status.take()
+            {
+                return Ending::Exited(status);
             }
-            exit = child.wait(), if status.is_none() && grace_until.is_none() => {
-                status = Some(exit);
-                grace_until = Some(Instant::now() + OUTPUT_GRACE);
-            }
-            () = sleep_until_some(grace_until) => {
-                if let Some(status) = status.take() {
-                    break Ending::Exited(status);
+            tokio::select! {
+                // Biased: a cancel or timeout wins even over a flood of output,
+                // and output already there is read before the exit is noticed.
+                biased;
+                () = run.cancel.cancelled() => return Ending::Cancelled,
+                () = tokio::time::sleep_until(deadline) => return Ending::TimedOut,
+                () = self.pipes.read_into(&mut self.output) => unshown = run.progress.is_live(),
+                () = tokio::time::sleep_until(show_at), if unshown => {
+                    unshown = false;
+                    show_at = Instant::now() + SHOW_EVERY;
+                    run.progress.report(vec![ToolContent::Text(self.output.preview())]);
+                }
+                exit = self.child.wait(), if status.is_none() && grace_until.is_none() => {
+                    status = Some(exit);
+                    grace_until = Some(Instant::now() + OUTPUT_GRACE);
+                }
+                () = sleep_until_some(grace_until) => {
+                    if let Some(status) = status.take() {
+                        return Ending::Exited(status);
+                    }
                 }
             }
         }
-    };
+    }
 
-    match ending {
-        Ending::Exited(status) => {
-            // Processes it left in the background keep running, as in a terminal.
-            tree.release();
-            let status = status.map_err(|err| {
-                ToolError::Failed(format!("could not wait for the command: {err}"))
-            })?;
-            let (output, omitted_bytes) = output.finish();
-            Ok(ShellOutput {
-                exit_code: status.code(),
-                signal: platform::exit_signal(status),
-                output,
-                timed_out: false,
-                omitted_bytes,
-                terminal_id: None,
-            })
-        }
-        Ending::Cancelled => {
-            tree.kill();
-            let _ = tokio::time::timeout(AFTER_KILL, child.wait()).await;
-            Err(ToolError::Cancelled)
-        }
-        Ending::TimedOut => {
-            tree.kill();
-            // What was already in the pipes is part of the answer.
-            let drain = async {
-                while !pipes.closed() {
-                    pipes.read_into(&mut output).await;
-                }
-            };
-            let _ = tokio::time::timeout(AFTER_KILL, drain).await;
-            let status = tokio::time::timeout(AFTER_KILL, child.wait()).await;
-            let signal = match status {
-                Ok(Ok(status)) => platform::exit_signal(status),
-                _ => platform::KILL_SIGNAL,
-            };
-            let (output, omitted_bytes) = output.finish();
-            Ok(ShellOutput {
-                exit_code: None,
-                signal,
-                output,
-                timed_out: true,
-                omitted_bytes,
-                terminal_id: None,
-            })
+    fn exited(mut self, status: std::io::Result<ExitStatus>) -> Result<ShellOutput, ToolError> {
+        // Processes it left in the background keep running, as in a terminal.
+        self.tree.release();
+        let status = status
+            .map_err(|err| ToolError::Failed(format!("could not wait for the command: {err}")))?;
+        let (output, omitted_bytes) = self.output.finish();
+        Ok(ShellOutput {
+            exit_code: status.code(),
+            signal: platform::exit_signal(status),
+            output,
+            timed_out: false,
+            omitted_bytes,
+            terminal_id: None,
+        })
+    }
+
+    async fn cancelled(mut self) -> Result<ShellOutput, ToolError> {
+        self.tree.kill();
+        let _ = tokio::time::timeout(AFTER_KILL, self.child.wait()).await;
+        Err(ToolError::Cancelled)
+    }
+
+    /// Kills the command; what was already in the pipes is part of the answer.
+    async fn timed_out(mut self) -> ShellOutput {
+        self.tree.kill();
+        let drain = async {
+            while !self.pipes.closed() {
+                self.pipes.read_into(&mut self.output).await;
+            }
+        };
+        let _ = tokio::time::timeout(AFTER_KILL, drain).await;
+        let status = tokio::time::timeout(AFTER_KILL, self.child.wait()).await;
+        let signal = match status {
+            Ok(Ok(status)) => platform::exit_signal(status),
+            _ => platform::KILL_SIGNAL,
+        };
+        let (output, omitted_bytes) = self.output.finish();
+        ShellOutput {
+            exit_code: None,
+            signal,
+            output,
+            timed_out: true,
+            omitted_bytes,
+            terminal_id: None,
         }
     }
 }
