@@ -312,7 +312,7 @@ fn compose(
         invalid(
             path,
             "agent.repeated_call_limit",
-            problem,
+            problem.to_string(),
             "Give the number of identical calls in a row that stops a turn (2 or more; default 3), or 0 to turn the guard off.",
         )
     })?;

@@ -39,7 +39,7 @@ use crate::util::lock;
 use always::RememberFn;
 use patterns::{PatternLists, Verdict};
 pub use reads::{DeclaredReads, KILN_READS, KILN_SERVER};
-pub use remembered::{Persist, RuleFiles};
+pub use remembered::{Persist, RevokeError, RuleFiles};
 pub use rules::{Decision, Rule, RuleOrigin, RuleScope, first_match};
 pub use trust::TrustedRules;
 
