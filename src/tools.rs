@@ -201,8 +201,17 @@ pub trait Tool: Send + Sync {
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
-    /// Offer the brief definitions (a model with a small window).
-    brief: bool,
+    descriptions: Descriptions,
+}
+
+/// How the tools describe themselves to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Descriptions {
+    /// Each tool's whole description and schema.
+    #[default]
+    Full,
+    /// One line each (see [`brief`]), for a model with a small window.
+    Brief,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -265,19 +274,19 @@ impl ToolRegistry {
                 .filter(|tool| keep(tool.as_ref()))
                 .cloned()
                 .collect(),
-            brief: self.brief,
+            descriptions: self.descriptions,
         }
     }
 
-    /// From now on, offer every tool's brief definition.
-    pub fn set_brief(&mut self, brief: bool) {
-        self.brief = brief;
+    /// From now on, offer every tool's definition in this form.
+    pub fn set_descriptions(&mut self, descriptions: Descriptions) {
+        self.descriptions = descriptions;
     }
 
     /// What the provider is told.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
         let definitions = self.tools.iter().map(|tool| tool.definition());
-        if !self.brief {
+        if self.descriptions == Descriptions::Full {
             return definitions.collect();
         }
         definitions

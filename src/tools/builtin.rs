@@ -216,7 +216,7 @@ mod tests {
         let full = serde_json::to_string(&registry.definitions())
             .unwrap()
             .len();
-        registry.set_brief(true);
+        registry.set_descriptions(crate::tools::Descriptions::Brief);
         let definitions = registry.definitions();
         let brief = serde_json::to_string(&definitions).unwrap().len();
         assert!(brief <= 2400, "brief tool definitions: {brief} characters");

@@ -155,7 +155,14 @@ pub struct Confinement {
     pub mode: SandboxMode,
     /// Where it may write (temp directories included).
     pub writable: Vec<PathBuf>,
-    pub network: bool,
+    pub network: Network,
+}
+
+/// Whether a confined command may open network connections and listen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    Allowed,
+    Denied,
 }
 
 /// The temp directories every confined command may write to: /tmp,
@@ -199,7 +206,11 @@ impl Confinement {
         Some(Self {
             mode,
             writable,
-            network: settings.network,
+            network: if settings.network {
+                Network::Allowed
+            } else {
+                Network::Denied
+            },
         })
     }
 
