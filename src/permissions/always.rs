@@ -14,13 +14,6 @@ pub(super) enum Always {
     Reject,
 }
 
-impl Always {
-    /// As saved with a session: true allows.
-    fn from_saved(allowed: bool) -> Self {
-        if allowed { Self::Allow } else { Self::Reject }
-    }
-}
-
 /// Told the "always" answers each time one is given.
 pub(super) type RememberFn = Box<dyn Fn(BTreeMap<String, bool>) + Send + Sync>;
 
@@ -67,7 +60,13 @@ impl SessionPermissions {
     /// Answers saved with a session that is loaded again (as session rules).
     pub fn restore(&self, rules: BTreeMap<String, bool>) {
         for (tool, allowed) in rules {
-            self.remember(&tool, Always::from_saved(allowed));
+            // Saved as true (allow) or false (reject).
+            let answer = if allowed {
+                Always::Allow
+            } else {
+                Always::Reject
+            };
+            self.remember(&tool, answer);
         }
     }
 
