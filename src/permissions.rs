@@ -36,11 +36,11 @@ use crate::tools::Tool;
 use crate::tools::sandbox::SessionSandbox;
 use crate::tools::sensitive::SensitiveFiles;
 use crate::util::lock;
-use always::RememberFn;
+use always::{Always, RememberFn};
 use patterns::{PatternLists, Verdict};
 pub use reads::{DeclaredReads, KILN_READS, KILN_SERVER};
-pub use remembered::{Persist, RuleFiles, RuleOrigin};
-pub use rules::{Decision, Rule, RuleScope, first_match};
+pub use remembered::{Persist, RevokeError, RuleFiles};
+pub use rules::{Decision, Rule, RuleOrigin, RuleScope, first_match};
 pub use trust::TrustedRules;
 
 /// Whether a tool call may run: the session's mode, rules and the user's answers.
@@ -318,7 +318,7 @@ impl PermissionGate for SessionPermissions {
             match self.sink.request_permission(&self.session_id, &asked).await {
                 Ok(PermissionChoice::AllowOnce) => Permission::Allow,
                 Ok(PermissionChoice::AllowAlways) => {
-                    self.answered_always(tool.name(), true);
+                    self.answered_always(tool.name(), Always::Allow);
                     Permission::Allow
                 }
                 Ok(PermissionChoice::AllowInProject) => {
@@ -331,7 +331,7 @@ impl PermissionGate for SessionPermissions {
                 }
                 Ok(PermissionChoice::RejectOnce) => rejected(call),
                 Ok(PermissionChoice::RejectAlways) => {
-                    self.answered_always(tool.name(), false);
+                    self.answered_always(tool.name(), Always::Reject);
                     rejected(call)
                 }
                 Ok(PermissionChoice::Cancelled) => Permission::Cancelled,

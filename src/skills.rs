@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 use std::time::SystemTime;
 
+use thiserror::Error;
+
+use crate::agents::CardError;
 use crate::agents::front_matter::{self, Value};
 use crate::util::lock_read;
 
@@ -22,6 +25,23 @@ use crate::util::lock_read;
 pub const SKILL_FILE: &str = "SKILL.md";
 /// Longest description shown to the model (the Agent Skills limit).
 const MAX_DESCRIPTION: usize = 1024;
+
+/// Why a folder's `SKILL.md` is no usable skill (it is skipped, with this
+/// in the log).
+#[derive(Debug, Error)]
+pub enum SkillError {
+    #[error("{file}: {source}")]
+    Unreadable {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    FrontMatter(#[from] CardError),
+    #[error("{file}: name `{name}` is not one word (letters, digits, `-`, `_`)")]
+    NameNotOneWord { file: String, name: String },
+    #[error("{file}: `description` is missing; say when the skill should be used")]
+    NoDescription { file: String },
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skill {
@@ -36,12 +56,14 @@ pub struct Skill {
 
 impl Skill {
     /// The skill in `dir`, if it holds a usable `SKILL.md`.
-    pub fn load(dir: &Path) -> Result<Self, String> {
+    pub fn load(dir: &Path) -> Result<Self, SkillError> {
         let file = dir.join(SKILL_FILE);
         let source = file.display().to_string();
-        let text = std::fs::read_to_string(&file).map_err(|err| format!("{source}: {err}"))?;
-        let (pairs, instructions) =
-            front_matter::split_document(&text, &source).map_err(|err| err.to_string())?;
+        let text = std::fs::read_to_string(&file).map_err(|err| SkillError::Unreadable {
+            file: source.clone(),
+            source: err,
+        })?;
+        let (pairs, instructions) = front_matter::split_document(&text, &source)?;
         let text_of = |key: &str| {
             pairs.iter().find_map(|(k, v)| match v {
                 Value::Text(text) if k == key => Some(text.trim().to_string()),
@@ -58,15 +80,11 @@ impl Skill {
                 .chars()
                 .all(|c| c.is_alphanumeric() || c == '-' || c == '_')
         {
-            return Err(format!(
-                "{source}: name `{name}` is not one word (letters, digits, `-`, `_`)"
-            ));
+            return Err(SkillError::NameNotOneWord { file: source, name });
         }
         let description = text_of("description")
             .filter(|d| !d.is_empty())
-            .ok_or_else(|| {
-                format!("{source}: `description` is missing; say when the skill should be used")
-            })?;
+            .ok_or(SkillError::NoDescription { file: source })?;
         Ok(Self {
             name,
             description: crate::util::truncate(&description, MAX_DESCRIPTION),

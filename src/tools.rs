@@ -12,9 +12,12 @@ pub mod builtin;
 mod client_fs;
 mod context;
 pub mod delegate;
+mod delegation;
 pub mod environment;
 mod fs;
 pub mod journal;
+mod plan_keeper;
+mod progress;
 pub mod redact;
 pub mod repeats;
 pub mod sandbox;
@@ -24,6 +27,7 @@ mod terminal;
 #[cfg(test)]
 pub(crate) mod test_support;
 mod typed;
+pub mod write_watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,12 +38,14 @@ use thiserror::Error;
 pub use crate::events::{Location, PlanDocument, TodoItem, ToolContent, ToolKind};
 use crate::model::ToolDefinition;
 
-pub use builtin::write_plan::PlanKeeper;
 pub use client_fs::ClientFs;
-pub use context::{Asker, Progress, ToolContext, ToolSettings};
-pub use delegate::{DelegateTool, Delegation, Delegator};
+pub use context::{Asker, ToolContext, ToolSettings};
+pub use delegate::DelegateTool;
+pub use delegation::{Delegation, Delegator, ParentCall};
 pub use fs::{ConfinedPath, FileSystem, FsFuture, LineWindow, LocalFs};
 pub use journal::FileJournal;
+pub use plan_keeper::{PlanError, PlanKeeper};
+pub use progress::Progress;
 pub use shell::{LocalShell, Shell, ShellOutput, ShellRun};
 pub use terminal::ClientTerminal;
 pub use typed::TypedTool;
@@ -195,8 +201,17 @@ pub trait Tool: Send + Sync {
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
-    /// Offer the brief definitions (a model with a small window).
-    brief: bool,
+    descriptions: Descriptions,
+}
+
+/// How the tools describe themselves to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Descriptions {
+    /// Each tool's whole description and schema.
+    #[default]
+    Full,
+    /// One line each (see [`brief`]), for a model with a small window.
+    Brief,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -259,19 +274,19 @@ impl ToolRegistry {
                 .filter(|tool| keep(tool.as_ref()))
                 .cloned()
                 .collect(),
-            brief: self.brief,
+            descriptions: self.descriptions,
         }
     }
 
-    /// From now on, offer every tool's brief definition.
-    pub fn set_brief(&mut self, brief: bool) {
-        self.brief = brief;
+    /// From now on, offer every tool's definition in this form.
+    pub fn set_descriptions(&mut self, descriptions: Descriptions) {
+        self.descriptions = descriptions;
     }
 
     /// What the provider is told.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
         let definitions = self.tools.iter().map(|tool| tool.definition());
-        if !self.brief {
+        if self.descriptions == Descriptions::Full {
             return definitions.collect();
         }
         definitions

@@ -43,7 +43,7 @@ pub(super) fn validate(
         invalid(
             path,
             "agent.repeated_call_limit",
-            problem,
+            problem.to_string(),
             "Give the number of identical calls in a row that stops a turn (2 or more; default 3), or 0 to turn the guard off.",
         )
     })?;

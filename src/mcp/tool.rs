@@ -147,7 +147,7 @@ impl Tool for McpTool {
                 )));
             };
             let watch = match (&arguments, self.destructive) {
-                (Some(arguments), true) => Some(crate::tools::journal::Watch::before_call(
+                (Some(arguments), true) => Some(crate::tools::write_watch::Watch::before_call(
                     &Value::Object(arguments.clone()),
                     ctx,
                 )),

@@ -7,6 +7,13 @@ use std::sync::MutexGuard;
 
 use super::{Decision, Rule, RuleOrigin, RuleScope, SessionPermissions};
 
+/// An "always" answer: what every later call of the tool gets without asking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Always {
+    Allow,
+    Reject,
+}
+
 /// Told the "always" answers each time one is given.
 pub(super) type RememberFn = Box<dyn Fn(BTreeMap<String, bool>) + Send + Sync>;
 
@@ -28,8 +35,8 @@ impl SessionPermissions {
     }
 
     /// An answer the user gave with "always": remembered and reported.
-    pub(super) fn answered_always(&self, tool: &str, allowed: bool) {
-        self.remember(tool, allowed);
+    pub(super) fn answered_always(&self, tool: &str, answer: Always) {
+        self.remember(tool, answer);
         if let Some(notify) = self.on_remember.get() {
             notify(self.remembered_rules());
         }
@@ -53,16 +60,21 @@ impl SessionPermissions {
     /// Answers saved with a session that is loaded again (as session rules).
     pub fn restore(&self, rules: BTreeMap<String, bool>) {
         for (tool, allowed) in rules {
-            self.remember(&tool, allowed);
+            // Saved as true (allow) or false (reject).
+            let answer = if allowed {
+                Always::Allow
+            } else {
+                Always::Reject
+            };
+            self.remember(&tool, answer);
         }
     }
 
     /// An "always" answer: a session rule for the tool, newest first.
-    fn remember(&self, tool: &str, allowed: bool) {
-        let decision = if allowed {
-            Decision::Allow
-        } else {
-            Decision::Deny
+    fn remember(&self, tool: &str, answer: Always) {
+        let decision = match answer {
+            Always::Allow => Decision::Allow,
+            Always::Reject => Decision::Deny,
         };
         let mut rules = self.lock_session_rules();
         rules.retain(|rule| rule.tool.as_deref() != Some(tool));

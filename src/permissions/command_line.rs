@@ -52,35 +52,35 @@ pub fn split(input: &str) -> Statements<'_> {
     let mut statements: Vec<&str> = Vec::new();
     let mut unreadable = None;
     let mut start = 0;
-    let (mut in_double, mut in_single) = (false, false);
+    let mut quote = Quote::Outside;
     let mut i = 0;
     while i < bytes.len() {
         let byte = bytes[i];
         // `\` escapes the next byte except inside single quotes; `\` and a
         // newline outside quotes join two lines, and end the statement here
         // so the `\` does not hide the next command from a pattern.
-        if byte == b'\\' && !in_single {
-            if bytes.get(i + 1) == Some(&b'\n') && !in_double {
+        if byte == b'\\' && quote != Quote::Single {
+            if bytes.get(i + 1) == Some(&b'\n') && quote == Quote::Outside {
                 push(input, start, i, &mut statements);
                 start = i + 2;
             }
             i += 2;
             continue;
         }
-        if byte == b'"' && !in_single {
-            in_double = !in_double;
+        if byte == b'"' && quote != Quote::Single {
+            quote = quote.toggled(Quote::Double);
             i += 1;
             continue;
         }
-        if byte == b'\'' && !in_double {
-            in_single = !in_single;
+        if byte == b'\'' && quote != Quote::Double {
+            quote = quote.toggled(Quote::Single);
             i += 1;
             continue;
         }
-        if !in_single && unreadable.is_none() {
-            unreadable = substitution_at(bytes, i, in_double);
+        if quote != Quote::Single && unreadable.is_none() {
+            unreadable = substitution_at(bytes, i, quote);
         }
-        if in_double || in_single {
+        if quote != Quote::Outside {
             i += 1;
             continue;
         }
@@ -98,12 +98,27 @@ pub fn split(input: &str) -> Statements<'_> {
         }
     }
     push(input, start, input.len(), &mut statements);
-    if (in_double || in_single) && unreadable.is_none() {
+    if quote != Quote::Outside && unreadable.is_none() {
         unreadable = Some(Unreadable::UnclosedQuote);
     }
     Statements {
         statements,
         unreadable,
+    }
+}
+
+/// The quotes the splitter is inside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quote {
+    Outside,
+    Single,
+    Double,
+}
+
+impl Quote {
+    /// After a quote character of kind `mark`: it opens or closes.
+    fn toggled(self, mark: Quote) -> Quote {
+        if self == mark { Quote::Outside } else { mark }
     }
 }
 
@@ -122,12 +137,12 @@ fn backgrounds(bytes: &[u8], i: usize) -> bool {
 
 /// A substitution starting at `i`. Redirection (`>`) hides no command and is
 /// not reported: an allowed command may still write where it likes.
-fn substitution_at(bytes: &[u8], i: usize, in_double: bool) -> Option<Unreadable> {
+fn substitution_at(bytes: &[u8], i: usize, quote: Quote) -> Option<Unreadable> {
     let opens = bytes.get(i + 1) == Some(&b'(');
     match bytes[i] {
         b'`' => Some(Unreadable::Backticks),
         b'$' if opens => Some(Unreadable::CommandSubstitution),
-        b'<' | b'>' if opens && !in_double => Some(Unreadable::ProcessSubstitution),
+        b'<' | b'>' if opens && quote != Quote::Double => Some(Unreadable::ProcessSubstitution),
         _ => None,
     }
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 use toml_edit::{ArrayOfTables, DocumentMut, Item, Table, value};
 
-use super::{Decision, Rule, RuleScope, SessionPermissions};
+use super::{Decision, Rule, RuleOrigin, RuleScope, SessionPermissions};
 use crate::events::ToolCallInfo;
 use crate::tools::Tool;
 use crate::util::lock;
@@ -22,20 +22,6 @@ use crate::util::lock;
 pub const FILE_NAME: &str = "permissions.toml";
 
 const HEADER: &str = "# Permission rules crucible-agent follows without asking.\n# Written by \"Always allow …\" answers; edit or delete entries freely,\n# or revoke one with /permissions revoke ID. Same keys as [[permissions.rules]]\n# in config.toml; `command` is an exact command line, `path` exact files.\n";
-
-/// Where a rule comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum RuleOrigin {
-    /// The config file's `[[permissions.rules]]` (or an agent card).
-    #[default]
-    Config,
-    /// An "Always allow/reject" answer in this session.
-    Session,
-    /// `PROJECT/.crucible/permissions.toml`.
-    ProjectFile(PathBuf),
-    /// The user's `permissions.toml`.
-    UserFile(PathBuf),
-}
 
 /// Which file an answer is written to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,6 +215,27 @@ fn write(path: &Path, document: &DocumentMut) -> Result<(), RuleFileError> {
     std::fs::rename(&temporary, path).map_err(failed)
 }
 
+/// Why `/permissions revoke ID` removed nothing; the user reads it.
+#[derive(Debug, Error)]
+pub enum RevokeError {
+    #[error("There is no rule `{id}`; /permissions lists them with their ids.")]
+    Unlisted { id: String },
+    #[error("`{id}` is not a rule id")]
+    NotAnId { id: String },
+    /// The config's rules are changed in the config.
+    #[error("`{id}` ({text}) comes from the {origin}; edit it there.")]
+    FromTheConfig {
+        id: String,
+        text: String,
+        origin: String,
+    },
+    /// Listed, but no longer there when it was to be removed.
+    #[error("There is no rule `{id}`.")]
+    Gone { id: String },
+    #[error(transparent)]
+    File(#[from] RuleFileError),
+}
+
 /// One line of `/permissions`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedRule {
@@ -412,21 +419,20 @@ impl SessionPermissions {
 
     /// Remove the rule `id` (as [`Self::listing`] names it), from its file
     /// too. The report says what was removed, or why not.
-    pub fn revoke(&self, id: &str) -> Result<String, String> {
+    pub fn revoke(&self, id: &str) -> Result<String, RevokeError> {
         let listed = self.listing();
         let Some(found) = listed.iter().find(|rule| rule.id == id) else {
-            return Err(format!(
-                "There is no rule `{id}`; /permissions lists them with their ids."
-            ));
+            return Err(RevokeError::Unlisted { id: id.to_string() });
         };
         let number: usize = id[1..]
             .parse()
-            .map_err(|_| format!("`{id}` is not a rule id"))?;
+            .map_err(|_| RevokeError::NotAnId { id: id.to_string() })?;
         match &id[..1] {
-            "c" => Err(format!(
-                "`{id}` ({}) comes from the {}; edit it there.",
-                found.text, found.origin
-            )),
+            "c" => Err(RevokeError::FromTheConfig {
+                id: id.to_string(),
+                text: found.text.clone(),
+                origin: found.origin.clone(),
+            }),
             "s" if number <= self.lock_session_rules().len() => {
                 self.lock_session_rules().remove(number - 1);
                 if let Some(notify) = self.on_remember.get() {
@@ -456,12 +462,12 @@ impl SessionPermissions {
                     .nth(number - 1 - skip)
                     .map(|(at, _)| at)
                 else {
-                    return Err(format!("There is no rule `{id}`."));
+                    return Err(RevokeError::Gone { id: id.to_string() });
                 };
                 if let RuleOrigin::ProjectFile(path) | RuleOrigin::UserFile(path) =
                     &files[at].origin
                 {
-                    remove(path, number - 1).map_err(|err| err.to_string())?;
+                    remove(path, number - 1)?;
                     if let Some(files) = lock(&self.rule_files).as_ref() {
                         files.wrote(path);
                     }

@@ -4,9 +4,22 @@
 
 use std::path::PathBuf;
 
-use super::RuleOrigin;
 use crate::events::{ToolCallInfo, ToolKind};
 use crate::tools::Tool;
+
+/// Where a rule comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RuleOrigin {
+    /// The config file's `[[permissions.rules]]` (or an agent card).
+    #[default]
+    Config,
+    /// An "Always allow/reject" answer in this session.
+    Session,
+    /// `PROJECT/.crucible/permissions.toml`.
+    ProjectFile(PathBuf),
+    /// The user's `permissions.toml`.
+    UserFile(PathBuf),
+}
 
 /// What a rule decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -30,7 +30,9 @@ impl SessionActor {
                 text.push_str(&problems);
                 text
             }
-            ["revoke", id] => permissions.revoke(id).unwrap_or_else(|err| err),
+            ["revoke", id] => permissions
+                .revoke(id)
+                .unwrap_or_else(|err| err.to_string()),
             ["trust"] => self.trust_project_rules(),
             _ => "usage: `/permissions` lists the rules; `/permissions revoke ID` removes one; `/permissions trust` applies the project file's allow rules (check the file first)."
                 .into(),

@@ -32,7 +32,7 @@ use crate::permissions::SessionPermissions;
 use crate::store::{Metadata, Recorder};
 use crate::tools::sandbox::SessionSandbox;
 use crate::tools::{
-    Delegation, Delegator, FileSystem, Progress, Shell, ToolContext, ToolError, ToolFuture,
+    Delegation, Delegator, FileSystem, ParentCall, Progress, Shell, ToolError, ToolFuture,
     ToolOutput, shorten,
 };
 use crate::util::lock;
@@ -80,8 +80,8 @@ pub(super) struct TurnDelegator {
 }
 
 impl Delegator for TurnDelegator {
-    fn delegate<'a>(&'a self, delegation: Delegation, ctx: &'a ToolContext) -> ToolFuture<'a> {
-        Box::pin(self.run(delegation, ctx))
+    fn delegate<'a>(&'a self, delegation: Delegation, parent: ParentCall<'a>) -> ToolFuture<'a> {
+        Box::pin(self.run(delegation, parent))
     }
 }
 
@@ -93,7 +93,7 @@ impl TurnDelegator {
     async fn run(
         &self,
         delegation: Delegation,
-        ctx: &ToolContext,
+        parent: ParentCall<'_>,
     ) -> Result<ToolOutput, ToolError> {
         let Some(card) = self.agents.iter().find(|c| c.name == delegation.agent) else {
             let names: Vec<&str> = self.agents.iter().map(|c| c.name.as_str()).collect();
@@ -113,7 +113,7 @@ impl TurnDelegator {
         let id = uuid::Uuid::new_v4().to_string();
         let settings = self.child_settings(card);
         let recorder = self.child_recorder(&id, &settings, &delegation.call_id);
-        let budget_cancel = ctx.cancel.child_token();
+        let budget_cancel = parent.cancel.child_token();
         let view = Arc::new(Mutex::new(ChildView::new(&card.name)));
         let client = Arc::new(ChildClient {
             parent_id: self.parent_id.clone(),
@@ -122,7 +122,7 @@ impl TurnDelegator {
             parent: Arc::clone(&self.client),
             runtime: Arc::clone(self.runtime()),
             view: Arc::clone(&view),
-            progress: ctx.progress.clone(),
+            progress: parent.progress.clone(),
             budget: limits.token_budget,
             over_budget: budget_cancel.clone(),
             expose: self.expose,
@@ -131,7 +131,7 @@ impl TurnDelegator {
             id: id.clone(),
             cwd: self.cwd.clone(),
             // The child reaches the parent's workspace roots, no more.
-            additional_directories: ctx.roots.clone(),
+            additional_directories: parent.roots.to_vec(),
             notices: Vec::new(),
             client_prompt: None,
             client: ClientAbilities::default(),
@@ -149,7 +149,7 @@ impl TurnDelegator {
                 ceiling: Arc::clone(&self.permissions),
                 fs: Arc::clone(&self.fs),
                 shell: Arc::clone(&self.shell),
-                sandbox: Arc::clone(&ctx.sandbox),
+                sandbox: Arc::clone(parent.sandbox),
                 mcp: self.mcp.clone(),
             }),
         };
@@ -183,7 +183,13 @@ impl TurnDelegator {
         {
             self.tally.add_usage(*usage);
         }
-        let result = self.outcome(&ended, &view, &budget_cancel, ctx, limits.token_budget);
+        let result = self.outcome(
+            &ended,
+            &view,
+            &budget_cancel,
+            parent.cancel,
+            limits.token_budget,
+        );
         self.runtime().set_state(
             &id,
             match &result {
@@ -345,7 +351,7 @@ impl TurnDelegator {
         ended: &Result<TurnEnd, super::SessionError>,
         view: &Mutex<ChildView>,
         budget_cancel: &CancellationToken,
-        ctx: &ToolContext,
+        call_cancel: &CancellationToken,
         budget: Option<u64>,
     ) -> Result<String, ToolError> {
         let answer = lock(view).text.trim().to_string();
@@ -354,7 +360,7 @@ impl TurnDelegator {
             Ok(end) => end.stop,
         };
         if stop == StopReason::Cancelled {
-            if ctx.cancel.is_cancelled() {
+            if call_cancel.is_cancelled() {
                 return Err(ToolError::Cancelled);
             }
             if budget_cancel.is_cancelled() {

@@ -29,7 +29,7 @@ use crate::permissions::PermissionGate;
 use crate::prompt::{PromptLayers, PromptVars};
 use crate::providers::pricing::{CostMeter, price_of};
 use crate::providers::{FALLBACK_CONTEXT_WINDOW, Provider, ProviderError, Providers};
-use crate::tools::{ToolContext, ToolRegistry};
+use crate::tools::{Descriptions, ToolContext, ToolRegistry};
 
 /// What a turn journaled, kept for when its task dies without an outcome.
 pub(super) type Journaled = Arc<std::sync::Mutex<Vec<Journal>>>;
@@ -196,7 +196,11 @@ impl TurnContext {
         // A small window gets the short base prompt and brief tools, so
         // the fixed part leaves room for the conversation.
         let small = window <= crate::prompt::SMALL_WINDOW;
-        tools.set_brief(small);
+        tools.set_descriptions(if small {
+            Descriptions::Brief
+        } else {
+            Descriptions::Full
+        });
         self.layers.small = small;
         let names: Vec<String> = tools.names().map(str::to_string).collect();
         let mut system = self.layers.render(&PromptVars {

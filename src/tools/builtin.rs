@@ -121,7 +121,7 @@ impl Target {
         let before = ctx
             .journal
             .as_ref()
-            .and_then(|_| super::journal::before_write(&self.place, ctx));
+            .and_then(|_| super::journal::before_write(&self.place, &ctx.settings.sensitive_files));
         ctx.fs
             .write_text_file(&self.place, text)
             .await
@@ -216,7 +216,7 @@ mod tests {
         let full = serde_json::to_string(&registry.definitions())
             .unwrap()
             .len();
-        registry.set_brief(true);
+        registry.set_descriptions(crate::tools::Descriptions::Brief);
         let definitions = registry.definitions();
         let brief = serde_json::to_string(&definitions).unwrap().len();
         assert!(brief <= 2400, "brief tool definitions: {brief} characters");

@@ -2,56 +2,21 @@
 //! system and shell it goes through, its cancel token and the session state
 //! tools share (the todo list).
 
-use std::io;
-use std::path::{Component, Path, PathBuf, Prefix};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use super::environment::EnvironmentPolicy;
+use super::fs::confine;
 use super::sandbox::SessionSandbox;
 use super::sensitive::SensitiveFiles;
-use super::{ConfinedPath, Delegator, FileSystem, LocalFs, LocalShell, Shell, ToolError};
-use crate::events::{TodoItem, ToolContent};
-
-/// How a running call shows what it is doing before it finishes (an ACP
-/// `tool_call_update` with status `in_progress` and this content). A
-/// channel, so the agent loop emits the updates in order with the rest of
-/// the turn; reports outside a call go nowhere.
-#[derive(Clone, Default)]
-pub struct Progress(Option<tokio::sync::mpsc::UnboundedSender<Vec<ToolContent>>>);
-
-impl Progress {
-    /// A hook and the receiving end the agent loop reads.
-    pub fn channel() -> (Self, tokio::sync::mpsc::UnboundedReceiver<Vec<ToolContent>>) {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        (Self(Some(tx)), rx)
-    }
-
-    /// Whether anyone sees the reports.
-    pub fn is_live(&self) -> bool {
-        self.0.is_some()
-    }
-
-    /// Replaces the call's shown content.
-    pub fn report(&self, content: Vec<ToolContent>) {
-        if let Some(tx) = &self.0 {
-            // The call has finished when nobody listens; nothing to show then.
-            let _ = tx.send(content);
-        }
-    }
-}
-
-impl std::fmt::Debug for Progress {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "Progress(live)"
-        } else {
-            "Progress(none)"
-        })
-    }
-}
+use super::{
+    ConfinedPath, Delegator, FileJournal, FileSystem, LocalFs, LocalShell, PlanKeeper, Progress,
+    Shell, ToolError,
+};
+use crate::events::TodoItem;
 
 /// Limits the tools keep to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,9 +71,9 @@ pub struct ToolContext {
     /// Where `ask_user` asks; None when the editor cannot show questions.
     pub asker: Option<Asker>,
     /// Told of each file the agent writes (for rewinds); None: nobody keeps them.
-    pub journal: Option<Arc<dyn super::FileJournal>>,
+    pub journal: Option<Arc<dyn FileJournal>>,
     /// Where `write_plan` keeps the session's plan; None: nowhere.
-    pub plan: Option<Arc<dyn super::PlanKeeper>>,
+    pub plan: Option<Arc<dyn PlanKeeper>>,
 }
 
 /// The editor a session's questions go to.
@@ -217,149 +182,12 @@ impl ToolContext {
     /// through the result, which keeps them beneath the root that was
     /// checked even if a symlink is swapped in afterwards.
     pub fn confine(&self, path: &str) -> Result<ConfinedPath, ToolError> {
-        if path.trim().is_empty() {
-            return Err(ToolError::InvalidArguments("the path is empty".into()));
-        }
-        if let Some(Component::Prefix(prefix)) = Path::new(path).components().next()
-            && !Path::new(path).has_root()
-        {
-            // Windows' `C:foo` starts at drive C's current directory, which
-            // the agent does not choose.
-            return Err(ToolError::InvalidArguments(format!(
-                "{path} is relative to the current directory of drive {}; give a path relative to the working directory, or an absolute one",
-                prefix.as_os_str().to_string_lossy()
-            )));
-        }
-        let joined = if Path::new(path).is_absolute() {
-            PathBuf::from(path)
-        } else {
-            self.cwd.join(path)
-        };
-        let normalized = normalize(&joined);
-        let allowed = self.allowed_roots();
-        if !on_a_root_volume(&normalized, &allowed) {
-            // Not even looked at: touching `\\server\share` would make
-            // Windows contact that server (and offer it the user's credentials).
-            return Err(ToolError::PathOutsideWorkspace {
-                path: path.to_string(),
-                allowed,
-            });
-        }
-        let real = real_path(&normalized).map_err(|err| match err {
-            RealPathError::DanglingSymlink(link) => ToolError::Failed(format!(
-                "{path} goes through the symlink {}, whose target does not exist; refusing to follow it",
-                link.display()
-            )),
-            RealPathError::Io(source) => ToolError::Io {
-                path: path.to_string(),
-                source,
-            },
-        })?;
-        let confined = allowed.iter().find_map(|root| {
-            let root = std::fs::canonicalize(root).unwrap_or_else(|_| normalize(root));
-            ConfinedPath::new(normalized.clone(), &root, &real)
-        });
-        confined.ok_or_else(|| ToolError::PathOutsideWorkspace {
-            path: path.to_string(),
-            allowed,
-        })
+        confine(path, &self.cwd, self.allowed_roots())
     }
 
     /// A path as the model should see it: relative to `cwd` when inside it.
     pub fn display_path(&self, path: &Path) -> String {
         super::display_path(path, &self.cwd)
-    }
-}
-
-/// Whether `path` is on the drive or network share of one of the `roots`
-/// (always on Unix, where paths have no such prefix).
-fn on_a_root_volume(path: &Path, roots: &[PathBuf]) -> bool {
-    let Some(wanted) = volume(path) else {
-        return true;
-    };
-    roots.iter().any(|root| {
-        volume(root).is_some_and(|v| v == wanted)
-            || std::fs::canonicalize(root)
-                .ok()
-                .and_then(|real| volume(&real))
-                .is_some_and(|v| v == wanted)
-    })
-}
-
-/// A Windows path's drive or share, spelt one way (`C:`, `\\server\share`):
-/// `\\?\C:\` and `C:\` are the same volume.
-fn volume(path: &Path) -> Option<String> {
-    let Some(Component::Prefix(prefix)) = path.components().next() else {
-        return None;
-    };
-    Some(match prefix.kind() {
-        Prefix::Disk(drive) | Prefix::VerbatimDisk(drive) => {
-            format!("{}:", char::from(drive.to_ascii_uppercase()))
-        }
-        Prefix::UNC(server, share) | Prefix::VerbatimUNC(server, share) => format!(
-            "\\\\{}\\{}",
-            server.to_string_lossy(),
-            share.to_string_lossy()
-        )
-        .to_lowercase(),
-        Prefix::Verbatim(name) | Prefix::DeviceNS(name) => name.to_string_lossy().to_lowercase(),
-    })
-}
-
-/// Removes `.` and resolves `..` lexically (`..` at the root stays there).
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if matches!(out.components().next_back(), Some(Component::Normal(_))) {
-                    out.pop();
-                }
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-enum RealPathError {
-    DanglingSymlink(PathBuf),
-    Io(io::Error),
-}
-
-/// Where `path` really leads: its longest existing ancestor canonicalised,
-/// with the not-yet-existing rest appended.
-fn real_path(path: &Path) -> Result<PathBuf, RealPathError> {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    loop {
-        match std::fs::canonicalize(&existing) {
-            Ok(mut real) => {
-                for name in rest.iter().rev() {
-                    real.push(name);
-                }
-                return Ok(real);
-            }
-            Err(err) => {
-                // It exists but cannot be resolved: a dangling symlink (whose
-                // target a write would create, maybe outside) or no access.
-                if let Ok(meta) = std::fs::symlink_metadata(&existing) {
-                    return Err(if meta.file_type().is_symlink() {
-                        RealPathError::DanglingSymlink(existing)
-                    } else {
-                        RealPathError::Io(err)
-                    });
-                }
-                match (existing.file_name(), existing.parent()) {
-                    (Some(name), Some(parent)) => {
-                        rest.push(name.to_os_string());
-                        existing = parent.to_path_buf();
-                    }
-                    _ => return Err(RealPathError::Io(err)),
-                }
-            }
-        }
     }
 }
 
@@ -522,7 +350,7 @@ mod tests {
     #[test]
     fn drive_relative_unc_and_other_drive_paths_are_refused() {
         let (_dir, ctx) = workspace();
-        let drive = volume(&ctx.cwd).unwrap();
+        let drive = super::super::fs::confine::volume(&ctx.cwd).unwrap();
         let err = ctx.resolve(&format!("{drive}foo")).unwrap_err();
         assert!(
             matches!(err, ToolError::InvalidArguments(_)),
@@ -536,23 +364,5 @@ mod tests {
         // The project's own drive, spelt another way, is still the project.
         let upper = ctx.cwd.join("src").join("a.rs");
         assert_eq!(ctx.resolve(&upper.display().to_string()).unwrap(), upper);
-    }
-
-    #[test]
-    fn volumes_are_compared_however_they_are_spelt() {
-        // Unix paths have no volume, so nothing is refused for one.
-        assert_eq!(volume(Path::new("/home/u")), None);
-        assert!(on_a_root_volume(
-            Path::new("/etc"),
-            &[PathBuf::from("/home/u")]
-        ));
-        #[cfg(windows)]
-        {
-            assert_eq!(volume(Path::new(r"c:\x")), volume(Path::new(r"\\?\C:\y")));
-            assert_eq!(
-                volume(Path::new(r"\\Srv\Share\x")).as_deref(),
-                Some(r"\\srv\share")
-            );
-        }
     }
 }

@@ -1,8 +1,8 @@
 //! The `delegate` tool: the model hands a focused task to another agent
 //! card, which runs it in a child session of its own and answers with its
 //! final text. The tool only describes the call; who runs the child is a
-//! port ([`Delegator`]) the session layer implements, so tools never know
-//! sessions.
+//! port ([`Delegator`], in `delegation`) the session layer implements, so
+//! tools never know sessions.
 //!
 //! Named `delegate`, not `task` (Claude Code's and opencode's word): next
 //! to the `todo` tool, whose entries are tasks, a small local model picks
@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::delegation::{Delegation, ParentCall};
 use super::typed::{deserialize_arguments, schema_for};
 use super::{Tool, ToolContext, ToolError, ToolFuture, ToolKind};
 use crate::events::Location;
@@ -26,22 +27,6 @@ pub struct DelegateArgs {
     /// The task, complete in itself: the agent sees nothing of this conversation. Say what to find or do and what to report back.
     #[schemars(length(min = 1))]
     pub task: String,
-}
-
-/// One delegation, as the runtime gets it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Delegation {
-    pub agent: String,
-    pub task: String,
-    /// The parent's tool call (as the client knows it), for lineage.
-    pub call_id: String,
-}
-
-/// Who runs a delegated task: the session layer, through the running
-/// call's context. The call's cancel token stops the child; its progress
-/// hook shows the child's work; the answer is the child's final text.
-pub trait Delegator: Send + Sync {
-    fn delegate<'a>(&'a self, delegation: Delegation, ctx: &'a ToolContext) -> ToolFuture<'a>;
 }
 
 /// The tool, listing the cards it can hand work to.
@@ -132,7 +117,13 @@ impl Tool for DelegateTool {
                 task: args.task,
                 call_id: ctx.call_id.clone().unwrap_or_default(),
             };
-            delegator.delegate(delegation, ctx).await
+            let parent = ParentCall {
+                cancel: &ctx.cancel,
+                progress: &ctx.progress,
+                roots: &ctx.roots,
+                sandbox: &ctx.sandbox,
+            };
+            delegator.delegate(delegation, parent).await
         })
     }
 }

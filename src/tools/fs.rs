@@ -9,8 +9,10 @@ use futures::future::BoxFuture;
 
 use super::ToolError;
 
+pub(super) mod confine;
 mod confined;
 
+pub(crate) use confine::confine;
 pub use confined::ConfinedPath;
 
 /// A file operation under way.
@@ -31,9 +33,8 @@ impl LineWindow {
     };
 }
 
-/// Reads and writes whole text files, at paths confined by
-/// [`super::ToolContext::confine`]. A missing file must be
-/// [`ToolError::NotFound`]: `write_file` tells a new file by it.
+/// Reads and writes whole text files, at paths confined by [`confine`].
+/// A missing file must be [`ToolError::NotFound`]: `write_file` tells a new file by it.
 pub trait FileSystem: Send + Sync {
     /// The file's text, or the lines of it `window` asks for.
     fn read_text_file<'a>(
@@ -211,12 +212,16 @@ pub(crate) fn select_lines(text: &str, window: LineWindow) -> &str {
 pub(crate) mod testing {
     use std::path::Path;
 
-    use super::ConfinedPath;
+    use super::{ConfinedPath, ToolError};
 
     pub fn place(root: impl AsRef<Path>, path: &str) -> ConfinedPath {
-        crate::tools::ToolContext::local(root.as_ref())
-            .confine(path)
-            .unwrap()
+        checked(root, path).unwrap()
+    }
+
+    /// `path` checked against `root` alone, as a session in `root` checks it.
+    pub fn checked(root: impl AsRef<Path>, path: &str) -> Result<ConfinedPath, ToolError> {
+        let root = root.as_ref();
+        super::confine(path, root, vec![root.to_path_buf()])
     }
 }
 

@@ -1,6 +1,8 @@
 //! `[agent] repeated_call_limit`: how many identical tool calls in a row
 //! stop a turn (the loop guard in `agent_loop` applies it).
 
+use thiserror::Error;
+
 /// Identical calls in a row that stop a turn when the config does not say.
 pub const DEFAULT_REPEATED_CALL_LIMIT: u32 = 3;
 
@@ -19,14 +21,21 @@ impl Default for LoopGuardSettings {
     }
 }
 
+/// Why `[agent] repeated_call_limit` cannot be used (the config names the key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum LoopGuardError {
+    #[error("is 1, which would stop every tool call")]
+    StopsEveryCall,
+}
+
 impl LoopGuardSettings {
     /// The setting as written: 0 turns the guard off; 1 would stop every
     /// call, so it is refused with the fix.
-    pub fn from_written(written: Option<u32>) -> Result<Self, String> {
+    pub fn from_written(written: Option<u32>) -> Result<Self, LoopGuardError> {
         match written {
             None => Ok(Self::default()),
             Some(0) => Ok(Self { limit: None }),
-            Some(1) => Err("is 1, which would stop every tool call".into()),
+            Some(1) => Err(LoopGuardError::StopsEveryCall),
             Some(limit) => Ok(Self { limit: Some(limit) }),
         }
     }

@@ -155,12 +155,19 @@ pub struct Confinement {
     pub mode: SandboxMode,
     /// Where it may write (temp directories included).
     pub writable: Vec<PathBuf>,
-    pub network: bool,
+    pub network: Network,
+}
+
+/// Whether a confined command may open network connections and listen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    Allowed,
+    Denied,
 }
 
 /// The temp directories every confined command may write to: /tmp,
 /// /var/tmp, /dev/shm and the command's TMPDIR.
-fn temp_dirs(env: &[(String, String)]) -> Vec<PathBuf> {
+pub(super) fn temp_dirs(env: &[(String, String)]) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = ["/tmp", "/var/tmp", "/dev/shm"]
         .into_iter()
         .map(PathBuf::from)
@@ -199,7 +206,11 @@ impl Confinement {
         Some(Self {
             mode,
             writable,
-            network: settings.network,
+            network: if settings.network {
+                Network::Allowed
+            } else {
+                Network::Denied
+            },
         })
     }
 
@@ -353,83 +364,8 @@ impl SessionSandbox {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use tokio_util::sync::CancellationToken;
-
     use super::*;
-    use crate::tools::{LocalShell, Progress, Shell, ShellOutput, ShellRun};
 
-    /// A fresh directory that is not under any temp directory (which every
-    /// confined command may write to): under `target/`, or under HOME when
-    /// the checkout itself lives in a temp directory (as CI's clone may).
-    fn outside_temp_dirs() -> tempfile::TempDir {
-        let target = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target"));
-        let temps = temp_dirs(&std::env::vars().collect::<Vec<_>>());
-        let base = if temps.iter().any(|temp| target.starts_with(temp)) {
-            let home =
-                std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
-            home.join(".cache/crucible-agent-sandbox-tests")
-        } else {
-            target
-        };
-        std::fs::create_dir_all(&base).unwrap();
-        tempfile::tempdir_in(base).unwrap()
-    }
-
-    fn available() -> bool {
-        let support = Support::probe();
-        if !support.is_available() {
-            eprintln!("skipped: no Landlock here ({support:?})");
-        }
-        support.is_available()
-    }
-
-    async fn confined(cwd: &Path, command: &str, confinement: &Confinement) -> ShellOutput {
-        let (cancel, progress) = (CancellationToken::new(), Progress::default());
-        let env: Vec<(String, String)> = std::env::vars().collect();
-        let run = ShellRun {
-            command,
-            cwd,
-            env: &env,
-            timeout: Duration::from_secs(20),
-            output_cap: 10_000,
-            cancel: &cancel,
-            progress: &progress,
-            confinement: Some(confinement),
-        };
-        LocalShell.run(run).await.unwrap()
-    }
-
-    #[tokio::test]
-    async fn writes_only_inside_the_roots_and_temp() {
-        if !available() {
-            return;
-        }
-        // Neither under /tmp, which every confined command may write to.
-        let cwd = outside_temp_dirs();
-        let outside = outside_temp_dirs();
-        let settings = SandboxSettings::default();
-        let roots = [cwd.path().to_path_buf()];
-        let confinement =
-            Confinement::new(SandboxMode::WorkspaceWrite, &settings, &roots, &[]).unwrap();
-        let inside = confined(cwd.path(), "echo hi > inside && cat inside", &confinement).await;
-        assert_eq!(inside.output, "hi\n");
-        let target = outside.path().join("f");
-        let command = format!("echo x > {}", target.display());
-        let blocked = confined(cwd.path(), &command, &confinement).await;
-        assert!(!blocked.success(), "{}", blocked.output);
-        assert!(!target.exists());
-        let explained = confinement.explain(&blocked.output, cwd.path()).unwrap();
-        assert!(
-            explained.contains(&target.display().to_string()),
-            "{explained}"
-        );
-        let read_only = Confinement::new(SandboxMode::ReadOnly, &settings, &roots, &[]).unwrap();
-        let refused = confined(cwd.path(), "touch mine", &read_only).await;
-        assert!(!refused.success());
-        assert!(!cwd.path().join("mine").exists());
-    }
     #[test]
     fn the_session_is_told_once_what_the_sandbox_cannot_do_here() {
         let missing = SessionSandbox::new(
@@ -470,49 +406,5 @@ mod tests {
             },
         );
         assert_eq!(fine.notice(), None);
-    }
-
-    /// The attacks of docs/sandbox-attacks.md that the sandbox stops.
-    #[tokio::test]
-    async fn the_listed_attacks_are_blocked() {
-        if !available() {
-            return;
-        }
-        let (cwd, outside) = (outside_temp_dirs(), outside_temp_dirs());
-        let o = outside.path().display();
-        std::fs::write(outside.path().join("victim"), "v\n").unwrap();
-        std::fs::create_dir(outside.path().join("dir")).unwrap();
-        let roots = [cwd.path().to_path_buf()];
-        let settings = SandboxSettings::default();
-        let c = Confinement::new(SandboxMode::WorkspaceWrite, &settings, &roots, &[]).unwrap();
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let failing = [
-            format!("rm -rf {o}/dir"),
-            format!("mv {o}/victim ./stolen"),
-            format!("ln {o}/victim ./hard && echo x >> ./hard"),
-            format!("ln -s {o}/victim ./soft && echo x >> ./soft"),
-            format!("echo x >> /proc/self/root{o}/victim"),
-            format!("truncate -s 0 {o}/victim"),
-            format!("mkfifo {o}/fifo"),
-            format!("unshare -m sh -c 'mount -t tmpfs none {o}/dir && touch {o}/dir/x'"),
-            format!("cd / && touch {o}/abs"),
-            format!("bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'"),
-            "/usr/bin/python3 -c \"import socket; s=socket.socket(); s.bind(('127.0.0.1', 0))\""
-                .to_string(),
-        ];
-        for attack in &failing {
-            let out = confined(cwd.path(), attack, &c).await;
-            assert!(!out.success(), "{attack}: {}", out.output);
-        }
-        // Something left running keeps the sandbox.
-        let late = format!("(sleep 0.2; touch {o}/late) & sleep 0.5");
-        confined(cwd.path(), &late, &c).await;
-        let victim = std::fs::read_to_string(outside.path().join("victim")).unwrap();
-        assert_eq!(victim, "v\n");
-        assert!(outside.path().join("dir").is_dir());
-        for made in ["late", "abs", "fifo", "dir/x"] {
-            assert!(!outside.path().join(made).exists(), "{made}");
-        }
     }
 }

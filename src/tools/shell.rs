@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{ChildStderr, ChildStdout};
+use tokio::process::{Child, ChildStderr, ChildStdout};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::progress::Progress;
 use super::sandbox::Confinement;
-use super::{Progress, ToolContent, ToolError};
+use super::{ToolContent, ToolError};
 use crate::platform::{self, ProcessTree};
 
 /// How a command ended and what it printed.
@@ -98,6 +99,7 @@ impl Shell for LocalShell {
     }
 }
 
+/// How a running command came to an end.
 enum Ending {
     Exited(std::io::Result<ExitStatus>),
     TimedOut,
@@ -105,122 +107,152 @@ enum Ending {
 }
 
 async fn run_local(run: ShellRun<'_>) -> Result<ShellOutput, ToolError> {
-    let (cwd, cancel) = (run.cwd, run.cancel);
-    if cancel.is_cancelled() {
+    if run.cancel.is_cancelled() {
         return Err(ToolError::Cancelled);
     }
-    let interpreter = platform::interpreter();
-    let line = interpreter.command_line(run.command);
-    let mut command = match run.confinement {
-        Some(confinement) => confinement
-            .command(&line)
-            .map_err(|err| ToolError::Failed(err.to_string()))?,
-        None => line.command(),
-    };
-    command
-        .env_clear()
-        .envs(run.env.iter().map(|(name, value)| (name, value)))
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    // Killed whole on a timeout, a cancel, or when the run is dropped
-    // half-way (kill_on_drop alone would reach only the interpreter).
-    let (mut child, mut tree) = platform::spawn_tree(&mut command).map_err(|err| {
-        ToolError::Failed(format!(
-            "could not start `{}` in {}: {err}",
-            interpreter.name(),
-            cwd.display()
-        ))
-    })?;
-    let mut pipes = Pipes {
-        stdout: Pipe::new(child.stdout.take()),
-        stderr: Pipe::new(child.stderr.take()),
-    };
-    let mut output = CappedOutput::new(run.output_cap);
-    let deadline = Instant::now() + run.timeout;
-    let mut status = None;
-    let mut grace_until = None;
-    let mut show_at = Instant::now() + SHOW_EVERY;
-    // Output came that was not shown yet.
-    let mut unshown = false;
+    let mut running = Running::start(&run)?;
+    match running.wait_for_ending(&run).await {
+        Ending::Exited(status) => running.exited(status),
+        Ending::Cancelled => running.cancelled().await,
+        Ending::TimedOut => Ok(running.timed_out().await),
+    }
+}
 
-    let ending = loop {
-        if pipes.closed()
-            && let Some(status) = status.take()
-        {
-            break Ending::Exited(status);
-        }
-        tokio::select! {
-            // Biased: a cancel or timeout wins even over a flood of output,
-            // and output already there is read before the exit is noticed.
-            biased;
-            () = cancel.cancelled() => break Ending::Cancelled,
-            () = tokio::time::sleep_until(deadline) => break Ending::TimedOut,
-            () = pipes.read_into(&mut output) => unshown = run.progress.is_live(),
-            () = tokio::time::sleep_until(show_at), if unshown => {
-                unshown = false;
-                show_at = Instant::now() + SHOW_EVERY;
-                run.progress.report(vec![ToolContent::Text(output.preview())]);
+/// A started command: its process, the tree of what it starts, its pipes
+/// and the output kept so far.
+struct Running {
+    child: Child,
+    tree: platform::Tree,
+    pipes: Pipes,
+    output: CappedOutput,
+}
+
+impl Running {
+    /// Starts the command in a process tree of its own, with only the
+    /// given environment and no stdin.
+    fn start(run: &ShellRun<'_>) -> Result<Self, ToolError> {
+        let interpreter = platform::interpreter();
+        let line = interpreter.command_line(run.command);
+        let mut command = match run.confinement {
+            Some(confinement) => confinement
+                .command(&line)
+                .map_err(|err| ToolError::Failed(err.to_string()))?,
+            None => line.command(),
+        };
+        command
+            .env_clear()
+            .envs(run.env.iter().map(|(name, value)| (name, value)))
+            .current_dir(run.cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        // Killed whole on a timeout, a cancel, or when the run is dropped
+        // half-way (kill_on_drop alone would reach only the interpreter).
+        let (mut child, tree) = platform::spawn_tree(&mut command).map_err(|err| {
+            ToolError::Failed(format!(
+                "could not start `{}` in {}: {err}",
+                interpreter.name(),
+                run.cwd.display()
+            ))
+        })?;
+        let pipes = Pipes {
+            stdout: Pipe::new(child.stdout.take()),
+            stderr: Pipe::new(child.stderr.take()),
+        };
+        Ok(Self {
+            child,
+            tree,
+            pipes,
+            output: CappedOutput::new(run.output_cap),
+        })
+    }
+
+    /// Reads the output, showing it every [`SHOW_EVERY`] while the command
+    /// runs, until the command exits and its pipes close (or the grace after
+    /// the exit passes), the timeout passes or the call is cancelled.
+    async fn wait_for_ending(&mut self, run: &ShellRun<'_>) -> Ending {
+        let deadline = Instant::now() + run.timeout;
+        let mut status = None;
+        let mut grace_until = None;
+        let mut show_at = Instant::now() + SHOW_EVERY;
+        // Output came that was not shown yet.
+        let mut unshown = false;
+        loop {
+            if self.pipes.closed()
+                && let Some(status) = status.take()
+            {
+                return Ending::Exited(status);
             }
-            exit = child.wait(), if status.is_none() && grace_until.is_none() => {
-                status = Some(exit);
-                grace_until = Some(Instant::now() + OUTPUT_GRACE);
-            }
-            () = sleep_until_some(grace_until) => {
-                if let Some(status) = status.take() {
-                    break Ending::Exited(status);
+            tokio::select! {
+                // Biased: a cancel or timeout wins even over a flood of output,
+                // and output already there is read before the exit is noticed.
+                biased;
+                () = run.cancel.cancelled() => return Ending::Cancelled,
+                () = tokio::time::sleep_until(deadline) => return Ending::TimedOut,
+                () = self.pipes.read_into(&mut self.output) => unshown = run.progress.is_live(),
+                () = tokio::time::sleep_until(show_at), if unshown => {
+                    unshown = false;
+                    show_at = Instant::now() + SHOW_EVERY;
+                    run.progress.report(vec![ToolContent::Text(self.output.preview())]);
+                }
+                exit = self.child.wait(), if status.is_none() && grace_until.is_none() => {
+                    status = Some(exit);
+                    grace_until = Some(Instant::now() + OUTPUT_GRACE);
+                }
+                () = sleep_until_some(grace_until) => {
+                    if let Some(status) = status.take() {
+                        return Ending::Exited(status);
+                    }
                 }
             }
         }
-    };
+    }
 
-    match ending {
-        Ending::Exited(status) => {
-            // Processes it left in the background keep running, as in a terminal.
-            tree.release();
-            let status = status.map_err(|err| {
-                ToolError::Failed(format!("could not wait for the command: {err}"))
-            })?;
-            let (output, omitted_bytes) = output.finish();
-            Ok(ShellOutput {
-                exit_code: status.code(),
-                signal: platform::exit_signal(status),
-                output,
-                timed_out: false,
-                omitted_bytes,
-                terminal_id: None,
-            })
-        }
-        Ending::Cancelled => {
-            tree.kill();
-            let _ = tokio::time::timeout(AFTER_KILL, child.wait()).await;
-            Err(ToolError::Cancelled)
-        }
-        Ending::TimedOut => {
-            tree.kill();
-            // What was already in the pipes is part of the answer.
-            let drain = async {
-                while !pipes.closed() {
-                    pipes.read_into(&mut output).await;
-                }
-            };
-            let _ = tokio::time::timeout(AFTER_KILL, drain).await;
-            let status = tokio::time::timeout(AFTER_KILL, child.wait()).await;
-            let signal = match status {
-                Ok(Ok(status)) => platform::exit_signal(status),
-                _ => platform::KILL_SIGNAL,
-            };
-            let (output, omitted_bytes) = output.finish();
-            Ok(ShellOutput {
-                exit_code: None,
-                signal,
-                output,
-                timed_out: true,
-                omitted_bytes,
-                terminal_id: None,
-            })
+    fn exited(mut self, status: std::io::Result<ExitStatus>) -> Result<ShellOutput, ToolError> {
+        // Processes it left in the background keep running, as in a terminal.
+        self.tree.release();
+        let status = status
+            .map_err(|err| ToolError::Failed(format!("could not wait for the command: {err}")))?;
+        let (output, omitted_bytes) = self.output.finish();
+        Ok(ShellOutput {
+            exit_code: status.code(),
+            signal: platform::exit_signal(status),
+            output,
+            timed_out: false,
+            omitted_bytes,
+            terminal_id: None,
+        })
+    }
+
+    async fn cancelled(mut self) -> Result<ShellOutput, ToolError> {
+        self.tree.kill();
+        let _ = tokio::time::timeout(AFTER_KILL, self.child.wait()).await;
+        Err(ToolError::Cancelled)
+    }
+
+    /// Kills the command; what was already in the pipes is part of the answer.
+    async fn timed_out(mut self) -> ShellOutput {
+        self.tree.kill();
+        let drain = async {
+            while !self.pipes.closed() {
+                self.pipes.read_into(&mut self.output).await;
+            }
+        };
+        let _ = tokio::time::timeout(AFTER_KILL, drain).await;
+        let status = tokio::time::timeout(AFTER_KILL, self.child.wait()).await;
+        let signal = match status {
+            Ok(Ok(status)) => platform::exit_signal(status),
+            _ => platform::KILL_SIGNAL,
+        };
+        let (output, omitted_bytes) = self.output.finish();
+        ShellOutput {
+            exit_code: None,
+            signal,
+            output,
+            timed_out: true,
+            omitted_bytes,
+            terminal_id: None,
         }
     }
 }
@@ -584,5 +616,130 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("could not start"), "{err}");
+    }
+}
+
+/// Commands run in the sandbox (where this machine has one).
+#[cfg(test)]
+#[cfg(unix)]
+mod confined_tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::tools::sandbox::{Confinement, SandboxMode, SandboxSettings, Support, temp_dirs};
+
+    /// A fresh directory that is not under any temp directory (which every
+    /// confined command may write to): under `target/`, or under HOME when
+    /// the checkout itself lives in a temp directory (as CI's clone may).
+    fn outside_temp_dirs() -> tempfile::TempDir {
+        let target = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target"));
+        let temps = temp_dirs(&std::env::vars().collect::<Vec<_>>());
+        let base = if temps.iter().any(|temp| target.starts_with(temp)) {
+            let home =
+                std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
+            home.join(".cache/crucible-agent-sandbox-tests")
+        } else {
+            target
+        };
+        std::fs::create_dir_all(&base).unwrap();
+        tempfile::tempdir_in(base).unwrap()
+    }
+
+    fn available() -> bool {
+        let support = Support::probe();
+        if !support.is_available() {
+            eprintln!("skipped: no Landlock here ({support:?})");
+        }
+        support.is_available()
+    }
+
+    async fn confined(cwd: &Path, command: &str, confinement: &Confinement) -> ShellOutput {
+        let (cancel, progress) = (CancellationToken::new(), Progress::default());
+        let env: Vec<(String, String)> = std::env::vars().collect();
+        let run = ShellRun {
+            command,
+            cwd,
+            env: &env,
+            timeout: Duration::from_secs(20),
+            output_cap: 10_000,
+            cancel: &cancel,
+            progress: &progress,
+            confinement: Some(confinement),
+        };
+        LocalShell.run(run).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn writes_only_inside_the_roots_and_temp() {
+        if !available() {
+            return;
+        }
+        // Neither under /tmp, which every confined command may write to.
+        let cwd = outside_temp_dirs();
+        let outside = outside_temp_dirs();
+        let settings = SandboxSettings::default();
+        let roots = [cwd.path().to_path_buf()];
+        let confinement =
+            Confinement::new(SandboxMode::WorkspaceWrite, &settings, &roots, &[]).unwrap();
+        let inside = confined(cwd.path(), "echo hi > inside && cat inside", &confinement).await;
+        assert_eq!(inside.output, "hi\n");
+        let target = outside.path().join("f");
+        let command = format!("echo x > {}", target.display());
+        let blocked = confined(cwd.path(), &command, &confinement).await;
+        assert!(!blocked.success(), "{}", blocked.output);
+        assert!(!target.exists());
+        let explained = confinement.explain(&blocked.output, cwd.path()).unwrap();
+        assert!(
+            explained.contains(&target.display().to_string()),
+            "{explained}"
+        );
+        let read_only = Confinement::new(SandboxMode::ReadOnly, &settings, &roots, &[]).unwrap();
+        let refused = confined(cwd.path(), "touch mine", &read_only).await;
+        assert!(!refused.success());
+        assert!(!cwd.path().join("mine").exists());
+    }
+
+    /// The attacks of docs/sandbox-attacks.md that the sandbox stops.
+    #[tokio::test]
+    async fn the_listed_attacks_are_blocked() {
+        if !available() {
+            return;
+        }
+        let (cwd, outside) = (outside_temp_dirs(), outside_temp_dirs());
+        let o = outside.path().display();
+        std::fs::write(outside.path().join("victim"), "v\n").unwrap();
+        std::fs::create_dir(outside.path().join("dir")).unwrap();
+        let roots = [cwd.path().to_path_buf()];
+        let settings = SandboxSettings::default();
+        let c = Confinement::new(SandboxMode::WorkspaceWrite, &settings, &roots, &[]).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let failing = [
+            format!("rm -rf {o}/dir"),
+            format!("mv {o}/victim ./stolen"),
+            format!("ln {o}/victim ./hard && echo x >> ./hard"),
+            format!("ln -s {o}/victim ./soft && echo x >> ./soft"),
+            format!("echo x >> /proc/self/root{o}/victim"),
+            format!("truncate -s 0 {o}/victim"),
+            format!("mkfifo {o}/fifo"),
+            format!("unshare -m sh -c 'mount -t tmpfs none {o}/dir && touch {o}/dir/x'"),
+            format!("cd / && touch {o}/abs"),
+            format!("bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'"),
+            "/usr/bin/python3 -c \"import socket; s=socket.socket(); s.bind(('127.0.0.1', 0))\""
+                .to_string(),
+        ];
+        for attack in &failing {
+            let out = confined(cwd.path(), attack, &c).await;
+            assert!(!out.success(), "{attack}: {}", out.output);
+        }
+        // Something left running keeps the sandbox.
+        let late = format!("(sleep 0.2; touch {o}/late) & sleep 0.5");
+        confined(cwd.path(), &late, &c).await;
+        let victim = std::fs::read_to_string(outside.path().join("victim")).unwrap();
+        assert_eq!(victim, "v\n");
+        assert!(outside.path().join("dir").is_dir());
+        for made in ["late", "abs", "fifo", "dir/x"] {
+            assert!(!outside.path().join(made).exists(), "{made}");
+        }
     }
 }

@@ -1,34 +1,23 @@
 //! `write_plan`: the plan the model proposes in plan mode, as Markdown,
-//! kept by the session ([`PlanKeeper`]: a file in its own store directory,
+//! kept by the session ([`crate::tools::PlanKeeper`]: a file in its own store directory,
 //! not the project) and shown in the editor as a plan of its own (ACP
 //! `plan_update` with `markdown` and the file's `path`). Offered in
 //! read-only modes only, where nothing else can be written.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::events::{PlanDocument, ToolContent, ToolKind};
-use crate::tools::{PlanChange, ToolContext, ToolError, ToolOutput, TypedTool};
+use crate::tools::{PlanChange, PlanError, ToolContext, ToolError, ToolOutput, TypedTool};
 
 pub const NAME: &str = "write_plan";
 
 /// The longest plan kept: it is read into the editor whole, and a plan
 /// longer than this is no longer a plan.
 pub const MAX_PLAN_BYTES: usize = 256 * 1024;
-
-/// Where the session keeps its Markdown plan: the port `write_plan`
-/// reaches the session's store through. Errors are said for the model.
-pub trait PlanKeeper: Send + Sync {
-    /// Replaces the plan; the file that holds it, when it is kept on disk.
-    fn save(&self, markdown: String) -> BoxFuture<'_, Result<Option<PathBuf>, String>>;
-    /// Removes the plan (no plan is fine).
-    fn remove(&self) -> BoxFuture<'_, Result<(), String>>;
-}
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WritePlanTool;
@@ -63,7 +52,7 @@ impl TypedTool for WritePlanTool {
                 "this session cannot keep a plan; give the plan in your answer instead".into(),
             )
         })?;
-        let failed = |why: String| ToolError::Failed(format!("the plan was not saved: {why}"));
+        let failed = |why: PlanError| ToolError::Failed(format!("the plan was not saved: {why}"));
         if args.markdown.trim().is_empty() {
             keeper.remove().await.map_err(failed)?;
             let mut output =
@@ -102,7 +91,10 @@ impl TypedTool for WritePlanTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::PlanKeeper;
     use crate::tools::test_support::*;
+    use futures::future::BoxFuture;
+    use std::path::PathBuf;
     use std::sync::Mutex;
 
     /// A keeper in memory that says where it would have written.
@@ -110,12 +102,12 @@ mod tests {
     struct Kept(Mutex<Option<String>>);
 
     impl PlanKeeper for Kept {
-        fn save(&self, markdown: String) -> BoxFuture<'_, Result<Option<PathBuf>, String>> {
+        fn save(&self, markdown: String) -> BoxFuture<'_, Result<Option<PathBuf>, PlanError>> {
             *self.0.lock().unwrap() = Some(markdown);
             Box::pin(async { Ok(Some(PathBuf::from("/data/sessions/s/plan.md"))) })
         }
 
-        fn remove(&self) -> BoxFuture<'_, Result<(), String>> {
+        fn remove(&self) -> BoxFuture<'_, Result<(), PlanError>> {
             *self.0.lock().unwrap() = None;
             Box::pin(async { Ok(()) })
         }
@@ -124,12 +116,12 @@ mod tests {
     struct Broken;
 
     impl PlanKeeper for Broken {
-        fn save(&self, _: String) -> BoxFuture<'_, Result<Option<PathBuf>, String>> {
-            Box::pin(async { Err("the disk is full".to_string()) })
+        fn save(&self, _: String) -> BoxFuture<'_, Result<Option<PathBuf>, PlanError>> {
+            Box::pin(async { Err(PlanError::Store("the disk is full".into())) })
         }
 
-        fn remove(&self) -> BoxFuture<'_, Result<(), String>> {
-            Box::pin(async { Err("the disk is full".to_string()) })
+        fn remove(&self) -> BoxFuture<'_, Result<(), PlanError>> {
+            Box::pin(async { Err(PlanError::Store("the disk is full".into())) })
         }
     }
 

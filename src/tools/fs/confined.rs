@@ -1,5 +1,5 @@
 //! Local file access that cannot leave the root a path was checked
-//! against. [`super::super::ToolContext::confine`] checks where a path
+//! against. [`super::confine`] checks where a path
 //! really leads; between that check and the access, another program (or
 //! the model's own shell command) could swap a directory on the way for a
 //! symlink to somewhere else. So the access does not go by the path string:
@@ -171,8 +171,8 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-    use crate::tools::fs::testing::place;
-    use crate::tools::{FileSystem, LineWindow, LocalFs, ToolContext, ToolError};
+    use crate::tools::fs::testing::{checked, place};
+    use crate::tools::{FileSystem, LineWindow, LocalFs, ToolError};
 
     /// A workspace with `sub/f.txt`, and beside it an `outside` directory
     /// holding `f.txt` with a secret.
@@ -293,7 +293,7 @@ mod tests {
         while swaps.load(Ordering::Relaxed) == 0 {
             std::thread::yield_now();
         }
-        let ctx = ToolContext::local(&root);
+        let fs = LocalFs::default();
         let (mut written, mut refused) = (0, 0);
         // 2,000 rounds at least, and on until one write got through: on a
         // loaded machine the swapper can sit with `sub` away for all of them.
@@ -301,8 +301,8 @@ mod tests {
         while round < 2000 || (written == 0 && round < 200_000) {
             round += 1;
             let text = format!("round {round}");
-            let outcome = match ctx.confine("sub/f.txt") {
-                Ok(checked) => ctx.fs.write_text_file(&checked, &text).await,
+            let outcome = match checked(&root, "sub/f.txt") {
+                Ok(checked) => fs.write_text_file(&checked, &text).await,
                 Err(err) => Err(err),
             };
             match outcome {
@@ -313,8 +313,8 @@ mod tests {
                 Err(ToolError::PathOutsideWorkspace { .. }) => refused += 1,
                 Err(other) => panic!("unexpected error: {other}"),
             }
-            if let Ok(checked) = ctx.confine("sub/f.txt")
-                && let Ok(text) = ctx.fs.read_text_file(&checked, LineWindow::WHOLE).await
+            if let Ok(checked) = checked(&root, "sub/f.txt")
+                && let Ok(text) = fs.read_text_file(&checked, LineWindow::WHOLE).await
             {
                 assert_ne!(text, "secret", "a read went outside");
             }

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Confinement, SandboxMode};
+use super::{Confinement, Network, SandboxMode};
 
 /// How a denial reads (compared in lower case).
 const DENIALS: [&str; 3] = ["permission denied", "operation not permitted", "eacces"];
@@ -35,7 +35,7 @@ pub(super) fn explain(confinement: &Confinement, output: &str, cwd: &Path) -> Op
         let refused = NETWORK_FAILURES
             .iter()
             .any(|failure| lower.contains(failure));
-        return (refused && !confinement.network).then(|| {
+        return (refused && confinement.network == Network::Denied).then(|| {
             format!(
                 "blocked by {sandbox}: a network connection (commands have no network; `[sandbox] network = true` allows it)"
             )
@@ -59,7 +59,7 @@ pub(super) fn explain(confinement: &Confinement, output: &str, cwd: &Path) -> Op
         // Every denied path is one the sandbox allows: not the sandbox.
         return None;
     }
-    Some(if confinement.network {
+    Some(if confinement.network == Network::Allowed {
         format!("probably blocked by {sandbox}: a write outside {where_}")
     } else {
         format!(
@@ -145,7 +145,7 @@ fn is_writable(confinement: &Confinement, path: &Path) -> bool {
 mod tests {
     use super::*;
 
-    fn confinement(dir: &Path, network: bool) -> Confinement {
+    fn confinement(dir: &Path, network: Network) -> Confinement {
         Confinement {
             mode: SandboxMode::WorkspaceWrite,
             writable: vec![dir.to_path_buf(), PathBuf::from("/tmp")],
@@ -156,7 +156,7 @@ mod tests {
     #[test]
     fn names_the_path_outside_in_the_usual_wordings() {
         let dir = tempfile::tempdir().unwrap();
-        let c = confinement(dir.path(), false);
+        let c = confinement(dir.path(), Network::Denied);
         for line in [
             "touch: cannot touch '/etc/x': Permission denied",
             "sh: 1: cannot create /etc/x: Permission denied",
@@ -183,7 +183,7 @@ mod tests {
         let outside = tempfile::tempdir_in("/var/tmp").unwrap();
         let c = Confinement {
             writable: vec![dir.path().to_path_buf()],
-            ..confinement(dir.path(), false)
+            ..confinement(dir.path(), Network::Denied)
         };
         std::os::unix::fs::symlink(outside.path().join("f"), dir.path().join("link")).unwrap();
         let text = explain(
@@ -200,7 +200,7 @@ mod tests {
     #[test]
     fn denials_inside_or_unrelated_output_are_not_the_sandbox() {
         let dir = tempfile::tempdir().unwrap();
-        let c = confinement(dir.path(), false);
+        let c = confinement(dir.path(), Network::Denied);
         let inside = format!(
             "touch: cannot touch '{}/f': Permission denied",
             dir.path().display()
@@ -213,14 +213,14 @@ mod tests {
     fn a_denial_without_a_path_mentions_the_network_when_it_is_off() {
         let dir = tempfile::tempdir().unwrap();
         let off = explain(
-            &confinement(dir.path(), false),
+            &confinement(dir.path(), Network::Denied),
             "PermissionError: [Errno 13] Permission denied",
             dir.path(),
         )
         .unwrap();
         assert!(off.contains("network connection"), "{off}");
         let on = explain(
-            &confinement(dir.path(), true),
+            &confinement(dir.path(), Network::Allowed),
             "curl: (7) Immediate connect fail for 127.0.0.1: Permission denied",
             dir.path(),
         )

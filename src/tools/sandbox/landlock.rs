@@ -10,7 +10,7 @@ use landlock::{
     RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
-use super::{Confinement, Confiner, SandboxError, Support};
+use super::{Confinement, Confiner, Network, SandboxError, Support};
 use crate::platform::CommandLine;
 
 /// The Landlock ABI the rules are written for (vetted here: file access
@@ -84,13 +84,14 @@ const DEVICES: &[&str] = &[
 
 /// The ruleset of one command: reads and execution everywhere, writes only
 /// beneath `writable` (and the harmless devices), TCP connect and bind
-/// denied unless `network`. Built before the fork, where allocating is safe.
-fn ruleset(writable: &[PathBuf], network: bool) -> Result<RulesetCreated, SandboxError> {
+/// denied unless the network is allowed. Built before the fork, where
+/// allocating is safe.
+fn ruleset(writable: &[PathBuf], network: Network) -> Result<RulesetCreated, SandboxError> {
     let failed = |err: landlock::RulesetError| SandboxError::Ruleset(err.to_string());
     let mut ruleset = Ruleset::default()
         .handle_access(AccessFs::from_all(TARGET_ABI))
         .map_err(failed)?;
-    if !network {
+    if network == Network::Denied {
         ruleset = ruleset
             .handle_access(AccessNet::from_all(TARGET_ABI))
             .map_err(failed)?

@@ -7,6 +7,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use super::Network;
+
 /// Closed by default; what any program needs to run; reading everywhere
 /// (as with Landlock); writing only to the harmless devices.
 const BASE: &str = r#"(version 1)
@@ -70,8 +72,8 @@ impl Profile {
 
 /// The profile of a command that may write beneath `writable` (canonical
 /// paths: Seatbelt matches the real path, e.g. /private/tmp for /tmp) and
-/// may use the network only if `network`.
-pub(super) fn profile(writable: &[PathBuf], network: bool) -> Profile {
+/// may use the network only if it is allowed.
+pub(super) fn profile(writable: &[PathBuf], network: Network) -> Profile {
     let mut text = BASE.to_string();
     let mut params = Vec::new();
     if !writable.is_empty() {
@@ -83,7 +85,7 @@ pub(super) fn profile(writable: &[PathBuf], network: bool) -> Profile {
         }
         text.push_str(")\n");
     }
-    if network {
+    if network == Network::Allowed {
         text.push_str(NETWORK);
     }
     Profile { text, params }
@@ -115,14 +117,14 @@ mod tests {
         // Writable directories, network, in the profile, not in it.
         type Row = (
             &'static [&'static str],
-            bool,
+            Network,
             &'static [&'static str],
             &'static [&'static str],
         );
         let table: [Row; 3] = [
             (
                 &["/Users/me/project", "/private/tmp"],
-                false,
+                Network::Denied,
                 &[
                     "(subpath (param \"WRITABLE_0\"))",
                     "(subpath (param \"WRITABLE_1\"))",
@@ -131,14 +133,19 @@ mod tests {
             ),
             (
                 &["/private/tmp"],
-                true,
+                Network::Allowed,
                 &[
                     "(subpath (param \"WRITABLE_0\"))",
                     "(allow network-outbound)",
                 ],
                 &["WRITABLE_1"],
             ),
-            (&[], false, &["(deny default)"], &["(allow file-write*\n"]),
+            (
+                &[],
+                Network::Denied,
+                &["(deny default)"],
+                &["(allow file-write*\n"],
+            ),
         ];
         for (dirs, network, present, absent) in table {
             let dirs: Vec<PathBuf> = dirs.iter().map(PathBuf::from).collect();
@@ -154,14 +161,17 @@ mod tests {
             assert_eq!(profile.params.len(), dirs.len());
             // Reading stays open; the network is closed unless asked for.
             assert!(profile.text.contains("(allow file-read*)"));
-            assert_eq!(profile.text.contains("system-socket"), network);
+            assert_eq!(
+                profile.text.contains("system-socket"),
+                network == Network::Allowed
+            );
         }
     }
 
     #[test]
     fn paths_are_parameters_never_profile_text() {
         let odd = PathBuf::from("/tmp/a\") (allow default) (\"b");
-        let profile = profile(std::slice::from_ref(&odd), false);
+        let profile = profile(std::slice::from_ref(&odd), Network::Denied);
         assert!(!profile.text.contains("allow default"), "{}", profile.text);
         let args = profile.args();
         assert_eq!(args[0], "-p");
