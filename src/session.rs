@@ -20,6 +20,7 @@ pub mod runtime;
 mod sandbox;
 mod services;
 mod settings;
+mod shared;
 mod skills;
 mod slash;
 mod subagents;
@@ -35,10 +36,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use manager::Defaults;
-pub use services::Shared;
 use settings::SettingChange;
 pub use settings::Settings;
+pub use shared::{Defaults, Shared};
 
 use services::Services;
 use settings::SettingsState;
@@ -189,6 +189,16 @@ pub struct SessionHandle {
 impl SessionHandle {
     pub fn send(&self, msg: SessionMsg) -> bool {
         self.tx.send(msg).is_ok()
+    }
+
+    /// Ask the actor to close (its running turn is cancelled and answers
+    /// first) and wait until it has.
+    pub async fn close(self) {
+        let (reply, done) = oneshot::channel();
+        if self.send(SessionMsg::Close { reply }) {
+            let _ = done.await;
+        }
+        let _ = self.task.await;
     }
 }
 

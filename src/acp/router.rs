@@ -24,7 +24,7 @@ use crate::client::{ClientAbilities, CursorUse};
 use crate::events::StopReason;
 use crate::mcp::Relay;
 use crate::model::ClientPrompt;
-use crate::session::manager::{self, SessionManager};
+use crate::session::manager::SessionManager;
 use crate::session::{SessionError, SessionMsg};
 use crate::transport::{Connection, Incoming, Responder, RpcError};
 use answers::{session_error, with_models};
@@ -345,7 +345,7 @@ impl Router {
             return responder.respond(Err(self.not_running(&request.session_id.0)));
         };
         tokio::spawn(async move {
-            manager::close(session).await;
+            session.close().await;
             responder.respond_with(Ok(acp::CloseSessionResponse::new()));
         });
     }
@@ -366,7 +366,7 @@ mod tests {
     use crate::client::ClientSink;
     use crate::config::Config;
     use crate::providers::Providers;
-    use crate::session::manager::Defaults;
+    use crate::session::Defaults;
     use crate::transport::jsonrpc::parse_line;
 
     fn router() -> (Router, crate::transport::Outgoing) {

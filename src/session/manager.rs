@@ -10,12 +10,15 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
 use super::runtime::AgentRuntime;
-use super::{SessionHandle, SessionMsg, SessionStart, Settings, Shared};
+use super::shared::Shared;
+use super::{SessionHandle, SessionMsg, SessionStart, Settings};
+
+// Where `main` has always found it.
+pub use super::shared::Defaults;
 
 use crate::client::{ClientAbilities, ClientSink, Update};
-use crate::config::Config;
 use crate::context::ContextManager;
-use crate::mcp::{McpOptions, McpServerSpec};
+use crate::mcp::McpServerSpec;
 use crate::providers::Providers;
 use crate::store::{self, Metadata, Recorder, Store, StoreError};
 
@@ -81,85 +84,6 @@ fn restored_settings(
 
 /// How long shutdown waits for turns to answer `cancelled` before giving up.
 const CLOSE_GRACE: Duration = Duration::from_secs(3);
-
-pub struct Defaults {
-    pub provider: String,
-    pub model: String,
-    pub max_turn_requests: u32,
-    /// `[agent] repeated_call_limit`.
-    pub loop_guard: crate::tools::repeats::LoopGuardSettings,
-    pub first_token_notice: Option<std::time::Duration>,
-    pub mode: String,
-    pub modes: crate::modes::ModeRegistry,
-    pub rules: Arc<Vec<crate::permissions::Rule>>,
-    /// Crucible's `[permissions]` lists (or the profile's).
-    pub permission_lists: Arc<crate::permissions::patterns::PatternLists>,
-    /// `[permissions] reads`: MCP tools that run as reads.
-    pub declared_reads: crate::permissions::DeclaredReads,
-    /// The kiln and `[llm.models]`, for agent cards.
-    pub agent_cards: crate::agents::CardSettings,
-    /// `[mcp_servers]` from the config, started by every session.
-    pub mcp_servers: Vec<McpServerSpec>,
-    pub mcp_options: McpOptions,
-    /// `[shell_environment]`: what commands get of the agent's environment.
-    pub shell_environment: Arc<crate::tools::environment::EnvironmentPolicy>,
-    /// `[sensitive_files]`: files whose reads ask first.
-    pub sensitive_files: Arc<crate::tools::sensitive::SensitiveFiles>,
-    /// `[sandbox]`: how commands are confined.
-    pub sandbox: crate::tools::sandbox::SandboxSettings,
-    pub context: crate::context::ContextSettings,
-    /// `[context] rules_files`: the project's rules files.
-    pub rules_files: crate::prompt::RulesFiles,
-    /// `--agent` or `[chat] default_agent`.
-    pub agent: Option<String>,
-    /// `[chat] system_prompt`.
-    pub system_prompt: Option<String>,
-    /// `[subagents]`: how far delegation may go.
-    pub subagents: crate::agents::SubagentSettings,
-    /// `[agent] thought_level`.
-    pub thought_level: crate::providers::Reasoning,
-    /// `[agent]`'s budgets.
-    pub budgets: crate::context::spend::Budgets,
-    /// `[prices.MODEL]`.
-    pub prices: crate::providers::pricing::PriceTable,
-    /// `[acp] unstable`.
-    pub unstable: crate::config::Unstable,
-}
-
-impl Defaults {
-    /// What new sessions start with under `config`; None when it names no
-    /// default provider.
-    pub fn from_config(config: &Config) -> Option<Self> {
-        let provider = config.default_provider()?;
-        Some(Self {
-            provider: provider.name.clone(),
-            model: provider.default_model.clone(),
-            max_turn_requests: config.max_turn_requests,
-            loop_guard: config.loop_guard,
-            budgets: config.budgets,
-            first_token_notice: config.first_token_notice,
-            mode: config.default_mode.clone(),
-            modes: config.modes.clone(),
-            rules: Arc::new(config.permission_rules.clone()),
-            permission_lists: Arc::new(config.permission_lists.clone()),
-            declared_reads: config.declared_reads.clone(),
-            agent_cards: config.agent_cards.clone(),
-            mcp_servers: config.mcp_servers.clone(),
-            mcp_options: config.mcp_options.clone(),
-            shell_environment: Arc::new(config.shell_environment.clone()),
-            sensitive_files: Arc::new(config.sensitive_files.clone()),
-            sandbox: config.sandbox.clone(),
-            context: config.context,
-            rules_files: config.rules_files.clone(),
-            agent: config.default_agent.clone(),
-            system_prompt: config.system_prompt.clone(),
-            subagents: config.subagents,
-            thought_level: config.thought_level,
-            prices: config.prices.clone(),
-            unstable: config.unstable,
-        })
-    }
-}
 
 pub struct SessionManager {
     sessions: HashMap<String, SessionHandle>,
@@ -570,9 +494,7 @@ impl SessionManager {
     /// this returns (or the grace period runs out).
     pub async fn close_all(&mut self) {
         let handles: Vec<SessionHandle> = self.sessions.drain().map(|(_, handle)| handle).collect();
-        let closing = handles.into_iter().map(|handle| async move {
-            close(handle).await;
-        });
+        let closing = handles.into_iter().map(SessionHandle::close);
         if tokio::time::timeout(CLOSE_GRACE, futures::future::join_all(closing))
             .await
             .is_err()
@@ -617,13 +539,4 @@ fn replay_for(
         }
     }
     updates
-}
-
-/// Ask an actor to close and wait until it has.
-pub async fn close(handle: SessionHandle) {
-    let (reply, done) = oneshot::channel();
-    if handle.send(SessionMsg::Close { reply }) {
-        let _ = done.await;
-    }
-    let _ = handle.task.await;
 }

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::SessionActor;
+use super::shared::TurnKind;
 use crate::agent_loop::TurnInput;
 use crate::context::budget;
 use crate::providers::ChatRequest;
@@ -44,10 +45,9 @@ impl SessionActor {
         if !wanted || self.conversation.prompted {
             return;
         }
-        let Ok((turn, _)) = self.turn_context(false) else {
+        let Ok((turn, _)) = self.turn_context(TurnKind::Warmup) else {
             return;
         };
-        let turn = turn.quiet();
         let context = self.conversation.context.clone();
         let stop = CancellationToken::new();
         let cancel = stop.clone();

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::shared::TurnKind;
 use super::turn::Started;
 use super::{SessionActor, SessionError, SessionMsg};
 
@@ -94,7 +95,7 @@ impl SessionActor {
             Err(err) => return self.start_command(Err(err), cancel),
         };
         let manager = self.services.mcp.borrow().clone().unwrap_or_default();
-        let (turn, journaled) = self.turn_context(true)?;
+        let (turn, journaled) = self.turn_context(TurnKind::Prompt)?;
         let mut context = self.conversation.context.clone();
         let turn_cancel = cancel;
         let files = std::sync::Arc::clone(&self.services.files);
@@ -147,7 +148,7 @@ impl SessionActor {
         });
         Ok(Started {
             task: tokio_util::task::AbortOnDropHandle::new(task),
-            command: false,
+            kind: TurnKind::Prompt,
             journaled,
         })
     }

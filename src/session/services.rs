@@ -8,8 +8,9 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 use super::runtime::{AgentRuntime, TurnTally};
+use super::shared::{Defaults, Shared};
 use super::subagents::Lineage;
-use super::{Defaults, SessionMsg, SessionStart, prompts, record};
+use super::{SessionMsg, SessionStart, prompts, record};
 
 use crate::agents::{AgentCard, ToolPolicy};
 use crate::client::{ClientAbilities, ClientSink};
@@ -67,16 +68,6 @@ pub(super) struct Services {
     pub skills: Arc<crate::skills::Catalog>,
     /// The client's `systemPrompt`, the system prompt's last layer.
     pub client_prompt: Option<crate::model::ClientPrompt>,
-}
-
-/// What every session shares: the manager hands each one a clone.
-#[derive(Clone)]
-pub struct Shared {
-    pub defaults: Arc<Defaults>,
-    pub providers: Arc<Providers>,
-    pub client: Arc<dyn ClientSink>,
-    /// The delegated agents running now, and where they are saved.
-    pub runtime: Arc<AgentRuntime>,
 }
 
 impl Services {

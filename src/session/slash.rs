@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 
 use tokio_util::sync::CancellationToken;
 
+use super::shared::TurnKind;
 use super::turn::Started;
 use super::{SessionActor, SessionError, SettingChange};
 
@@ -109,7 +110,7 @@ impl SessionActor {
                 ContextCommand::Summarize => job.summarize = Some(None),
             },
         }
-        let (turn, journaled) = self.turn_context(false)?;
+        let (turn, journaled) = self.turn_context(TurnKind::Command)?;
         let roots = self.services.roots();
         let mut context = self.conversation.context.clone();
         let task_cancel = cancel;
@@ -248,7 +249,7 @@ impl SessionActor {
         });
         Ok(Started {
             task: tokio_util::task::AbortOnDropHandle::new(task),
-            command: true,
+            kind: TurnKind::Command,
             journaled,
         })
     }

@@ -16,7 +16,9 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::runtime::{AgentRuntime, AgentState, TurnTally};
-use super::{SessionMsg, SessionStart, Settings, Shared, TurnEnd};
+use super::settings::Settings;
+use super::shared::Shared;
+use super::{SessionMsg, SessionStart, TurnEnd};
 use crate::agents::AgentCard;
 use crate::client::{
     ClientAbilities, ClientFuture, ClientSink, CreateTerminal, PermissionChoice, ReadTextFile,
@@ -176,7 +178,7 @@ impl TurnDelegator {
             .await
             .unwrap_or_else(|_| Err(super::SessionError::Crashed("the agent stopped".into())));
         self.runtime().set_state(&id, AgentState::Idle);
-        super::manager::close(handle).await;
+        handle.close().await;
         if let Ok(TurnEnd {
             usage: Some(usage), ..
         }) = &ended
