@@ -36,8 +36,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use settings::SettingChange;
-pub use settings::Settings;
+pub use settings::{InitialOption, Settings};
+use settings::{Notify, SettingChange};
 pub use shared::{Defaults, Shared};
 
 use services::Services;
@@ -112,7 +112,7 @@ pub enum SessionMsg {
     },
     /// The initial `configOptions` (option id, value id) of `session/new`,
     /// `load`, `resume` or `fork`, applied in order; unknown ones skipped.
-    InitialOptions(Vec<(String, String)>),
+    InitialOptions(Vec<InitialOption>),
     /// The client has the `session/new` answer; the session may now send
     /// updates. `interleaves`: the client takes notifications between a
     /// request and its answer; one that does not (it reads the next line as
@@ -138,6 +138,22 @@ pub enum SessionMsg {
     Close {
         reply: oneshot::Sender<()>,
     },
+}
+
+/// What the client asks a session to be opened with: the same for
+/// `session/new`, `load`, `resume` and `fork`.
+pub struct OpenRequest {
+    pub cwd: PathBuf,
+    /// Workspace roots besides `cwd` the tools may reach (ACP `additionalDirectories`).
+    pub additional_directories: Vec<PathBuf>,
+    /// What the client offers to do for tools.
+    pub client: ClientAbilities,
+    /// The request's MCP servers; they replace config servers of the same name.
+    pub mcp_servers: Vec<McpServerSpec>,
+    /// The client's `systemPrompt`; None keeps a stored session's own.
+    pub client_prompt: Option<crate::model::ClientPrompt>,
+    /// The initial `configOptions`, applied in order; unknown ones skipped.
+    pub initial_options: Vec<InitialOption>,
 }
 
 /// What a session starts from: a new session's defaults, or what a loaded
@@ -299,7 +315,7 @@ impl SessionActor {
         if let Some(name) = agent {
             if start.agent_restored {
                 actor.restore_agent(&name);
-            } else if let Err(err) = actor.apply(SettingChange::Agent(name), false) {
+            } else if let Err(err) = actor.apply(SettingChange::Agent(name), Notify::Quietly) {
                 // Applied before the client hears anything, so no update is
                 // sent; saved, so a load keeps the card's model and mode.
                 tracing::warn!(session = %actor.services.id, %err, "default agent not used");

@@ -25,7 +25,7 @@ use crate::events::StopReason;
 use crate::mcp::Relay;
 use crate::model::ClientPrompt;
 use crate::session::manager::SessionManager;
-use crate::session::{SessionError, SessionMsg};
+use crate::session::{OpenRequest, SessionError, SessionMsg};
 use crate::transport::{Connection, Incoming, Responder, RpcError};
 use answers::{session_error, with_models};
 use params::{check_roots, session_servers};
@@ -232,22 +232,20 @@ impl Router {
                 self.initial_options("session/new", &request.config_options)?,
             ))
         });
-        let ((mcp_servers, roots), client_prompt, initial) = match checked {
+        let ((mcp_servers, roots), client_prompt, initial_options) = match checked {
             Ok(checked) => checked,
             Err(err) => return responder.respond(Err(err)),
         };
-        let client = self.abilities();
         let interleaves = self.interleaves();
-        let session = self
-            .sessions
-            .create(request.cwd, roots, client, mcp_servers);
+        let session = self.sessions.create(OpenRequest {
+            cwd: request.cwd,
+            additional_directories: roots,
+            client: self.abilities(),
+            mcp_servers,
+            client_prompt,
+            initial_options,
+        });
         let id = session.id.clone();
-        if let Some(prompt) = client_prompt {
-            session.send(SessionMsg::SystemPrompt(prompt));
-        }
-        if !initial.is_empty() {
-            session.send(SessionMsg::InitialOptions(initial));
-        }
         let (reply, options) = oneshot::channel();
         session.send(SessionMsg::Options { reply });
         let tx = session.tx.clone();

@@ -8,9 +8,10 @@ use std::fmt::Write as _;
 
 use tokio_util::sync::CancellationToken;
 
+use super::settings::{Notify, SettingChange};
 use super::shared::TurnKind;
 use super::turn::Started;
-use super::{SessionActor, SessionError, SettingChange};
+use super::{SessionActor, SessionError};
 
 use crate::agent_loop::{TurnOutcome, compaction_id};
 use crate::client::{AGENT_OPTION, MODE_OPTION, MODEL_OPTION, Update};
@@ -77,8 +78,8 @@ impl SessionActor {
             },
             Ok(Command::Agent(Some(name))) => {
                 job.text = self
-                    .apply(SettingChange::Agent(name), true)
-                    .unwrap_or_else(|err| err);
+                    .apply(SettingChange::Agent(name), Notify::Client)
+                    .unwrap_or_else(|err| err.to_string());
             }
             Ok(Command::Mode(value)) => job.text = self.option_command(MODE_OPTION, value),
             Ok(Command::Model(None)) if let Some(pick) = self.picker(MODEL_OPTION) => {
