@@ -446,7 +446,7 @@ impl SessionActor {
                     // Past the session's limit by the user's leave: this turn only.
                     Ok(()) => turn.budgets = turn.budgets.turn_only(),
                     Err(stopped) => {
-                        emit(AgentEvent::AgentText(stopped));
+                        emit(AgentEvent::AgentText(stopped.to_string()));
                         return TurnOutcome {
                             new_messages: Vec::new(),
                             result: Ok(crate::events::StopReason::MaxTokens),
