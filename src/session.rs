@@ -36,6 +36,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use prompts::Advertise;
 pub use settings::{InitialOption, Settings};
 use settings::{Notify, SettingChange};
 pub use shared::{Defaults, Shared};
@@ -483,11 +484,11 @@ impl SessionActor {
                     self.release_held();
                     self.conversation.held = None;
                 }
-                self.advertise_commands(true);
+                self.advertise_commands(Advertise::Started);
                 self.load_models();
                 self.prewarm();
             }
-            SessionMsg::CommandsChanged => self.advertise_commands(false),
+            SessionMsg::CommandsChanged => self.advertise_commands(Advertise::Changed),
             SessionMsg::ModelsLoaded { provider, models } => self.models_loaded(provider, models),
             SessionMsg::SystemPrompt(prompt) => {
                 if let Some(recorder) = &self.services.recorder {

@@ -18,6 +18,15 @@ use crate::events::{AgentEvent, StopReason};
 use crate::mcp::McpCallError;
 use crate::model::Part;
 
+/// Why the commands are advertised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Advertise {
+    /// The client has just got the session's answer: the first list goes out.
+    Started,
+    /// The list may have changed: sent only once the client has had one.
+    Changed,
+}
+
 /// Tells the actor each time the servers' lists change, until the session
 /// or its servers are gone.
 pub(super) fn forward_changes(
@@ -55,10 +64,9 @@ impl SessionActor {
     }
 
     /// Sends `available_commands_update` when the set differs from the last
-    /// one sent. `started`: the client has the `session/new` answer (before
-    /// that, nothing is sent).
-    pub(super) fn advertise_commands(&mut self, started: bool) {
-        if !started && self.conversation.commands_sent.is_none() {
+    /// one sent; nothing before the client has the session.
+    pub(super) fn advertise_commands(&mut self, when: Advertise) {
+        if when == Advertise::Changed && self.conversation.commands_sent.is_none() {
             return;
         }
         let commands = self.commands();

@@ -192,7 +192,7 @@ impl SessionActor {
             );
             return Err(text_only(text));
         }
-        let (files, left) = match self.restore(&steps, flags.force, &shown, command) {
+        let (files, left) = match self.restore(&steps, flags, &shown, command) {
             Outcome::Refused(report) => {
                 text.push_str(&report);
                 shell_note(&mut text, commands);
@@ -255,7 +255,7 @@ impl SessionActor {
             text.push_str("Nothing changed. Apply it with `/rewind undo`.");
             return text_only(text);
         }
-        match self.restore(&steps, flags.force, &shown, "/rewind undo") {
+        match self.restore(&steps, flags, &shown, "/rewind undo") {
             Outcome::Refused(report) => text_only(report),
             Outcome::Done(files, left) => {
                 text.push_str(
@@ -279,11 +279,11 @@ impl SessionActor {
     }
 
     /// Checks every file, then writes them back; refuses (changing nothing)
-    /// when one was changed by someone else since, unless `force`.
+    /// when one was changed by someone else since, unless forced.
     fn restore(
         &self,
         steps: &[FileStep],
-        force: bool,
+        flags: RewindFlags,
         shown: &dyn Fn(&Path) -> String,
         command: &str,
     ) -> Outcome {
@@ -311,7 +311,7 @@ impl SessionActor {
             }
             current.push((now, hash));
         }
-        if (!changed.is_empty() || !lost.is_empty()) && !force {
+        if (!changed.is_empty() || !lost.is_empty()) && !flags.force {
             let mut report = String::from("Refused: nothing changed.\n");
             if !changed.is_empty() {
                 report
