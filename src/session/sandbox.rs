@@ -44,7 +44,7 @@ impl SessionActor {
     ) -> Result<String, SettingError> {
         let sandbox = &self.services.tool_context.sandbox;
         let Some(mode) = SandboxMode::parse(mode) else {
-            return Err(SettingError::UnknownSandbox {
+            return Err(SettingError::Sandbox {
                 asked: mode.to_string(),
                 kept: sandbox.mode().as_str().to_string(),
             });

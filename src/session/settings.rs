@@ -70,13 +70,13 @@ pub(super) enum Notify {
 #[derive(Debug, Error)]
 pub(super) enum SettingError {
     #[error("Its mode `{asked}` is unknown; kept `{kept}`.")]
-    UnknownMode { asked: String, kept: String },
+    Mode { asked: String, kept: String },
     #[error("Its provider `{asked}` is not configured; kept `{kept}`.")]
-    UnknownProvider { asked: String, kept: String },
+    Provider { asked: String, kept: String },
     #[error("no agent card named `{asked}`; available: {available}")]
-    UnknownAgent { asked: String, available: String },
+    Agent { asked: String, available: String },
     #[error("`{asked}` is not a sandbox mode; kept `{kept}`.")]
-    UnknownSandbox { asked: String, kept: String },
+    Sandbox { asked: String, kept: String },
 }
 
 /// One change the client (a selector or a slash command) asks for.
@@ -333,7 +333,7 @@ impl SessionActor {
             .find(mode)
             .map(|found| (found.id.clone(), found.policy))
         else {
-            return Err(SettingError::UnknownMode {
+            return Err(SettingError::Mode {
                 asked: mode.to_string(),
                 kept: self.settings.current.mode.clone(),
             });
@@ -353,7 +353,7 @@ impl SessionActor {
     /// the old one once it loads.
     fn switch_provider(&mut self, provider: &str, notify: Notify) -> Result<(), SettingError> {
         let Some(config) = self.services.providers.config(provider) else {
-            return Err(SettingError::UnknownProvider {
+            return Err(SettingError::Provider {
                 asked: provider.to_string(),
                 kept: self.settings.current.provider.clone(),
             });
@@ -397,7 +397,7 @@ impl SessionActor {
             .find(|c| c.name == name)
             .cloned()
         else {
-            return Err(SettingError::UnknownAgent {
+            return Err(SettingError::Agent {
                 asked: name.to_string(),
                 available: list(self.services.agents.iter().map(|c| &c.name)),
             });
