@@ -115,12 +115,9 @@ pub enum SessionMsg {
     /// `load`, `resume` or `fork`, applied in order; unknown ones skipped.
     InitialOptions(Vec<InitialOption>),
     /// The client has the `session/new` answer; the session may now send
-    /// updates. `interleaves`: the client takes notifications between a
-    /// request and its answer; one that does not (it reads the next line as
-    /// the answer) hears of changes made outside a turn when its next turn
-    /// starts.
+    /// updates, as the client takes them.
     Started {
-        interleaves: bool,
+        delivery: Delivery,
     },
     /// The MCP servers are up, or one's prompts changed: advertise the commands again.
     CommandsChanged,
@@ -155,6 +152,16 @@ pub struct OpenRequest {
     pub client_prompt: Option<crate::model::ClientPrompt>,
     /// The initial `configOptions`, applied in order; unknown ones skipped.
     pub initial_options: Vec<InitialOption>,
+}
+
+/// When a client takes a session's updates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// At any time, notifications between a request and its answer too.
+    Interleaved,
+    /// It reads the next line after a request as the answer: changes made
+    /// outside a turn are told when its next turn starts.
+    InTurns,
 }
 
 /// What a session starts from: a new session's defaults, or what a loaded
@@ -479,8 +486,8 @@ impl SessionActor {
                 let _ = reply.send(self.options());
             }
             SessionMsg::InitialOptions(options) => self.initial_options(options),
-            SessionMsg::Started { interleaves } => {
-                if interleaves {
+            SessionMsg::Started { delivery } => {
+                if delivery == Delivery::Interleaved {
                     self.release_held();
                     self.conversation.held = None;
                 }

@@ -25,7 +25,7 @@ use crate::events::StopReason;
 use crate::mcp::Relay;
 use crate::model::ClientPrompt;
 use crate::session::manager::SessionManager;
-use crate::session::{OpenRequest, SessionError, SessionMsg};
+use crate::session::{Delivery, OpenRequest, SessionError, SessionMsg};
 use crate::transport::{Connection, Incoming, Responder, RpcError};
 use answers::{session_error, with_models};
 use params::{check_roots, session_servers};
@@ -236,7 +236,7 @@ impl Router {
             Ok(checked) => checked,
             Err(err) => return responder.respond(Err(err)),
         };
-        let interleaves = self.interleaves();
+        let delivery = self.delivery();
         let session = self.sessions.create(OpenRequest {
             cwd: request.cwd,
             additional_directories: roots,
@@ -262,12 +262,17 @@ impl Router {
                 Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
             }
             // Only now may the session speak: its updates must follow this answer.
-            let _ = tx.send(SessionMsg::Started { interleaves });
+            let _ = tx.send(SessionMsg::Started { delivery });
         });
     }
 
-    fn interleaves(&self) -> bool {
-        self.client.as_ref().is_some_and(ClientInfo::interleaves)
+    /// When the client takes updates, as its name tells.
+    fn delivery(&self) -> Delivery {
+        if self.client.as_ref().is_some_and(ClientInfo::interleaves) {
+            Delivery::Interleaved
+        } else {
+            Delivery::InTurns
+        }
     }
 
     /// What serves `acp` MCP servers, when `[acp] unstable` names `mcp_over_acp`.

@@ -174,7 +174,7 @@ impl Router {
             client_prompt: choices.client_prompt,
             initial_options: choices.initial_options,
         };
-        let interleaves = self.interleaves();
+        let delivery = self.delivery();
         let loaded = match how {
             Reopen::Fork => self.sessions.fork(target.id, target.at, request),
             Reopen::Load => self
@@ -217,7 +217,7 @@ impl Router {
                 Ok(value) => responder.respond(Ok(value)),
                 Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
             }
-            let _ = tx.send(SessionMsg::Started { interleaves });
+            let _ = tx.send(SessionMsg::Started { delivery });
         });
     }
 }
