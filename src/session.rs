@@ -20,6 +20,7 @@ pub mod runtime;
 mod sandbox;
 mod services;
 mod settings;
+mod shared;
 mod skills;
 mod slash;
 mod subagents;
@@ -35,10 +36,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use manager::Defaults;
-pub use services::Shared;
-use settings::SettingChange;
-pub use settings::Settings;
+use prompts::Advertise;
+pub use settings::{InitialOption, Settings};
+use settings::{Notify, SettingChange};
+pub use shared::{Defaults, Shared};
 
 use services::Services;
 use settings::SettingsState;
@@ -112,14 +113,11 @@ pub enum SessionMsg {
     },
     /// The initial `configOptions` (option id, value id) of `session/new`,
     /// `load`, `resume` or `fork`, applied in order; unknown ones skipped.
-    InitialOptions(Vec<(String, String)>),
+    InitialOptions(Vec<InitialOption>),
     /// The client has the `session/new` answer; the session may now send
-    /// updates. `interleaves`: the client takes notifications between a
-    /// request and its answer; one that does not (it reads the next line as
-    /// the answer) hears of changes made outside a turn when its next turn
-    /// starts.
+    /// updates, as the client takes them.
     Started {
-        interleaves: bool,
+        delivery: Delivery,
     },
     /// The MCP servers are up, or one's prompts changed: advertise the commands again.
     CommandsChanged,
@@ -138,6 +136,32 @@ pub enum SessionMsg {
     Close {
         reply: oneshot::Sender<()>,
     },
+}
+
+/// What the client asks a session to be opened with: the same for
+/// `session/new`, `load`, `resume` and `fork`.
+pub struct OpenRequest {
+    pub cwd: PathBuf,
+    /// Workspace roots besides `cwd` the tools may reach (ACP `additionalDirectories`).
+    pub additional_directories: Vec<PathBuf>,
+    /// What the client offers to do for tools.
+    pub client: ClientAbilities,
+    /// The request's MCP servers; they replace config servers of the same name.
+    pub mcp_servers: Vec<McpServerSpec>,
+    /// The client's `systemPrompt`; None keeps a stored session's own.
+    pub client_prompt: Option<crate::model::ClientPrompt>,
+    /// The initial `configOptions`, applied in order; unknown ones skipped.
+    pub initial_options: Vec<InitialOption>,
+}
+
+/// When a client takes a session's updates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// At any time, notifications between a request and its answer too.
+    Interleaved,
+    /// It reads the next line after a request as the answer: changes made
+    /// outside a turn are told when its next turn starts.
+    InTurns,
 }
 
 /// What a session starts from: a new session's defaults, or what a loaded
@@ -189,6 +213,16 @@ pub struct SessionHandle {
 impl SessionHandle {
     pub fn send(&self, msg: SessionMsg) -> bool {
         self.tx.send(msg).is_ok()
+    }
+
+    /// Ask the actor to close (its running turn is cancelled and answers
+    /// first) and wait until it has.
+    pub async fn close(self) {
+        let (reply, done) = oneshot::channel();
+        if self.send(SessionMsg::Close { reply }) {
+            let _ = done.await;
+        }
+        let _ = self.task.await;
     }
 }
 
@@ -289,7 +323,7 @@ impl SessionActor {
         if let Some(name) = agent {
             if start.agent_restored {
                 actor.restore_agent(&name);
-            } else if let Err(err) = actor.apply(SettingChange::Agent(name), false) {
+            } else if let Err(err) = actor.apply(SettingChange::Agent(name), Notify::Quietly) {
                 // Applied before the client hears anything, so no update is
                 // sent; saved, so a load keeps the card's model and mode.
                 tracing::warn!(session = %actor.services.id, %err, "default agent not used");
@@ -452,16 +486,16 @@ impl SessionActor {
                 let _ = reply.send(self.options());
             }
             SessionMsg::InitialOptions(options) => self.initial_options(options),
-            SessionMsg::Started { interleaves } => {
-                if interleaves {
+            SessionMsg::Started { delivery } => {
+                if delivery == Delivery::Interleaved {
                     self.release_held();
                     self.conversation.held = None;
                 }
-                self.advertise_commands(true);
+                self.advertise_commands(Advertise::Started);
                 self.load_models();
                 self.prewarm();
             }
-            SessionMsg::CommandsChanged => self.advertise_commands(false),
+            SessionMsg::CommandsChanged => self.advertise_commands(Advertise::Changed),
             SessionMsg::ModelsLoaded { provider, models } => self.models_loaded(provider, models),
             SessionMsg::SystemPrompt(prompt) => {
                 if let Some(recorder) = &self.services.recorder {

@@ -24,8 +24,8 @@ use crate::client::{ClientAbilities, CursorUse};
 use crate::events::StopReason;
 use crate::mcp::Relay;
 use crate::model::ClientPrompt;
-use crate::session::manager::{self, SessionManager};
-use crate::session::{SessionError, SessionMsg};
+use crate::session::manager::SessionManager;
+use crate::session::{Delivery, OpenRequest, SessionError, SessionMsg};
 use crate::transport::{Connection, Incoming, Responder, RpcError};
 use answers::{session_error, with_models};
 use params::{check_roots, session_servers};
@@ -232,22 +232,20 @@ impl Router {
                 self.initial_options("session/new", &request.config_options)?,
             ))
         });
-        let ((mcp_servers, roots), client_prompt, initial) = match checked {
+        let ((mcp_servers, roots), client_prompt, initial_options) = match checked {
             Ok(checked) => checked,
             Err(err) => return responder.respond(Err(err)),
         };
-        let client = self.abilities();
-        let interleaves = self.interleaves();
-        let session = self
-            .sessions
-            .create(request.cwd, roots, client, mcp_servers);
+        let delivery = self.delivery();
+        let session = self.sessions.create(OpenRequest {
+            cwd: request.cwd,
+            additional_directories: roots,
+            client: self.abilities(),
+            mcp_servers,
+            client_prompt,
+            initial_options,
+        });
         let id = session.id.clone();
-        if let Some(prompt) = client_prompt {
-            session.send(SessionMsg::SystemPrompt(prompt));
-        }
-        if !initial.is_empty() {
-            session.send(SessionMsg::InitialOptions(initial));
-        }
         let (reply, options) = oneshot::channel();
         session.send(SessionMsg::Options { reply });
         let tx = session.tx.clone();
@@ -264,12 +262,17 @@ impl Router {
                 Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
             }
             // Only now may the session speak: its updates must follow this answer.
-            let _ = tx.send(SessionMsg::Started { interleaves });
+            let _ = tx.send(SessionMsg::Started { delivery });
         });
     }
 
-    fn interleaves(&self) -> bool {
-        self.client.as_ref().is_some_and(ClientInfo::interleaves)
+    /// When the client takes updates, as its name tells.
+    fn delivery(&self) -> Delivery {
+        if self.client.as_ref().is_some_and(ClientInfo::interleaves) {
+            Delivery::Interleaved
+        } else {
+            Delivery::InTurns
+        }
     }
 
     /// What serves `acp` MCP servers, when `[acp] unstable` names `mcp_over_acp`.
@@ -345,7 +348,7 @@ impl Router {
             return responder.respond(Err(self.not_running(&request.session_id.0)));
         };
         tokio::spawn(async move {
-            manager::close(session).await;
+            session.close().await;
             responder.respond_with(Ok(acp::CloseSessionResponse::new()));
         });
     }
@@ -366,7 +369,7 @@ mod tests {
     use crate::client::ClientSink;
     use crate::config::Config;
     use crate::providers::Providers;
-    use crate::session::manager::Defaults;
+    use crate::session::Defaults;
     use crate::transport::jsonrpc::parse_line;
 
     fn router() -> (Router, crate::transport::Outgoing) {

@@ -3,6 +3,7 @@
 //! `/budget` command, and the question the next prompt asks once the
 //! session is past one of its limits.
 
+use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 use super::SessionActor;
@@ -77,6 +78,15 @@ impl SessionActor {
     }
 }
 
+/// A prompt the budget stopped, with the message that ends it.
+#[derive(Debug, Error)]
+#[error(
+    "{why} Stopped before calling the model. Raise or lift the limit with `/budget` (e.g. `/budget session_tokens off`) to go on."
+)]
+pub(super) struct Stopped {
+    why: String,
+}
+
 /// A session past its budget, at the start of a prompt.
 pub(super) struct OverBudget {
     why: String,
@@ -85,12 +95,11 @@ pub(super) struct OverBudget {
 }
 
 impl OverBudget {
-    /// Whether the user lets this prompt go on; else the message that ends it.
-    pub async fn go_on(self, cancel: &CancellationToken) -> Result<(), String> {
-        let stopped = format!(
-            "{} Stopped before calling the model. Raise or lift the limit with `/budget` (e.g. `/budget session_tokens off`) to go on.",
-            self.why
-        );
+    /// Whether the user lets this prompt go on; else why it stops.
+    pub async fn go_on(self, cancel: &CancellationToken) -> Result<(), Stopped> {
+        let stopped = Stopped {
+            why: self.why.clone(),
+        };
         let Some(asker) = self.asker else {
             return Err(stopped);
         };

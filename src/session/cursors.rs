@@ -119,7 +119,7 @@ impl TurnCursors {
         };
         let mut out = Vec::new();
         if let Some(prompt) = self.prompt.take() {
-            out.push(self.cursor(prompt, shown.clone(), false));
+            out.push(self.cursor(prompt, shown.clone(), Side::Before));
         }
         out.push(match &shown {
             Shown::AgentMessage(id) | Shown::AgentThought(id) => Update::Tagged {
@@ -136,17 +136,26 @@ impl TurnCursors {
     /// None when it showed nothing (its checkpoint stays, unannounced).
     pub fn answer(&mut self, id: String) -> Option<Update> {
         let last = self.last.clone()?;
-        Some(self.cursor(id, last, true))
+        Some(self.cursor(id, last, Side::After))
     }
 
-    fn cursor(&self, id: String, at: Shown, after: bool) -> Update {
+    fn cursor(&self, id: String, at: Shown, side: Side) -> Update {
         Update::Cursor(crate::client::Cursor {
             id,
             at,
-            after,
+            after: side == Side::After,
             fork: self.fork,
         })
     }
+}
+
+/// Which side of what the client was shown a cursor stands on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// The prompt's: before the turn's first update.
+    Before,
+    /// The answer's: after the turn's last update.
+    After,
 }
 
 /// The answer's cursor at the end of a turn: its checkpoint journaled (so

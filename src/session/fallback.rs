@@ -3,7 +3,7 @@
 //! recorded and the client's selectors follow, as after a manual switch.
 
 use super::SessionActor;
-use super::settings::SettingChange;
+use super::settings::{Notify, SettingChange};
 use crate::agent_loop::Switched;
 use crate::client::Update;
 
@@ -14,7 +14,7 @@ impl SessionActor {
             SettingChange::Provider(switched.provider),
             SettingChange::Model(switched.model),
         ] {
-            if let Err(err) = self.apply(change, true) {
+            if let Err(err) = self.apply(change, Notify::Client) {
                 tracing::warn!(session = %self.services.id, %err, "fallback not adopted");
                 return;
             }

@@ -10,12 +10,15 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
 use super::runtime::AgentRuntime;
-use super::{SessionHandle, SessionMsg, SessionStart, Settings, Shared};
+use super::shared::Shared;
+use super::{InitialOption, OpenRequest, SessionHandle, SessionMsg, SessionStart, Settings};
+
+// Where `main` has always found it.
+pub use super::shared::Defaults;
 
 use crate::client::{ClientAbilities, ClientSink, Update};
-use crate::config::Config;
 use crate::context::ContextManager;
-use crate::mcp::{McpOptions, McpServerSpec};
+use crate::mcp::McpServerSpec;
 use crate::providers::Providers;
 use crate::store::{self, Metadata, Recorder, Store, StoreError};
 
@@ -24,6 +27,158 @@ pub type Loading = BoxFuture<'static, Result<Vec<Update>, StoreError>>;
 
 /// Disk work done before a stored session is opened (a fork's copy).
 type Prepare = Box<dyn FnOnce() -> Result<(), StoreError> + Send>;
+
+/// Whether a reopened session's conversation is shown to the client again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// `session/load`: the conversation goes out again before the answer.
+    Conversation,
+    /// `session/resume` and `session/fork`: the client has it already.
+    Nothing,
+}
+
+/// A stored session to open: where it is, and the disk work before (a
+/// fork's copy).
+struct StoredSession {
+    id: String,
+    store: Arc<Store>,
+    prepare: Option<Prepare>,
+}
+
+/// What a session's files held when it was opened.
+struct ReadSession {
+    open: store::OpenSession,
+    metadata: Metadata,
+    /// The updates that show its conversation again (none without a replay).
+    replay: Vec<Update>,
+    restored: store::Restored,
+    files: crate::context::rewind::FileHistory,
+    spent: crate::context::spend::Totals,
+    todos: Vec<crate::events::TodoItem>,
+}
+
+/// Where a session works and with what: its directories, what the client
+/// offers, and its MCP servers (the config's with the request's).
+struct Workplace {
+    cwd: PathBuf,
+    additional_directories: Vec<PathBuf>,
+    client: ClientAbilities,
+    mcp_servers: Vec<McpServerSpec>,
+}
+
+impl Workplace {
+    /// A probe's: no MCP server is started for it.
+    fn probed(cwd: PathBuf, additional_directories: Vec<PathBuf>, client: ClientAbilities) -> Self {
+        Self {
+            cwd,
+            additional_directories,
+            client,
+            mcp_servers: Vec::new(),
+        }
+    }
+}
+
+/// The client's system prompt and initial options, queued in the
+/// session's mailbox before anything the caller sends after.
+fn send_choices(
+    tx: &mpsc::UnboundedSender<SessionMsg>,
+    client_prompt: Option<crate::model::ClientPrompt>,
+    initial_options: Vec<InitialOption>,
+) {
+    // Without one, a stored session keeps the prompt saved with it.
+    if let Some(prompt) = client_prompt {
+        let _ = tx.send(SessionMsg::SystemPrompt(prompt));
+    }
+    if !initial_options.is_empty() {
+        let _ = tx.send(SessionMsg::InitialOptions(initial_options));
+    }
+}
+
+/// Reads a stored session's files (after its preparation), on a blocking thread.
+fn read_stored(
+    stored: StoredSession,
+    client: ClientAbilities,
+    replay: Replay,
+) -> Result<ReadSession, StoreError> {
+    let StoredSession { id, store, prepare } = stored;
+    if let Some(prepare) = prepare {
+        prepare()?;
+    }
+    let (open, metadata, events) = store.open(&id)?;
+    let replay = match replay {
+        Replay::Conversation => replay_for(&store, &id, &events, client),
+        Replay::Nothing => Vec::new(),
+    };
+    let restored = store::context_from(&events);
+    tracing::info!(session = %id, events = events.len(), entries = restored.context.entries().len(), "session loaded");
+    Ok(ReadSession {
+        open,
+        metadata,
+        replay,
+        files: store::files_from(&events),
+        spent: store::totals_from(&events),
+        todos: store::todos_from(&events),
+        restored,
+    })
+}
+
+/// What a stored session starts from, and its replay: its settings as
+/// they can be restored, the problems to tell, its recorder started.
+fn stored_start(
+    read: ReadSession,
+    workplace: Workplace,
+    shared: &Shared,
+) -> (SessionStart, Vec<Update>) {
+    let ReadSession {
+        open,
+        mut metadata,
+        replay,
+        restored,
+        files,
+        spent,
+        todos,
+    } = read;
+    let mut notices = Vec::new();
+    if let Some(broken) = &metadata.broken {
+        notices.push(super::record::saving_notice(
+            "This session stopped on an internal error",
+            format!(
+                "At {}, it stopped on an internal error in the agent ({}). Everything saved before that is intact, and the session goes on from there. If it happens again, please report it with the log (RUST_LOG=debug).",
+                broken.at, broken.detail
+            ),
+        ));
+    }
+    let (settings, gone) = restored_settings(&mut metadata, shared);
+    notices.extend(gone);
+    metadata.cwd = workplace.cwd.clone();
+    let system_prompt = metadata.system_prompt.clone();
+    let id = metadata.id.clone();
+    let recorder = Recorder::start(open, metadata);
+    // The request's list is the complete one now (empty: none).
+    recorder.additional_directories(&workplace.additional_directories);
+    if let Some(seen) = restored.cut_short {
+        super::record::end_cut_short_turn(&recorder, seen);
+    }
+    let start = SessionStart {
+        id,
+        cwd: workplace.cwd,
+        additional_directories: workplace.additional_directories,
+        client: workplace.client,
+        mcp_servers: workplace.mcp_servers,
+        settings,
+        agent_restored: true,
+        history: restored.context,
+        files,
+        spent,
+        todos,
+        recorder: Some(recorder),
+        save_failure: None,
+        lineage: None,
+        notices,
+        client_prompt: system_prompt,
+    };
+    (start, replay)
+}
 
 /// Disk work on the blocking pool, off the router's reader task.
 async fn blocking<T: Send + 'static>(
@@ -81,85 +236,6 @@ fn restored_settings(
 
 /// How long shutdown waits for turns to answer `cancelled` before giving up.
 const CLOSE_GRACE: Duration = Duration::from_secs(3);
-
-pub struct Defaults {
-    pub provider: String,
-    pub model: String,
-    pub max_turn_requests: u32,
-    /// `[agent] repeated_call_limit`.
-    pub loop_guard: crate::tools::repeats::LoopGuardSettings,
-    pub first_token_notice: Option<std::time::Duration>,
-    pub mode: String,
-    pub modes: crate::modes::ModeRegistry,
-    pub rules: Arc<Vec<crate::permissions::Rule>>,
-    /// Crucible's `[permissions]` lists (or the profile's).
-    pub permission_lists: Arc<crate::permissions::patterns::PatternLists>,
-    /// `[permissions] reads`: MCP tools that run as reads.
-    pub declared_reads: crate::permissions::DeclaredReads,
-    /// The kiln and `[llm.models]`, for agent cards.
-    pub agent_cards: crate::agents::CardSettings,
-    /// `[mcp_servers]` from the config, started by every session.
-    pub mcp_servers: Vec<McpServerSpec>,
-    pub mcp_options: McpOptions,
-    /// `[shell_environment]`: what commands get of the agent's environment.
-    pub shell_environment: Arc<crate::tools::environment::EnvironmentPolicy>,
-    /// `[sensitive_files]`: files whose reads ask first.
-    pub sensitive_files: Arc<crate::tools::sensitive::SensitiveFiles>,
-    /// `[sandbox]`: how commands are confined.
-    pub sandbox: crate::tools::sandbox::SandboxSettings,
-    pub context: crate::context::ContextSettings,
-    /// `[context] rules_files`: the project's rules files.
-    pub rules_files: crate::prompt::RulesFiles,
-    /// `--agent` or `[chat] default_agent`.
-    pub agent: Option<String>,
-    /// `[chat] system_prompt`.
-    pub system_prompt: Option<String>,
-    /// `[subagents]`: how far delegation may go.
-    pub subagents: crate::agents::SubagentSettings,
-    /// `[agent] thought_level`.
-    pub thought_level: crate::providers::Reasoning,
-    /// `[agent]`'s budgets.
-    pub budgets: crate::context::spend::Budgets,
-    /// `[prices.MODEL]`.
-    pub prices: crate::providers::pricing::PriceTable,
-    /// `[acp] unstable`.
-    pub unstable: crate::config::Unstable,
-}
-
-impl Defaults {
-    /// What new sessions start with under `config`; None when it names no
-    /// default provider.
-    pub fn from_config(config: &Config) -> Option<Self> {
-        let provider = config.default_provider()?;
-        Some(Self {
-            provider: provider.name.clone(),
-            model: provider.default_model.clone(),
-            max_turn_requests: config.max_turn_requests,
-            loop_guard: config.loop_guard,
-            budgets: config.budgets,
-            first_token_notice: config.first_token_notice,
-            mode: config.default_mode.clone(),
-            modes: config.modes.clone(),
-            rules: Arc::new(config.permission_rules.clone()),
-            permission_lists: Arc::new(config.permission_lists.clone()),
-            declared_reads: config.declared_reads.clone(),
-            agent_cards: config.agent_cards.clone(),
-            mcp_servers: config.mcp_servers.clone(),
-            mcp_options: config.mcp_options.clone(),
-            shell_environment: Arc::new(config.shell_environment.clone()),
-            sensitive_files: Arc::new(config.sensitive_files.clone()),
-            sandbox: config.sandbox.clone(),
-            context: config.context,
-            rules_files: config.rules_files.clone(),
-            agent: config.default_agent.clone(),
-            system_prompt: config.system_prompt.clone(),
-            subagents: config.subagents,
-            thought_level: config.thought_level,
-            prices: config.prices.clone(),
-            unstable: config.unstable,
-        })
-    }
-}
 
 pub struct SessionManager {
     sessions: HashMap<String, SessionHandle>,
@@ -229,19 +305,17 @@ impl SessionManager {
 
     /// A stored session back in memory: its model, mode, agent card,
     /// "always" answers and context from disk, its MCP servers from the
-    /// request. With `replay`, the future also yields the updates that
-    /// show its conversation again (the caller sends them before
-    /// answering). The disk is read on a blocking thread, never here: the
-    /// handle exists at once (messages wait in its mailbox) and is closed
-    /// if the session cannot be read. A session already open is reused.
+    /// request. With [`Replay::Conversation`], the future also yields the
+    /// updates that show its conversation again (the caller sends them
+    /// before answering). The disk is read on a blocking thread, never
+    /// here: the handle exists at once (messages wait in its mailbox) and
+    /// is closed if the session cannot be read. A session already open is
+    /// reused.
     pub fn load(
         &mut self,
         id: &str,
-        cwd: PathBuf,
-        additional_directories: Vec<PathBuf>,
-        client: ClientAbilities,
-        mcp_servers: Vec<McpServerSpec>,
-        replay: bool,
+        request: OpenRequest,
+        replay: Replay,
     ) -> Result<(mpsc::UnboundedSender<SessionMsg>, Loading), StoreError> {
         let store = self
             .store
@@ -249,9 +323,10 @@ impl SessionManager {
             .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
         if let Some(handle) = self.get(id) {
             let tx = handle.tx.clone();
-            let id = id.to_string();
+            send_choices(&tx, request.client_prompt, request.initial_options);
+            let (id, client) = (id.to_string(), request.client);
             let loading = async move {
-                if !replay {
+                if replay == Replay::Nothing {
                     return Ok(Vec::new());
                 }
                 // The history is append-only: reading it beside our own writer is safe.
@@ -264,14 +339,12 @@ impl SessionManager {
             };
             return Ok((tx, Box::pin(loading)));
         }
-        Ok(self.open_stored(
-            (id, store),
-            (cwd, additional_directories),
-            client,
-            mcp_servers,
-            replay,
-            None,
-        ))
+        let stored = StoredSession {
+            id: id.to_string(),
+            store,
+            prepare: None,
+        };
+        Ok(self.open_stored(stored, request, replay))
     }
 
     /// `session/fork`: a copy of stored session `source` (its history as
@@ -282,9 +355,7 @@ impl SessionManager {
         &mut self,
         source: &str,
         at: Option<String>,
-        (cwd, additional_directories): (PathBuf, Vec<PathBuf>),
-        client: ClientAbilities,
-        mcp_servers: Vec<McpServerSpec>,
+        request: OpenRequest,
     ) -> Result<(String, mpsc::UnboundedSender<SessionMsg>, Loading), StoreError> {
         let store = self
             .store
@@ -293,56 +364,47 @@ impl SessionManager {
         let id = uuid::Uuid::new_v4().to_string();
         let (source, copy_id, copying) = (source.to_string(), id.clone(), Arc::clone(&store));
         let prepare: Prepare = Box::new(move || copying.fork(&source, &copy_id, at.as_deref()));
-        let (tx, loading) = self.open_stored(
-            (&id, store),
-            (cwd, additional_directories),
-            client,
-            mcp_servers,
-            false,
-            Some(prepare),
-        );
+        let stored = StoredSession {
+            id: id.clone(),
+            store,
+            prepare: Some(prepare),
+        };
+        let (tx, loading) = self.open_stored(stored, request, Replay::Nothing);
         Ok((id, tx, loading))
     }
 
-    /// A stored session's actor, its files read (after `prepare`, when
-    /// given) on a blocking thread.
+    /// A stored session's actor, its files read (after its preparation,
+    /// when it has one) on a blocking thread.
     fn open_stored(
         &mut self,
-        (id, store): (&str, Arc<Store>),
-        (cwd, additional_directories): (PathBuf, Vec<PathBuf>),
-        client: ClientAbilities,
-        mcp_servers: Vec<McpServerSpec>,
-        replay: bool,
-        prepare: Option<Prepare>,
+        stored: StoredSession,
+        request: OpenRequest,
+        replay: Replay,
     ) -> (mpsc::UnboundedSender<SessionMsg>, Loading) {
         self.sessions.retain(|_, handle| !handle.tx.is_closed());
         let (tx, rx) = mpsc::unbounded_channel();
         let (ready, loaded) = oneshot::channel();
         let mailbox = tx.downgrade();
         let shared = self.shared.clone();
-        let servers = self.servers(mcp_servers);
-        let read_id = id.to_string();
+        let id = stored.id.clone();
+        let OpenRequest {
+            cwd,
+            additional_directories,
+            client,
+            mcp_servers,
+            client_prompt,
+            initial_options,
+        } = request;
+        let workplace = Workplace {
+            cwd,
+            additional_directories,
+            client,
+            mcp_servers: self.servers(mcp_servers),
+        };
         let task = tokio::spawn(async move {
-            let opened = blocking(move || {
-                if let Some(prepare) = prepare {
-                    prepare()?;
-                }
-                let (open, metadata, events) = store.open(&read_id)?;
-                let updates = if replay {
-                    replay_for(&store, &read_id, &events, client)
-                } else {
-                    Vec::new()
-                };
-                let restored = store::context_from(&events);
-                let files = store::files_from(&events);
-                let spent = store::totals_from(&events);
-                let todos = store::todos_from(&events);
-                tracing::info!(session = %read_id, events = events.len(), entries = restored.context.entries().len(), "session loaded");
-                Ok((open, metadata, updates, restored, (files, spent, todos)))
-            })
-            .await;
-            let (open, mut metadata, updates, restored, (files, spent, todos)) = match opened {
-                Ok(opened) => opened,
+            let read = blocking(move || read_stored(stored, client, replay)).await;
+            let read = match read {
+                Ok(read) => read,
                 Err(err) => {
                     // Closed before the answer: the router forgets this handle.
                     drop(rx);
@@ -350,56 +412,19 @@ impl SessionManager {
                     return;
                 }
             };
-            let mut notices = Vec::new();
-            if let Some(broken) = &metadata.broken {
-                notices.push(super::record::saving_notice(
-                    "This session stopped on an internal error",
-                    format!(
-                        "At {}, it stopped on an internal error in the agent ({}). Everything saved before that is intact, and the session goes on from there. If it happens again, please report it with the log (RUST_LOG=debug).",
-                        broken.at, broken.detail
-                    ),
-                ));
-            }
-            let (settings, gone) = restored_settings(&mut metadata, &shared);
-            notices.extend(gone);
-            metadata.cwd = cwd.clone();
-            let system_prompt = metadata.system_prompt.clone();
-            let id = metadata.id.clone();
-            let recorder = Recorder::start(open, metadata);
-            // The request's list is the complete one now (empty: none).
-            recorder.additional_directories(&additional_directories);
-            if let Some(seen) = restored.cut_short {
-                super::record::end_cut_short_turn(&recorder, seen);
-            }
-            let start = SessionStart {
-                id,
-                cwd,
-                additional_directories,
-                client,
-                mcp_servers: servers,
-                settings,
-                agent_restored: true,
-                history: restored.context,
-                files,
-                spent,
-                todos,
-                recorder: Some(recorder),
-                save_failure: None,
-                lineage: None,
-                notices,
-                client_prompt: system_prompt,
-            };
+            let (start, updates) = stored_start(read, workplace, &shared);
             let _ = ready.send(Ok(updates));
             super::run(start, shared, mailbox, rx).await;
         });
         self.sessions.insert(
-            id.to_string(),
+            id.clone(),
             SessionHandle {
-                id: id.to_string(),
+                id,
                 tx: tx.clone(),
                 task,
             },
         );
+        send_choices(&tx, client_prompt, initial_options);
         let loading = async move {
             loaded
                 .await
@@ -408,20 +433,21 @@ impl SessionManager {
         (tx, Box::pin(loading))
     }
 
-    /// A new session. `mcp_servers` (from `session/new`) replace config
-    /// servers of the same name.
-    pub fn create(
-        &mut self,
-        cwd: PathBuf,
-        additional_directories: Vec<PathBuf>,
-        client: ClientAbilities,
-        mcp_servers: Vec<McpServerSpec>,
-    ) -> &SessionHandle {
+    /// A new session. The request's MCP servers replace config servers of
+    /// the same name.
+    pub fn create(&mut self, request: OpenRequest) -> &SessionHandle {
+        let OpenRequest {
+            cwd,
+            additional_directories,
+            client,
+            mcp_servers,
+            client_prompt,
+            initial_options,
+        } = request;
         let servers = self.servers(mcp_servers);
         let id = uuid::Uuid::new_v4().to_string();
         // Told in the first turn (see `TurnContext`), where every client reads it.
         let mut save_failure = None;
-        let notices = Vec::new();
         let recorder = self.store.as_ref().and_then(|store| {
             let mut metadata = Metadata::new(
                 &id,
@@ -445,11 +471,17 @@ impl SessionManager {
                 }
             }
         });
-        let mut start = self.fresh(id.clone(), (cwd, additional_directories), client, servers);
+        let workplace = Workplace {
+            cwd,
+            additional_directories,
+            client,
+            mcp_servers: servers,
+        };
+        let mut start = self.fresh(id.clone(), workplace);
         start.recorder = recorder;
         start.save_failure = save_failure;
-        start.notices = notices;
         let handle = super::spawn(start, self.shared.clone());
+        send_choices(&handle.tx, client_prompt, initial_options);
         self.sessions.entry(id).or_insert(handle)
     }
 
@@ -464,7 +496,7 @@ impl SessionManager {
         client: ClientAbilities,
     ) -> SessionHandle {
         let id = format!("options-{}", uuid::Uuid::new_v4());
-        let start = self.fresh(id, (cwd, additional_directories), client, Vec::new());
+        let start = self.fresh(id, Workplace::probed(cwd, additional_directories, client));
         super::spawn(start, self.shared.clone())
     }
 
@@ -481,7 +513,8 @@ impl SessionManager {
     ) -> BoxFuture<'static, Result<SessionHandle, StoreError>> {
         let (id, store, shared) = (id.to_string(), self.store.clone(), self.shared.clone());
         let probe_id = format!("options-{}", uuid::Uuid::new_v4());
-        let mut start = self.fresh(probe_id, (cwd, additional_directories), client, Vec::new());
+        let workplace = Workplace::probed(cwd, additional_directories, client);
+        let mut start = self.fresh(probe_id, workplace);
         Box::pin(async move {
             let store = store.ok_or_else(|| StoreError::NotFound(id.clone()))?;
             let mut metadata = blocking(move || {
@@ -500,20 +533,14 @@ impl SessionManager {
     }
 
     /// A new session's start with the configured defaults, nothing saved.
-    fn fresh(
-        &self,
-        id: String,
-        (cwd, additional_directories): (PathBuf, Vec<PathBuf>),
-        client: ClientAbilities,
-        mcp_servers: Vec<McpServerSpec>,
-    ) -> SessionStart {
+    fn fresh(&self, id: String, workplace: Workplace) -> SessionStart {
         let defaults = &self.shared.defaults;
         SessionStart {
             id,
-            cwd,
-            additional_directories,
-            client,
-            mcp_servers,
+            cwd: workplace.cwd,
+            additional_directories: workplace.additional_directories,
+            client: workplace.client,
+            mcp_servers: workplace.mcp_servers,
             settings: Settings {
                 provider: defaults.provider.clone(),
                 model: defaults.model.clone(),
@@ -570,9 +597,7 @@ impl SessionManager {
     /// this returns (or the grace period runs out).
     pub async fn close_all(&mut self) {
         let handles: Vec<SessionHandle> = self.sessions.drain().map(|(_, handle)| handle).collect();
-        let closing = handles.into_iter().map(|handle| async move {
-            close(handle).await;
-        });
+        let closing = handles.into_iter().map(SessionHandle::close);
         if tokio::time::timeout(CLOSE_GRACE, futures::future::join_all(closing))
             .await
             .is_err()
@@ -617,13 +642,4 @@ fn replay_for(
         }
     }
     updates
-}
-
-/// Ask an actor to close and wait until it has.
-pub async fn close(handle: SessionHandle) {
-    let (reply, done) = oneshot::channel();
-    if handle.send(SessionMsg::Close { reply }) {
-        let _ = done.await;
-    }
-    let _ = handle.task.await;
 }

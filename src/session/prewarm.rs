@@ -7,13 +7,15 @@
 //! waits for it, since a second request would read the prefix again.
 
 use futures::StreamExt;
+use thiserror::Error;
 use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::SessionActor;
+use super::shared::TurnKind;
 use crate::agent_loop::TurnInput;
 use crate::context::budget;
-use crate::providers::ChatRequest;
+use crate::providers::{ChatRequest, ProviderError};
 
 /// A warm-up under way (or ended), which the first turn waits for.
 pub(super) struct Warming {
@@ -44,10 +46,9 @@ impl SessionActor {
         if !wanted || self.conversation.prompted {
             return;
         }
-        let Ok((turn, _)) = self.turn_context(false) else {
+        let Ok((turn, _)) = self.turn_context(TurnKind::Warmup) else {
             return;
         };
-        let turn = turn.quiet();
         let context = self.conversation.context.clone();
         let stop = CancellationToken::new();
         let cancel = stop.clone();
@@ -71,10 +72,19 @@ impl SessionActor {
     }
 }
 
+/// Why a warm-up did not finish (only logged).
+#[derive(Debug, Error)]
+enum WarmError {
+    #[error("cancelled")]
+    Cancelled,
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+}
+
 /// Send the request the first turn would begin with, asking for one token.
-async fn warm(input: TurnInput, cancel: &CancellationToken) -> Result<(), String> {
+async fn warm(input: TurnInput, cancel: &CancellationToken) -> Result<(), WarmError> {
     if cancel.is_cancelled() {
-        return Err("cancelled".into());
+        return Err(WarmError::Cancelled);
     }
     let tools = input.tools.definitions();
     let fixed = budget::fixed_chars(input.system.as_deref(), &tools);
@@ -90,16 +100,16 @@ async fn warm(input: TurnInput, cancel: &CancellationToken) -> Result<(), String
     };
     let mut stream = tokio::select! {
         biased;
-        _ = cancel.cancelled() => return Err("cancelled".into()),
-        stream = input.provider.stream_chat(request) => stream.map_err(|err| err.to_string())?,
+        _ = cancel.cancelled() => return Err(WarmError::Cancelled),
+        stream = input.provider.stream_chat(request) => stream?,
     };
     loop {
         tokio::select! {
             biased;
-            _ = cancel.cancelled() => return Err("cancelled".into()),
+            _ = cancel.cancelled() => return Err(WarmError::Cancelled),
             event = stream.next() => match event {
                 None => return Ok(()),
-                Some(Err(err)) => return Err(err.to_string()),
+                Some(Err(err)) => return Err(err.into()),
                 Some(Ok(_)) => {}
             },
         }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::shared::TurnKind;
 use super::turn::Started;
 use super::{SessionActor, SessionError, SessionMsg};
 
@@ -16,6 +17,15 @@ use crate::commands::{self, PromptCommand};
 use crate::events::{AgentEvent, StopReason};
 use crate::mcp::McpCallError;
 use crate::model::Part;
+
+/// Why the commands are advertised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Advertise {
+    /// The client has just got the session's answer: the first list goes out.
+    Started,
+    /// The list may have changed: sent only once the client has had one.
+    Changed,
+}
 
 /// Tells the actor each time the servers' lists change, until the session
 /// or its servers are gone.
@@ -54,10 +64,9 @@ impl SessionActor {
     }
 
     /// Sends `available_commands_update` when the set differs from the last
-    /// one sent. `started`: the client has the `session/new` answer (before
-    /// that, nothing is sent).
-    pub(super) fn advertise_commands(&mut self, started: bool) {
-        if !started && self.conversation.commands_sent.is_none() {
+    /// one sent; nothing before the client has the session.
+    pub(super) fn advertise_commands(&mut self, when: Advertise) {
+        if when == Advertise::Changed && self.conversation.commands_sent.is_none() {
             return;
         }
         let commands = self.commands();
@@ -94,7 +103,7 @@ impl SessionActor {
             Err(err) => return self.start_command(Err(err), cancel),
         };
         let manager = self.services.mcp.borrow().clone().unwrap_or_default();
-        let (turn, journaled) = self.turn_context(true)?;
+        let (turn, journaled) = self.turn_context(TurnKind::Prompt)?;
         let mut context = self.conversation.context.clone();
         let turn_cancel = cancel;
         let files = std::sync::Arc::clone(&self.services.files);
@@ -147,7 +156,7 @@ impl SessionActor {
         });
         Ok(Started {
             task: tokio_util::task::AbortOnDropHandle::new(task),
-            command: false,
+            kind: TurnKind::Prompt,
             journaled,
         })
     }

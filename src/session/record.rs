@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use futures::future::BoxFuture;
 
 use super::SessionActor;
-use super::turn::Journaled;
+use super::shared::{Journaled, TurnKind};
 
 use crate::agent_loop::{Journal, JournalFn, TurnOutcome};
 use crate::client::{ClientSink, Update};
@@ -216,11 +216,11 @@ impl SessionActor {
     /// A turn's rounds and operations are already saved (the journal); its
     /// end is saved with what the estimator learned. A command's
     /// operations are saved now.
-    pub(super) fn record_turn(&self, outcome: &TurnOutcome, command: bool) {
+    pub(super) fn record_turn(&self, outcome: &TurnOutcome, kind: TurnKind) {
         let Some(recorder) = self.services.recorder.as_ref() else {
             return;
         };
-        if command {
+        if kind == TurnKind::Command {
             for op in &outcome.context_ops {
                 recorder.context_op(op);
             }

@@ -12,14 +12,16 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use thiserror::Error;
+
 use super::SessionActor;
 
 use crate::commands::{RewindCommand, RewindFlags};
 use crate::context::ContextOp;
 use crate::context::rewind::{self, FileChange, FileHistory, FileStep, RestoredFile, Rewind};
-use crate::store::{Blobs, Recorder, content_hash};
+use crate::store::{Blobs, Recorder, StoreError, content_hash};
 use crate::tools::journal::{Before, FileJournal};
-use crate::tools::{ConfinedPath, ToolContext};
+use crate::tools::{ConfinedPath, ToolContext, ToolError};
 use crate::util::lock;
 
 /// What a sensitive file's earlier content is recorded as (not a hash:
@@ -190,7 +192,7 @@ impl SessionActor {
             );
             return Err(text_only(text));
         }
-        let (files, left) = match self.restore(&steps, flags.force, &shown, command) {
+        let (files, left) = match self.restore(&steps, flags, &shown, command) {
             Outcome::Refused(report) => {
                 text.push_str(&report);
                 shell_note(&mut text, commands);
@@ -253,7 +255,7 @@ impl SessionActor {
             text.push_str("Nothing changed. Apply it with `/rewind undo`.");
             return text_only(text);
         }
-        match self.restore(&steps, flags.force, &shown, "/rewind undo") {
+        match self.restore(&steps, flags, &shown, "/rewind undo") {
             Outcome::Refused(report) => text_only(report),
             Outcome::Done(files, left) => {
                 text.push_str(
@@ -277,11 +279,11 @@ impl SessionActor {
     }
 
     /// Checks every file, then writes them back; refuses (changing nothing)
-    /// when one was changed by someone else since, unless `force`.
+    /// when one was changed by someone else since, unless forced.
     fn restore(
         &self,
         steps: &[FileStep],
-        force: bool,
+        flags: RewindFlags,
         shown: &dyn Fn(&Path) -> String,
         command: &str,
     ) -> Outcome {
@@ -309,7 +311,7 @@ impl SessionActor {
             }
             current.push((now, hash));
         }
-        if (!changed.is_empty() || !lost.is_empty()) && !force {
+        if (!changed.is_empty() || !lost.is_empty()) && !flags.force {
             let mut report = String::from("Refused: nothing changed.\n");
             if !changed.is_empty() {
                 report
@@ -359,21 +361,30 @@ impl SessionActor {
     /// Puts one file back, through the same confinement as the file
     /// tools: a symlink swapped in since the agent wrote the file cannot
     /// send the restore outside the workspace.
-    fn put_back(&self, step: &FileStep) -> Result<(), String> {
+    fn put_back(&self, step: &FileStep) -> Result<(), FileError> {
         let place = confine(&self.services.tool_context, &step.path)?;
         match &step.restore {
-            None => place.remove().map_err(|e| e.to_string()),
+            None => Ok(place.remove()?),
             Some(hash) => {
-                let bytes = self
-                    .services
-                    .files
-                    .blobs
-                    .get(hash)
-                    .map_err(|e| e.to_string())?;
-                place.write(&bytes).map_err(|e| e.to_string())
+                let bytes = self.services.files.blobs.get(hash)?;
+                Ok(place.write(&bytes)?)
             }
         }
     }
+}
+
+/// Why a file a rewind looks at cannot be read or put back; told as the
+/// cause says it.
+#[derive(Debug, Error)]
+enum FileError {
+    /// Outside the session's roots now (a symlink swapped in, a root gone).
+    #[error(transparent)]
+    Confined(#[from] ToolError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// Its earlier content is not in the store's blobs.
+    #[error(transparent)]
+    Blob(#[from] StoreError),
 }
 
 fn checkpoint_name(id: u64) -> String {
@@ -388,17 +399,13 @@ fn text_only(text: String) -> RewindJob {
 }
 
 /// A file's content now; None: it does not exist.
-fn read(tools: &ToolContext, path: &Path) -> Result<Option<Vec<u8>>, String> {
-    confine(tools, path)?
-        .read_if_present()
-        .map_err(|err| err.to_string())
+fn read(tools: &ToolContext, path: &Path) -> Result<Option<Vec<u8>>, FileError> {
+    Ok(confine(tools, path)?.read_if_present()?)
 }
 
 /// A recorded path checked again against the session's roots, now.
-fn confine(tools: &ToolContext, path: &Path) -> Result<ConfinedPath, String> {
-    tools
-        .confine(&path.to_string_lossy())
-        .map_err(|err| err.to_string())
+fn confine(tools: &ToolContext, path: &Path) -> Result<ConfinedPath, FileError> {
+    Ok(tools.confine(&path.to_string_lossy())?)
 }
 
 fn files_plan(

@@ -2,6 +2,7 @@
 //! (`[sandbox] mode` is where it starts; it is not saved with the session).
 
 use super::SessionActor;
+use super::settings::{Notify, SettingError};
 
 use crate::client::{OptionCategory, OptionValue, SANDBOX_OPTION, SelectOption, Update};
 use crate::tools::sandbox::SandboxMode;
@@ -36,17 +37,21 @@ impl SessionActor {
     }
 
     /// A new sandbox mode, from the next command on.
-    pub(super) fn switch_sandbox(&mut self, mode: &str, notify: bool) -> Result<String, String> {
+    pub(super) fn switch_sandbox(
+        &mut self,
+        mode: &str,
+        notify: Notify,
+    ) -> Result<String, SettingError> {
         let sandbox = &self.services.tool_context.sandbox;
         let Some(mode) = SandboxMode::parse(mode) else {
-            return Err(format!(
-                "`{mode}` is not a sandbox mode; kept `{}`.",
-                sandbox.mode().as_str()
-            ));
+            return Err(SettingError::Sandbox {
+                asked: mode.to_string(),
+                kept: sandbox.mode().as_str().to_string(),
+            });
         };
         if sandbox.mode() != mode {
             sandbox.set_mode(mode);
-            if notify {
+            if notify == Notify::Client {
                 self.send(Update::ConfigOptions(self.options()));
             }
         }

@@ -2,14 +2,15 @@
 //! shared defaults, providers, the client, the recorder, the agent cards,
 //! the MCP servers, the tools and the permission gate.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
 use super::runtime::{AgentRuntime, TurnTally};
+use super::shared::{Defaults, Shared};
 use super::subagents::Lineage;
-use super::{Defaults, SessionMsg, SessionStart, prompts, record};
+use super::{SessionMsg, SessionStart, prompts, record};
 
 use crate::agents::{AgentCard, ToolPolicy};
 use crate::client::{ClientAbilities, ClientSink};
@@ -69,16 +70,6 @@ pub(super) struct Services {
     pub client_prompt: Option<crate::model::ClientPrompt>,
 }
 
-/// What every session shares: the manager hands each one a clone.
-#[derive(Clone)]
-pub struct Shared {
-    pub defaults: Arc<Defaults>,
-    pub providers: Arc<Providers>,
-    pub client: Arc<dyn ClientSink>,
-    /// The delegated agents running now, and where they are saved.
-    pub runtime: Arc<AgentRuntime>,
-}
-
 impl Services {
     /// Every directory the session's tools may reach: `cwd` first, then the
     /// client's additional directories.
@@ -92,14 +83,8 @@ impl Services {
         mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
     ) -> Self {
         let recorder = start.recorder.take();
-        let client = record::recorded_client(recorder.as_ref(), shared.client);
-        let providers = Arc::clone(&shared.providers);
-        let is_provider = move |name: &str| providers.get(name).is_some();
-        let mut agents =
-            crate::agents::load_all(&shared.defaults.agent_cards, &start.cwd, &is_provider);
-        for card in &mut agents {
-            card.rename_tools(&our_tool_name);
-        }
+        let client = record::recorded_client(recorder.as_ref(), Arc::clone(&shared.client));
+        let agents = agent_cards(&shared, &start.cwd);
         let lineage = start.lineage.take();
         let sandbox = match &lineage {
             // A child works in its parent's sandbox and asks through it.
@@ -118,42 +103,22 @@ impl Services {
             lineage.as_ref(),
             &sandbox,
         );
-        let trust = (shared.runtime.store.as_ref())
-            .map(|store| crate::permissions::TrustedRules::in_dir(store.data_dir()));
-        let loaded = super::rule_files::load(&start.cwd, trust);
-        if lineage.is_none()
-            && let Some(untrusted) = loaded.untrusted
-        {
-            start.notices.push(record::saving_notice(
-                "Project permission rules not applied",
-                untrusted,
-            ));
-        }
-        permissions.set_rule_files(loaded.files, loaded.rules, loaded.problems);
+        apply_rule_files(start, &shared, &permissions, lineage.as_ref());
         if lineage.is_none() {
             let escalation: Arc<dyn Escalation> = permissions.clone();
             sandbox.set_escalation(Arc::downgrade(&escalation));
         }
         let parent_permissions = lineage.as_ref().map(|l| Arc::clone(&l.ceiling));
         record::remembered_permissions(recorder.as_ref(), &permissions, parent_permissions);
-        let mut tool_context = tool_context(&start.id, &start.cwd, start.client, &client);
-        // The file tools (and the shell's sandbox) confine to every root.
-        tool_context
-            .roots
-            .extend(start.additional_directories.iter().cloned());
-        // A loaded session's list, as the `todo` tool left it.
-        tool_context.set_todos(std::mem::take(&mut start.todos));
-        tool_context.settings.environment = Arc::clone(&shared.defaults.shell_environment);
-        tool_context.settings.sensitive_files = Arc::clone(&shared.defaults.sensitive_files);
-        tool_context.sandbox = sandbox;
         let files = Arc::new(super::rewind::SessionFiles::new(
             recorder.as_ref(),
             std::mem::take(&mut start.files),
         ));
-        tool_context.journal = Some(Arc::clone(&files) as Arc<dyn crate::tools::FileJournal>);
         let plan = Arc::new(record::SessionPlan::new(recorder.as_ref()));
+        let mut tool_context = tool_context(&start.id, &start.cwd, start.client, &client);
+        equip(&mut tool_context, start, &shared.defaults, sandbox);
+        tool_context.journal = Some(Arc::clone(&files) as Arc<dyn crate::tools::FileJournal>);
         tool_context.plan = Some(Arc::clone(&plan) as Arc<dyn crate::tools::PlanKeeper>);
-        let mut tools = ToolRegistry::builtin();
         let depth = lineage.as_ref().map_or(0, |lineage| lineage.depth);
         let mut parent_mcp = None;
         if let Some(lineage) = lineage {
@@ -161,21 +126,12 @@ impl Services {
             tool_context.shell = lineage.shell;
             parent_mcp = Some(lineage.mcp);
         }
-        if depth < shared.runtime.settings.max_depth {
-            let cards = agents
-                .iter()
-                .map(|c| (c.name.as_str(), c.description.as_str()));
-            tools.register(Arc::new(DelegateTool::new(cards)));
-        }
-        let mut mcp_servers = std::mem::take(&mut start.mcp_servers);
-        for spec in &mut mcp_servers {
-            let confinement =
-                (tool_context.sandbox).confinement(&tool_context.allowed_roots(), &[]);
-            spec.confine(confinement, tool_context.sandbox.unavailable_reason());
-        }
+        let tools = tools(&agents, depth, &shared.runtime);
         let owns_mcp = parent_mcp.is_none();
-        let mcp =
-            parent_mcp.unwrap_or_else(|| start_mcp(mcp_servers, &shared.defaults, mailbox.clone()));
+        let mcp = parent_mcp.unwrap_or_else(|| {
+            let servers = confined(std::mem::take(&mut start.mcp_servers), &tool_context);
+            start_mcp(servers, &shared.defaults, mailbox.clone())
+        });
         let skill_folders =
             crate::skills::folders(&start.cwd, shared.defaults.agent_cards.kiln.as_deref());
         Self {
@@ -209,6 +165,79 @@ impl Services {
             skills: Arc::new(crate::skills::Catalog::new(skill_folders)),
         }
     }
+}
+
+/// Every agent card, its tools named as this agent names them.
+fn agent_cards(shared: &Shared, cwd: &Path) -> Vec<AgentCard> {
+    let providers = Arc::clone(&shared.providers);
+    let is_provider = move |name: &str| providers.get(name).is_some();
+    let mut agents = crate::agents::load_all(&shared.defaults.agent_cards, cwd, &is_provider);
+    for card in &mut agents {
+        card.rename_tools(&our_tool_name);
+    }
+    agents
+}
+
+/// The project's permission rules files; a session the client started
+/// tells why untrusted ones were not applied.
+fn apply_rule_files(
+    start: &mut SessionStart,
+    shared: &Shared,
+    permissions: &SessionPermissions,
+    lineage: Option<&Lineage>,
+) {
+    let trust = (shared.runtime.store.as_ref())
+        .map(|store| crate::permissions::TrustedRules::in_dir(store.data_dir()));
+    let loaded = super::rule_files::load(&start.cwd, trust);
+    if lineage.is_none()
+        && let Some(untrusted) = loaded.untrusted
+    {
+        start.notices.push(record::saving_notice(
+            "Project permission rules not applied",
+            untrusted,
+        ));
+    }
+    permissions.set_rule_files(loaded.files, loaded.rules, loaded.problems);
+}
+
+/// The tools' reach and rules: every root, the loaded todo list, the
+/// config's environment and sensitive files, the session's sandbox.
+fn equip(
+    tool_context: &mut ToolContext,
+    start: &mut SessionStart,
+    defaults: &Defaults,
+    sandbox: Arc<SessionSandbox>,
+) {
+    // The file tools (and the shell's sandbox) confine to every root.
+    tool_context
+        .roots
+        .extend(start.additional_directories.iter().cloned());
+    // A loaded session's list, as the `todo` tool left it.
+    tool_context.set_todos(std::mem::take(&mut start.todos));
+    tool_context.settings.environment = Arc::clone(&defaults.shell_environment);
+    tool_context.settings.sensitive_files = Arc::clone(&defaults.sensitive_files);
+    tool_context.sandbox = sandbox;
+}
+
+/// The built-in tools, and `delegate` while delegation may go deeper.
+fn tools(agents: &[AgentCard], depth: u32, runtime: &AgentRuntime) -> ToolRegistry {
+    let mut tools = ToolRegistry::builtin();
+    if depth < runtime.settings.max_depth {
+        let cards = agents
+            .iter()
+            .map(|c| (c.name.as_str(), c.description.as_str()));
+        tools.register(Arc::new(DelegateTool::new(cards)));
+    }
+    tools
+}
+
+/// MCP servers that opt in are confined like the session's commands.
+fn confined(mut servers: Vec<McpServerSpec>, tool_context: &ToolContext) -> Vec<McpServerSpec> {
+    for spec in &mut servers {
+        let confinement = (tool_context.sandbox).confinement(&tool_context.allowed_roots(), &[]);
+        spec.confine(confinement, tool_context.sandbox.unavailable_reason());
+    }
+    servers
 }
 
 /// The mode's policy, the config's rules and lists, the cards' tool

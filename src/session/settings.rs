@@ -6,6 +6,8 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use thiserror::Error;
+
 use super::{SessionActor, SessionError, SessionMsg};
 
 use crate::agents::AgentCard;
@@ -43,6 +45,38 @@ pub(super) struct SettingsState {
     pub current: Settings,
     /// The provider's model list, once it has loaded.
     pub models: Option<Vec<ModelInfo>>,
+}
+
+/// One of a session request's initial `configOptions`: an option's id
+/// and the id of the value it starts with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InitialOption {
+    pub option: String,
+    pub value: String,
+}
+
+/// Whether a change of a setting is told to the client as it is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Notify {
+    /// The client has the session: it hears what changed.
+    Client,
+    /// Before the client has the session: the change is part of its
+    /// first answer instead.
+    Quietly,
+}
+
+/// Why a change of a setting was not made (or not all of it), worded for
+/// the user: a slash command answers with it.
+#[derive(Debug, Error)]
+pub(super) enum SettingError {
+    #[error("Its mode `{asked}` is unknown; kept `{kept}`.")]
+    Mode { asked: String, kept: String },
+    #[error("Its provider `{asked}` is not configured; kept `{kept}`.")]
+    Provider { asked: String, kept: String },
+    #[error("no agent card named `{asked}`; available: {available}")]
+    Agent { asked: String, available: String },
+    #[error("`{asked}` is not a sandbox mode; kept `{kept}`.")]
+    Sandbox { asked: String, kept: String },
 }
 
 /// One change the client (a selector or a slash command) asks for.
@@ -190,15 +224,15 @@ impl SessionActor {
         id: &str,
         value: &str,
     ) -> Result<Vec<SelectOption>, SessionError> {
-        self.set_option_as(id, value, true)
+        self.set_option_as(id, value, Notify::Client)
     }
 
     /// The initial `configOptions` of a session request, in order, before
     /// the client has the answer: no update for them (the answer shows
     /// them), and an unknown option or value is skipped, as ACP asks.
-    pub(super) fn initial_options(&mut self, options: Vec<(String, String)>) {
-        for (id, value) in options {
-            if let Err(err) = self.set_option_as(&id, &value, false) {
+    pub(super) fn initial_options(&mut self, options: Vec<InitialOption>) {
+        for InitialOption { option, value } in options {
+            if let Err(err) = self.set_option_as(&option, &value, Notify::Quietly) {
                 tracing::debug!(session = %self.services.id, %err, "initial config option ignored");
             }
         }
@@ -208,7 +242,7 @@ impl SessionActor {
         &mut self,
         id: &str,
         value: &str,
-        notify: bool,
+        notify: Notify,
     ) -> Result<Vec<SelectOption>, SessionError> {
         let options = self.options();
         let option = options.iter().find(|o| o.id == id).ok_or_else(|| {
@@ -240,7 +274,7 @@ impl SessionActor {
             });
         }
         let before = self.options();
-        if let Err(err) = self.apply(SettingChange::Model(model), true) {
+        if let Err(err) = self.apply(SettingChange::Model(model), Notify::Client) {
             tracing::warn!(session = %self.services.id, %err, "model not applied");
         }
         let after = self.options();
@@ -250,10 +284,12 @@ impl SessionActor {
         Ok(())
     }
 
-    /// The one way settings change. `notify`: the client already has the
-    /// session and hears what changed (a session's start-up changes are
-    /// part of its first answer instead). Returns a report for the user.
-    pub(super) fn apply(&mut self, change: SettingChange, notify: bool) -> Result<String, String> {
+    /// The one way settings change. Returns a report for the user.
+    pub(super) fn apply(
+        &mut self,
+        change: SettingChange,
+        notify: Notify,
+    ) -> Result<String, SettingError> {
         let report = match change {
             SettingChange::Model(model) => {
                 let report = format!("model is now `{model}`.");
@@ -261,7 +297,7 @@ impl SessionActor {
                 report
             }
             SettingChange::Mode(mode) => {
-                if self.switch_mode(&mode, notify)? && notify {
+                if self.switch_mode(&mode, notify)? && notify == Notify::Client {
                     self.send(Update::ConfigOptions(self.options()));
                 }
                 format!("mode is now `{mode}`.")
@@ -276,7 +312,7 @@ impl SessionActor {
             }
             SettingChange::Agent(name) => {
                 let report = self.switch_agent(&name, notify)?;
-                if notify {
+                if notify == Notify::Client {
                     self.send(Update::ConfigOptions(self.options()));
                 }
                 report
@@ -289,7 +325,7 @@ impl SessionActor {
 
     /// A new mode takes effect from the next model call; a running turn
     /// keeps its tools. Whether the mode changed.
-    fn switch_mode(&mut self, mode: &str, notify: bool) -> Result<bool, String> {
+    fn switch_mode(&mut self, mode: &str, notify: Notify) -> Result<bool, SettingError> {
         let Some((id, policy)) = self
             .services
             .defaults
@@ -297,17 +333,17 @@ impl SessionActor {
             .find(mode)
             .map(|found| (found.id.clone(), found.policy))
         else {
-            return Err(format!(
-                "Its mode `{mode}` is unknown; kept `{}`.",
-                self.settings.current.mode
-            ));
+            return Err(SettingError::Mode {
+                asked: mode.to_string(),
+                kept: self.settings.current.mode.clone(),
+            });
         };
         if self.settings.current.mode == id {
             return Ok(false);
         }
         self.settings.current.mode = id;
         self.services.permissions.set_policy(policy);
-        if notify {
+        if notify == Notify::Client {
             self.send(Update::CurrentMode(self.settings.current.mode.clone()));
         }
         Ok(true)
@@ -315,18 +351,18 @@ impl SessionActor {
 
     /// A new server: its own default model, and its model list replaces
     /// the old one once it loads.
-    fn switch_provider(&mut self, provider: &str, notify: bool) -> Result<(), String> {
+    fn switch_provider(&mut self, provider: &str, notify: Notify) -> Result<(), SettingError> {
         let Some(config) = self.services.providers.config(provider) else {
-            return Err(format!(
-                "Its provider `{provider}` is not configured; kept `{}`.",
-                self.settings.current.provider
-            ));
+            return Err(SettingError::Provider {
+                asked: provider.to_string(),
+                kept: self.settings.current.provider.clone(),
+            });
         };
         if self.settings.current.provider != provider {
             self.settings.current.provider = provider.to_string();
             self.settings.current.model = config.default_model.clone();
             self.settings.models = None;
-            if notify {
+            if notify == Notify::Client {
                 self.load_models();
             }
         }
@@ -348,7 +384,7 @@ impl SessionActor {
 
     /// Make `name` the active card; its model, provider and mode apply if
     /// it names them.
-    fn switch_agent(&mut self, name: &str, notify: bool) -> Result<String, String> {
+    fn switch_agent(&mut self, name: &str, notify: Notify) -> Result<String, SettingError> {
         if name == NO_AGENT {
             self.settings.current.agent = None;
             self.services.permissions.set_agent(None);
@@ -361,10 +397,10 @@ impl SessionActor {
             .find(|c| c.name == name)
             .cloned()
         else {
-            return Err(format!(
-                "no agent card named `{name}`; available: {}",
-                list(self.services.agents.iter().map(|c| &c.name))
-            ));
+            return Err(SettingError::Agent {
+                asked: name.to_string(),
+                available: list(self.services.agents.iter().map(|c| &c.name)),
+            });
         };
         let mut report = format!("Agent `{}`: {}.", card.name, card.description);
         if let Some(provider) = &card.provider {

@@ -3,6 +3,7 @@
 //! again at each turn's start; a change is advertised to the client.
 
 use super::SessionActor;
+use super::prompts::Advertise;
 use crate::client::CommandInfo;
 use crate::model::Part;
 
@@ -25,7 +26,7 @@ impl SessionActor {
     /// Re-read the skill folders if they changed, and tell the client.
     pub(super) fn refresh_skills(&mut self) {
         if self.services.skills.refresh() {
-            self.advertise_commands(false);
+            self.advertise_commands(Advertise::Changed);
         }
     }
 

@@ -8,10 +8,12 @@ use std::fmt::Write as _;
 
 use tokio_util::sync::CancellationToken;
 
+use super::settings::{Notify, SettingChange};
+use super::shared::TurnKind;
 use super::turn::Started;
-use super::{SessionActor, SessionError, SettingChange};
+use super::{SessionActor, SessionError};
 
-use crate::agent_loop::{TurnOutcome, compaction_id};
+use crate::agent_loop::{TurnInput, TurnOutcome, compaction_id};
 use crate::client::{AGENT_OPTION, MODE_OPTION, MODEL_OPTION, Update};
 use crate::commands::{self, Command, CommandError, ContextCommand};
 use crate::context::compact::{self, CompactError};
@@ -25,12 +27,17 @@ struct Job {
     op: Option<ContextOp>,
     /// A rewind's or a rollback's: applied in order, reported or not.
     rewind: super::rewind::RewindJob,
-    show: bool,
     /// `/compact` and `/context summarize`, with the user's focus.
     summarize: Option<Option<String>>,
     /// `/agent` or `/model` without a name, asked in a form.
     pick: Option<super::pick::Pick>,
-    /// `/context`'s spend against the budgets.
+    /// `/context`: the report replaces the answer.
+    report: Option<Report>,
+}
+
+/// What `/context` reports besides what its task measures.
+struct Report {
+    /// The spend against the budgets.
     budgets: String,
 }
 
@@ -61,11 +68,48 @@ impl SessionActor {
         }
     }
 
+    /// Runs a slash command: its settings part here in the actor, its
+    /// context part (and `/compact`'s model call) in a task like a turn's.
     pub(super) fn start_command(
         &mut self,
         command: Result<Command, CommandError>,
         cancel: CancellationToken,
     ) -> Result<Started, SessionError> {
+        let job = self.command_job(command);
+        let (turn, journaled) = self.turn_context(TurnKind::Command)?;
+        let roots = self.services.roots();
+        let context = self.conversation.context.clone();
+        let task = tokio::spawn(async move {
+            let emit = turn.emitter();
+            let ready = turn.input(Default::default(), cancel.clone(), &emit).await;
+            let mut run = JobRun {
+                text: job.text,
+                ops: Vec::new(),
+                result: Ok(StopReason::EndTurn),
+                context,
+            };
+            if let Some(pick) = job.pick {
+                run.text = pick.run(&cancel).await;
+            }
+            run.apply_rewind(job.rewind);
+            if let Some(op) = job.op {
+                run.apply(op);
+            }
+            if let Some(focus) = job.summarize {
+                run.summarize(focus, &ready, &emit, &cancel).await;
+            }
+            run.finish(&ready, job.report, &roots, &emit)
+        });
+        Ok(Started {
+            task: tokio_util::task::AbortOnDropHandle::new(task),
+            kind: TurnKind::Command,
+            journaled,
+        })
+    }
+
+    /// The actor's part of a command: settings change now; the rest is
+    /// what its task will do.
+    fn command_job(&mut self, command: Result<Command, CommandError>) -> Job {
         let mut job = Job::default();
         match command {
             Err(err) => job.text = err.to_string(),
@@ -76,8 +120,8 @@ impl SessionActor {
             },
             Ok(Command::Agent(Some(name))) => {
                 job.text = self
-                    .apply(SettingChange::Agent(name), true)
-                    .unwrap_or_else(|err| err);
+                    .apply(SettingChange::Agent(name), Notify::Client)
+                    .unwrap_or_else(|err| err.to_string());
             }
             Ok(Command::Mode(value)) => job.text = self.option_command(MODE_OPTION, value),
             Ok(Command::Model(None)) if let Some(pick) = self.picker(MODEL_OPTION) => {
@@ -92,165 +136,186 @@ impl SessionActor {
             Ok(Command::Compact { focus }) => job.summarize = Some(focus),
             Ok(Command::Rewind(command)) => job.rewind = self.rewind_command(command),
             Ok(Command::Budget(args)) => job.text = self.budget_command(args.as_deref()),
-            Ok(Command::Context(command)) => match command {
-                ContextCommand::Show => {
-                    job.show = true;
-                    job.budgets = self.budgets().report(&self.spent());
-                }
-                ContextCommand::Checkpoint(name) => job.op = Some(ContextOp::Checkpoint { name }),
-                ContextCommand::Rollback(name, flags) => {
-                    job.rewind = self.rollback_command(&name, flags);
-                }
-                ContextCommand::Pop(count) => job.op = Some(ContextOp::Pop { count }),
-                ContextCommand::Reset => {
-                    job.op = Some(ContextOp::Reset);
-                    self.remove_plan();
-                }
-                ContextCommand::Summarize => job.summarize = Some(None),
-            },
+            Ok(Command::Context(command)) => self.context_job(command, &mut job),
         }
-        let (turn, journaled) = self.turn_context(false)?;
-        let roots = self.services.roots();
-        let mut context = self.conversation.context.clone();
-        let task_cancel = cancel;
-        let task = tokio::spawn(async move {
-            let emit = turn.emitter();
-            let ready = turn
-                .input(Default::default(), task_cancel.clone(), &emit)
-                .await;
-            let keep = ready.context_settings.keep_recent_turns;
-            let budget = ready.context_settings.budget(ready.context_window);
-            let mut ops = Vec::new();
-            let mut result = Ok(StopReason::EndTurn);
-            let mut text = job.text;
-            if let Some(pick) = job.pick {
-                text = pick.run(&task_cancel).await;
+        job
+    }
+
+    /// `/context` and its subcommands.
+    fn context_job(&mut self, command: ContextCommand, job: &mut Job) {
+        match command {
+            ContextCommand::Show => {
+                job.report = Some(Report {
+                    budgets: self.budgets().report(&self.spent()),
+                });
             }
-            text.push_str(&job.rewind.text);
-            let rewind = job.rewind.silent.into_iter().map(|op| (op, false));
-            let rollback = job.rewind.reported.into_iter().map(|op| (op, true));
-            for (op, reported) in rewind.chain(rollback) {
-                match context.apply(&op) {
-                    Ok(report) => {
-                        if reported {
-                            if !text.is_empty() {
-                                text.push('\n');
-                            }
-                            text.push_str(&report);
+            ContextCommand::Checkpoint(name) => job.op = Some(ContextOp::Checkpoint { name }),
+            ContextCommand::Rollback(name, flags) => {
+                job.rewind = self.rollback_command(&name, flags);
+            }
+            ContextCommand::Pop(count) => job.op = Some(ContextOp::Pop { count }),
+            ContextCommand::Reset => {
+                job.op = Some(ContextOp::Reset);
+                self.remove_plan();
+            }
+            ContextCommand::Summarize => job.summarize = Some(None),
+        }
+    }
+}
+
+/// A command's task as it goes: its answer so far, the context operations
+/// it applied, and how it ends.
+struct JobRun {
+    text: String,
+    ops: Vec<ContextOp>,
+    result: Result<StopReason, crate::providers::ProviderError>,
+    context: crate::context::ContextManager,
+}
+
+impl JobRun {
+    /// A rewind's or a rollback's operations, in order: the rewind's
+    /// silently, the rollback's reported.
+    fn apply_rewind(&mut self, rewind: super::rewind::RewindJob) {
+        self.text.push_str(&rewind.text);
+        let silent = rewind.silent.into_iter().map(|op| (op, false));
+        let reported = rewind.reported.into_iter().map(|op| (op, true));
+        for (op, reported) in silent.chain(reported) {
+            match self.context.apply(&op) {
+                Ok(report) => {
+                    if reported {
+                        if !self.text.is_empty() {
+                            self.text.push('\n');
                         }
-                        ops.push(op);
+                        self.text.push_str(&report);
                     }
-                    Err(err) => text.push_str(&err.to_string()),
+                    self.ops.push(op);
                 }
+                Err(err) => self.text.push_str(&err.to_string()),
             }
-            if let Some(op) = job.op {
-                match context.apply(&op) {
-                    Ok(report) => {
-                        text.push_str(&report);
-                        ops.push(op);
-                    }
-                    Err(err) => text.push_str(&err.to_string()),
-                }
+        }
+    }
+
+    fn apply(&mut self, op: ContextOp) {
+        match self.context.apply(&op) {
+            Ok(report) => {
+                self.text.push_str(&report);
+                self.ops.push(op);
             }
-            if let Some(focus) = job.summarize {
-                match compact::compactable(&context, keep) {
-                    None => text.push_str(
-                        "Nothing to compact yet: only the latest turn (or an existing summary) is in the context.",
-                    ),
-                    Some(entries) => {
-                        // The report is the command's answer; the steps go
-                        // only to clients that show compactions.
-                        let id = compaction_id();
-                        let step = |step| emit(AgentEvent::Compaction(step));
-                        step(Compaction::Started {
-                            id: id.clone(),
-                            thought: None,
-                        });
-                        let on_text = |text: &str| {
-                            step(Compaction::SummaryChunk {
-                                id: id.clone(),
-                                text: text.to_string(),
-                            })
-                        };
-                        let wanted = compact::SummaryWanted {
-                            focus: focus.as_deref(),
-                            on_text: &on_text,
-                        };
-                        let compacted = compact::compact(
-                            &mut context,
-                            entries,
-                            &*ready.provider,
-                            &ready.model,
-                            wanted,
-                            &budget,
-                            &task_cancel,
-                        )
-                        .await;
-                        let outcome = match compacted {
-                            Ok(compact::Compacted { op, report }) => {
-                                text.push_str(&report);
-                                ops.push(op);
-                                CompactionOutcome::Completed
-                            }
-                            Err(CompactError::Cancelled) => {
-                                result = Ok(StopReason::Cancelled);
-                                text.push_str(&CompactError::Cancelled.to_string());
-                                CompactionOutcome::Cancelled
-                            }
-                            Err(err) => {
-                                text.push_str(&err.to_string());
-                                CompactionOutcome::Failed(err.to_string())
-                            }
-                        };
-                        step(Compaction::Ended {
-                            id,
-                            outcome,
-                            thought: None,
-                        });
-                    }
-                }
-            }
-            let fixed = context.estimator.tokens(budget::fixed_chars(
-                ready.system.as_deref(),
-                &ready.tools.definitions(),
-            ));
-            if job.show {
-                text = roots_report(&roots);
-                text.push_str(&job.budgets);
-                text.push_str("\n\n");
-                text.push_str(&context.report(fixed, &budget));
-                if budget.window <= crate::prompt::SMALL_WINDOW {
-                    let _ = write!(
-                        text,
-                        "\nThe window is small (≤ {} tokens): the system prompt and the tool definitions are the brief ones.",
-                        crate::prompt::SMALL_WINDOW
-                    );
-                }
-            }
-            emit(AgentEvent::AgentText(text));
-            let cost = ready.cost.as_ref().map(|meter| {
-                let (amount, currency) = meter.so_far();
-                crate::events::Cost { amount, currency }
-            });
-            emit(AgentEvent::Usage {
-                used: fixed + context.tokens(),
-                size: budget.window,
-                cost,
-            });
-            TurnOutcome {
-                new_messages: Vec::new(),
-                result,
-                usage: None,
-                context,
-                context_ops: ops,
-                switched: None,
-            }
+            Err(err) => self.text.push_str(&err.to_string()),
+        }
+    }
+
+    /// `/compact` and `/context summarize`: the report is the command's
+    /// answer; the steps go only to clients that show compactions.
+    async fn summarize(
+        &mut self,
+        focus: Option<String>,
+        ready: &TurnInput,
+        emit: &(dyn Fn(AgentEvent) + Send + Sync),
+        cancel: &CancellationToken,
+    ) {
+        let keep = ready.context_settings.keep_recent_turns;
+        let Some(entries) = compact::compactable(&self.context, keep) else {
+            self.text.push_str(
+                "Nothing to compact yet: only the latest turn (or an existing summary) is in the context.",
+            );
+            return;
+        };
+        let budget = ready.context_settings.budget(ready.context_window);
+        let id = compaction_id();
+        let step = |step| emit(AgentEvent::Compaction(step));
+        step(Compaction::Started {
+            id: id.clone(),
+            thought: None,
         });
-        Ok(Started {
-            task: tokio_util::task::AbortOnDropHandle::new(task),
-            command: true,
-            journaled,
-        })
+        let on_text = |text: &str| {
+            step(Compaction::SummaryChunk {
+                id: id.clone(),
+                text: text.to_string(),
+            })
+        };
+        let wanted = compact::SummaryWanted {
+            focus: focus.as_deref(),
+            on_text: &on_text,
+        };
+        let compacted = compact::compact(
+            &mut self.context,
+            entries,
+            &*ready.provider,
+            &ready.model,
+            wanted,
+            &budget,
+            cancel,
+        )
+        .await;
+        let outcome = match compacted {
+            Ok(compact::Compacted { op, report }) => {
+                self.text.push_str(&report);
+                self.ops.push(op);
+                CompactionOutcome::Completed
+            }
+            Err(CompactError::Cancelled) => {
+                self.result = Ok(StopReason::Cancelled);
+                self.text.push_str(&CompactError::Cancelled.to_string());
+                CompactionOutcome::Cancelled
+            }
+            Err(err) => {
+                self.text.push_str(&err.to_string());
+                CompactionOutcome::Failed(err.to_string())
+            }
+        };
+        step(Compaction::Ended {
+            id,
+            outcome,
+            thought: None,
+        });
+    }
+
+    /// The answer (for `/context`, the report instead), the context's
+    /// usage, and the command's outcome.
+    fn finish(
+        mut self,
+        ready: &TurnInput,
+        report: Option<Report>,
+        roots: &[std::path::PathBuf],
+        emit: &(dyn Fn(AgentEvent) + Send + Sync),
+    ) -> TurnOutcome {
+        let budget = ready.context_settings.budget(ready.context_window);
+        let fixed = self.context.estimator.tokens(budget::fixed_chars(
+            ready.system.as_deref(),
+            &ready.tools.definitions(),
+        ));
+        if let Some(report) = report {
+            self.text = roots_report(roots);
+            self.text.push_str(&report.budgets);
+            self.text.push_str("\n\n");
+            self.text.push_str(&self.context.report(fixed, &budget));
+            if budget.window <= crate::prompt::SMALL_WINDOW {
+                let _ = write!(
+                    self.text,
+                    "\nThe window is small (≤ {} tokens): the system prompt and the tool definitions are the brief ones.",
+                    crate::prompt::SMALL_WINDOW
+                );
+            }
+        }
+        emit(AgentEvent::AgentText(self.text));
+        let cost = ready.cost.as_ref().map(|meter| {
+            let (amount, currency) = meter.so_far();
+            crate::events::Cost { amount, currency }
+        });
+        emit(AgentEvent::Usage {
+            used: fixed + self.context.tokens(),
+            size: budget.window,
+            cost,
+        });
+        TurnOutcome {
+            new_messages: Vec::new(),
+            result: self.result,
+            usage: None,
+            context: self.context,
+            context_ops: self.ops,
+            switched: None,
+        }
     }
 }
 

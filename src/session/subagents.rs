@@ -16,7 +16,9 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::runtime::{AgentRuntime, AgentState, TurnTally};
-use super::{SessionMsg, SessionStart, Settings, Shared, TurnEnd};
+use super::settings::Settings;
+use super::shared::Shared;
+use super::{SessionMsg, SessionStart, TurnEnd};
 use crate::agents::AgentCard;
 use crate::client::{
     ClientAbilities, ClientFuture, ClientSink, CreateTerminal, PermissionChoice, ReadTextFile,
@@ -95,14 +97,7 @@ impl TurnDelegator {
         delegation: Delegation,
         parent: ParentCall<'_>,
     ) -> Result<ToolOutput, ToolError> {
-        let Some(card) = self.agents.iter().find(|c| c.name == delegation.agent) else {
-            let names: Vec<&str> = self.agents.iter().map(|c| c.name.as_str()).collect();
-            return Err(ToolError::InvalidArguments(format!(
-                "no agent card named `{}`; choose one of: {}",
-                delegation.agent,
-                names.join(", ")
-            )));
-        };
+        let card = self.card(&delegation)?;
         let limits = self.runtime().settings;
         if !self.tally.try_start(limits.max_per_turn) {
             return Err(ToolError::Failed(format!(
@@ -111,8 +106,6 @@ impl TurnDelegator {
             )));
         }
         let id = uuid::Uuid::new_v4().to_string();
-        let settings = self.child_settings(card);
-        let recorder = self.child_recorder(&id, &settings, &delegation.call_id);
         let budget_cancel = parent.cancel.child_token();
         let view = Arc::new(Mutex::new(ChildView::new(&card.name)));
         let client = Arc::new(ChildClient {
@@ -127,32 +120,7 @@ impl TurnDelegator {
             over_budget: budget_cancel.clone(),
             expose: self.expose,
         });
-        let start = SessionStart {
-            id: id.clone(),
-            cwd: self.cwd.clone(),
-            // The child reaches the parent's workspace roots, no more.
-            additional_directories: parent.roots.to_vec(),
-            notices: Vec::new(),
-            client_prompt: None,
-            client: ClientAbilities::default(),
-            mcp_servers: Vec::new(),
-            settings,
-            agent_restored: true,
-            history: ContextManager::new(),
-            files: Default::default(),
-            spent: Default::default(),
-            todos: Vec::new(),
-            recorder,
-            save_failure: None,
-            lineage: Some(Lineage {
-                depth: self.depth + 1,
-                ceiling: Arc::clone(&self.permissions),
-                fs: Arc::clone(&self.fs),
-                shell: Arc::clone(&self.shell),
-                sandbox: Arc::clone(parent.sandbox),
-                mcp: self.mcp.clone(),
-            }),
-        };
+        let start = self.child_start(&id, card, &delegation.call_id, &parent);
         let shared = Shared {
             client: Arc::clone(&client) as Arc<dyn ClientSink>,
             ..self.shared.clone()
@@ -176,7 +144,7 @@ impl TurnDelegator {
             .await
             .unwrap_or_else(|_| Err(super::SessionError::Crashed("the agent stopped".into())));
         self.runtime().set_state(&id, AgentState::Idle);
-        super::manager::close(handle).await;
+        handle.close().await;
         if let Ok(TurnEnd {
             usage: Some(usage), ..
         }) = &ended
@@ -190,15 +158,7 @@ impl TurnDelegator {
             parent.cancel,
             limits.token_budget,
         );
-        self.runtime().set_state(
-            &id,
-            match &result {
-                Ok(_) => AgentState::Done,
-                Err(err) => AgentState::Failed(err.to_string()),
-            },
-        );
-        lock(&view).state = self.runtime().state(&id).unwrap_or(AgentState::Done);
-        self.runtime().finished(&id);
+        self.settle(&id, &view, &result);
         if self.expose {
             self.report_end(&id, &delegation.call_id, &ended, &result);
         }
@@ -214,6 +174,74 @@ impl TurnDelegator {
             locations: Vec::new(),
             plan: None,
         })
+    }
+
+    /// The card a delegation names, or the model's error listing them.
+    fn card(&self, delegation: &Delegation) -> Result<&AgentCard, ToolError> {
+        self.agents
+            .iter()
+            .find(|c| c.name == delegation.agent)
+            .ok_or_else(|| {
+                let names: Vec<&str> = self.agents.iter().map(|c| c.name.as_str()).collect();
+                ToolError::InvalidArguments(format!(
+                    "no agent card named `{}`; choose one of: {}",
+                    delegation.agent,
+                    names.join(", ")
+                ))
+            })
+    }
+
+    /// What the child session starts from: the card's settings, its own
+    /// stored session, and what it inherits from the parent.
+    fn child_start(
+        &self,
+        id: &str,
+        card: &AgentCard,
+        call_id: &str,
+        parent: &ParentCall<'_>,
+    ) -> SessionStart {
+        let settings = self.child_settings(card);
+        let recorder = self.child_recorder(id, &settings, call_id);
+        SessionStart {
+            id: id.to_string(),
+            cwd: self.cwd.clone(),
+            // The child reaches the parent's workspace roots, no more.
+            additional_directories: parent.roots.to_vec(),
+            notices: Vec::new(),
+            client_prompt: None,
+            client: ClientAbilities::default(),
+            mcp_servers: Vec::new(),
+            settings,
+            agent_restored: true,
+            history: ContextManager::new(),
+            files: Default::default(),
+            spent: Default::default(),
+            todos: Vec::new(),
+            recorder,
+            save_failure: None,
+            lineage: Some(Lineage {
+                depth: self.depth + 1,
+                ceiling: Arc::clone(&self.permissions),
+                fs: Arc::clone(&self.fs),
+                shell: Arc::clone(&self.shell),
+                sandbox: Arc::clone(parent.sandbox),
+                mcp: self.mcp.clone(),
+            }),
+        }
+    }
+
+    /// The child's last state, in the runtime and in its summary; the
+    /// runtime forgets it.
+    fn settle(&self, id: &str, view: &Mutex<ChildView>, result: &Result<String, ToolError>) {
+        self.runtime().set_state(
+            id,
+            match result {
+                Ok(_) => AgentState::Done,
+                Err(err) => AgentState::Failed(err.to_string()),
+            },
+        );
+        lock(view).state = self.runtime().state(id).unwrap_or(AgentState::Done);
+        self.runtime().finished(id);
     }
 
     /// Tell a client that shows subagents of the child before any of its

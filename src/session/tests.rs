@@ -192,9 +192,9 @@ async fn answered(
 #[tokio::test]
 async fn a_mode_change_is_shown_then_offered_in_the_options() {
     let fixture = session().await;
-    fixture
-        .session
-        .send(SessionMsg::Started { interleaves: true });
+    fixture.session.send(SessionMsg::Started {
+        delivery: Delivery::Interleaved,
+    });
     fixture.updates_until(|updates| !updates.is_empty()).await;
     fixture.client.clear();
     let options = fixture.set_option(MODE_OPTION, "plan").await.unwrap();
@@ -219,9 +219,9 @@ async fn a_mode_change_is_shown_then_offered_in_the_options() {
 #[tokio::test]
 async fn a_client_that_reads_one_line_per_request_hears_of_changes_in_its_next_turn() {
     let fixture = session().await;
-    fixture
-        .session
-        .send(SessionMsg::Started { interleaves: false });
+    fixture.session.send(SessionMsg::Started {
+        delivery: Delivery::InTurns,
+    });
     // Crucible's habit: re-apply a mode (by its own name) and a model.
     for mode in ["normal", "plan"] {
         let mode = mode.to_string();
@@ -308,9 +308,9 @@ async fn commands_are_advertised_once_the_client_has_the_session() {
     fixture.session.send(SessionMsg::CommandsChanged);
     fixture.ask(|reply| SessionMsg::Options { reply }).await;
     assert!(fixture.updates().is_empty());
-    fixture
-        .session
-        .send(SessionMsg::Started { interleaves: true });
+    fixture.session.send(SessionMsg::Started {
+        delivery: Delivery::Interleaved,
+    });
     let updates = fixture.updates_until(|updates| !updates.is_empty()).await;
     let Update::AvailableCommands(commands) = &updates[0] else {
         panic!("{updates:?}");
@@ -421,9 +421,9 @@ async fn a_panic_in_the_session_itself_stops_it_alone_and_is_marked_in_the_store
         |update| matches!(update, Update::CurrentMode(mode) if mode == "plan"),
     );
     let (fixture, store, _data) = session_saved(client, None).await;
-    fixture
-        .session
-        .send(SessionMsg::Started { interleaves: true });
+    fixture.session.send(SessionMsg::Started {
+        delivery: Delivery::Interleaved,
+    });
     let (reply, answer) = oneshot::channel();
     assert!(fixture.session.send(SessionMsg::SetMode {
         mode: "plan".into(),

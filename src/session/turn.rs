@@ -14,8 +14,9 @@ use tokio_util::task::AbortOnDropHandle;
 use super::cursors;
 use super::runtime::with_children;
 use super::settings::Settings;
+use super::shared::{Defaults, Journaled, Shared, TurnKind};
 use super::subagents::TurnDelegator;
-use super::{Defaults, PromptReply, SessionActor, SessionError, Shared, TurnEnd};
+use super::{PromptReply, SessionActor, SessionError, TurnEnd};
 use crate::util::lock;
 
 use crate::agent_loop::{self, Journal, JournalFn, TurnInput, TurnOutcome};
@@ -31,9 +32,6 @@ use crate::providers::pricing::{CostMeter, price_of};
 use crate::providers::{FALLBACK_CONTEXT_WINDOW, Provider, ProviderError, Providers};
 use crate::tools::{Descriptions, ToolContext, ToolRegistry};
 
-/// What a turn journaled, kept for when its task dies without an outcome.
-pub(super) type Journaled = Arc<std::sync::Mutex<Vec<Journal>>>;
-
 pub(super) struct RunningTurn {
     pub cancel: CancellationToken,
     pub reply: PromptReply,
@@ -45,66 +43,77 @@ pub(super) struct Started {
     /// Aborted if dropped unawaited: a session that stops (even on a panic)
     /// takes its turn with it rather than leaving it running detached.
     pub task: AbortOnDropHandle<TurnOutcome>,
-    /// A slash command: its context operations are recorded when it ends
-    /// (a prompt turn records its own as they happen).
-    pub command: bool,
+    /// A slash command's context operations are recorded when it ends (a
+    /// prompt turn records its own as they happen).
+    pub kind: TurnKind,
     pub journaled: Journaled,
 }
 
-/// Everything a turn (or a command that calls the model) runs with, taken
-/// from the session when it starts.
-pub(super) struct TurnContext {
-    session_id: String,
+/// What a turn reads of its session: handles that live as long as the
+/// session, shared with each turn's task as it starts.
+struct SessionHandles {
+    id: String,
+    cwd: PathBuf,
     client: Arc<dyn ClientSink>,
     abilities: ClientAbilities,
-    provider: Arc<dyn Provider>,
-    settings: Settings,
     defaults: Arc<Defaults>,
     providers: Arc<Providers>,
     mcp: watch::Receiver<Option<McpManager>>,
-    /// MCP start failures are told once, in the first turn.
-    tell_failures: bool,
-    /// Why the session is not saved: told with them.
-    save_failure: Option<String>,
+    /// The built-in tools (and `delegate`); MCP tools join once the servers are up.
     tools: ToolRegistry,
+    skills: Arc<crate::skills::Catalog>,
+    permissions: Arc<dyn PermissionGate>,
+    /// The session's writer: asked at the turn's end whether saving failed.
+    recorder: Option<crate::store::Recorder>,
+    /// The session's running cost, which the turn's meters add to.
+    spending: crate::providers::pricing::Spending,
+    tokens: crate::context::spend::TokenTally,
+}
+
+/// What is told once per session, in its first prompt turn.
+struct ToldOnce {
+    mcp_failures: bool,
+    /// Why the session is not saved.
+    save_failure: Option<String>,
+}
+
+/// Everything one turn (a prompt, a command that calls the model, a
+/// warm-up) runs with, taken from the session when it starts: the
+/// session's handles, and what is this turn's alone.
+pub(super) struct TurnContext {
+    session: SessionHandles,
+    kind: TurnKind,
+    provider: Arc<dyn Provider>,
+    settings: Settings,
+    told_once: ToldOnce,
     read_only: bool,
     /// What the active agent card offers and allows.
     card: Option<AgentCard>,
     layers: PromptLayers,
-    cwd: PathBuf,
+    /// The session's tool context with this turn's delegator.
     tool_context: ToolContext,
-    permissions: Arc<dyn PermissionGate>,
     /// Prices the model's calls, where the config has its price.
     cost: Option<CostMeter>,
-    skills: Arc<crate::skills::Catalog>,
-    /// The session's running total, which a fallback model's meter adds to.
-    cost_spending: crate::providers::pricing::Spending,
     /// Saves finished rounds and context operations at once, and keeps them.
     pub journal: JournalFn,
-    /// The session's writer: asked at the turn's end whether saving failed.
-    recorder: Option<crate::store::Recorder>,
     /// The limits in force; the session's may be lifted for one turn.
     pub budgets: crate::context::spend::Budgets,
-    session_tokens: crate::context::spend::TokenTally,
-    /// Tells the client nothing (a cache warm-up): once-only notices wait
-    /// for the first real turn.
-    quiet: bool,
     /// The turn's cursors, for a client that takes them.
     cursors: Option<cursors::Shared>,
 }
 
-impl TurnContext {
-    /// Make the context tell the client nothing (see `quiet`).
-    pub fn quiet(mut self) -> Self {
-        self.quiet = true;
-        self
-    }
+/// The tools a turn offers the model, and the skills it names among them.
+struct Offered {
+    tools: ToolRegistry,
+    skills: Vec<crate::skills::Skill>,
+}
 
+impl TurnContext {
     /// The turn's events, sent to the client as the session's updates.
     pub fn emitter(&self) -> impl Fn(AgentEvent) + Send + Sync + 'static {
-        let client = Arc::clone(&self.client);
-        let session_id = self.session_id.clone();
-        let abilities = self.abilities;
+        let client = Arc::clone(&self.session.client);
+        let session_id = self.session.id.clone();
+        let abilities = self.session.abilities;
         let cursors = self.cursors.clone();
         move |event: AgentEvent| {
             let Some(update) = super::live::for_client(Update::Agent(event), abilities) else {
@@ -130,47 +139,106 @@ impl TurnContext {
         emit: &(dyn Fn(AgentEvent) + Send + Sync),
     ) -> TurnInput {
         let fallback = self.fallback();
+        self.add_mcp_tools(&cancel, emit).await;
+        self.tell_once(emit);
+        let Offered { mut tools, skills } = self.offered();
+        let window = self.context_window(&cancel).await;
+        // A small window gets the short base prompt and brief tools, so
+        // the fixed part leaves room for the conversation.
+        let small = window <= crate::prompt::SMALL_WINDOW;
+        tools.set_descriptions(if small {
+            Descriptions::Brief
+        } else {
+            Descriptions::Full
+        });
+        self.layers.small = small;
+        let system = self.system_prompt(&tools, &skills);
+        let defaults = &self.session.defaults;
+        TurnInput {
+            provider: self.provider,
+            reasoning: self.settings.reasoning(),
+            cost: self.cost,
+            model: self.settings.model,
+            system: Some(system),
+            context,
+            context_window: window,
+            context_settings: defaults.context,
+            cancel,
+            tools,
+            tool_context: self.tool_context,
+            permissions: self.session.permissions,
+            max_turn_requests: (self.card.as_ref())
+                .and_then(|card| card.max_turns)
+                .unwrap_or(defaults.max_turn_requests),
+            loop_guard: defaults.loop_guard,
+            first_token_notice: defaults.first_token_notice,
+            journal: Some(self.journal),
+            fallback,
+            budgets: self.budgets,
+            session_tokens: self.session.tokens,
+            cache_key: Some(self.session.id),
+            outbound: Some(self.session.client),
+        }
+    }
+
+    /// Waits for the MCP servers and adds their tools; the first prompt
+    /// turn tells which failed to start.
+    async fn add_mcp_tools(
+        &mut self,
+        cancel: &CancellationToken,
+        emit: &(dyn Fn(AgentEvent) + Send + Sync),
+    ) {
         let manager = tokio::select! {
             biased;
             _ = cancel.cancelled() => None,
-            ready = self.mcp.wait_for(Option::is_some) => ready.ok().and_then(|m| m.clone()),
+            ready = self.session.mcp.wait_for(Option::is_some) => ready.ok().and_then(|m| m.clone()),
         };
-        if let Some(manager) = manager {
-            if self.tell_failures && !self.quiet {
-                for (server, reason) in manager.failures() {
-                    emit(AgentEvent::Notice(Notice {
-                        severity: Severity::Warning,
-                        title: format!("MCP server `{server}` is unavailable"),
-                        detail: Some(reason.to_string()),
-                        thought: format!("{reason}\n"),
-                    }));
-                }
-            }
-            for tool in manager.tools() {
-                self.tools
-                    .register(self.defaults.declared_reads.apply(tool));
+        let Some(manager) = manager else {
+            return;
+        };
+        if self.told_once.mcp_failures {
+            for (server, reason) in manager.failures() {
+                emit(AgentEvent::Notice(Notice {
+                    severity: Severity::Warning,
+                    title: format!("MCP server `{server}` is unavailable"),
+                    detail: Some(reason.to_string()),
+                    thought: format!("{reason}\n"),
+                }));
             }
         }
-        if let Some(failure) = self.save_failure {
+        let declared_reads = &self.session.defaults.declared_reads;
+        for tool in manager.tools() {
+            self.session.tools.register(declared_reads.apply(tool));
+        }
+    }
+
+    /// Why the session is not saved (its first prompt turn), and what the
+    /// sandbox cannot do here (once per session; never in a warm-up).
+    fn tell_once(&mut self, emit: &(dyn Fn(AgentEvent) + Send + Sync)) {
+        if let Some(failure) = self.told_once.save_failure.take() {
             emit(AgentEvent::Notice(super::record::saving_notice(
                 "This session is not saved",
                 failure,
             )));
         }
-        // Once per session: what the sandbox cannot do here.
-        if !self.quiet
+        if self.kind != TurnKind::Warmup
             && let Some(notice) = self.tool_context.sandbox.notice()
         {
             emit(AgentEvent::Thought(notice));
         }
-        let mut tools = self.tools;
-        let skills = self.skills.skills();
+    }
+
+    /// The tools the model is offered: the session's, with the skills
+    /// tool, less what the editor, the mode and the card rule out.
+    fn offered(&self) -> Offered {
+        let mut tools = self.session.tools.clone();
+        let skills = self.session.skills.skills();
         if !skills.is_empty() {
             tools.register(Arc::new(crate::skills::tool::SkillTool {
-                catalog: Arc::clone(&self.skills),
+                catalog: Arc::clone(&self.session.skills),
             }));
         }
-        if !self.abilities.ask_user {
+        if !self.session.abilities.ask_user {
             // Only an editor that shows forms can ask the user.
             tools = tools.filtered(|tool| tool.name() != crate::tools::builtin::ask_user::NAME);
         }
@@ -184,74 +252,50 @@ impl TurnContext {
         if let Some(card) = &self.card {
             tools = tools.filtered(|tool| card.offers(tool.name()));
         }
-        // Asked once per model (Ollama: /api/show), then cached.
-        let window = self
-            .providers
-            .context_window(&self.settings.provider, &self.settings.model);
-        let window = tokio::select! {
+        Offered { tools, skills }
+    }
+
+    /// The model's context window, asked once per model (Ollama:
+    /// /api/show), then cached; the fallback size if cancelled first.
+    async fn context_window(&self, cancel: &CancellationToken) -> u64 {
+        let window =
+            (self.session.providers).context_window(&self.settings.provider, &self.settings.model);
+        tokio::select! {
             biased;
             _ = cancel.cancelled() => FALLBACK_CONTEXT_WINDOW,
             window = window => window,
-        };
-        // A small window gets the short base prompt and brief tools, so
-        // the fixed part leaves room for the conversation.
-        let small = window <= crate::prompt::SMALL_WINDOW;
-        tools.set_descriptions(if small {
-            Descriptions::Brief
-        } else {
-            Descriptions::Full
-        });
-        self.layers.small = small;
+        }
+    }
+
+    /// The layered system prompt over the tools offered.
+    fn system_prompt(&self, tools: &ToolRegistry, skills: &[crate::skills::Skill]) -> String {
         let names: Vec<String> = tools.names().map(str::to_string).collect();
         let mut system = self.layers.render(&PromptVars {
             provider: &self.settings.provider,
             model: &self.settings.model,
-            cwd: &self.cwd,
+            cwd: &self.session.cwd,
             mode: &self.settings.mode,
             tools: &names,
         });
         // Last, so the layers before it stay a stable prefix for prompt caches.
         if !skills.is_empty() && names.iter().any(|n| n == crate::skills::tool::NAME) {
             system.push_str("\n\n");
-            system.push_str(&crate::skills::prompt_layer(&skills));
+            system.push_str(&crate::skills::prompt_layer(skills));
         }
-        TurnInput {
-            provider: self.provider,
-            reasoning: self.settings.reasoning(),
-            cost: self.cost,
-            model: self.settings.model,
-            system: Some(system),
-            context,
-            context_window: window,
-            context_settings: self.defaults.context,
-            cancel,
-            tools,
-            tool_context: self.tool_context,
-            permissions: self.permissions,
-            max_turn_requests: (self.card.as_ref())
-                .and_then(|card| card.max_turns)
-                .unwrap_or(self.defaults.max_turn_requests),
-            loop_guard: self.defaults.loop_guard,
-            first_token_notice: self.defaults.first_token_notice,
-            journal: Some(self.journal),
-            fallback,
-            budgets: self.budgets,
-            session_tokens: self.session_tokens,
-            cache_key: Some(self.session_id),
-            outbound: Some(self.client),
-        }
+        system
     }
 
     /// The chain of the turn's provider, when it has one.
     fn fallback(&self) -> Option<agent_loop::Fallback> {
-        let chain = &self.providers.config(&self.settings.provider)?.fallback;
+        let providers = &self.session.providers;
+        let chain = &providers.config(&self.settings.provider)?.fallback;
         if chain.is_empty() {
             return None;
         }
-        let prices = Arc::clone(&self.defaults);
-        let spending = self.cost_spending.clone();
+        let prices = Arc::clone(&self.session.defaults);
+        let spending = self.session.spending.clone();
         Some(agent_loop::Fallback {
-            providers: Arc::clone(&self.providers),
+            providers: Arc::clone(providers),
             chain: chain.iter().cloned().collect(),
             thought_level: self.settings.thought_level,
             cost_for: Arc::new(move |model: &str| {
@@ -265,14 +309,12 @@ impl TurnContext {
 }
 
 impl SessionActor {
-    /// The context of a turn starting now. `turn`: a prompt (not a
-    /// command), where MCP start failures are told once.
+    /// The context of a turn of `kind` starting now.
     pub(super) fn turn_context(
         &mut self,
-        turn: bool,
+        kind: TurnKind,
     ) -> Result<(TurnContext, Journaled), SessionError> {
         let settings = self.settings.current.clone();
-        let settings_model = settings.model.clone();
         let Some(provider) = self.services.providers.get(&settings.provider) else {
             return Err(SessionError::Provider(ProviderError::Setup {
                 provider: settings.provider.clone(),
@@ -289,15 +331,67 @@ impl SessionActor {
         );
         layers.client = self.services.client_prompt.clone();
         let card = card.cloned();
-        let tell_failures =
-            turn && !std::mem::replace(&mut self.conversation.mcp_failures_told, true);
+        let told_once = self.told_once(kind);
         let journaled: Journaled = Arc::default();
-        let save_failure = tell_failures
-            .then(|| self.services.save_failure.take())
-            .flatten();
         let services = &self.services;
         let mut tool_context = services.tool_context.clone();
-        tool_context.delegator = Some(Arc::new(TurnDelegator {
+        tool_context.delegator = Some(Arc::new(self.delegator(&settings)));
+        let context = TurnContext {
+            session: self.session_handles(),
+            kind,
+            provider,
+            cost: price_of(&services.defaults.prices, &settings.model).map(|price| CostMeter {
+                price: price.clone(),
+                spending: services.spending.clone(),
+            }),
+            settings,
+            told_once,
+            read_only: services.permissions.policy() == ModePolicy::ReadOnly,
+            card,
+            layers,
+            tool_context,
+            journal: self.journal(Arc::clone(&journaled)),
+            budgets: self.budgets(),
+            cursors: None,
+        };
+        Ok((context, journaled))
+    }
+
+    /// The session's handles as a turn reads them.
+    fn session_handles(&self) -> SessionHandles {
+        let services = &self.services;
+        SessionHandles {
+            id: services.id.clone(),
+            cwd: services.cwd.clone(),
+            client: Arc::clone(&services.client),
+            abilities: services.abilities,
+            defaults: Arc::clone(&services.defaults),
+            providers: Arc::clone(&services.providers),
+            mcp: services.mcp.clone(),
+            tools: services.tools.clone(),
+            skills: Arc::clone(&services.skills),
+            permissions: Arc::clone(&services.permissions) as Arc<dyn PermissionGate>,
+            recorder: services.recorder.clone(),
+            spending: services.spending.clone(),
+            tokens: services.tokens.clone(),
+        }
+    }
+
+    /// MCP start failures and why the session is not saved are told in
+    /// the session's first prompt turn, never in a command or a warm-up.
+    fn told_once(&mut self, kind: TurnKind) -> ToldOnce {
+        let first = kind == TurnKind::Prompt
+            && !std::mem::replace(&mut self.conversation.mcp_failures_told, true);
+        ToldOnce {
+            mcp_failures: first,
+            save_failure: first.then(|| self.services.save_failure.take()).flatten(),
+        }
+    }
+
+    /// Starts children for this turn, from the session as it is now.
+    fn delegator(&self, settings: &Settings) -> TurnDelegator {
+        let services = &self.services;
+        TurnDelegator {
             shared: Shared {
                 defaults: Arc::clone(&services.defaults),
                 providers: Arc::clone(&services.providers),
@@ -317,39 +411,7 @@ impl SessionActor {
             shell: Arc::clone(&services.tool_context.shell),
             mcp: services.mcp.clone(),
             expose: services.abilities.subagents,
-        }));
-        let context = TurnContext {
-            session_id: services.id.clone(),
-            client: Arc::clone(&services.client),
-            abilities: services.abilities,
-            provider,
-            settings,
-            defaults: Arc::clone(&services.defaults),
-            providers: Arc::clone(&services.providers),
-            mcp: services.mcp.clone(),
-            tell_failures,
-            save_failure,
-            tools: services.tools.clone(),
-            read_only: services.permissions.policy() == ModePolicy::ReadOnly,
-            card,
-            layers,
-            cwd: services.cwd.clone(),
-            tool_context,
-            permissions: Arc::clone(&services.permissions) as Arc<dyn PermissionGate>,
-            cost: price_of(&services.defaults.prices, &settings_model).map(|price| CostMeter {
-                price: price.clone(),
-                spending: services.spending.clone(),
-            }),
-            cost_spending: services.spending.clone(),
-            skills: Arc::clone(&services.skills),
-            journal: self.journal(Arc::clone(&journaled)),
-            recorder: services.recorder.clone(),
-            budgets: self.budgets(),
-            session_tokens: services.tokens.clone(),
-            quiet: false,
-            cursors: None,
-        };
-        Ok((context, journaled))
+        }
     }
 
     /// Start what a prompt asks for: a slash command, an MCP prompt, or a
@@ -369,7 +431,7 @@ impl SessionActor {
         }
         let content = self.expand_skill_command(content);
         let over_budget = self.over_budget();
-        let (mut turn, journaled) = self.turn_context(true)?;
+        let (mut turn, journaled) = self.turn_context(TurnKind::Prompt)?;
         self.conversation.context.push(Arc::new(Message {
             role: Role::User,
             parts: content,
@@ -388,7 +450,7 @@ impl SessionActor {
                     // Past the session's limit by the user's leave: this turn only.
                     Ok(()) => turn.budgets = turn.budgets.turn_only(),
                     Err(stopped) => {
-                        emit(AgentEvent::AgentText(stopped));
+                        emit(AgentEvent::AgentText(stopped.to_string()));
                         return TurnOutcome {
                             new_messages: Vec::new(),
                             result: Ok(crate::events::StopReason::MaxTokens),
@@ -400,12 +462,12 @@ impl SessionActor {
                     }
                 }
             }
-            let recorder = turn.recorder.clone();
+            let recorder = turn.session.recorder.clone();
             if let Some(warming) = warming {
                 warming.wait(&cancel).await;
             }
             let cursors = turn.cursors.clone();
-            let (client, session_id) = (Arc::clone(&turn.client), turn.session_id.clone());
+            let (client, session_id) = (Arc::clone(&turn.session.client), turn.session.id.clone());
             let journal = turn.journal.clone();
             let input = turn.input(context, cancel, &emit).await;
             let mut outcome = agent_loop::run_turn(input, &emit).await;
@@ -428,7 +490,7 @@ impl SessionActor {
         });
         Ok(Started {
             task: AbortOnDropHandle::new(task),
-            command: false,
+            kind: TurnKind::Prompt,
             journaled,
         })
     }
@@ -467,12 +529,13 @@ impl SessionActor {
                     u.as_ref()
                         .map_or(0, |u| u.prompt_tokens + u.completion_tokens)
                 };
-                if !turn.started.command {
+                let kind = turn.started.kind;
+                if kind == TurnKind::Prompt {
                     // Delegated agents' tokens count for the session too, once their turn is over.
                     self.services.tokens.add(tokens(&children));
                     self.conversation.last_turn_tokens = tokens(&outcome.usage) + tokens(&children);
                 }
-                self.record_turn(&outcome, turn.started.command);
+                self.record_turn(&outcome, kind);
                 // The turn's copy holds its messages, compactions and drops.
                 self.conversation.context = outcome.context;
                 if let Some(switched) = outcome.switched {
@@ -480,7 +543,7 @@ impl SessionActor {
                 }
                 let usage = with_children(outcome.usage, children);
                 // Before the answer, so the client has them when the turn ends.
-                if !turn.started.command
+                if kind == TurnKind::Prompt
                     && let Ok(stop) = outcome.result
                 {
                     self.suggest(stop);

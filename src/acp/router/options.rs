@@ -12,7 +12,7 @@ use super::Router;
 use super::answers::{session_answer, store_error};
 use super::params::{check_cwd, check_roots, prefixed};
 use crate::acp::translate;
-use crate::session::{SessionHandle, SessionMsg};
+use crate::session::{InitialOption, SessionHandle, SessionMsg};
 use crate::transport::{Responder, RpcError};
 
 impl Router {
@@ -144,7 +144,7 @@ impl Router {
         &self,
         method: &str,
         given: &[acp::InitialSessionConfigOption],
-    ) -> Result<Vec<(String, String)>, RpcError> {
+    ) -> Result<Vec<InitialOption>, RpcError> {
         if !self.sessions.unstable().options {
             return Ok(Vec::new());
         }
@@ -159,7 +159,10 @@ impl Router {
             }
             seen.push(id);
             if let Some(value) = option.value.as_value_id() {
-                options.push((id.to_string(), value.0.to_string()));
+                options.push(InitialOption {
+                    option: id.to_string(),
+                    value: value.0.to_string(),
+                });
             }
         }
         Ok(options)

@@ -4,6 +4,7 @@
 //! in its `Authorization` or `x-api-key` header and is never shown again.
 
 use agent_client_protocol_schema::v1 as acp;
+use thiserror::Error;
 
 use super::Router;
 use crate::providers::settings::{
@@ -28,16 +29,33 @@ fn protocol_of(kind: ProviderKind) -> acp::LlmProtocol {
     }
 }
 
-fn kind_of(protocol: &acp::LlmProtocol) -> Result<(ProviderKind, ProviderType), String> {
+/// Why a `providers/set` is refused; a header's value is never echoed (it
+/// may be a secret).
+#[derive(Debug, Error)]
+pub enum SetProviderError {
+    #[error(
+        "providers/set: field `apiType` is {0}, a protocol this agent does not speak; use openai, anthropic or _ollama"
+    )]
+    Protocol(String),
+    #[error(
+        "providers/set: field `baseUrl` is `{0}`, not an http(s) URL; send the server's base URL, e.g. http://127.0.0.1:8080/v1"
+    )]
+    BaseUrl(String),
+    #[error(
+        "providers/set: header `{0}` is not one this agent sends; it sends the provider's key only (`Authorization: Bearer …` or `x-api-key`)"
+    )]
+    Header(String),
+}
+
+fn kind_of(protocol: &acp::LlmProtocol) -> Result<(ProviderKind, ProviderType), SetProviderError> {
     match protocol {
         acp::LlmProtocol::OpenAi => Ok((ProviderKind::OpenAi, ProviderType::Custom)),
         acp::LlmProtocol::Anthropic => Ok((ProviderKind::Anthropic, ProviderType::Anthropic)),
         acp::LlmProtocol::Other(name) if name == "_ollama" || name == "ollama" => {
             Ok((ProviderKind::Ollama, ProviderType::Ollama))
         }
-        other => Err(format!(
-            "providers/set: field `apiType` is {}, a protocol this agent does not speak; use openai, anthropic or _ollama",
-            serde_json::to_string(other).unwrap_or_default()
+        other => Err(SetProviderError::Protocol(
+            serde_json::to_string(other).unwrap_or_default(),
         )),
     }
 }
@@ -55,13 +73,11 @@ pub fn settings_for<'a>(
     api_type: &acp::LlmProtocol,
     base_url: &str,
     headers: impl IntoIterator<Item = (&'a String, &'a String)>,
-) -> Result<ProviderSettings, String> {
+) -> Result<ProviderSettings, SetProviderError> {
     let (kind, service) = kind_of(api_type)?;
     let url = base_url.trim().trim_end_matches('/');
     if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
-        return Err(format!(
-            "providers/set: field `baseUrl` is `{url}`, not an http(s) URL; send the server's base URL, e.g. http://127.0.0.1:8080/v1"
-        ));
+        return Err(SetProviderError::BaseUrl(url.to_string()));
     }
     let mut api_key = None;
     for (header, value) in headers {
@@ -70,9 +86,7 @@ pub fn settings_for<'a>(
             "x-api-key" => value.as_str(),
             // The header's value may be a secret: never echoed.
             _ => {
-                return Err(format!(
-                    "providers/set: header `{header}` is not one this agent sends; it sends the provider's key only (`Authorization: Bearer …` or `x-api-key`)"
-                ));
+                return Err(SetProviderError::Header(header.clone()));
             }
         };
         api_key = Some(ApiKey {
@@ -113,7 +127,7 @@ impl Router {
             &request.base_url,
             &request.headers,
         )
-        .map_err(RpcError::invalid_params)
+        .map_err(|err| RpcError::invalid_params(err.to_string()))
         .and_then(|settings| {
             providers
                 .replace(&name, Some(settings))
@@ -188,16 +202,20 @@ mod tests {
             "https://x.test",
             &headers,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("`X-Route`") && !err.contains("secret-route"),
             "{err}"
         );
         let none = HashMap::new();
-        let err =
-            settings_for(&base(), &acp::LlmProtocol::Bedrock, "https://x.test", &none).unwrap_err();
+        let err = settings_for(&base(), &acp::LlmProtocol::Bedrock, "https://x.test", &none)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("bedrock"), "{err}");
-        let err = settings_for(&base(), &acp::LlmProtocol::OpenAi, "ftp://x", &none).unwrap_err();
+        let err = settings_for(&base(), &acp::LlmProtocol::OpenAi, "ftp://x", &none)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("baseUrl"), "{err}");
     }
 

@@ -14,7 +14,8 @@ use super::params::{check_roots, session_servers};
 use crate::acp::translate;
 use crate::client::{ClientSink, SelectOption};
 use crate::model::ClientPrompt;
-use crate::session::SessionMsg;
+use crate::session::manager::Replay;
+use crate::session::{InitialOption, OpenRequest, SessionMsg};
 use crate::transport::{Responder, RpcError};
 
 /// How a stored session comes back: `session/load` replays its history to
@@ -39,28 +40,44 @@ impl Reopen {
 
 /// What a reopen applies on top of the saved session: the client's system
 /// prompt, and the initial config options in order.
-type ReopenSettings = (Option<ClientPrompt>, Vec<(String, String)>);
+struct ClientChoices {
+    client_prompt: Option<ClientPrompt>,
+    initial_options: Vec<InitialOption>,
+}
+
+/// Which stored session a reopen brings back: a fork's source, cut at a
+/// cursor's checkpoint when `at` names one.
+struct Target<'a> {
+    id: &'a str,
+    at: Option<String>,
+}
+
+/// Where the reopened session works, as the request gives it (checked by
+/// [`Router::reopen`]).
+struct Place<'a> {
+    cwd: PathBuf,
+    additional_directories: Vec<PathBuf>,
+    mcp_servers: &'a [acp::McpServer],
+}
 
 impl Router {
     pub(super) fn load_session(&mut self, request: acp::LoadSessionRequest, responder: Responder) {
-        let (id, cwd, roots) = (
-            request.session_id,
-            request.cwd,
-            request.additional_directories,
-        );
-        let settings =
-            self.reopen_settings(Reopen::Load, request.system_prompt, &request.config_options);
-        let (prompt, initial) = match settings {
-            Ok(settings) => settings,
+        let choices =
+            self.client_choices(Reopen::Load, request.system_prompt, &request.config_options);
+        let choices = match choices {
+            Ok(choices) => choices,
             Err(err) => return responder.respond(Err(err)),
         };
-        self.reopen(
-            Reopen::Load,
-            (&id.0, None),
-            (cwd, roots),
-            (&request.mcp_servers, prompt, initial),
-            responder,
-        );
+        let target = Target {
+            id: &request.session_id.0,
+            at: None,
+        };
+        let place = Place {
+            cwd: request.cwd,
+            additional_directories: request.additional_directories,
+            mcp_servers: &request.mcp_servers,
+        };
+        self.reopen(Reopen::Load, target, place, choices, responder);
     }
 
     pub(super) fn resume_session(
@@ -68,34 +85,32 @@ impl Router {
         request: acp::ResumeSessionRequest,
         responder: Responder,
     ) {
-        let (id, cwd, roots) = (
-            request.session_id,
-            request.cwd,
-            request.additional_directories,
-        );
-        let settings = self.reopen_settings(
+        let choices = self.client_choices(
             Reopen::Resume,
             request.system_prompt,
             &request.config_options,
         );
-        let (prompt, initial) = match settings {
-            Ok(settings) => settings,
+        let choices = match choices {
+            Ok(choices) => choices,
             Err(err) => return responder.respond(Err(err)),
         };
-        self.reopen(
-            Reopen::Resume,
-            (&id.0, None),
-            (cwd, roots),
-            (&request.mcp_servers, prompt, initial),
-            responder,
-        );
+        let target = Target {
+            id: &request.session_id.0,
+            at: None,
+        };
+        let place = Place {
+            cwd: request.cwd,
+            additional_directories: request.additional_directories,
+            mcp_servers: &request.mcp_servers,
+        };
+        self.reopen(Reopen::Resume, target, place, choices, responder);
     }
 
     pub(super) fn fork_session(&mut self, request: acp::ForkSessionRequest, responder: Responder) {
-        let settings =
-            self.reopen_settings(Reopen::Fork, request.system_prompt, &request.config_options);
-        let (prompt, initial) = match settings {
-            Ok(settings) => settings,
+        let choices =
+            self.client_choices(Reopen::Fork, request.system_prompt, &request.config_options);
+        let choices = match choices {
+            Ok(choices) => choices,
             Err(err) => return responder.respond(Err(err)),
         };
         let at = match request.cursor_id {
@@ -107,29 +122,30 @@ impl Router {
             }
             None => None,
         };
-        let roots = (request.cwd, request.additional_directories);
-        let servers = (request.mcp_servers.as_slice(), prompt, initial);
-        self.reopen(
-            Reopen::Fork,
-            (&request.session_id.0, at),
-            roots,
-            servers,
-            responder,
-        );
+        let target = Target {
+            id: &request.session_id.0,
+            at,
+        };
+        let place = Place {
+            cwd: request.cwd,
+            additional_directories: request.additional_directories,
+            mcp_servers: &request.mcp_servers,
+        };
+        self.reopen(Reopen::Fork, target, place, choices, responder);
     }
 
     /// The client's system prompt and initial config options for a reopen,
     /// each checked as `session/new` checks them.
-    fn reopen_settings(
+    fn client_choices(
         &self,
         how: Reopen,
         system_prompt: Option<acp::SystemPrompt>,
         config_options: &[acp::InitialSessionConfigOption],
-    ) -> Result<ReopenSettings, RpcError> {
-        Ok((
-            self.client_prompt(how.method(), system_prompt)?,
-            self.initial_options(how.method(), config_options)?,
-        ))
+    ) -> Result<ClientChoices, RpcError> {
+        Ok(ClientChoices {
+            client_prompt: self.client_prompt(how.method(), system_prompt)?,
+            initial_options: self.initial_options(how.method(), config_options)?,
+        })
     }
 
     /// `session/load`, `session/resume` and `session/fork`: the session back in memory; a
@@ -138,45 +154,42 @@ impl Router {
     fn reopen(
         &mut self,
         how: Reopen,
-        (id, at): (&str, Option<String>),
-        (cwd, roots): (PathBuf, Vec<PathBuf>),
-        (servers, client_prompt, initial): (
-            &[acp::McpServer],
-            Option<ClientPrompt>,
-            Vec<(String, String)>,
-        ),
+        target: Target,
+        place: Place,
+        choices: ClientChoices,
         responder: Responder,
     ) {
         let relay = self.acp_relay();
-        let checked = session_servers(how.method(), &cwd, servers, relay.as_ref())
-            .and_then(|servers| Ok((servers, check_roots(&roots)?)));
-        let (mcp_servers, roots) = match checked {
+        let checked = session_servers(how.method(), &place.cwd, place.mcp_servers, relay.as_ref())
+            .and_then(|servers| Ok((servers, check_roots(&place.additional_directories)?)));
+        let (mcp_servers, additional_directories) = match checked {
             Ok(checked) => checked,
             Err(err) => return responder.respond(Err(err)),
         };
-        let client = self.abilities();
-        let interleaves = self.interleaves();
-        let replay = how == Reopen::Load;
+        let request = OpenRequest {
+            cwd: place.cwd,
+            additional_directories,
+            client: self.abilities(),
+            mcp_servers,
+            client_prompt: choices.client_prompt,
+            initial_options: choices.initial_options,
+        };
+        let delivery = self.delivery();
         let loaded = match how {
-            Reopen::Fork => self
+            Reopen::Fork => self.sessions.fork(target.id, target.at, request),
+            Reopen::Load => self
                 .sessions
-                .fork(id, at, (cwd, roots), client, mcp_servers),
-            Reopen::Load | Reopen::Resume => self
+                .load(target.id, request, Replay::Conversation)
+                .map(|(tx, loading)| (target.id.to_string(), tx, loading)),
+            Reopen::Resume => self
                 .sessions
-                .load(id, cwd, roots, client, mcp_servers, replay)
-                .map(|(tx, loading)| (id.to_string(), tx, loading)),
+                .load(target.id, request, Replay::Nothing)
+                .map(|(tx, loading)| (target.id.to_string(), tx, loading)),
         };
         let (id, tx, loading) = match loaded {
             Ok(loaded) => loaded,
             Err(err) => return responder.respond(Err(store_error(err))),
         };
-        // Without one, the session keeps the prompt saved with it.
-        if let Some(prompt) = client_prompt {
-            let _ = tx.send(SessionMsg::SystemPrompt(prompt));
-        }
-        if !initial.is_empty() {
-            let _ = tx.send(SessionMsg::InitialOptions(initial));
-        }
         // Asked now, so the session answers it before any prompt sent after this request.
         let (reply, options) = oneshot::channel();
         let _ = tx.send(SessionMsg::Options { reply });
@@ -204,7 +217,7 @@ impl Router {
                 Ok(value) => responder.respond(Ok(value)),
                 Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
             }
-            let _ = tx.send(SessionMsg::Started { interleaves });
+            let _ = tx.send(SessionMsg::Started { delivery });
         });
     }
 }

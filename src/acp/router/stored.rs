@@ -10,7 +10,6 @@ use agent_client_protocol_schema::v1 as acp;
 use super::Router;
 use super::answers::store_error;
 use crate::acp::translate;
-use crate::session::manager;
 use crate::store::{Store, StoreError};
 use crate::transport::{Responder, RpcError};
 
@@ -87,7 +86,7 @@ impl Router {
         tokio::spawn(async move {
             let was_open = open.is_some();
             if let Some(session) = open {
-                manager::close(session).await;
+                session.close().await;
             }
             let deleted = match store {
                 Some(store) => {
@@ -150,7 +149,7 @@ impl Router {
         let store = self.sessions.store();
         tokio::spawn(async move {
             if let Some(session) = open {
-                manager::close(session).await;
+                session.close().await;
             }
             let answer = mark_archived(store, id, true)
                 .await
