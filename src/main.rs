@@ -66,7 +66,7 @@ fn main() -> ExitCode {
             }
         }
     };
-    let config = Config::load(&config_path, named, &overrides).map_err(|err| err.to_string());
+    let config = Config::load(&config_path, named, &overrides).map_err(anyhow::Error::from);
     if let Ok(config) = &config {
         log_config_report(config);
     }
@@ -170,7 +170,7 @@ fn run_command(
 /// be answered (`handshake`); a config that cannot be used still serves the
 /// client, answering every session request with its error.
 async fn serve(
-    config: Result<Config, String>,
+    config: anyhow::Result<Config>,
     data_dir: std::path::PathBuf,
     handshake: Handshake,
 ) -> anyhow::Result<()> {
@@ -184,7 +184,7 @@ async fn serve(
         Err(why) => {
             tracing::error!("{why}");
             eprintln!("crucible-agent: {why}");
-            Service::Unconfigured(Unconfigured::new(connection, why))
+            Service::Unconfigured(Unconfigured::new(connection, why.to_string()))
         }
     };
     if let Some(first) = handshake.pending {
@@ -231,9 +231,9 @@ fn sessions(
     config: &Config,
     connection: &Connection,
     data_dir: &std::path::Path,
-) -> Result<SessionManager, String> {
+) -> anyhow::Result<SessionManager> {
     let defaults = Defaults::from_config(config).ok_or_else(|| {
-        "no default provider is configured; add an [llm.providers.NAME] table (see `crucible-agent config init`)".to_string()
+        anyhow::anyhow!("no default provider is configured; add an [llm.providers.NAME] table (see `crucible-agent config init`)")
     })?;
     let providers = Arc::new(Providers::new(config.providers.clone()));
     let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());
