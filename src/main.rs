@@ -124,6 +124,7 @@ fn run_command(
     command: &cli::Command,
     overrides: &Overrides,
 ) -> anyhow::Result<bool> {
+    use cli::sessions::Output;
     use cli::{Command, ConfigAction, SessionsAction};
     let (config_path, named) = cli.config_path();
     let data_dir = cli.data_dir();
@@ -132,16 +133,29 @@ fn run_command(
     match command {
         Command::Config {
             action: ConfigAction::Init { force },
-        } => cli::init::init(&config_path, *force, &mut out)?,
+        } => {
+            let existing = if *force {
+                cli::init::Existing::Replace
+            } else {
+                cli::init::Existing::Keep
+            };
+            cli::init::init(&config_path, existing, &mut out)?
+        }
         Command::Config {
             action: ConfigAction::Path,
         } => cli::init::paths(&config_path, &data_dir, &mut out)?,
         Command::Sessions {
             action: SessionsAction::List { cwd, json },
-        } => cli::sessions::list(&store, cwd.as_deref(), *json, &mut out)?,
+        } => {
+            let output = if *json { Output::Json } else { Output::Text };
+            cli::sessions::list(&store, cwd.as_deref(), output, &mut out)?
+        }
         Command::Sessions {
             action: SessionsAction::Show { id, json },
-        } => cli::sessions::show(&store, id, *json, &mut out)?,
+        } => {
+            let output = if *json { Output::Json } else { Output::Text };
+            cli::sessions::show(&store, id, output, &mut out)?
+        }
         Command::Sessions {
             action: SessionsAction::Delete { id },
         } => cli::sessions::delete(&store, id, &mut out)?,
