@@ -68,7 +68,9 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), SAMPLE_CONFIG);
         Config::load(&path, true, &Overrides::default()).unwrap();
         std::fs::write(&path, "# mine").unwrap();
-        let err = init(&path, Existing::Keep, &mut out).unwrap_err().to_string();
+        let err = init(&path, Existing::Keep, &mut out)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("--force"), "{err}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "# mine");
         init(&path, Existing::Replace, &mut out).unwrap();
