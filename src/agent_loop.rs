@@ -3,23 +3,23 @@
 //! provider fails or `max_turn_requests` is reached. Emits [`AgentEvent`]s in
 //! the order they happen; knows nothing of ACP.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{self, ContextManager, ContextOp, ContextSettings};
+use crate::context::{self, ContextBudget, ContextManager, ContextOp, ContextSettings};
 use crate::events::{
     AgentEvent, StopReason, ToolCallInfo, ToolCallProgress, ToolContent, ToolKind, ToolStatus,
 };
 use crate::model::{Message, Part, Role};
 use crate::permissions::{Permission, PermissionGate};
-use crate::providers::dialects::{self, SettledCall, TextCallDecoder};
+use crate::providers::dialects::{self, SettledCall};
 use crate::providers::{
-    ChatRequest, FinishReason, Provider, ProviderError, ProviderEvent, ToolChoice, ToolDefinition,
-    Usage, retry, tool_calling,
+    ChatRequest, FinishReason, Provider, ProviderError, ToolChoice, ToolDefinition, Usage,
+    tool_calling,
 };
 use crate::tools::redact::Redactor;
 use crate::tools::{Progress, Tool, ToolContext, ToolError, ToolRegistry};
@@ -29,10 +29,11 @@ mod first_token;
 mod fit;
 mod keep_alive;
 pub mod loop_guard;
+mod model_call;
 pub use fallback::{Fallback, Switched};
-use first_token::FirstTokenWait;
 use fit::fit;
 use loop_guard::{LoopGuard, LoopGuardSettings};
+use model_call::{CallEnd, CallResult, Limits, call_model};
 
 /// What a turn reports for the session store the moment it happens, so a
 /// crash loses only the round in flight.
@@ -141,29 +142,123 @@ pub async fn run_turn(
     mut input: TurnInput,
     emit: &(dyn Fn(AgentEvent) + Send + Sync),
 ) -> TurnOutcome {
-    let mut context = std::mem::take(&mut input.context);
-    let mut context_ops = Vec::new();
-    let mut budget = input.context_settings.budget(input.context_window);
-    let mut switched = None;
-    let mut new_messages: Vec<Arc<Message>> = Vec::new();
-    let mut usage_total: Option<Usage> = None;
-    let mut requests = 0;
-    let mut guard = LoopGuard::new(input.loop_guard);
+    let mut turn = TurnState::start(&mut input);
     let result = loop {
-        if let Some(stop) = stop_before_call(&input, requests, &usage_total, emit) {
+        if let Some(stop) = stop_before_call(&input, turn.requests, &turn.usage, emit) {
             break Ok(stop);
         }
-        requests += 1;
+        turn.requests += 1;
+        if let ControlFlow::Break(result) = turn.round(&mut input, emit).await {
+            break result;
+        }
+    };
+    turn.outcome(result)
+}
+
+/// What a turn gathers across its model calls.
+struct TurnState {
+    context: ContextManager,
+    /// Compactions and drops made so far, in order.
+    context_ops: Vec<ContextOp>,
+    /// The window's budget, which a fallback to another provider changes.
+    budget: ContextBudget,
+    switched: Option<Switched>,
+    new_messages: Vec<Arc<Message>>,
+    /// The tokens of the turn's model calls so far.
+    usage: Option<Usage>,
+    requests: u32,
+    guard: LoopGuard,
+}
+
+/// Whether a round leaves the turn going on to the next model call, or ended.
+type RoundEnd = ControlFlow<Result<StopReason, ProviderError>>;
+
+/// A model call's answer, ready for its tools to run.
+struct Called {
+    call: CallResult,
+    /// The calls in the answer, settled against the tools offered.
+    calls: Vec<SettledCall>,
+    /// How many chars the round's tool results may take.
+    results_room: usize,
+}
+
+impl TurnState {
+    fn start(input: &mut TurnInput) -> Self {
+        Self {
+            context: std::mem::take(&mut input.context),
+            context_ops: Vec::new(),
+            budget: input.context_settings.budget(input.context_window),
+            switched: None,
+            new_messages: Vec::new(),
+            usage: None,
+            requests: 0,
+            guard: LoopGuard::new(input.loop_guard),
+        }
+    }
+
+    /// One model call and the tools it asked for.
+    async fn round(
+        &mut self,
+        input: &mut TurnInput,
+        emit: &(dyn Fn(AgentEvent) + Send + Sync),
+    ) -> RoundEnd {
+        let Called {
+            call,
+            calls,
+            results_room,
+        } = match self.call(input, emit).await {
+            Ok(called) => called,
+            Err(err) => return ControlFlow::Break(Err(err)),
+        };
+        let finished = match call.result {
+            Ok(CallEnd::Finished(reason)) => reason,
+            Ok(CallEnd::Cancelled) => {
+                // Calls the model asked for but never got a result would make
+                // the next request invalid: drop them from what is kept.
+                self.keep_without_calls(call.message, input);
+                return ControlFlow::Break(Ok(StopReason::Cancelled));
+            }
+            Err(err) => return self.failed(input, call.message, err, emit).await,
+        };
+        let answer = (!call.message.parts.is_empty()).then(|| Arc::new(call.message));
+        if let Some(message) = &answer {
+            self.context.push(Arc::clone(message));
+            self.new_messages.push(Arc::clone(message));
+        }
+        if calls.is_empty() {
+            if let Some(message) = answer {
+                journal(input, Journal::Round(vec![message]));
+            }
+            let stop = stop_reason(finished, input, &self.usage, emit);
+            return ControlFlow::Break(Ok(stop));
+        }
+        let results = run_tools(input, calls, &mut self.guard, emit).await;
+        self.keep_round(input, answer, results, results_room);
+        if input.cancel.is_cancelled() {
+            return ControlFlow::Break(Ok(StopReason::Cancelled));
+        }
+        if let Some(why) = self.guard.stopped() {
+            emit(AgentEvent::AgentText(why.to_string()));
+            return ControlFlow::Break(Ok(StopReason::EndTurn));
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// The next model call, on a context made to fit it (the error: it
+    /// cannot fit, and nothing was sent).
+    async fn call(
+        &mut self,
+        input: &TurnInput,
+        emit: &(dyn Fn(AgentEvent) + Send + Sync),
+    ) -> Result<Called, ProviderError> {
         let tools = input.tools.definitions();
         let fixed_chars = context::budget::fixed_chars(input.system.as_deref(), &tools);
         // Before every call, also between tool rounds: the request must fit.
-        let kept = (&mut context, &mut context_ops);
-        if let Err(err) = fit(kept, &input, fixed_chars, &budget, emit).await {
-            break Err(err);
-        }
-        let request_chars = fixed_chars + context.chars();
+        let (context, ops) = (&mut self.context, &mut self.context_ops);
+        fit(context, ops, input, fixed_chars, &self.budget, emit).await?;
+        let request_chars = fixed_chars + self.context.chars();
         let offered = tools.clone();
-        let request = input.request(tools, context.messages());
+        let request = input.request(tools, self.context.messages());
         let mut call = call_model(
             &*input.provider,
             request,
@@ -175,91 +270,96 @@ pub async fn run_turn(
         )
         .await;
         if let Some(usage) = call.usage {
-            count_usage(&input, &mut usage_total, &mut context, request_chars, usage);
+            count_usage(
+                input,
+                &mut self.usage,
+                &mut self.context,
+                request_chars,
+                usage,
+            );
         }
         let cut_off = matches!(call.result, Ok(CallEnd::Finished(FinishReason::Length)));
         let calls = dialects::settle(&mut call.message.parts, &offered, cut_off);
-        let finished = match call.result {
-            Ok(CallEnd::Finished(reason)) => reason,
-            Ok(CallEnd::Cancelled) => {
-                // Calls the model asked for but never got a result would make
-                // the next request invalid: drop them from what is kept.
-                push_without_calls(&mut new_messages, &mut context, call.message, &input);
-                break Ok(StopReason::Cancelled);
-            }
-            Err(err) => {
-                // The same request again at once, with its tools as text.
-                if call.message.parts.is_empty() && switched_to_prompted(&input, &err, emit) {
-                    requests -= 1;
-                    continue;
-                }
-                // Only before the user saw any of the answer: a second one would repeat it.
-                if call.message.parts.is_empty()
-                    && let Some(next) = fallback::fall_back(&mut input, &err, emit).await
-                {
-                    budget = input.context_settings.budget(input.context_window);
-                    switched = Some(next);
-                    requests -= 1;
-                    continue;
-                }
-                push_without_calls(&mut new_messages, &mut context, call.message, &input);
-                break Err(err);
-            }
-        };
-        let message = (!call.message.parts.is_empty()).then(|| Arc::new(call.message));
-        if let Some(message) = &message {
-            context.push(Arc::clone(message));
-            new_messages.push(Arc::clone(message));
-        }
-        if calls.is_empty() {
-            if let Some(message) = message {
-                journal(&input, Journal::Round(vec![message]));
-            }
-            break Ok(stop_reason(finished, &input, &usage_total, emit));
-        }
-        let results = run_tools(&input, calls, &mut guard, emit).await;
-        let room = budget.results_chars(fixed_chars);
-        let kept = (&mut context, &mut new_messages);
-        keep_round(&input, kept, message, results, room);
-        if input.cancel.is_cancelled() {
-            break Ok(StopReason::Cancelled);
-        }
-        if let Some(why) = guard.stopped() {
-            emit(AgentEvent::AgentText(why.to_string()));
-            break Ok(StopReason::EndTurn);
-        }
-    };
-    TurnOutcome {
-        new_messages,
-        result,
-        usage: usage_total,
-        context,
-        context_ops,
-        switched,
+        Ok(Called {
+            call,
+            calls,
+            results_room: self.budget.results_chars(fixed_chars),
+        })
     }
-}
 
-/// A round's tool results, fitted to `room` chars, kept in the context
-/// after the answer that asked for them, and stored with it: the calls and
-/// their results are stored together or not at all.
-fn keep_round(
-    input: &TurnInput,
-    (context, new_messages): (&mut ContextManager, &mut Vec<Arc<Message>>),
-    answer: Option<Arc<Message>>,
-    mut results: Vec<Part>,
-    room: usize,
-) {
-    context::budget::fit_results(&mut results, room);
-    let results = Arc::new(Message {
-        role: Role::User,
-        parts: results,
-    });
-    context.push(Arc::clone(&results));
-    new_messages.push(Arc::clone(&results));
-    journal(
-        input,
-        Journal::Round(answer.into_iter().chain([results]).collect()),
-    );
+    /// A failed call is sent again at once, with its tools as text or to
+    /// the fallback provider, only while the user has seen none of its
+    /// answer (a second one would repeat it); else the turn ends with it.
+    async fn failed(
+        &mut self,
+        input: &mut TurnInput,
+        answer: Message,
+        err: ProviderError,
+        emit: &(dyn Fn(AgentEvent) + Send + Sync),
+    ) -> RoundEnd {
+        if answer.parts.is_empty() {
+            if switched_to_prompted(input, &err, emit) {
+                self.requests -= 1;
+                return ControlFlow::Continue(());
+            }
+            if let Some(next) = fallback::fall_back(input, &err, emit).await {
+                self.budget = input.context_settings.budget(input.context_window);
+                self.switched = Some(next);
+                self.requests -= 1;
+                return ControlFlow::Continue(());
+            }
+        }
+        self.keep_without_calls(answer, input);
+        ControlFlow::Break(Err(err))
+    }
+
+    /// A round's tool results, fitted to `room` chars, kept in the context
+    /// after the answer that asked for them, and stored with it: the calls
+    /// and their results are stored together or not at all.
+    fn keep_round(
+        &mut self,
+        input: &TurnInput,
+        answer: Option<Arc<Message>>,
+        mut results: Vec<Part>,
+        room: usize,
+    ) {
+        context::budget::fit_results(&mut results, room);
+        let results = Arc::new(Message {
+            role: Role::User,
+            parts: results,
+        });
+        self.context.push(Arc::clone(&results));
+        self.new_messages.push(Arc::clone(&results));
+        journal(
+            input,
+            Journal::Round(answer.into_iter().chain([results]).collect()),
+        );
+    }
+
+    /// What the model said before the turn ended, without the calls that
+    /// will get no result.
+    fn keep_without_calls(&mut self, mut message: Message, input: &TurnInput) {
+        message
+            .parts
+            .retain(|part| !matches!(part, Part::ToolCall { .. }));
+        if !message.parts.is_empty() {
+            let message = Arc::new(message);
+            self.context.push(Arc::clone(&message));
+            self.new_messages.push(Arc::clone(&message));
+            journal(input, Journal::Round(vec![message]));
+        }
+    }
+
+    fn outcome(self, result: Result<StopReason, ProviderError>) -> TurnOutcome {
+        TurnOutcome {
+            new_messages: self.new_messages,
+            result,
+            usage: self.usage,
+            context: self.context,
+            context_ops: self.context_ops,
+            switched: self.switched,
+        }
+    }
 }
 
 /// Why the turn stops before its next model call, if it does.
@@ -365,23 +465,6 @@ fn spent(input: &TurnInput, usage: &Option<Usage>) -> crate::context::spend::Spe
 fn journal(input: &TurnInput, entry: Journal) {
     if let Some(journal) = &input.journal {
         journal(entry);
-    }
-}
-
-fn push_without_calls(
-    messages: &mut Vec<Arc<Message>>,
-    context: &mut ContextManager,
-    mut message: Message,
-    input: &TurnInput,
-) {
-    message
-        .parts
-        .retain(|part| !matches!(part, Part::ToolCall { .. }));
-    if !message.parts.is_empty() {
-        let message = Arc::new(message);
-        context.push(Arc::clone(&message));
-        messages.push(Arc::clone(&message));
-        journal(input, Journal::Round(vec![message]));
     }
 }
 
@@ -612,279 +695,6 @@ fn finish_call(
         call_id: call.provider_id.clone(),
         content,
         is_error,
-    }
-}
-
-enum CallEnd {
-    Finished(FinishReason),
-    Cancelled,
-}
-
-struct CallResult {
-    message: Message,
-    usage: Option<Usage>,
-    result: Result<CallEnd, ProviderError>,
-}
-
-/// What bounds a model call besides its request.
-struct Limits<'a> {
-    context_window: u64,
-    first_token_notice: Option<Duration>,
-    /// Read the stream no faster than this client takes updates.
-    outbound: Option<&'a dyn crate::client::ClientSink>,
-}
-
-/// One streamed LLM call. Text and thoughts are forwarded as they arrive and
-/// collected into the assistant message.
-async fn call_model(
-    provider: &dyn Provider,
-    request: ChatRequest,
-    offered: &[ToolDefinition],
-    cancel: &CancellationToken,
-    limits: Limits<'_>,
-    meter: Option<&crate::providers::pricing::CostMeter>,
-    emit: &(dyn Fn(AgentEvent) + Send + Sync),
-) -> CallResult {
-    let Limits {
-        context_window,
-        first_token_notice,
-        outbound,
-    } = limits;
-    let mut builder = AssistantBuilder::reading_text_calls(offered);
-    let mut usage = None;
-    let notify = |notice: retry::RetryNotice| emit(retry_notice(notice));
-    let mut waiting = FirstTokenWait::new(first_token_notice);
-    let start = retry::start_stream(provider, &request, &notify);
-    tokio::pin!(start);
-    let started = loop {
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => break None,
-            started = &mut start => break Some(started),
-            () = waiting.next_notice() => emit(waiting.notice()),
-        }
-    };
-    let mut stream = match started {
-        None => return builder.finish(usage, Ok(CallEnd::Cancelled)),
-        Some(Err(err)) => return builder.finish(usage, Err(err)),
-        Some(Ok(stream)) => stream,
-    };
-    let mut finish = None;
-    let result = loop {
-        // Back-pressure: a client that is not reading holds the stream here.
-        if let Some(client) = outbound {
-            tokio::select! {
-                biased;
-                _ = cancel.cancelled() => break Ok(CallEnd::Cancelled),
-                () = client.room() => {}
-            }
-        }
-        let next = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => break Ok(CallEnd::Cancelled),
-            next = stream.next() => next,
-            () = waiting.next_notice() => {
-                emit(waiting.notice());
-                continue;
-            }
-        };
-        if matches!(
-            next,
-            Some(Ok(ProviderEvent::TextDelta(_)
-                | ProviderEvent::ThinkingDelta(_)
-                | ProviderEvent::ToolCallStart { .. }))
-        ) {
-            waiting.done();
-        }
-        match next {
-            Some(Ok(event)) => match builder.take(event, emit) {
-                None => {}
-                Some(ProviderEvent::Usage(reported)) => {
-                    usage = Some(reported);
-                    let cost = meter.map(|meter| {
-                        let (amount, currency) = meter.charge(&reported);
-                        crate::events::Cost { amount, currency }
-                    });
-                    emit(AgentEvent::Usage {
-                        used: reported.prompt_tokens + reported.completion_tokens,
-                        size: context_window,
-                        cost,
-                    });
-                }
-                Some(ProviderEvent::Finish(reason)) => finish = Some(reason),
-                Some(_) => {}
-            },
-            Some(Err(err)) => break Err(err),
-            None => {
-                break Ok(CallEnd::Finished(
-                    finish.take().unwrap_or(FinishReason::Stop),
-                ));
-            }
-        }
-    };
-    // Dropping the stream here aborts the HTTP response at once on cancel.
-    drop(stream);
-    builder.end_text(&result, emit);
-    builder.finish(usage, result)
-}
-
-/// What the user is told while a failed or rate-limited call waits to retry.
-fn retry_notice(notice: retry::RetryNotice) -> AgentEvent {
-    let thought = notice.message();
-    AgentEvent::Notice(crate::events::Notice {
-        severity: crate::events::Severity::Warning,
-        title: match notice.until {
-            Some(_) => format!("Provider `{}` is rate limited; waiting", notice.provider),
-            None => format!("Provider `{}` failed; retrying", notice.provider),
-        },
-        detail: Some(thought.trim().to_string()),
-        thought,
-    })
-}
-
-/// Collects what the model said, in the order it said it, so thinking
-/// blocks keep their signatures and place (Anthropic checks both).
-#[derive(Default)]
-struct AssistantBuilder {
-    /// Reads calls the server passed through as text out of it.
-    text_calls: Option<TextCallDecoder>,
-    parts: Vec<Part>,
-    /// Tool calls by the provider's index: their position in `parts`.
-    calls: Vec<(usize, usize)>,
-}
-
-impl AssistantBuilder {
-    /// A builder that reads calls to the `offered` tools out of the text.
-    fn reading_text_calls(offered: &[ToolDefinition]) -> Self {
-        Self {
-            text_calls: (!offered.is_empty()).then(|| TextCallDecoder::new(offered)),
-            ..Self::default()
-        }
-    }
-
-    /// Adds what the model said; returns the events that are not part of
-    /// the answer (usage, finish).
-    fn take(
-        &mut self,
-        event: ProviderEvent,
-        emit: &(dyn Fn(AgentEvent) + Send + Sync),
-    ) -> Option<ProviderEvent> {
-        match event {
-            ProviderEvent::TextDelta(text) => match &mut self.text_calls {
-                Some(decoder) => {
-                    let shown = decoder.push(&text);
-                    self.say(shown, emit);
-                }
-                None => self.say(text, emit),
-            },
-            ProviderEvent::ThinkingDelta(text) => {
-                self.thinking(&text);
-                emit(AgentEvent::Thought(text));
-            }
-            ProviderEvent::ThinkingSignature(signature) => self.sign(signature),
-            ProviderEvent::RedactedThinking(data) => {
-                self.parts.push(Part::RedactedThinking { data })
-            }
-            ProviderEvent::ToolCallStart { index, id, name } => self.start_call(index, id, name),
-            ProviderEvent::ToolCallArgumentsDelta { index, delta } => self.call_args(index, &delta),
-            ProviderEvent::ToolCallEnd { .. } => {}
-            other => return Some(other),
-        }
-        None
-    }
-
-    /// The answer ended: the text held back is shown, or its calls join
-    /// the answer (unless it has structured calls, or was cut short).
-    fn end_text(
-        &mut self,
-        result: &Result<CallEnd, ProviderError>,
-        emit: &(dyn Fn(AgentEvent) + Send + Sync),
-    ) {
-        let Some(decoder) = self.text_calls.take() else {
-            return;
-        };
-        let cut_off = matches!(result, Ok(CallEnd::Finished(FinishReason::Length)));
-        let keep_text = !self.calls.is_empty() || !matches!(result, Ok(CallEnd::Finished(_)));
-        let (text, calls) = decoder.finish(cut_off).into_parts(keep_text);
-        self.say(text, emit);
-        self.parts.extend(calls);
-    }
-
-    /// Text the user sees as it is added.
-    fn say(&mut self, text: String, emit: &(dyn Fn(AgentEvent) + Send + Sync)) {
-        if !text.is_empty() {
-            self.text(&text);
-            emit(AgentEvent::AgentText(text));
-        }
-    }
-
-    fn text(&mut self, delta: &str) {
-        match self.parts.last_mut() {
-            Some(Part::Text { text }) => text.push_str(delta),
-            _ => self.parts.push(Part::Text {
-                text: delta.to_string(),
-            }),
-        }
-    }
-
-    fn thinking(&mut self, delta: &str) {
-        match self.parts.last_mut() {
-            Some(Part::Thinking {
-                text,
-                signature: None,
-            }) => text.push_str(delta),
-            _ => self.parts.push(Part::Thinking {
-                text: delta.to_string(),
-                signature: None,
-            }),
-        }
-    }
-
-    fn sign(&mut self, value: String) {
-        let open = self.parts.iter_mut().rev().find_map(|part| match part {
-            Part::Thinking {
-                signature: signature @ None,
-                ..
-            } => Some(signature),
-            _ => None,
-        });
-        match open {
-            Some(signature) => *signature = Some(value),
-            // A block with a signature but no visible text is still a block.
-            None => self.parts.push(Part::Thinking {
-                text: String::new(),
-                signature: Some(value),
-            }),
-        }
-    }
-
-    fn start_call(&mut self, index: usize, id: String, name: String) {
-        self.calls.push((index, self.parts.len()));
-        self.parts.push(Part::ToolCall {
-            id,
-            name,
-            arguments: String::new(),
-        });
-    }
-
-    fn call_args(&mut self, index: usize, delta: &str) {
-        let Some(&(_, position)) = self.calls.iter().rev().find(|(i, _)| *i == index) else {
-            return;
-        };
-        if let Some(Part::ToolCall { arguments, .. }) = self.parts.get_mut(position) {
-            arguments.push_str(delta);
-        }
-    }
-
-    fn finish(self, usage: Option<Usage>, result: Result<CallEnd, ProviderError>) -> CallResult {
-        CallResult {
-            message: Message {
-                role: Role::Assistant,
-                parts: self.parts,
-            },
-            usage,
-            result,
-        }
     }
 }
 

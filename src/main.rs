@@ -67,7 +67,7 @@ fn main() -> ExitCode {
         }
     };
     let config = Config::load(&config_path, ChosenBy::user_if(named), &overrides)
-        .map_err(|err| err.to_string());
+        .map_err(anyhow::Error::from);
     if let Ok(config) = &config {
         log_config_report(config);
     }
@@ -125,6 +125,7 @@ fn run_command(
     command: &cli::Command,
     overrides: &Overrides,
 ) -> anyhow::Result<bool> {
+    use cli::sessions::Output;
     use cli::{Command, ConfigAction, SessionsAction};
     let (config_path, named) = cli.config_path();
     let data_dir = cli.data_dir();
@@ -133,16 +134,29 @@ fn run_command(
     match command {
         Command::Config {
             action: ConfigAction::Init { force },
-        } => cli::init::init(&config_path, *force, &mut out)?,
+        } => {
+            let existing = if *force {
+                cli::init::Existing::Replace
+            } else {
+                cli::init::Existing::Keep
+            };
+            cli::init::init(&config_path, existing, &mut out)?
+        }
         Command::Config {
             action: ConfigAction::Path,
         } => cli::init::paths(&config_path, &data_dir, &mut out)?,
         Command::Sessions {
             action: SessionsAction::List { cwd, json },
-        } => cli::sessions::list(&store, cwd.as_deref(), *json, &mut out)?,
+        } => {
+            let output = if *json { Output::Json } else { Output::Text };
+            cli::sessions::list(&store, cwd.as_deref(), output, &mut out)?
+        }
         Command::Sessions {
             action: SessionsAction::Show { id, json },
-        } => cli::sessions::show(&store, id, *json, &mut out)?,
+        } => {
+            let output = if *json { Output::Json } else { Output::Text };
+            cli::sessions::show(&store, id, output, &mut out)?
+        }
         Command::Sessions {
             action: SessionsAction::Delete { id },
         } => cli::sessions::delete(&store, id, &mut out)?,
@@ -171,7 +185,7 @@ fn run_command(
 /// be answered (`handshake`); a config that cannot be used still serves the
 /// client, answering every session request with its error.
 async fn serve(
-    config: Result<Config, String>,
+    config: anyhow::Result<Config>,
     data_dir: std::path::PathBuf,
     handshake: Handshake,
 ) -> anyhow::Result<()> {
@@ -185,7 +199,7 @@ async fn serve(
         Err(why) => {
             tracing::error!("{why}");
             eprintln!("crucible-agent: {why}");
-            Service::Unconfigured(Unconfigured::new(connection, why))
+            Service::Unconfigured(Unconfigured::new(connection, why.to_string()))
         }
     };
     if let Some(first) = handshake.pending {
@@ -232,9 +246,9 @@ fn sessions(
     config: &Config,
     connection: &Connection,
     data_dir: &std::path::Path,
-) -> Result<SessionManager, String> {
+) -> anyhow::Result<SessionManager> {
     let defaults = Defaults::from_config(config).ok_or_else(|| {
-        "no default provider is configured; add an [llm.providers.NAME] table (see `crucible-agent config init`)".to_string()
+        anyhow::anyhow!("no default provider is configured; add an [llm.providers.NAME] table (see `crucible-agent config init`)")
     })?;
     let providers = Arc::new(Providers::new(config.providers.clone()));
     let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());

@@ -28,6 +28,6 @@ mod views;
 
 pub use blobs::{Blobs, MAX_BLOB_BYTES, content_hash};
 pub use disk::{Metadata, StoredEvent, StoredUpdate};
-pub use files::{ListPage, OpenSession, Store, StoreError, list_page};
+pub use files::{ArchiveMark, ListPage, OpenSession, Store, StoreError, list_page};
 pub use recorder::{Recorder, Settings, Titled};
 pub use views::{Restored, context_from, files_from, replay_from, todos_from, totals_from};

@@ -115,7 +115,7 @@ impl Connection {
         method: &str,
         params: &impl Serialize,
     ) -> Result<Value, RequestError> {
-        self.call(method, params, false).await
+        self.call(method, params, Withdrawn::Dropped).await
     }
 
     /// As [`Self::request`], and a request withdrawn before its answer (the
@@ -128,14 +128,14 @@ impl Connection {
         method: &str,
         params: &impl Serialize,
     ) -> Result<Value, RequestError> {
-        self.call(method, params, true).await
+        self.call(method, params, Withdrawn::CancelledAtPeer).await
     }
 
     async fn call(
         &self,
         method: &str,
         params: &impl Serialize,
-        cancel_withdrawn: bool,
+        withdrawn: Withdrawn,
     ) -> Result<Value, RequestError> {
         let params = serde_json::to_value(params).map_err(|err| RequestError::Encode {
             method: method.to_string(),
@@ -147,7 +147,7 @@ impl Connection {
         let guard = PendingGuard {
             connection: self,
             id: &id,
-            cancel_withdrawn,
+            withdrawn,
         };
         self.send_line(jsonrpc::call_line(Some(&id), method, &params));
         let answer = match rx.await {
@@ -195,15 +195,23 @@ impl Connection {
 struct PendingGuard<'a> {
     connection: &'a Connection,
     id: &'a RequestId,
-    /// Tell the peer when the request is withdrawn unanswered.
-    cancel_withdrawn: bool,
+    withdrawn: Withdrawn,
+}
+
+/// What becomes of a request withdrawn unanswered (its future dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Withdrawn {
+    /// Forgotten here only.
+    Dropped,
+    /// Also cancelled at the peer, with `$/cancel_request`.
+    CancelledAtPeer,
 }
 
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
         // Still there: no answer came, and the connection is open.
         let unanswered = lock(&self.connection.pending).remove(self.id).is_some();
-        if unanswered && self.cancel_withdrawn {
+        if unanswered && self.withdrawn == Withdrawn::CancelledAtPeer {
             lock(&self.connection.withdrawn).insert(self.id.clone());
             self.connection.notify(
                 "$/cancel_request",

@@ -47,7 +47,8 @@ impl ClientSink for Connection {
         let request = translate::permission_request(session_id, call);
         Box::pin(async move {
             let response = ask(self, "session/request_permission", &request).await?;
-            translate::permission_choice(response).map_err(ClientError::Failed)
+            translate::permission_choice(response)
+                .map_err(|err| ClientError::Failed(err.to_string()))
         })
     }
 

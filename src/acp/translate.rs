@@ -238,18 +238,26 @@ pub fn permission_request(session_id: &str, call: &ToolCallInfo) -> acp::Request
     acp::RequestPermissionRequest::new(session_id.to_string(), tool_call(call).into(), options)
 }
 
+/// Why a client's answer to a permission request is not one the agent offered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotOffered {
+    #[error("it chose `{0}`, which was not offered")]
+    Option(String),
+    #[error("it answered with an outcome this agent does not know")]
+    Outcome,
+}
+
 /// The user's answer; `Err` says why it is not one the agent offered.
 pub fn permission_choice(
     response: acp::RequestPermissionResponse,
-) -> Result<PermissionChoice, String> {
+) -> Result<PermissionChoice, NotOffered> {
     match response.outcome {
         acp::RequestPermissionOutcome::Cancelled => Ok(PermissionChoice::Cancelled),
         acp::RequestPermissionOutcome::Selected(selected) => {
-            PermissionChoice::from_option_id(&selected.option_id.0).ok_or_else(|| {
-                format!("it chose `{}`, which was not offered", selected.option_id.0)
-            })
+            PermissionChoice::from_option_id(&selected.option_id.0)
+                .ok_or_else(|| NotOffered::Option(selected.option_id.0.to_string()))
         }
-        _ => Err("it answered with an outcome this agent does not know".into()),
+        _ => Err(NotOffered::Outcome),
     }
 }
 

@@ -11,7 +11,8 @@ use crate::providers::ProviderError;
 /// older turns; past the budget even so, drop the oldest whole turns and
 /// tell the user. A request that cannot fit is not sent.
 pub(super) async fn fit(
-    (context, ops): (&mut ContextManager, &mut Vec<ContextOp>),
+    context: &mut ContextManager,
+    ops: &mut Vec<ContextOp>,
     input: &TurnInput,
     fixed_chars: u64,
     budget: &ContextBudget,
@@ -82,6 +83,28 @@ pub(super) async fn fit(
         }
     }
     let room = budget.limit().saturating_sub(fixed);
+    let fits = drop_oldest(context, ops, input, room, budget.window, emit);
+    if fits {
+        Ok(())
+    } else {
+        Err(ProviderError::ContextOverflow {
+            needed: fixed + context.tokens(),
+            limit: budget.limit(),
+            window: budget.window,
+        })
+    }
+}
+
+/// Drop the oldest whole turns until the context fits `room` tokens, and
+/// tell the user; whether it fits now.
+fn drop_oldest(
+    context: &mut ContextManager,
+    ops: &mut Vec<ContextOp>,
+    input: &TurnInput,
+    room: u64,
+    window: u64,
+    emit: &(dyn Fn(AgentEvent) + Send + Sync),
+) -> bool {
     let (drops, fits) = context.plan_drops(room);
     if !drops.is_empty() {
         let before = context.entries().len();
@@ -96,16 +119,8 @@ pub(super) async fn fit(
         emit(AgentEvent::AgentText(format!(
             "\n[Context full: dropped the {} oldest entries to fit the {}-token window. `/context` shows what remains.]\n",
             before - context.entries().len(),
-            budget.window
+            window
         )));
     }
-    if fits {
-        Ok(())
-    } else {
-        Err(ProviderError::ContextOverflow {
-            needed: fixed + context.tokens(),
-            limit: budget.limit(),
-            window: budget.window,
-        })
-    }
+    fits
 }

@@ -5,7 +5,8 @@ use crate::config::DEFAULT_MAX_TURN_REQUESTS;
 use crate::events::Compaction;
 use crate::permissions::AllowAll;
 use crate::providers::settings::ProviderSettings;
-use crate::providers::{EventStream, ModelInfo};
+use crate::providers::{EventStream, ModelInfo, ProviderEvent};
+use futures::StreamExt;
 use futures::future::BoxFuture;
 use std::sync::Mutex;
 

@@ -8,10 +8,18 @@ use super::CliError;
 /// The commented sample config, as shipped beside the source.
 pub const SAMPLE_CONFIG: &str = include_str!("../../config.sample.toml");
 
+/// What `config init` does with a config file that is there already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    Keep,
+    /// `--force`.
+    Replace,
+}
+
 /// Write the sample config to `path`, creating its directory. An existing
-/// file is kept unless `force`.
-pub fn init(path: &Path, force: bool, out: &mut dyn Write) -> Result<(), CliError> {
-    if path.exists() && !force {
+/// file is kept unless `existing` says to replace it.
+pub fn init(path: &Path, existing: Existing, out: &mut dyn Write) -> Result<(), CliError> {
+    if path.exists() && existing == Existing::Keep {
         return Err(CliError::Refused(format!(
             "{} already exists; keeping it. Use `crucible-agent config init --force` to replace it",
             path.display()
@@ -56,14 +64,16 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let path = home.path().join("a/b/config.toml");
         let mut out = Vec::new();
-        init(&path, false, &mut out).unwrap();
+        init(&path, Existing::Keep, &mut out).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), SAMPLE_CONFIG);
         Config::load(&path, crate::config::ChosenBy::User, &Overrides::default()).unwrap();
         std::fs::write(&path, "# mine").unwrap();
-        let err = init(&path, false, &mut out).unwrap_err().to_string();
+        let err = init(&path, Existing::Keep, &mut out)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("--force"), "{err}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "# mine");
-        init(&path, true, &mut out).unwrap();
+        init(&path, Existing::Replace, &mut out).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), SAMPLE_CONFIG);
     }
 }

@@ -9,17 +9,26 @@ use crate::events::{AgentEvent, ToolStatus};
 use crate::model::Part;
 use crate::store::{self, Store};
 
+/// How a listing or a session is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// For people: a table, a transcript.
+    Text,
+    /// For scripts: the store's own JSON.
+    Json,
+}
+
 pub fn list(
     store: &Store,
     cwd: Option<&Path>,
-    json: bool,
+    output: Output,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let mut sessions = store.list();
     if let Some(cwd) = cwd {
         sessions.retain(|s| s.cwd == cwd);
     }
-    if json {
+    if output == Output::Json {
         serde_json::to_writer_pretty(&mut *out, &sessions).map_err(std::io::Error::other)?;
         writeln!(out)?;
         return Ok(());
@@ -78,9 +87,9 @@ fn as_tree(sessions: &[store::Metadata]) -> Vec<(usize, &store::Metadata)> {
     out
 }
 
-pub fn show(store: &Store, id: &str, json: bool, out: &mut dyn Write) -> Result<(), CliError> {
+pub fn show(store: &Store, id: &str, output: Output, out: &mut dyn Write) -> Result<(), CliError> {
     let (metadata, events) = store.read(id)?;
-    if json {
+    if output == Output::Json {
         let value = serde_json::json!({ "metadata": metadata, "events": events });
         serde_json::to_writer_pretty(&mut *out, &value).map_err(std::io::Error::other)?;
         writeln!(out)?;

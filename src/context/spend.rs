@@ -82,6 +82,14 @@ impl Limit {
     }
 }
 
+/// A `/budget` value that is neither a number above 0 nor `off`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("`{value}` is not a limit for `{key}`; give a number above 0, or `off`")]
+pub struct NotALimit {
+    value: String,
+    key: &'static str,
+}
+
 impl Budgets {
     /// These limits, with each one `later` sets in its place.
     pub fn then(self, later: Budgets) -> Budgets {
@@ -93,13 +101,11 @@ impl Budgets {
     }
 
     /// Sets (or, with `off`, lifts) one limit from `/budget`'s text.
-    pub fn set(&mut self, limit: Limit, value: &str) -> Result<(), String> {
+    pub fn set(&mut self, limit: Limit, value: &str) -> Result<(), NotALimit> {
         let off = matches!(value, "off" | "none" | "0");
-        let bad = || {
-            format!(
-                "`{value}` is not a limit for `{}`; give a number above 0, or `off`",
-                limit.key()
-            )
+        let bad = || NotALimit {
+            value: value.to_string(),
+            key: limit.key(),
         };
         match limit {
             Limit::TurnTokens | Limit::SessionTokens => {

@@ -61,7 +61,7 @@ impl SessionActor {
                         let report = self.budgets().report(&self.spent());
                         format!("`{}` is now `{value}` for this session.\n{report}", limit.key())
                     }
-                    Err(err) => err,
+                    Err(err) => err.to_string(),
                 }
             }
             _ => "usage: `/budget`, or `/budget LIMIT VALUE` (turn_tokens, session_tokens, session_cost; `off` lifts it)".into(),

@@ -44,6 +44,13 @@ impl Metadata {
     }
 }
 
+/// Whether a session is set aside from the list (`session/archive`) or back in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArchiveMark {
+    Archived,
+    Active,
+}
+
 #[derive(Debug, Error)]
 pub enum StoreError {
     #[error("no stored session `{0}`")]
@@ -253,7 +260,8 @@ impl Store {
 
     /// Mark a session archived or not, its files untouched. Refused while
     /// a process has it open (its recorder would write the old mark back).
-    pub fn set_archived(&self, id: &str, archived: bool) -> Result<(), StoreError> {
+    pub fn set_archived(&self, id: &str, mark: ArchiveMark) -> Result<(), StoreError> {
+        let archived = mark == ArchiveMark::Archived;
         let dir = self.existing_dir(id)?;
         let _lock = open_locked(id, &dir)?;
         let mut metadata = read_metadata(id, &dir)?;
@@ -576,24 +584,24 @@ mod tests {
         let store = Store::new(data.path());
         let metadata = Metadata::new("s", PathBuf::from("/p"), "prov", "m", "act");
         drop(store.create(&metadata).unwrap());
-        store.set_archived("s", true).unwrap();
+        store.set_archived("s", ArchiveMark::Archived).unwrap();
         // Twice is fine, as the schema says.
-        store.set_archived("s", true).unwrap();
+        store.set_archived("s", ArchiveMark::Archived).unwrap();
         assert!(store.metadata("s").unwrap().archived);
         assert!(matches!(store.open("s"), Err(StoreError::Archived(_))));
         assert!(store.dir().join("s").join(METADATA).is_file());
         let (open, ..) = {
-            store.set_archived("s", false).unwrap();
+            store.set_archived("s", ArchiveMark::Active).unwrap();
             store.open("s").unwrap()
         };
         // Not while it is open: its recorder would write its own mark back.
         assert!(matches!(
-            store.set_archived("s", true),
+            store.set_archived("s", ArchiveMark::Archived),
             Err(StoreError::Locked { .. })
         ));
         drop(open);
         assert!(matches!(
-            store.set_archived("nope", true),
+            store.set_archived("nope", ArchiveMark::Archived),
             Err(StoreError::NotFound(_))
         ));
     }
@@ -609,7 +617,7 @@ mod tests {
         );
         let written = fs::read_to_string(store.dir().join("s").join(METADATA)).unwrap();
         assert!(!written.contains("archived"), "{written}");
-        store.set_archived("s", true).unwrap();
+        store.set_archived("s", ArchiveMark::Archived).unwrap();
         let written = fs::read_to_string(store.dir().join("s").join(METADATA)).unwrap();
         assert!(written.contains("\"archived\": true"), "{written}");
         assert!(written.contains("\"format_version\": 1"), "{written}");

@@ -406,11 +406,11 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str, health: &
         let mut close: Option<oneshot::Sender<()>> = None;
         let mut flushed: Vec<oneshot::Sender<()>> = Vec::new();
         let mut plans = Vec::new();
-        let mut boundary = false;
+        let mut reach = Reach::PageCache;
         for op in batch {
             match op {
                 Op::Append(event) => {
-                    boundary |= matches!(
+                    if matches!(
                         event,
                         StoredEvent::UserPrompt { .. }
                             | StoredEvent::Round { .. }
@@ -418,7 +418,9 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str, health: &
                             | StoredEvent::RewindUndone { .. }
                             | StoredEvent::Context { .. }
                             | StoredEvent::TurnEnd { .. }
-                    );
+                    ) {
+                        reach = Reach::Disk;
+                    }
                     if let (
                         Some(StoredEvent::Update { update: last }),
                         StoredEvent::Update { update: next },
@@ -441,7 +443,7 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str, health: &
             encode(&done, &mut lines);
         }
         if !lines.is_empty() {
-            match append(&mut open.history, &lines, boundary) {
+            match append(&mut open.history, &lines, reach) {
                 Ok(()) => {
                     failed = false;
                     health.succeeded();
@@ -482,17 +484,21 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str, health: &
     }
 }
 
+/// How far an append goes before it counts as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    PageCache,
+    /// Turn boundaries reach the disk itself, not just the page cache.
+    Disk,
+}
+
 /// Append whole lines or nothing: a write that fails part-way (a full disk)
 /// is cut back off, so no torn line is left for the next append to run on.
-fn append(history: &mut std::fs::File, lines: &[u8], sync: bool) -> std::io::Result<()> {
+fn append(history: &mut std::fs::File, lines: &[u8], reach: Reach) -> std::io::Result<()> {
     let before = history.metadata()?.len();
-    let written = history.write_all(lines).and_then(|()| {
-        if sync {
-            // Turn boundaries reach the disk itself, not just the page cache.
-            history.sync_data()
-        } else {
-            Ok(())
-        }
+    let written = history.write_all(lines).and_then(|()| match reach {
+        Reach::Disk => history.sync_data(),
+        Reach::PageCache => Ok(()),
     });
     if written.is_err() {
         let _ = history.set_len(before);

@@ -6,6 +6,7 @@ use serde_json::json;
 use crate::support::harness::{
     Agent, LlmServer, Reply, Split, agent_text, config_for, stream_head, text_stream,
 };
+use crate::support::wait::wait_until;
 
 /// The first prompt hangs mid-stream; later ones answer normally.
 async fn hang_then_answer() -> LlmServer {
@@ -116,12 +117,10 @@ async fn cancel_before_the_server_answers_at_all() {
     let session = agent.start_session().await;
     let id = agent.start_prompt(&session, "x").await;
     // Wait until the request reached the server, then cancel.
-    for _ in 0..2000 {
-        if !server.chat_requests().is_empty() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    wait_until("the request reached the server", || {
+        !server.chat_requests().is_empty()
+    })
+    .await;
     agent
         .notify("session/cancel", json!({"sessionId": session}))
         .await;

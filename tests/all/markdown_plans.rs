@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support::context::tool_names;
 use crate::support::harness::{Agent, LlmServer, config_for, scripted_model, tool_updates};
+use crate::support::wait::wait_until;
 
 const FIRST: &str = "# Plan\n\n1. Read `src/lib.rs`\n2. Fix the parser\n";
 const SECOND: &str = "# Plan\n\n1. Read `src/lib.rs`\n2. Fix the parser\n3. Add a test\n";
@@ -158,10 +159,7 @@ async fn a_plan_client_gets_the_markdown_plan_with_its_file_beside_the_todo_list
     );
     // The file goes in the session writer's order, at once but not
     // necessarily before the command's answer.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while path.exists() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    wait_until("the plan file removed", || !path.exists()).await;
     assert!(!path.exists(), "{} is still there", path.display());
     again.close_stdin();
     again.wait_exit().await;

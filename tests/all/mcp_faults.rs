@@ -10,6 +10,7 @@ use crucible_agent::mcp::McpManager;
 use serde_json::json;
 
 use crate::mcp::{ctx, echo_spec, names, options, start, tool};
+use crate::support::wait::wait_until;
 
 fn echo_with(name: &str, args: &[&str]) -> crucible_agent::mcp::McpServerSpec {
     let mut all = vec![crate::mcp::fixture("echo_server.py").display().to_string()];
@@ -77,7 +78,7 @@ async fn a_flood_of_notifications_leaves_the_server_answering() {
 async fn a_server_that_vanished_while_idle_is_started_again_for_the_next_call() {
     let manager = start(vec![echo_with("shy", &["--exit-when-idle", "0.4"])]).await;
     let first = manager.process_ids()[0].1;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    wait_until("the idle fixture to leave", || !crate::mcp::alive(first)).await;
     assert!(!crate::mcp::alive(first), "the fixture left");
     let mut answer = tool(&manager, "shy__echo")
         .call(json!({"text": "again"}), &ctx())

@@ -12,6 +12,7 @@ use crate::support::harness::{
     Agent, LlmServer, agent_text, answer_permission, config_for, echo_mcp_server, scripted_model,
     thought_text, tool_updates,
 };
+use crate::support::wait::wait_until;
 
 #[tokio::test]
 async fn tools_of_a_session_server_are_offered_and_run() {
@@ -115,13 +116,8 @@ async fn config_servers_start_with_every_session_and_stop_with_it() {
         .await;
     assert!(closed["result"].is_object(), "{closed}");
     // The server's process (and its child) are gone once the session is.
-    for _ in 0..50 {
-        if !PathBuf::from(format!("/proc/{pid}")).exists() {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("MCP process {pid} outlived its session");
+    let what = format!("MCP process {pid} to end with its session");
+    wait_until(&what, || !PathBuf::from(format!("/proc/{pid}")).exists()).await;
 }
 
 #[tokio::test]

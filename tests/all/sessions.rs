@@ -3,8 +3,6 @@
 //! process after a SIGKILL, deleted, tolerant of damaged files, and never
 //! open in two processes at once.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use crate::support::context::{
@@ -14,6 +12,7 @@ use crate::support::harness::{
     Agent, LlmServer, Recorded, Reply, Split, agent_text, answer_permission, config_for,
     conversation, error_message, models_reply, openai_stream, stream_head, user_update,
 };
+use crate::support::wait::saved_text_of_last_turn;
 
 /// The scripted model: "read notes" asks for `read_file notes.txt`; a tool
 /// result is answered by quoting it; "hang" streams a little and then hangs;
@@ -137,8 +136,12 @@ async fn a_session_survives_sigkill_and_load_replays_what_the_client_saw() {
         );
         live.push(chunk);
     }
-    // Let the writer thread catch up with what the client was shown.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Killed once the writer has saved what the client was shown.
+    first
+        .wait_saved(&session, "the cut-short turn's text saved", |events| {
+            saved_text_of_last_turn(events) == text
+        })
+        .await;
     first.kill().await;
     let _ = hanging;
 
@@ -421,7 +424,12 @@ async fn always_answers_and_the_model_choice_survive_a_restart() {
     answer_permission(&mut first, "allow_always").await;
     let (_, response) = first.response(id).await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    first.wait_saved_turns(&session, 1).await;
+    first
+        .wait_saved_metadata(&session, "the model and the answer saved", |m| {
+            m["model"] == "other-model" && m["permissions"]["write_file"] == true
+        })
+        .await;
     first.kill().await;
 
     let mut second = Agent::spawn_sharing(&config, &first).await;
@@ -480,7 +488,7 @@ async fn context_operations_and_checkpoints_survive_a_restart() {
     let before = context_report(&mut first, &session).await;
     assert!(before.contains("- two-turns (4 entries)"), "{before}");
     assert!(!before.contains("third question"), "{before}");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    first.wait_saved_turns(&session, 4).await;
     first.kill().await;
 
     let mut second = Agent::spawn_sharing(&config, &first).await;
@@ -523,7 +531,12 @@ async fn a_compaction_before_a_restart_is_what_the_model_gets_after_it() {
     }
     let (seen, _) = first.prompt(&session, "/compact").await;
     assert!(agent_text(&seen, &session).contains("Summarized 2 entries"));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    first.wait_saved_turns(&session, 3).await;
+    first
+        .wait_saved(&session, "the compaction saved", |events| {
+            events.iter().any(|e| e["event"] == "context")
+        })
+        .await;
     first.kill().await;
 
     let mut second = Agent::spawn_sharing(&config, &first).await;
@@ -550,7 +563,11 @@ async fn the_active_agent_card_comes_back_with_the_session() {
     let session = first.start_session().await;
     let (seen, _) = first.prompt(&session, "/agent reviewer").await;
     assert!(agent_text(&seen, &session).contains("Agent `reviewer`"));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    first
+        .wait_saved_metadata(&session, "the agent card saved", |m| {
+            m["agent"] == "reviewer"
+        })
+        .await;
     first.kill().await;
 
     let mut second = Agent::spawn_sharing(&config, &first).await;
@@ -606,7 +623,16 @@ async fn a_kill_between_tool_rounds_keeps_the_finished_round_and_the_always_answ
         })
         .await;
     first.wait_for_update("agent_message_chunk").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    first
+        .wait_saved(&session, "the answer so far saved", |events| {
+            saved_text_of_last_turn(events) == "Writing went "
+        })
+        .await;
+    first
+        .wait_saved_metadata(&session, "the answer to the question saved", |m| {
+            m["permissions"]["write_file"] == true
+        })
+        .await;
     // Saved when it was given, not at the end of the turn.
     let metadata: Value = serde_json::from_slice(
         &std::fs::read(first.session_dir(&session).join("metadata.json")).unwrap(),
@@ -636,7 +662,7 @@ async fn a_kill_between_tool_rounds_keeps_the_finished_round_and_the_always_answ
     );
 
     // A second load (after this process too is killed) rebuilds the same context.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    second.wait_saved_turns(&session, 2).await;
     second.kill().await;
     let mut third = Agent::spawn_sharing(&config, &first).await;
     third.initialize().await;
@@ -664,7 +690,7 @@ async fn an_automatic_compaction_is_replayed_after_a_restart() {
     }
     let before = context_report(&mut first, &session).await;
     assert!(before.contains("1. summary"), "{before}");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    first.wait_saved_turns(&session, n).await;
     first.kill().await;
 
     let mut second = Agent::spawn_sharing(&config, &first).await;

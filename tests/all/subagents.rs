@@ -11,9 +11,10 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::support::harness::{
-    Agent, LlmServer, PATIENCE, Recorded, Reply, Split, agent_text, answer_permission, config_for,
+    Agent, LlmServer, Recorded, Reply, Split, agent_text, answer_permission, config_for,
     conversation, echo_mcp_server, models_reply, openai_stream, stream_head, tool_updates,
 };
+use crate::support::wait::wait_until;
 
 /// One model answer of a scripted conversation.
 #[derive(Clone)]
@@ -307,21 +308,14 @@ async fn cancelling_the_parent_cancels_every_child_within_a_second() {
     let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
     let session = agent.start_session().await;
     let id = agent.start_prompt(&session, "Look around").await;
-    let deadline = Instant::now() + *PATIENCE;
-    while server
-        .chat_requests()
-        .iter()
-        .filter(|r| first_user_text(r).starts_with("Slow"))
-        .count()
-        < 2
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the children never called the model"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    wait_until("both children calling the model", || {
+        let requests = server.chat_requests();
+        let children = requests
+            .iter()
+            .filter(|r| first_user_text(r).starts_with("Slow"));
+        children.count() >= 2
+    })
+    .await;
     let cancelled = Instant::now();
     agent
         .notify("session/cancel", json!({"sessionId": session}))

@@ -7,3 +7,4 @@ pub mod context;
 pub mod harness;
 pub mod homes;
 pub mod sessions;
+pub mod wait;

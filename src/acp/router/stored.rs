@@ -183,7 +183,12 @@ async fn mark_archived(
     let Some(store) = store else {
         return Err(RpcError::session_not_found(&id));
     };
-    let marked = tokio::task::spawn_blocking(move || store.set_archived(&id, archived)).await;
+    let mark = if archived {
+        crate::store::ArchiveMark::Archived
+    } else {
+        crate::store::ArchiveMark::Active
+    };
+    let marked = tokio::task::spawn_blocking(move || store.set_archived(&id, mark)).await;
     match marked {
         Ok(marked) => marked.map_err(store_error),
         Err(err) => Err(RpcError::internal(err.to_string())),

@@ -50,7 +50,11 @@ pub fn apply(config: &Path, secrets: &Path, choice: &Choice) -> Result<Written, 
             config.display()
         ))
     })?;
-    set_provider(&mut doc, choice, before.is_none());
+    let start = match before {
+        Some(_) => Start::Existing,
+        None => Start::Sample,
+    };
+    set_provider(&mut doc, choice, start);
     if let Some(dir) = config.parent().filter(|dir| !dir.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|err| refused(dir, "create", err))?;
     }
@@ -58,16 +62,16 @@ pub fn apply(config: &Path, secrets: &Path, choice: &Choice) -> Result<Written, 
         Some(key) => Some(store_key(secrets, &choice.name, key)?),
         None => None,
     };
-    write_replacing(config, doc.to_string().as_bytes(), false)?;
+    write_replacing(config, doc.to_string().as_bytes(), Readers::Usual)?;
     if let Err(err) = check(config, choice) {
         // Put back what was there: a half-made config must not stop the agent.
         match &before {
-            Some(text) => write_replacing(config, text.as_bytes(), false)?,
+            Some(text) => write_replacing(config, text.as_bytes(), Readers::Usual)?,
             None => std::fs::remove_file(config).map_err(|e| refused(config, "remove", e))?,
         }
         if let Some(previous) = previous_secrets {
             match previous {
-                Some(text) => write_replacing(secrets, text.as_bytes(), true)?,
+                Some(text) => write_replacing(secrets, text.as_bytes(), Readers::OwnerOnly)?,
                 None => std::fs::remove_file(secrets).map_err(|e| refused(secrets, "remove", e))?,
             }
         }
@@ -79,9 +83,18 @@ pub fn apply(config: &Path, secrets: &Path, choice: &Choice) -> Result<Written, 
     })
 }
 
+/// What the config setup edits began as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// The user's own file.
+    Existing,
+    /// A fresh copy of the sample.
+    Sample,
+}
+
 /// `[chat] default_provider` and `[llm.providers.NAME]`. In a fresh copy
 /// of the sample, its documented `local` table becomes the provider's.
-fn set_provider(doc: &mut DocumentMut, choice: &Choice, fresh: bool) {
+fn set_provider(doc: &mut DocumentMut, choice: &Choice, start: Start) {
     let chat = table(doc.as_table_mut(), "chat");
     chat["default_provider"] = value(&choice.name);
     // `[chat] model` wins over the provider's own default_model.
@@ -91,7 +104,7 @@ fn set_provider(doc: &mut DocumentMut, choice: &Choice, fresh: bool) {
     let llm = table(doc.as_table_mut(), "llm");
     let providers = table(llm, "providers");
     providers.set_implicit(true);
-    if fresh
+    if start == Start::Sample
         && choice.name != "local"
         && let Some(Item::Table(sample)) = providers.remove("local")
     {
@@ -135,13 +148,22 @@ fn store_key(secrets: &Path, name: &str, key: &Secret) -> Result<Option<String>,
     if let Some(dir) = secrets.parent().filter(|dir| !dir.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|err| refused(dir, "create", err))?;
     }
-    write_replacing(secrets, doc.to_string().as_bytes(), true)?;
+    write_replacing(secrets, doc.to_string().as_bytes(), Readers::OwnerOnly)?;
     Ok(before)
 }
 
+/// Who may read a file setup writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Readers {
+    /// As the user's umask has it.
+    Usual,
+    /// The owner only (the file holds secrets).
+    OwnerOnly,
+}
+
 /// Replace `path` with `bytes` through a file beside it, so a reader sees
-/// the old file or the new one. `private`: readable by the owner only.
-fn write_replacing(path: &Path, bytes: &[u8], private: bool) -> Result<(), CliError> {
+/// the old file or the new one.
+fn write_replacing(path: &Path, bytes: &[u8], readers: Readers) -> Result<(), CliError> {
     use std::io::Write;
     let mut part = path.as_os_str().to_owned();
     part.push(".part");
@@ -149,12 +171,12 @@ fn write_replacing(path: &Path, bytes: &[u8], private: bool) -> Result<(), CliEr
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
-    if private {
+    if readers == Readers::OwnerOnly {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
     #[cfg(not(unix))]
-    let _ = private;
+    let _ = readers;
     let mut file = options
         .open(&part)
         .map_err(|err| refused(&part, "write", err))?;

@@ -33,6 +33,8 @@ pub struct Recorded {
     pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Value,
+    /// When the request's body had come in.
+    pub arrived: std::time::Instant,
 }
 
 impl Recorded {
@@ -435,6 +437,7 @@ async fn serve_one(socket: TcpStream, log: Log, disconnects: Arc<Notify>, handle
         path,
         headers,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        arrived: std::time::Instant::now(),
     };
     // A warm-up is answered here, so scripted replies stay one per real
     // model call.
