@@ -12,6 +12,8 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use thiserror::Error;
 
+use crate::config::ChosenBy;
+
 /// Crucible's agent, spoken over the Agent Client Protocol on stdin/stdout.
 ///
 /// Editors (Zed, the Crucible TUI, acpx…) start this binary and talk
@@ -115,11 +117,14 @@ pub enum CliError {
 }
 
 impl Cli {
-    /// The config path, and whether the user named it (then it must exist).
-    pub fn config_path(&self) -> (PathBuf, bool) {
+    /// The config path, and who chose it (a path the user named must exist).
+    pub fn config_path(&self) -> (PathBuf, ChosenBy) {
         match &self.config {
-            Some(path) => (path.clone(), true),
-            None => (config_home().join("crucible").join("config.toml"), false),
+            Some(path) => (path.clone(), ChosenBy::User),
+            None => (
+                config_home().join("crucible").join("config.toml"),
+                ChosenBy::Default,
+            ),
         }
     }
 

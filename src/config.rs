@@ -267,13 +267,6 @@ pub enum ChosenBy {
     Default,
 }
 
-impl ChosenBy {
-    /// The user, when they `named` the path.
-    pub fn user_if(named: bool) -> Self {
-        if named { Self::User } else { Self::Default }
-    }
-}
-
 /// Validate every section of the file at `path` and put them together.
 fn compose(
     mut raw: raw::RawConfig,

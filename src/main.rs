@@ -14,7 +14,7 @@ use crucible_agent::acp::handshake::Handshake;
 use crucible_agent::acp::{self, Router, Service, Unconfigured};
 use crucible_agent::cli;
 use crucible_agent::client::ClientSink;
-use crucible_agent::config::{ChosenBy, Config, Overrides};
+use crucible_agent::config::{Config, Overrides};
 use crucible_agent::providers::Providers;
 use crucible_agent::session::manager::{Defaults, SessionManager};
 use crucible_agent::store::Store;
@@ -34,7 +34,7 @@ fn main() -> ExitCode {
         eprintln!("crucible-agent: {err:#}");
         return ExitCode::from(2);
     }
-    let (config_path, named) = cli.config_path();
+    let (config_path, chosen_by) = cli.config_path();
     let overrides = Overrides {
         provider: cli.provider.clone(),
         model: cli.model.clone(),
@@ -66,8 +66,7 @@ fn main() -> ExitCode {
             }
         }
     };
-    let config = Config::load(&config_path, ChosenBy::user_if(named), &overrides)
-        .map_err(anyhow::Error::from);
+    let config = Config::load(&config_path, chosen_by, &overrides).map_err(anyhow::Error::from);
     if let Ok(config) = &config {
         log_config_report(config);
     }
@@ -127,7 +126,7 @@ fn run_command(
 ) -> anyhow::Result<bool> {
     use cli::sessions::Output;
     use cli::{Command, ConfigAction, SessionsAction};
-    let (config_path, named) = cli.config_path();
+    let (config_path, chosen_by) = cli.config_path();
     let data_dir = cli.data_dir();
     let store = Store::new(&data_dir);
     let mut out = std::io::stdout().lock();
@@ -171,7 +170,7 @@ fn run_command(
                 .context("cannot start the async runtime")?;
             return Ok(runtime.block_on(cli::doctor::run(
                 &config_path,
-                named,
+                chosen_by,
                 overrides,
                 &data_dir,
                 &mut out,

@@ -62,13 +62,13 @@ impl Check {
 /// Run every check and print the table; `Ok(false)` when something is broken.
 pub async fn run(
     config_path: &Path,
-    named: bool,
+    chosen_by: ChosenBy,
     overrides: &Overrides,
     data_dir: &Path,
     out: &mut dyn Write,
 ) -> Result<bool, CliError> {
     let mut checks = Vec::new();
-    match Config::load(config_path, ChosenBy::user_if(named), overrides) {
+    match Config::load(config_path, chosen_by, overrides) {
         Ok(config) => {
             if config.source.is_some() || config_path.exists() {
                 checks.push(Check::ok("config", config_path.display().to_string()));
