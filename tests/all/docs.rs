@@ -378,15 +378,13 @@ fn every_example_on_the_configuration_page_is_read_by_the_config_reader() {
         let config = Config::from_toml(&text, &path, &env, &Overrides::default())
             .unwrap_or_else(|err| panic!("the config reader refuses\n{block}\n{err}"));
         // Keys read past are fine when Crucible has them (the TUI's, `auto_reconnect`…),
-        // as the page says; not when neither program knows them. `[prices]` is read
-        // (its keys are checked) though the report `doctor` prints calls it unknown.
+        // as the page says; not when neither program knows them.
         let unknown: Vec<&str> = config
             .report
             .ignored
             .iter()
             .filter(|ignored| ignored.why == "neither crucible-agent nor Crucible knows this key")
             .map(|ignored| ignored.key.as_str())
-            .filter(|key| *key != "prices")
             .collect();
         assert!(unknown.is_empty(), "unknown keys: {unknown:?} in\n{block}");
     }
