@@ -16,7 +16,7 @@ use crate::events::{
 };
 use crate::model::{Message, Part, Role};
 use crate::permissions::{Permission, PermissionGate};
-use crate::providers::dialects::{self, SettledCall, TextCallDecoder};
+use crate::providers::dialects::{self, AnswerEnd, SettledCall, TextCallDecoder, TextCalls};
 use crate::providers::{
     ChatRequest, FinishReason, Provider, ProviderError, ProviderEvent, ToolChoice, ToolDefinition,
     Usage, retry, tool_calling,
@@ -177,8 +177,11 @@ pub async fn run_turn(
         if let Some(usage) = call.usage {
             count_usage(&input, &mut usage_total, &mut context, request_chars, usage);
         }
-        let cut_off = matches!(call.result, Ok(CallEnd::Finished(FinishReason::Length)));
-        let calls = dialects::settle(&mut call.message.parts, &offered, cut_off);
+        let end = match call.result {
+            Ok(CallEnd::Finished(FinishReason::Length)) => AnswerEnd::OutputLimit,
+            _ => AnswerEnd::Stopped,
+        };
+        let calls = dialects::settle(&mut call.message.parts, &offered, end);
         let finished = match call.result {
             Ok(CallEnd::Finished(reason)) => reason,
             Ok(CallEnd::Cancelled) => {
@@ -401,7 +404,7 @@ fn prepare(input: &TurnInput, call: SettledCall) -> PreparedCall {
         arguments,
     } = call;
     let tool = input.tools.get(&name).cloned();
-    let arguments = arguments.map_err(ToolError::InvalidArguments);
+    let arguments = arguments.map_err(|err| ToolError::InvalidArguments(err.to_string()));
     let raw_input = arguments.as_ref().cloned().unwrap_or(Value::Null);
     let (title, kind, locations) = match &tool {
         Some(tool) => (
@@ -803,9 +806,15 @@ impl AssistantBuilder {
         let Some(decoder) = self.text_calls.take() else {
             return;
         };
-        let cut_off = matches!(result, Ok(CallEnd::Finished(FinishReason::Length)));
-        let keep_text = !self.calls.is_empty() || !matches!(result, Ok(CallEnd::Finished(_)));
-        let (text, calls) = decoder.finish(cut_off).into_parts(keep_text);
+        let end = match result {
+            Ok(CallEnd::Finished(FinishReason::Length)) => AnswerEnd::OutputLimit,
+            _ => AnswerEnd::Stopped,
+        };
+        let calls = match (self.calls.is_empty(), result) {
+            (true, Ok(CallEnd::Finished(_))) => TextCalls::Run,
+            _ => TextCalls::ShowAsText,
+        };
+        let (text, calls) = decoder.finish(end).into_parts(calls);
         self.say(text, emit);
         self.parts.extend(calls);
     }

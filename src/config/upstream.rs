@@ -98,7 +98,7 @@ impl Entry<'_> {
             let holds_tokens = field.starts_with("transport.env.")
                 || matches!(field, "transport.url" | "transport.auth_header");
             if holds_tokens {
-                self.unset.set(Some((self.key(field), var.clone())));
+                self.unset.set(Some((self.key(field), var.name.clone())));
             }
             invalid(
                 self.path,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::Reasoning;
-use super::http::{WireFormat, model_list};
+use super::http::{ModelListError, WireFormat, model_list};
 use super::settings::ProviderSettings;
 use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder, text_at};
 use super::{
@@ -37,7 +37,7 @@ impl WireFormat for AnthropicFormat {
         body.to_string()
     }
 
-    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String> {
+    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, ModelListError> {
         parse_models(body)
     }
 
@@ -541,7 +541,7 @@ fn prompt_tokens(usage: &Value) -> u64 {
 
 /// `GET /v1/models`: `{"data":[{"id":…,"display_name":…}]}`. llama-server
 /// adds `meta.n_ctx`, the window one request gets.
-pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, String> {
+pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, ModelListError> {
     model_list(value, &["data"], &["id"], |entry| {
         entry.pointer("/meta/n_ctx").and_then(Value::as_u64)
     })

@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value, json};
 
 use super::Reasoning;
-use super::http::{WireFormat, model_list};
-use super::openai::function_tools;
+use super::function_tools::function_tools;
+use super::http::{ModelListError, WireFormat, model_list};
 use super::settings::ProviderSettings;
 use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder, text_at};
 use super::{
@@ -42,7 +42,7 @@ impl WireFormat for OllamaFormat {
         body.to_string()
     }
 
-    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String> {
+    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, ModelListError> {
         parse_tags(body)
     }
 
@@ -91,7 +91,7 @@ pub fn request_body(request: &ChatRequest) -> Value {
     // Ollama has no `tool_choice`: `None` is honoured by sending no tools;
     // `Required` and `Specific` can only offer the tools and hope.
     if !request.tools.is_empty() && request.tool_choice != ToolChoice::None {
-        body["tools"] = function_tools(&request.tools);
+        body["tools"] = json!(function_tools(&request.tools));
     }
     body
 }
@@ -355,7 +355,7 @@ fn is_transient(detail: &str) -> bool {
 
 /// `GET /api/tags`: `{"models":[{"name":"llama3.2:latest",…}]}`. It says
 /// nothing about windows; [`parse_show`] does.
-pub fn parse_tags(value: &Value) -> Result<Vec<ModelInfo>, String> {
+pub fn parse_tags(value: &Value) -> Result<Vec<ModelInfo>, ModelListError> {
     model_list(value, &["models"], &["name", "model"], |_| None)
 }
 

@@ -17,40 +17,12 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
+use super::function_tools::function_tools;
 use super::settings::ProviderSettings;
+pub use super::settings::ToolCalling;
 use super::{ChatRequest, Message, Part, ProviderError, ToolChoice, ToolDefinition};
 use crate::events::{Notice, Severity};
 use crate::util::lock;
-
-/// `tool_calling` as validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ToolCalling {
-    /// Native, until the server refuses tools; then prompted.
-    #[default]
-    Auto,
-    Native,
-    Prompted,
-}
-
-impl ToolCalling {
-    pub const ALL: [ToolCalling; 3] = [
-        ToolCalling::Auto,
-        ToolCalling::Native,
-        ToolCalling::Prompted,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolCalling::Auto => "auto",
-            ToolCalling::Native => "native",
-            ToolCalling::Prompted => "prompted",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|mode| mode.as_str() == text)
-    }
-}
 
 /// The (provider, model) pairs switched to prompted by a refusal, for the
 /// rest of the process.
@@ -128,12 +100,9 @@ pub fn prompted_request(mut request: ChatRequest) -> ChatRequest {
 
 /// The system prompt's tool section.
 pub fn describe_tools(tools: &[ToolDefinition]) -> String {
-    let entries = super::openai::function_tools(tools);
-    let signatures: Vec<String> = entries
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(Value::to_string)
+    let signatures: Vec<String> = function_tools(tools)
+        .iter()
+        .map(|entry| json!(entry).to_string())
         .collect();
     format!(
         "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{}\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call>\n\nThe results come back within <tool_response></tool_response> XML tags. Call a tool only when you need it, and only with the tools listed here.",
@@ -349,7 +318,7 @@ mod tests {
             call_text("read_file", r#"{"path":"a.txt"}"#)
         );
         let mut shown = decoder.push(&written);
-        let finished = decoder.finish(false);
+        let finished = decoder.finish(super::super::dialects::AnswerEnd::Stopped);
         shown.push_str(&finished.text);
         assert_eq!(shown.trim(), "Let me read it.");
         assert_eq!(finished.calls.len(), 1, "{finished:?}");
