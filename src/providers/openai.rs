@@ -242,7 +242,10 @@ impl WireDecoder for StreamDecoder {
         }
         if let Some(usage) = chunk.usage.into_option() {
             let count = |count: Lenient<u64>| count.into_option().unwrap_or(0);
-            let details = usage.prompt_tokens_details.into_option().unwrap_or_default();
+            let details = usage
+                .prompt_tokens_details
+                .into_option()
+                .unwrap_or_default();
             out.push(ProviderEvent::Usage(Usage {
                 prompt_tokens: count(usage.prompt_tokens),
                 completion_tokens: count(usage.completion_tokens),
