@@ -328,9 +328,12 @@ fn switched_to_prompted(
     err: &ProviderError,
     emit: &(dyn Fn(AgentEvent) + Send + Sync),
 ) -> bool {
-    let sent_tools = !input.tools.is_empty();
+    let sent = match input.tools.is_empty() {
+        true => tool_calling::ToolsSent::No,
+        false => tool_calling::ToolsSent::Yes,
+    };
     let config = input.provider.config();
-    match tool_calling::switch_on_refusal(config, &input.model, err, sent_tools) {
+    match tool_calling::switch_on_refusal(config, &input.model, err, sent) {
         Some(notice) => {
             emit(AgentEvent::Notice(notice));
             true

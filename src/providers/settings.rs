@@ -226,6 +226,15 @@ impl ProviderSettings {
     }
 }
 
+/// Where a table's endpoint comes from, which decides the defaults that
+/// apply: a type's own service has a default model and key variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EndpointSource {
+    /// No `endpoint` written: the type's own service.
+    TypeDefault,
+    Written,
+}
+
 /// How transient provider failures are retried (seed 004's `RetryPolicy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -345,14 +354,17 @@ pub fn validate_at(
     }
     let service = table.service(raw.kind.as_deref())?;
     let kind = service.kind();
-    let own_service = raw.endpoint.is_none();
+    let endpoint_source = match raw.endpoint {
+        None => EndpointSource::TypeDefault,
+        Some(_) => EndpointSource::Written,
+    };
     let endpoint = table.endpoint(raw.endpoint, service, warnings)?;
-    let default_model = table.default_model(raw.default_model, service, own_service)?;
+    let default_model = table.default_model(raw.default_model, service, endpoint_source)?;
     let (api_key, missing_key_variable) = table.api_key(
         raw.api_key,
         raw.api_key_file,
         service,
-        own_service,
+        endpoint_source,
         warnings,
     )?;
     Ok(ProviderSettings {
@@ -540,11 +552,11 @@ impl Table<'_> {
         &self,
         written: Option<String>,
         service: ProviderType,
-        own_service: bool,
+        endpoint: EndpointSource,
     ) -> Result<String, InvalidSetting> {
         let fallback = service
             .default_model()
-            .filter(|_| own_service || service == ProviderType::Ollama);
+            .filter(|_| endpoint == EndpointSource::TypeDefault || service == ProviderType::Ollama);
         match (written, fallback) {
             (Some(model), _) if model.trim().is_empty() => Err(self.invalid(
                 "default_model",

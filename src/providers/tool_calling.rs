@@ -53,6 +53,14 @@ pub fn refuses_tools(err: &ProviderError) -> bool {
         && (*status != 500 || detail.contains("--jinja"))
 }
 
+/// Whether the failed request carried tools (only then can it have been
+/// refused for them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolsSent {
+    Yes,
+    No,
+}
+
 /// After a failed call: when the server refused the tools of a model under
 /// `auto`, switch it to prompted (once per process) and return the notice
 /// for the user; the caller sends the request again at once.
@@ -60,9 +68,12 @@ pub fn switch_on_refusal(
     settings: &ProviderSettings,
     model: &str,
     err: &ProviderError,
-    sent_tools: bool,
+    sent: ToolsSent,
 ) -> Option<Notice> {
-    if !sent_tools || settings.tool_calling_for(model) != ToolCalling::Auto || !refuses_tools(err) {
+    if sent == ToolsSent::No
+        || settings.tool_calling_for(model) != ToolCalling::Auto
+        || !refuses_tools(err)
+    {
         return None;
     }
     let newly = lock(&SWITCHED).insert((settings.name.clone(), model.to_string()));
@@ -231,9 +242,9 @@ mod tests {
         let refused = http(400, "m does not support tools");
         assert!(!is_prompted(&auto, "m"));
         // Not when no tools were sent, nor for another error.
-        assert!(switch_on_refusal(&auto, "m", &refused, false).is_none());
-        assert!(switch_on_refusal(&auto, "m", &http(400, "bad"), true).is_none());
-        let notice = switch_on_refusal(&auto, "m", &refused, true).expect("switched");
+        assert!(switch_on_refusal(&auto, "m", &refused, ToolsSent::No).is_none());
+        assert!(switch_on_refusal(&auto, "m", &http(400, "bad"), ToolsSent::Yes).is_none());
+        let notice = switch_on_refusal(&auto, "m", &refused, ToolsSent::Yes).expect("switched");
         assert!(notice.title.contains("prompted"), "{notice:?}");
         assert!(
             notice.thought.contains("tool_calling = \"prompted\""),
@@ -242,10 +253,10 @@ mod tests {
         assert!(is_prompted(&auto, "m"));
         assert!(!is_prompted(&auto, "other-model"));
         // Once: a second refusal is an error like any other.
-        assert!(switch_on_refusal(&auto, "m", &refused, true).is_none());
+        assert!(switch_on_refusal(&auto, "m", &refused, ToolsSent::Yes).is_none());
         // A model set to native never switches.
         let native = settings(ToolCalling::Native);
-        assert!(switch_on_refusal(&native, "m", &refused, true).is_none());
+        assert!(switch_on_refusal(&native, "m", &refused, ToolsSent::Yes).is_none());
         assert!(!is_prompted(&native, "m"));
         assert!(is_prompted(&settings(ToolCalling::Prompted), "m"));
     }
