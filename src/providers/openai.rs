@@ -218,10 +218,13 @@ impl WireDecoder for StreamDecoder {
             return out;
         }
         let chunk: Chunk = match serde_json::from_str(data) {
-            Ok(chunk) => chunk,
+            // serde reads a struct from an array too; a chunk is an object.
+            Ok(chunk) if data.starts_with('{') => chunk,
+            Err(err) if !err.is_data() => {
+                return vec![Err(StreamError::not_json("event", &err, data))];
+            }
             // JSON, but no chunk (not an object): it carries nothing.
-            Err(err) if err.is_data() => Chunk::default(),
-            Err(err) => return vec![Err(StreamError::not_json("event", &err, data))],
+            _ => Chunk::default(),
         };
         if let Some(error) = &chunk.error {
             return vec![Err(remote_error(error))];

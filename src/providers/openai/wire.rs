@@ -237,3 +237,108 @@ pub struct ModelMeta {
     #[serde(default)]
     pub n_ctx_train: Lenient<u64>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::ToolDefinition;
+    use serde_json::json;
+
+    /// The body's text is what `json!` made before these types: the same
+    /// keys in the same order, so prompt caches see the same bytes.
+    #[test]
+    fn a_full_request_is_written_as_before() {
+        let tool = ToolDefinition {
+            name: "read_file".into(),
+            description: "reads".into(),
+            parameters: json!({"type": "object"}),
+        };
+        let envelope = Envelope {
+            model: "m",
+            stream: true,
+            stream_options: StreamOptions {
+                include_usage: true,
+            },
+            max_tokens: Some(100),
+            temperature: Some(0.5),
+            reasoning_effort: Some("low"),
+            prompt_cache_key: Some("s"),
+            tools: vec![FunctionTool::new(&tool)],
+            tool_choice: Some(ToolChoice::Function {
+                kind: FunctionKind::Function,
+                function: FunctionName { name: "read_file" },
+            }),
+        };
+        let mut before = json!({
+            "model": "m",
+            "stream": true,
+            "stream_options": { "include_usage": true },
+        });
+        before["max_tokens"] = json!(100);
+        before["temperature"] = json!(0.5);
+        before["reasoning_effort"] = json!("low");
+        before["prompt_cache_key"] = json!("s");
+        before["tools"] = json!([{"type": "function", "function": {"name": "read_file", "description": "reads", "parameters": {"type": "object"}}}]);
+        before["tool_choice"] = json!({ "type": "function", "function": { "name": "read_file" } });
+        assert_eq!(json!(envelope).to_string(), before.to_string());
+        let messages = [
+            (
+                json!(WireMessage::User {
+                    content: UserContent::Parts(vec![
+                        ContentPart::Text { text: "look" },
+                        ContentPart::ImageUrl {
+                            image_url: ImageUrl {
+                                url: "data:x".into()
+                            }
+                        },
+                    ])
+                }),
+                json!({"role": "user", "content": [
+                    {"type": "text", "text": "look"},
+                    {"type": "image_url", "image_url": {"url": "data:x"}},
+                ]}),
+            ),
+            (
+                json!(WireMessage::Tool {
+                    tool_call_id: "c",
+                    content: "r"
+                }),
+                json!({"role": "tool", "tool_call_id": "c", "content": "r"}),
+            ),
+            (
+                json!(WireMessage::Assistant {
+                    content: "t".into(),
+                    tool_calls: vec![ToolCall {
+                        id: "c",
+                        kind: FunctionKind::Function,
+                        function: CalledFunction {
+                            name: "n",
+                            arguments: "{}"
+                        },
+                    }],
+                }),
+                json!({"role": "assistant", "content": "t", "tool_calls": [
+                    {"id": "c", "type": "function", "function": {"name": "n", "arguments": "{}"}},
+                ]}),
+            ),
+        ];
+        for (now, before) in messages {
+            assert_eq!(now.to_string(), before.to_string());
+        }
+    }
+
+    /// Every recorded stream reads into chunks.
+    #[test]
+    fn recorded_streams_read_as_chunks() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/openai");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let payloads = text.lines().filter_map(|line| line.strip_prefix("data: "));
+            for data in payloads.filter(|data| *data != "[DONE]") {
+                let chunk: Result<Chunk, _> = serde_json::from_str(data);
+                assert!(chunk.is_ok(), "{}: {data}: {chunk:?}", path.display());
+            }
+        }
+    }
+}
