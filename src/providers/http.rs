@@ -298,33 +298,6 @@ pub enum ModelListError {
     NoArray(&'static str),
 }
 
-/// A model list: the array at the first of `arrays` present, each entry with
-/// an id at the first of `ids` present (others are skipped) and the window
-/// `window` finds.
-pub fn model_list(
-    body: &Value,
-    arrays: &[&'static str],
-    ids: &[&str],
-    window: impl Fn(&Value) -> Option<u64>,
-) -> Result<Vec<ModelInfo>, ModelListError> {
-    fn first<'a>(value: &'a Value, keys: &[&str]) -> Option<&'a Value> {
-        keys.iter().find_map(|key| value.get(*key))
-    }
-    let entries = first(body, arrays)
-        .and_then(Value::as_array)
-        .ok_or(ModelListError::NoArray(arrays[0]))?;
-    Ok(entries
-        .iter()
-        .filter_map(|entry| {
-            let id = first(entry, ids).and_then(Value::as_str)?;
-            Some(ModelInfo {
-                id: id.to_string(),
-                context_window: window(entry),
-            })
-        })
-        .collect())
-}
-
 /// The error for an HTTP status the server answered instead of a stream.
 pub fn status_error(
     config: &ProviderSettings,
