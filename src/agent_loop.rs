@@ -16,7 +16,7 @@ use crate::events::{
 };
 use crate::model::{Message, Part, Role};
 use crate::permissions::{Permission, PermissionGate};
-use crate::providers::dialects::{self, SettledCall};
+use crate::providers::dialects::{self, AnswerEnd, SettledCall};
 use crate::providers::{
     ChatRequest, FinishReason, Provider, ProviderError, ToolChoice, ToolDefinition, Usage,
     tool_calling,
@@ -278,8 +278,11 @@ impl TurnState {
                 usage,
             );
         }
-        let cut_off = matches!(call.result, Ok(CallEnd::Finished(FinishReason::Length)));
-        let calls = dialects::settle(&mut call.message.parts, &offered, cut_off);
+        let end = match call.result {
+            Ok(CallEnd::Finished(FinishReason::Length)) => AnswerEnd::OutputLimit,
+            _ => AnswerEnd::Stopped,
+        };
+        let calls = dialects::settle(&mut call.message.parts, &offered, end);
         Ok(Called {
             call,
             calls,
@@ -425,9 +428,12 @@ fn switched_to_prompted(
     err: &ProviderError,
     emit: &(dyn Fn(AgentEvent) + Send + Sync),
 ) -> bool {
-    let sent_tools = !input.tools.is_empty();
+    let sent = match input.tools.is_empty() {
+        true => tool_calling::ToolsSent::No,
+        false => tool_calling::ToolsSent::Yes,
+    };
     let config = input.provider.config();
-    match tool_calling::switch_on_refusal(config, &input.model, err, sent_tools) {
+    match tool_calling::switch_on_refusal(config, &input.model, err, sent) {
         Some(notice) => {
             emit(AgentEvent::Notice(notice));
             true
@@ -484,7 +490,7 @@ fn prepare(input: &TurnInput, call: SettledCall) -> PreparedCall {
         arguments,
     } = call;
     let tool = input.tools.get(&name).cloned();
-    let arguments = arguments.map_err(ToolError::InvalidArguments);
+    let arguments = arguments.map_err(|err| ToolError::InvalidArguments(err.to_string()));
     let raw_input = arguments.as_ref().cloned().unwrap_or(Value::Null);
     let (title, kind, locations) = match &tool {
         Some(tool) => (

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::first_token::FirstTokenWait;
 use crate::events::AgentEvent;
 use crate::model::{Message, Part, Role};
-use crate::providers::dialects::TextCallDecoder;
+use crate::providers::dialects::{AnswerEnd, TextCallDecoder, TextCalls};
 use crate::providers::{
     ChatRequest, FinishReason, Provider, ProviderError, ProviderEvent, ToolDefinition, Usage, retry,
 };
@@ -202,9 +202,15 @@ impl AssistantBuilder {
         let Some(decoder) = self.text_calls.take() else {
             return;
         };
-        let cut_off = matches!(result, Ok(CallEnd::Finished(FinishReason::Length)));
-        let keep_text = !self.calls.is_empty() || !matches!(result, Ok(CallEnd::Finished(_)));
-        let (text, calls) = decoder.finish(cut_off).into_parts(keep_text);
+        let end = match result {
+            Ok(CallEnd::Finished(FinishReason::Length)) => AnswerEnd::OutputLimit,
+            _ => AnswerEnd::Stopped,
+        };
+        let calls = match (self.calls.is_empty(), result) {
+            (true, Ok(CallEnd::Finished(_))) => TextCalls::Run,
+            _ => TextCalls::ShowAsText,
+        };
+        let (text, calls) = decoder.finish(end).into_parts(calls);
         self.say(text, emit);
         self.parts.extend(calls);
     }

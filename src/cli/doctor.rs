@@ -8,8 +8,8 @@ use std::time::Duration;
 use super::CliError;
 use crate::config::{ChosenBy, Config, ConfigReport, Overrides};
 use crate::mcp::McpTransport;
-use crate::providers::Providers;
 use crate::providers::settings::{ProviderKind, ProviderSettings, ToolCalling};
+use crate::providers::{Provider, Providers};
 use crate::tools::environment::Inherit;
 use crate::tools::sandbox::{SandboxMode, SandboxSettings, Support};
 
@@ -112,49 +112,9 @@ async fn check_providers(config: &Config, checks: &mut Vec<Check>) {
     }
     let providers = Providers::new(quick.providers.clone());
     for (name, provider) in &quick.providers {
-        let what = format!("provider {name}");
-        let needs_key = provider.kind == ProviderKind::Anthropic
-            || provider
-                .service
-                .default_endpoint()
-                .is_some_and(|own| provider.endpoint == own && provider.key_variable().is_some());
-        let key_ok = match (&provider.api_key, &provider.missing_key_variable) {
-            (_, Some(variable)) => {
-                checks.push(Check::fail(
-                    format!("{what} key"),
-                    format!("environment variable {variable} is not set"),
-                    format!(
-                        "export {variable} in the environment your editor starts the agent from"
-                    ),
-                ));
-                false
-            }
-            (Some(key), None) => {
-                checks.push(Check::ok(
-                    format!("{what} key"),
-                    format!("from {} (not shown)", key.source),
-                ));
-                true
-            }
-            (None, None) if needs_key => {
-                let variable = provider.key_variable().unwrap_or("API_KEY");
-                checks.push(Check::fail(
-                    format!("{what} key"),
-                    "no API key configured",
-                    format!(
-                        "set api_key = \"${{{variable}}}\" in [llm.providers.{name}] and export {variable}"
-                    ),
-                ));
-                false
-            }
-            (None, None) => {
-                checks.push(Check::ok(
-                    format!("{what} key"),
-                    "none (a local server needs none)",
-                ));
-                true
-            }
-        };
+        let key = check_key(name, provider);
+        let key_ok = key.status != Status::Fail;
+        checks.push(key);
         checks.push(check_tool_calling(name, provider));
         if !key_ok {
             continue;
@@ -162,51 +122,91 @@ async fn check_providers(config: &Config, checks: &mut Vec<Check>) {
         let Some(client) = providers.get(name) else {
             continue;
         };
-        // The server itself, even when `available_models` spares sessions the question.
-        let answer = tokio::time::timeout(ENDPOINT_TIMEOUT, client.list_models()).await;
-        checks.push(match answer {
-            Ok(Ok(models)) => {
-                let listed = models.iter().any(|m| {
-                    m.id == provider.default_model
-                        || m.id.strip_suffix(":latest") == Some(provider.default_model.as_str())
-                });
-                if models.is_empty() || listed {
-                    Check::ok(
-                        format!("{what} endpoint"),
-                        format!("{} answers ({} models)", provider.endpoint, models.len()),
-                    )
-                } else {
-                    Check::warn(
-                        format!("{what} endpoint"),
-                        format!(
-                            "{} answers, but its {} models do not include `{}`",
-                            provider.endpoint,
-                            models.len(),
-                            provider.default_model
-                        ),
-                        Some(format!(
-                            "check default_model in [llm.providers.{name}] (the server lists: {})",
-                            models
-                                .iter()
-                                .take(5)
-                                .map(|m| m.id.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )),
-                    )
-                }
+        checks.push(check_endpoint(name, provider, &*client).await);
+    }
+}
+
+/// Whether the provider has the key it needs, and where it comes from.
+fn check_key(name: &str, provider: &ProviderSettings) -> Check {
+    let what = format!("provider {name} key");
+    let needs_key = provider.kind == ProviderKind::Anthropic
+        || provider
+            .service
+            .default_endpoint()
+            .is_some_and(|own| provider.endpoint == own && provider.key_variable().is_some());
+    match (&provider.api_key, &provider.missing_key_variable) {
+        (_, Some(variable)) => Check::fail(
+            what,
+            format!("environment variable {variable} is not set"),
+            format!("export {variable} in the environment your editor starts the agent from"),
+        ),
+        (Some(key), None) => Check::ok(what, format!("from {} (not shown)", key.source)),
+        (None, None) if needs_key => {
+            let variable = provider.key_variable().unwrap_or("API_KEY");
+            Check::fail(
+                what,
+                "no API key configured",
+                format!(
+                    "set api_key = \"${{{variable}}}\" in [llm.providers.{name}] and export {variable}"
+                ),
+            )
+        }
+        (None, None) => Check::ok(what, "none (a local server needs none)"),
+    }
+}
+
+/// The server itself, even when `available_models` spares sessions the
+/// question: does it answer, and does it list the default model.
+async fn check_endpoint(name: &str, provider: &ProviderSettings, client: &dyn Provider) -> Check {
+    let what = format!("provider {name} endpoint");
+    let answer = tokio::time::timeout(ENDPOINT_TIMEOUT, client.list_models()).await;
+    match answer {
+        Ok(Ok(models)) => {
+            let listed = models.iter().any(|m| {
+                m.id == provider.default_model
+                    || m.id.strip_suffix(":latest") == Some(provider.default_model.as_str())
+            });
+            if models.is_empty() || listed {
+                Check::ok(
+                    what,
+                    format!("{} answers ({} models)", provider.endpoint, models.len()),
+                )
+            } else {
+                Check::warn(
+                    what,
+                    format!(
+                        "{} answers, but its {} models do not include `{}`",
+                        provider.endpoint,
+                        models.len(),
+                        provider.default_model
+                    ),
+                    Some(format!(
+                        "check default_model in [llm.providers.{name}] (the server lists: {})",
+                        models
+                            .iter()
+                            .take(5)
+                            .map(|m| m.id.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                )
             }
-            Ok(Err(err)) => Check::fail(
-                format!("{what} endpoint"),
-                err.to_string(),
-                format!("check `endpoint` and the key in [llm.providers.{name}], and that the server runs"),
+        }
+        Ok(Err(err)) => Check::fail(
+            what,
+            err.to_string(),
+            format!(
+                "check `endpoint` and the key in [llm.providers.{name}], and that the server runs"
             ),
-            Err(_) => Check::fail(
-                format!("{what} endpoint"),
-                format!("{} did not answer within {ENDPOINT_TIMEOUT:?}", provider.endpoint),
-                format!("check `endpoint` in [llm.providers.{name}] and that the server runs"),
+        ),
+        Err(_) => Check::fail(
+            what,
+            format!(
+                "{} did not answer within {ENDPOINT_TIMEOUT:?}",
+                provider.endpoint
             ),
-        });
+            format!("check `endpoint` in [llm.providers.{name}] and that the server runs"),
+        ),
     }
 }
 

@@ -148,7 +148,7 @@ impl<'a> ServerTable<'a> {
 
     /// `value` with its `${VAR}` and `{env:VAR}` replaced from the environment.
     pub(super) fn expand(&self, field: &str, value: &str) -> Result<String, ConfigError> {
-        expand_env(value, self.env).map_err(|variable| self.unset(field, &variable))
+        expand_env(value, self.env).map_err(|variable| self.unset(field, &variable.name))
     }
 
     /// Like [`expand`](Self::expand), for a value that holds a token: an
@@ -158,9 +158,9 @@ impl<'a> ServerTable<'a> {
         expand_env(value, self.env).map_err(|variable| {
             self.unset_secret.set(Some(UnsetSecret {
                 key: self.key(field),
-                variable: variable.clone(),
+                variable: variable.name.clone(),
             }));
-            self.unset(field, &variable)
+            self.unset(field, &variable.name)
         })
     }
 

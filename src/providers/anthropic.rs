@@ -1,19 +1,25 @@
 //! Anthropic Messages API: `POST {endpoint}/v1/messages` with `stream: true`,
 //! read as server-sent events. Serves api.anthropic.com and servers that speak
-//! the same format (llama-server's `/v1/messages`, proxies).
+//! the same format (llama-server's `/v1/messages`, proxies). The stream's
+//! types are in [`wire`].
+
+pub mod wire;
 
 use std::collections::BTreeMap;
 
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::Reasoning;
-use super::http::{WireFormat, model_list};
+use super::http::{ModelListError, WireFormat};
+use super::lenient::Lenient;
 use super::settings::ProviderSettings;
-use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder, text_at};
+use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder};
 use super::{
     ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice, Usage,
 };
 use crate::util::truncate;
+use wire::{BlockDelta, BlockStart, ErrorObject, Event, MessageDeltaBody, ModelList, WireUsage};
 
 /// The Messages API version this client speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -37,7 +43,7 @@ impl WireFormat for AnthropicFormat {
         body.to_string()
     }
 
-    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String> {
+    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, ModelListError> {
         parse_models(body)
     }
 
@@ -273,43 +279,53 @@ impl WireDecoder for StreamDecoder {
     const CUT_OFF: &'static str = "the connection closed before message_stop";
 
     fn on_event(&mut self, event: &str, data: &str) -> Vec<Decoded> {
-        let value: Value = match serde_json::from_str(data) {
+        let mut value: Value = match serde_json::from_str(data) {
             Ok(value) => value,
             Err(err) => return vec![Err(StreamError::not_json("event", &err, data))],
         };
-        let kind = value
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or(event)
-            .to_string();
+        // Data without a `type` is told by its `event:` name.
+        if let Value::Object(fields) = &mut value
+            && !event.is_empty()
+        {
+            fields.entry("type").or_insert_with(|| Value::from(event));
+        }
         let mut out = Vec::new();
-        match kind.as_str() {
-            "message_start" => {
-                if let Some(usage) = value.pointer("/message/usage") {
+        match Event::deserialize(&value).unwrap_or(Event::Other) {
+            Event::MessageStart { message } => {
+                if let Some(usage) = message.into_option().and_then(|m| m.usage.into_option()) {
                     self.usage_seen = true;
-                    self.prompt_tokens = prompt_tokens(usage);
-                    self.cached_prompt_tokens = count(usage, "cache_read_input_tokens");
-                    self.cache_written_prompt_tokens = count(usage, "cache_creation_input_tokens");
-                    self.completion_tokens = count(usage, "output_tokens");
+                    self.prompt_tokens = prompt_tokens(&usage);
+                    self.cached_prompt_tokens = count(&usage.cache_read_input_tokens);
+                    self.cache_written_prompt_tokens = count(&usage.cache_creation_input_tokens);
+                    self.completion_tokens = count(&usage.output_tokens);
                 }
             }
-            "content_block_start" => self.on_block_start(&value, &mut out),
-            "content_block_delta" => self.on_block_delta(&value, &mut out),
-            "content_block_stop" => {
-                let index = block_index(&value);
+            Event::ContentBlockStart {
+                index,
+                content_block,
+            } => self.on_block_start(block_index(&index), content_block.into_option(), &mut out),
+            Event::ContentBlockDelta { index, delta } => {
+                self.on_block_delta(block_index(&index), delta.into_option(), &mut out)
+            }
+            Event::ContentBlockStop { index } => {
+                let index = block_index(&index);
                 if let Some(block) = self.blocks.remove(&index) {
                     close_block(index, block, &mut out);
                 }
             }
-            "message_delta" => self.on_message_delta(&value, &mut out),
-            "message_stop" => {
+            Event::MessageDelta { usage, delta } => {
+                self.on_message_delta(usage.into_option(), delta.into_option(), &mut out)
+            }
+            Event::MessageStop => {
                 self.progress.done = true;
                 self.close_blocks(&mut out);
                 self.push_usage(&mut out);
             }
-            "error" => return vec![Err(remote_error(&value))],
+            Event::Error { error } => {
+                return vec![Err(remote_error(error.as_ref().unwrap_or(&value)))];
+            }
             // `ping` and event types added later carry nothing for us.
-            _ => return Vec::new(),
+            Event::Other => return Vec::new(),
         }
         self.progress.saw_anything = true;
         out.into_iter().map(Ok).collect()
@@ -329,22 +345,27 @@ impl WireDecoder for StreamDecoder {
 }
 
 impl StreamDecoder {
-    fn on_message_delta(&mut self, value: &Value, out: &mut Vec<ProviderEvent>) {
-        if let Some(usage) = value.get("usage") {
+    fn on_message_delta(
+        &mut self,
+        usage: Option<WireUsage>,
+        delta: Option<MessageDeltaBody>,
+        out: &mut Vec<ProviderEvent>,
+    ) {
+        if let Some(usage) = usage {
             self.usage_seen = true;
-            if let Some(output) = usage.get("output_tokens").and_then(Value::as_u64) {
-                self.completion_tokens = output;
+            if let Some(output) = usage.output_tokens.as_ref() {
+                self.completion_tokens = *output;
             }
-            if count(usage, "input_tokens") > 0 {
-                self.prompt_tokens = prompt_tokens(usage);
-                self.cached_prompt_tokens = count(usage, "cache_read_input_tokens");
-                self.cache_written_prompt_tokens = count(usage, "cache_creation_input_tokens");
+            if count(&usage.input_tokens) > 0 {
+                self.prompt_tokens = prompt_tokens(&usage);
+                self.cached_prompt_tokens = count(&usage.cache_read_input_tokens);
+                self.cache_written_prompt_tokens = count(&usage.cache_creation_input_tokens);
             }
         }
-        if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
+        if let Some(reason) = delta.and_then(|delta| delta.stop_reason.into_option()) {
             self.close_blocks(out);
             self.progress.finished = true;
-            out.push(ProviderEvent::Finish(match reason {
+            out.push(ProviderEvent::Finish(match reason.as_str() {
                 "end_turn" | "stop_sequence" => FinishReason::Stop,
                 "max_tokens" => FinishReason::Length,
                 "tool_use" => FinishReason::ToolCalls,
@@ -354,46 +375,42 @@ impl StreamDecoder {
         }
     }
 
-    fn on_block_start(&mut self, value: &Value, out: &mut Vec<ProviderEvent>) {
-        let index = block_index(value);
+    fn on_block_start(
+        &mut self,
+        index: usize,
+        block: Option<BlockStart>,
+        out: &mut Vec<ProviderEvent>,
+    ) {
         // A start on an index still open: the server skipped the stop.
         if let Some(previous) = self.blocks.remove(&index) {
             close_block(index, previous, out);
         }
-        let Some((block, kind)) = typed(value, "content_block") else {
-            return;
-        };
-        match kind {
-            "text" => push_text(out, block, "text", ProviderEvent::TextDelta),
-            "thinking" => {
-                push_text(out, block, "thinking", ProviderEvent::ThinkingDelta);
+        match block {
+            Some(BlockStart::Text { text }) => push_text(out, &text, ProviderEvent::TextDelta),
+            Some(BlockStart::Thinking {
+                thinking,
+                signature,
+            }) => {
+                push_text(out, &thinking, ProviderEvent::ThinkingDelta);
                 self.blocks.insert(
                     index,
                     Block::Thinking {
-                        start_signature: text_at(block, "signature").map(str::to_string),
+                        start_signature: signature.text().map(str::to_string),
                         signed: false,
                     },
                 );
             }
-            "redacted_thinking" => {
-                push_text(out, block, "data", ProviderEvent::RedactedThinking);
+            Some(BlockStart::RedactedThinking { data }) => {
+                push_text(out, &data, ProviderEvent::RedactedThinking);
             }
-            "tool_use" => {
-                let id = text_at(block, "id")
-                    .map(str::to_string)
-                    .unwrap_or_else(|| format!("toolu_{index}"));
-                let name = block
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string();
+            Some(BlockStart::ToolUse { id, name, input }) => {
+                let id =
+                    (id.text().map(str::to_string)).unwrap_or_else(|| format!("toolu_{index}"));
+                let name = name.into_option().unwrap_or_default();
                 // llama-server may leave `input` out; the real API sends `{}`.
-                let start_input = match block.get("input") {
-                    Some(Value::Object(input)) if !input.is_empty() => {
-                        Some(Value::Object(input.clone()).to_string())
-                    }
-                    _ => None,
-                };
+                let start_input = (input.into_option())
+                    .filter(|input| !input.is_empty())
+                    .map(|input| Value::Object(input).to_string());
                 out.push(ProviderEvent::ToolCallStart { index, id, name });
                 self.blocks.insert(
                     index,
@@ -404,28 +421,31 @@ impl StreamDecoder {
                 );
             }
             // Server-side tools run on Anthropic's side; nothing for the agent to do.
-            _ => {}
+            Some(BlockStart::Other) | None => {}
         }
     }
 
-    fn on_block_delta(&mut self, value: &Value, out: &mut Vec<ProviderEvent>) {
-        let index = block_index(value);
-        let Some((delta, kind)) = typed(value, "delta") else {
-            return;
-        };
-        match kind {
-            "text_delta" => push_text(out, delta, "text", ProviderEvent::TextDelta),
-            "thinking_delta" => push_text(out, delta, "thinking", ProviderEvent::ThinkingDelta),
-            "signature_delta" => {
-                if let Some(signature) = text_at(delta, "signature") {
+    fn on_block_delta(
+        &mut self,
+        index: usize,
+        delta: Option<BlockDelta>,
+        out: &mut Vec<ProviderEvent>,
+    ) {
+        match delta {
+            Some(BlockDelta::TextDelta { text }) => push_text(out, &text, ProviderEvent::TextDelta),
+            Some(BlockDelta::ThinkingDelta { thinking }) => {
+                push_text(out, &thinking, ProviderEvent::ThinkingDelta)
+            }
+            Some(BlockDelta::SignatureDelta { signature }) => {
+                if let Some(signature) = signature.text() {
                     if let Some(Block::Thinking { signed, .. }) = self.blocks.get_mut(&index) {
                         *signed = true;
                     }
                     out.push(ProviderEvent::ThinkingSignature(signature.to_string()));
                 }
             }
-            "input_json_delta" => {
-                let Some(partial) = text_at(delta, "partial_json") else {
+            Some(BlockDelta::InputJsonDelta { partial_json }) => {
+                let Some(partial) = partial_json.text() else {
                     return;
                 };
                 // Arguments for a call that never started have nowhere to go.
@@ -438,7 +458,7 @@ impl StreamDecoder {
                 }
             }
             // `citations_delta` and later kinds are not shown.
-            _ => {}
+            Some(BlockDelta::Other) | None => {}
         }
     }
 
@@ -462,15 +482,12 @@ impl StreamDecoder {
 }
 
 /// `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
-fn remote_error(value: &Value) -> StreamError {
-    let error = value.get("error").unwrap_or(value);
-    let detail = error
-        .get("message")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_else(|| truncate(&error.to_string(), 300));
+fn remote_error(error: &Value) -> StreamError {
+    let object = ErrorObject::deserialize(error).unwrap_or_default();
+    let detail =
+        (object.message.into_option()).unwrap_or_else(|| truncate(&error.to_string(), 300));
     let transient = matches!(
-        error.get("type").and_then(Value::as_str),
+        object.kind.as_ref().map(String::as_str),
         Some("overloaded_error" | "api_error" | "rate_limit_error")
     );
     StreamError::Remote { detail, transient }
@@ -498,53 +515,54 @@ fn close_block(index: usize, block: Block, out: &mut Vec<ProviderEvent>) {
     }
 }
 
-fn block_index(value: &Value) -> usize {
-    value
-        .get("index")
-        .and_then(Value::as_u64)
-        .map(|i| i as usize)
-        .unwrap_or(0)
+fn block_index(index: &Lenient<usize>) -> usize {
+    index.as_ref().copied().unwrap_or(0)
 }
 
-/// The object at `key` and its `type`.
-fn typed<'a>(value: &'a Value, key: &str) -> Option<(&'a Value, &'a str)> {
-    let inner = value.get(key)?;
-    let kind = inner
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    Some((inner, kind))
-}
-
-/// The text at `key`, as `event`, unless it is empty.
+/// The text, as `event`, unless it is empty.
 fn push_text(
     out: &mut Vec<ProviderEvent>,
-    value: &Value,
-    key: &str,
+    text: &Lenient<String>,
     event: fn(String) -> ProviderEvent,
 ) {
-    if let Some(text) = text_at(value, key) {
+    if let Some(text) = text.text() {
         out.push(event(text.to_string()));
     }
 }
 
-fn count(usage: &Value, key: &str) -> u64 {
-    usage.get(key).and_then(Value::as_u64).unwrap_or(0)
+fn count(count: &Lenient<u64>) -> u64 {
+    count.as_ref().copied().unwrap_or(0)
 }
 
 /// Cached prompt tokens are counted apart from `input_tokens`; the window holds all of them.
-fn prompt_tokens(usage: &Value) -> u64 {
-    count(usage, "input_tokens")
-        + count(usage, "cache_creation_input_tokens")
-        + count(usage, "cache_read_input_tokens")
+fn prompt_tokens(usage: &WireUsage) -> u64 {
+    count(&usage.input_tokens)
+        + count(&usage.cache_creation_input_tokens)
+        + count(&usage.cache_read_input_tokens)
 }
 
 /// `GET /v1/models`: `{"data":[{"id":…,"display_name":…}]}`. llama-server
 /// adds `meta.n_ctx`, the window one request gets.
-pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, String> {
-    model_list(value, &["data"], &["id"], |entry| {
-        entry.pointer("/meta/n_ctx").and_then(Value::as_u64)
-    })
+pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, ModelListError> {
+    let list = ModelList::deserialize(value).unwrap_or_default();
+    let entries = list
+        .data
+        .into_option()
+        .ok_or(ModelListError::NoArray("data"))?;
+    Ok(entries
+        .into_iter()
+        .filter_map(Lenient::into_option)
+        .filter_map(|entry| {
+            let window = entry
+                .meta
+                .into_option()
+                .and_then(|meta| meta.n_ctx.into_option());
+            Some(ModelInfo {
+                id: entry.id.into_option()?,
+                context_window: window,
+            })
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -46,12 +46,39 @@ pub struct Finished {
     pub source: String,
 }
 
+/// How an answer ended, which decides what a call being written means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerEnd {
+    /// The model stopped by itself (or the stream broke off).
+    Stopped,
+    /// The output limit cut it off: a call being written counts as a call,
+    /// and the model is told it was cut off.
+    OutputLimit,
+}
+
+/// What becomes of the calls read from an answer's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextCalls {
+    /// They are the answer's calls.
+    Run,
+    /// They are shown as the text they were: the answer has structured
+    /// calls already, or did not finish.
+    ShowAsText,
+}
+
+/// Whether more text may follow what a dialect is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TextEnd {
+    /// More may come: what looks cut short may still complete.
+    Open,
+    /// The answer ended: what is there is all there is.
+    Reached,
+}
+
 impl Finished {
-    /// The text to show and the call parts to add to an answer. An answer
-    /// that already has structured calls keeps only those: the text ones
-    /// are shown as the text they were.
-    pub fn into_parts(self, has_structured_calls: bool) -> (String, Vec<Part>) {
-        if has_structured_calls {
+    /// The text to show and the call parts to add to an answer.
+    pub fn into_parts(self, calls: TextCalls) -> (String, Vec<Part>) {
+        if calls == TextCalls::ShowAsText {
             return (self.text + &self.source, Vec::new());
         }
         let calls = self
@@ -111,7 +138,7 @@ impl Attempt {
     }
 }
 
-type Parser = fn(&str, bool, &Offered) -> Attempt;
+type Parser = fn(&str, TextEnd, &Offered) -> Attempt;
 
 /// The markers that may start a call, with their dialect.
 const MARKERS: &[(&str, Parser)] = &[
@@ -206,22 +233,24 @@ impl TextCallDecoder {
         if self.held.len() < self.retry_at {
             return String::new();
         }
-        self.scan(false)
+        self.scan(TextEnd::Open)
     }
 
-    /// The answer ended. `cut_off`: by the output limit, so a call that
-    /// was being written counts as a call (the model is told it was cut
-    /// off) instead of text.
-    pub fn finish(mut self, cut_off: bool) -> Finished {
+    /// The answer ended; cut off by the output limit, a call that was
+    /// being written counts as a call (the model is told it was cut off)
+    /// instead of text.
+    pub fn finish(mut self, end: AnswerEnd) -> Finished {
         // Look again at what waited for more (see `retry_at`), so what is
         // held is the same however the text came.
-        let mut text = self.scan(false);
-        if cut_off && let Some(call) = self.cut_call() {
+        let mut text = self.scan(TextEnd::Open);
+        if end == AnswerEnd::OutputLimit
+            && let Some(call) = self.cut_call()
+        {
             self.tail.push_str(&self.held);
             self.held.clear();
             self.calls.push(call);
         }
-        text.push_str(&self.scan(true));
+        text.push_str(&self.scan(TextEnd::Reached));
         Finished {
             text,
             calls: self.calls,
@@ -229,16 +258,16 @@ impl TextCallDecoder {
         }
     }
 
-    /// Scans what is held; `ended`: nothing more will come.
-    fn scan(&mut self, ended: bool) -> String {
+    /// Scans what is held; `end` says whether more will come.
+    fn scan(&mut self, end: TextEnd) -> String {
         let mut shown = String::new();
         let mut at = 0;
         while at < self.held.len() {
             let rest = &self.held[at..];
             let step = if self.calls.is_empty() {
-                self.step_text(rest, ended)
+                self.step_text(rest, end)
             } else {
-                self.step_tail(rest, ended)
+                self.step_tail(rest, end)
             };
             match step {
                 Step::Show(len) => {
@@ -273,7 +302,7 @@ impl TextCallDecoder {
 
     /// Plain text: show it up to the next byte that may start a call or
     /// change the Markdown state.
-    fn step_text(&self, rest: &str, ended: bool) -> Step {
+    fn step_text(&self, rest: &str, end: TextEnd) -> Step {
         let special = |b: &u8| matches!(b, b'<' | b'[' | b'{' | b'`' | b'\n');
         match rest.as_bytes().iter().position(special) {
             None => return Step::Show(rest.len()),
@@ -284,13 +313,13 @@ impl TextCallDecoder {
             b'\n' => Step::Show(1),
             b'`' => {
                 let run = backticks(rest);
-                if run == rest.len() && !ended {
+                if run == rest.len() && end == TextEnd::Open {
                     return Step::Wait;
                 }
                 if self.code.open() || run < 3 {
                     return Step::Show(run);
                 }
-                match fenced_json::parse(rest, run, ended, &self.offered) {
+                match fenced_json::parse(rest, run, end, &self.offered) {
                     Attempt::Calls(calls, used) => Step::Calls(calls, used),
                     Attempt::More => Step::Wait,
                     Attempt::No => Step::Show(run),
@@ -298,16 +327,16 @@ impl TextCallDecoder {
             }
             _ if self.code.open() => Step::Show(1),
             b'{' if !self.spoke => {
-                self.attempt(llama_json::parse_bare(rest, ended, &self.offered), 1)
+                self.attempt(llama_json::parse_bare(rest, end, &self.offered), 1)
             }
             b'{' => Step::Show(1),
-            _ => self.marker(rest, ended).unwrap_or(Step::Show(1)),
+            _ => self.marker(rest, end).unwrap_or(Step::Show(1)),
         }
     }
 
     /// After calls: whitespace, separators and end tokens keep them
     /// standing, another call joins them, anything else is text.
-    fn step_tail(&self, rest: &str, ended: bool) -> Step {
+    fn step_tail(&self, rest: &str, end: TextEnd) -> Step {
         let spaces = rest.len()
             - rest
                 .trim_start_matches(|c: char| c.is_whitespace() || c == ';')
@@ -319,23 +348,23 @@ impl TextCallDecoder {
             if rest.starts_with(token) {
                 return Step::Tail(token.len());
             }
-            if !ended && token.starts_with(rest) {
+            if end == TextEnd::Open && token.starts_with(rest) {
                 return Step::Wait;
             }
         }
         let step = match rest.as_bytes()[0] {
-            b'{' => self.attempt(llama_json::parse_bare(rest, ended, &self.offered), 1),
+            b'{' => self.attempt(llama_json::parse_bare(rest, end, &self.offered), 1),
             b'`' => {
                 let run = backticks(rest);
-                if run == rest.len() && !ended {
+                if run == rest.len() && end == TextEnd::Open {
                     Step::Wait
                 } else if run >= 3 {
-                    self.attempt(fenced_json::parse(rest, run, ended, &self.offered), 1)
+                    self.attempt(fenced_json::parse(rest, run, end, &self.offered), 1)
                 } else {
                     Step::Show(1)
                 }
             }
-            _ => self.marker(rest, ended).unwrap_or(Step::Show(1)),
+            _ => self.marker(rest, end).unwrap_or(Step::Show(1)),
         };
         match step {
             Step::Show(_) => Step::Break,
@@ -344,12 +373,12 @@ impl TextCallDecoder {
     }
 
     /// The dialect whose marker `rest` starts with, or may start with.
-    fn marker(&self, rest: &str, ended: bool) -> Option<Step> {
+    fn marker(&self, rest: &str, end: TextEnd) -> Option<Step> {
         for (marker, parse) in MARKERS {
             if rest.starts_with(marker) {
-                return Some(self.attempt(parse(rest, ended, &self.offered), 1));
+                return Some(self.attempt(parse(rest, end, &self.offered), 1));
             }
-            if !ended && marker.starts_with(rest) {
+            if end == TextEnd::Open && marker.starts_with(rest) {
                 return Some(Step::Wait);
             }
         }
@@ -416,8 +445,8 @@ impl TextCallDecoder {
             return None;
         }
         let step = match self.calls.is_empty() {
-            true => self.step_text(text, true),
-            false => self.step_tail(text, true),
+            true => self.step_text(text, TextEnd::Reached),
+            false => self.step_tail(text, TextEnd::Reached),
         };
         if matches!(step, Step::Calls(..)) {
             return None;
@@ -453,15 +482,33 @@ pub struct SettledCall {
     pub id: String,
     pub name: String,
     /// The arguments, or what the model reads instead of a result.
-    pub arguments: Result<Value, String>,
+    pub arguments: Result<Value, RejectedArguments>,
+}
+
+/// Why a call's arguments cannot run; the text is what the model reads
+/// instead of a result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RejectedArguments {
+    /// The output limit cut the answer's last call short.
+    #[error("{}", repair::cut_off(&.0.to_string()))]
+    CutOff(repair::ArgumentsError),
+    /// An offered tool: the error and the tool's schema, to call it right.
+    #[error("{}", repair::unusable(&.error.to_string(), .tool))]
+    Unusable {
+        error: repair::ArgumentsError,
+        tool: ToolDefinition,
+    },
+    /// A tool not offered (its name is the error the caller reports).
+    #[error(transparent)]
+    Invalid(repair::ArgumentsError),
 }
 
 /// Repairs the calls of an answer in place (a name that means one offered
 /// tool, arguments that parse once repaired), so the conversation carries
 /// them as they run; says for each what runs, or the error the model
 /// reads: the parse error and the tool's schema, or for the last call of
-/// an answer cut off by the output limit (`cut_off`), that it was cut off.
-pub fn settle(parts: &mut [Part], offered: &[ToolDefinition], cut_off: bool) -> Vec<SettledCall> {
+/// an answer cut off by the output limit, that it was cut off.
+pub fn settle(parts: &mut [Part], offered: &[ToolDefinition], end: AnswerEnd) -> Vec<SettledCall> {
     let last = parts
         .iter()
         .rposition(|part| matches!(part, Part::ToolCall { .. }));
@@ -487,9 +534,14 @@ pub fn settle(parts: &mut [Part], offered: &[ToolDefinition], cut_off: bool) -> 
         let parsed = parsed.map_err(|error| {
             let tool = offered.iter().find(|tool| tool.name == *name);
             match tool {
-                _ if cut_off && Some(position) == last => repair::cut_off(&error),
-                Some(tool) => repair::unusable(&error, tool),
-                None => error,
+                _ if end == AnswerEnd::OutputLimit && Some(position) == last => {
+                    RejectedArguments::CutOff(error)
+                }
+                Some(tool) => RejectedArguments::Unusable {
+                    error,
+                    tool: tool.clone(),
+                },
+                None => RejectedArguments::Invalid(error),
             }
         });
         settled.push(SettledCall {

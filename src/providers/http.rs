@@ -34,7 +34,7 @@ pub trait WireFormat: Send + Sync + 'static {
     fn request_text(&self, request: &ChatRequest, settings: &ProviderSettings) -> String;
 
     /// The server's model list.
-    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String>;
+    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, ModelListError>;
 
     /// The key, the way this API expects it: a bearer token unless the API
     /// says otherwise (a hosted Ollama behind a proxy included).
@@ -151,9 +151,9 @@ impl<W: WireFormat> HttpProvider<W> {
         let body = self.fetch_json(request).await?;
         self.wire
             .parse_models(&body)
-            .map_err(|detail| ProviderError::Malformed {
+            .map_err(|err| ProviderError::Malformed {
                 provider: self.settings.name.clone(),
-                detail,
+                detail: err.to_string(),
             })
     }
 
@@ -291,31 +291,11 @@ impl<W: WireFormat> HttpProvider<W> {
     }
 }
 
-/// A model list: the array at the first of `arrays` present, each entry with
-/// an id at the first of `ids` present (others are skipped) and the window
-/// `window` finds.
-pub fn model_list(
-    body: &Value,
-    arrays: &[&str],
-    ids: &[&str],
-    window: impl Fn(&Value) -> Option<u64>,
-) -> Result<Vec<ModelInfo>, String> {
-    fn first<'a>(value: &'a Value, keys: &[&str]) -> Option<&'a Value> {
-        keys.iter().find_map(|key| value.get(*key))
-    }
-    let entries = first(body, arrays)
-        .and_then(Value::as_array)
-        .ok_or_else(|| format!("the model list has no `{}` array", arrays[0]))?;
-    Ok(entries
-        .iter()
-        .filter_map(|entry| {
-            let id = first(entry, ids).and_then(Value::as_str)?;
-            Some(ModelInfo {
-                id: id.to_string(),
-                context_window: window(entry),
-            })
-        })
-        .collect())
+/// A model list the agent cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelListError {
+    #[error("the model list has no `{0}` array")]
+    NoArray(&'static str),
 }
 
 /// The error for an HTTP status the server answered instead of a stream.

@@ -1,21 +1,28 @@
 //! Ollama's native chat API: `POST {endpoint}/api/chat` with `stream: true`,
 //! read as one JSON object per line. Native rather than `/v1` because only
 //! here can a request say how large a window it needs (`options.num_ctx`),
-//! and only `/api/show` says how large a window a model gets.
+//! and only `/api/show` says how large a window a model gets. The wire
+//! types are in [`wire`]; here they are made and read.
+
+pub mod wire;
 
 use std::collections::BTreeSet;
 
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::{Value, json};
 
 use super::Reasoning;
-use super::http::{WireFormat, model_list};
-use super::openai::function_tools;
+use super::function_tools::function_tools;
+use super::http::{ModelListError, WireFormat};
+use super::lenient::Lenient;
 use super::settings::ProviderSettings;
-use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder, text_at};
+use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder};
 use super::{
     ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice, Usage,
 };
 use crate::util::truncate;
+use wire::{ChatBody, ErrorObject, Line, LineCall, LineMessage, Options, SentCall, SentFunction};
+use wire::{Show, ShowRequest, Tags, Think, WireMessage};
 
 /// The most a model's trained window counts for when the server reports no
 /// `num_ctx` of its own. Ollama reserves memory for the whole `num_ctx` it is
@@ -33,22 +40,18 @@ impl WireFormat for OllamaFormat {
     const MODELS_PATH: &'static str = "/api/tags";
 
     fn request_text(&self, request: &ChatRequest, settings: &ProviderSettings) -> String {
-        let mut body = request_body(request);
         // Ollama takes sampling settings under `options`, beside num_ctx.
-        if let Some(temperature) = settings.temperature {
-            body["options"]["temperature"] = json!(temperature);
-        }
-        body["keep_alive"] = settings.keep_alive.clone();
-        body.to_string()
+        let body = chat_body(request, settings.temperature, Some(&settings.keep_alive));
+        json!(body).to_string()
     }
 
-    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String> {
+    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, ModelListError> {
         parse_tags(body)
     }
 
     /// `/api/tags` carries no window; `/api/show` does.
     fn window_query(&self, model: &str) -> Option<(&'static str, Value)> {
-        Some(("/api/show", json!({ "model": model })))
+        Some(("/api/show", json!(ShowRequest { model })))
     }
 
     fn parse_window(&self, body: &Value) -> Option<u64> {
@@ -58,59 +61,62 @@ impl WireFormat for OllamaFormat {
 
 /// The JSON body of a streamed `/api/chat` request.
 pub fn request_body(request: &ChatRequest) -> Value {
+    json!(chat_body(request, None, None))
+}
+
+/// The body with the configured `temperature` and `keep_alive`.
+fn chat_body<'a>(
+    request: &'a ChatRequest,
+    temperature: Option<f64>,
+    keep_alive: Option<&'a Value>,
+) -> ChatBody<'a> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if let Some(system) = &request.system {
-        messages.push(json!({ "role": "system", "content": system }));
+        messages.push(WireMessage::System { content: system });
     }
     for (position, message) in request.messages.iter().enumerate() {
         encode_message(message, &request.messages[..position], &mut messages);
     }
-    let mut body = json!({
-        "model": request.model,
-        "stream": true,
-        "messages": messages,
-    });
-    let mut options = Map::new();
-    // Without `num_ctx` Ollama uses its small default and silently drops the
-    // start of a longer prompt.
-    if let Some(window) = request.context_window {
-        options.insert("num_ctx".into(), json!(window));
-    }
-    if let Some(max) = request.max_output_tokens {
-        options.insert("num_predict".into(), json!(max));
-    }
-    if !options.is_empty() {
-        body["options"] = Value::Object(options);
-    }
-    if let Some(think) = request
-        .reasoning
-        .and_then(|level| think(&request.model, level))
-    {
-        body["think"] = think;
-    }
     // Ollama has no `tool_choice`: `None` is honoured by sending no tools;
     // `Required` and `Specific` can only offer the tools and hope.
-    if !request.tools.is_empty() && request.tool_choice != ToolChoice::None {
-        body["tools"] = function_tools(&request.tools);
+    let tools = match request.tool_choice {
+        ToolChoice::None => Vec::new(),
+        _ => function_tools(&request.tools),
+    };
+    ChatBody {
+        model: &request.model,
+        stream: true,
+        messages,
+        options: Options {
+            num_ctx: request.context_window,
+            num_predict: request.max_output_tokens,
+            temperature,
+        },
+        think: (request.reasoning).and_then(|level| think(&request.model, level)),
+        tools,
+        keep_alive,
     }
-    body
 }
 
 /// Ollama's `think`: true or false, except gpt-oss, which takes a level
 /// and cannot stop thinking (so off sends nothing).
-fn think(model: &str, level: Reasoning) -> Option<Value> {
+fn think(model: &str, level: Reasoning) -> Option<Think> {
     let levelled = model
         .rsplit('/')
         .next()
         .unwrap_or(model)
         .starts_with("gpt-oss");
     match (levelled, level.effort()) {
-        (true, effort) => effort.map(|effort| json!(effort)),
-        (false, effort) => Some(json!(effort.is_some())),
+        (true, effort) => effort.map(Think::Level),
+        (false, effort) => Some(Think::On(effort.is_some())),
     }
 }
 
-fn encode_message(message: &Message, earlier: &[std::sync::Arc<Message>], out: &mut Vec<Value>) {
+fn encode_message<'a>(
+    message: &'a Message,
+    earlier: &'a [std::sync::Arc<Message>],
+    out: &mut Vec<WireMessage<'a>>,
+) {
     match message.role {
         Role::User => {
             let mut texts = Vec::new();
@@ -123,13 +129,10 @@ fn encode_message(message: &Message, earlier: &[std::sync::Arc<Message>], out: &
                     // Tool results go first: they answer the previous turn's calls.
                     Part::ToolResult {
                         call_id, content, ..
-                    } => {
-                        let mut entry = json!({ "role": "tool", "content": content });
-                        if let Some(name) = tool_name(earlier, call_id) {
-                            entry["tool_name"] = json!(name);
-                        }
-                        out.push(entry);
-                    }
+                    } => out.push(WireMessage::Tool {
+                        content,
+                        tool_name: tool_name(earlier, call_id),
+                    }),
                     Part::Thinking { .. }
                     | Part::RedactedThinking { .. }
                     | Part::ToolCall { .. } => {}
@@ -139,35 +142,34 @@ fn encode_message(message: &Message, earlier: &[std::sync::Arc<Message>], out: &
                 return;
             }
             // Separate blocks (prompt text, attached files) must not run together.
-            let mut entry = json!({ "role": "user", "content": texts.join("\n\n") });
-            if !images.is_empty() {
-                entry["images"] = json!(images);
-            }
-            out.push(entry);
+            out.push(WireMessage::User {
+                content: texts.join("\n\n"),
+                images,
+            });
         }
         Role::Assistant => {
             let mut thinking = String::new();
-            let mut calls = Vec::new();
+            let mut tool_calls = Vec::new();
             for part in &message.parts {
                 match part {
                     Part::Thinking { text, .. } => thinking.push_str(text),
                     Part::ToolCall {
                         name, arguments, ..
-                    } => calls.push(json!({
-                        "function": { "name": name, "arguments": arguments_object(arguments) }
-                    })),
+                    } => tool_calls.push(SentCall {
+                        function: SentFunction {
+                            name,
+                            arguments: arguments_object(arguments),
+                        },
+                    }),
                     // Anthropic's encrypted reasoning means nothing to Ollama.
                     _ => {}
                 }
             }
-            let mut entry = json!({ "role": "assistant", "content": message.text() });
-            if !thinking.is_empty() {
-                entry["thinking"] = json!(thinking);
-            }
-            if !calls.is_empty() {
-                entry["tool_calls"] = Value::Array(calls);
-            }
-            out.push(entry);
+            out.push(WireMessage::Assistant {
+                content: message.text(),
+                thinking,
+                tool_calls,
+            });
         }
     }
 }
@@ -215,25 +217,29 @@ impl WireDecoder for StreamDecoder {
         if self.progress.done {
             return Vec::new();
         }
-        let line = match serde_json::from_str::<Value>(data) {
-            Ok(line @ Value::Object(_)) => line,
-            Ok(_) => {
+        let line: Line = match serde_json::from_str(data) {
+            // serde reads a struct from an array too; a line must be an object.
+            Ok(line) if data.starts_with('{') => line,
+            Err(err) if !err.is_data() => {
+                return vec![Err(StreamError::not_json("line", &err, data))];
+            }
+            // Every field is optional: only a line that is no object fails.
+            _ => {
                 return vec![Err(StreamError::Malformed(format!(
                     "a stream line is not a JSON object: {}",
                     truncate(data, 200)
                 )))];
             }
-            Err(err) => return vec![Err(StreamError::not_json("line", &err, data))],
         };
         self.progress.saw_anything = true;
-        if let Some(error) = line.get("error").filter(|e| !e.is_null()) {
+        if let Some(error) = &line.error {
             return vec![Err(remote_error(error))];
         }
         let mut out = Vec::new();
-        if let Some(message) = line.get("message") {
+        if let Some(message) = line.message.as_ref() {
             self.on_message(message, &mut out);
         }
-        if line.get("done").and_then(Value::as_bool) == Some(true) {
+        if line.done.as_ref() == Some(&true) {
             self.on_done(&line, &mut out);
         }
         out.into_iter().map(Ok).collect()
@@ -245,59 +251,55 @@ impl WireDecoder for StreamDecoder {
 }
 
 impl StreamDecoder {
-    fn on_message(&mut self, message: &Value, out: &mut Vec<ProviderEvent>) {
-        let text = |key: &str| text_at(message, key).map(str::to_string);
-        if let Some(thinking) = text("thinking") {
-            out.push(ProviderEvent::ThinkingDelta(thinking));
+    fn on_message(&mut self, message: &LineMessage, out: &mut Vec<ProviderEvent>) {
+        if let Some(thinking) = message.thinking.text() {
+            out.push(ProviderEvent::ThinkingDelta(thinking.to_string()));
         }
-        if let Some(content) = text("content") {
-            out.push(ProviderEvent::TextDelta(content));
+        if let Some(content) = message.content.text() {
+            out.push(ProviderEvent::TextDelta(content.to_string()));
         }
-        if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
-            for call in calls {
-                self.on_tool_call(call, out);
-            }
+        for call in message.tool_calls.as_ref().into_iter().flatten() {
+            // A call that is no object still counts, as a call of nothing.
+            self.on_tool_call(call.as_ref().unwrap_or(&LineCall::default()), out);
         }
     }
 
     /// The final line: why the model stopped, and the token counts.
-    fn on_done(&mut self, line: &Value, out: &mut Vec<ProviderEvent>) {
+    fn on_done(&mut self, line: &Line, out: &mut Vec<ProviderEvent>) {
         self.progress.done = true;
         // Ollama says `stop` even when the model called tools.
         let reason = if self.calls > 0 {
             FinishReason::ToolCalls
         } else {
-            match line.get("done_reason").and_then(Value::as_str) {
+            match line.done_reason.as_ref().map(String::as_str) {
                 Some("length") => FinishReason::Length,
                 // `stop`, `load`, none at all: the model had nothing more to say.
                 _ => FinishReason::Stop,
             }
         };
-        let count = |key: &str| line.get(key).and_then(Value::as_u64).unwrap_or(0);
         out.push(ProviderEvent::Finish(reason));
         out.push(ProviderEvent::Usage(Usage {
-            prompt_tokens: count("prompt_eval_count"),
-            completion_tokens: count("eval_count"),
+            prompt_tokens: line.prompt_eval_count.as_ref().copied().unwrap_or(0),
+            completion_tokens: line.eval_count.as_ref().copied().unwrap_or(0),
             cached_prompt_tokens: 0,
             cache_written_prompt_tokens: 0,
         }));
     }
 
     /// Ollama sends each call whole, so start, arguments and end go out at once.
-    fn on_tool_call(&mut self, call: &Value, out: &mut Vec<ProviderEvent>) {
+    fn on_tool_call(&mut self, call: &LineCall, out: &mut Vec<ProviderEvent>) {
         let index = self.calls;
         self.calls += 1;
-        let function = call.get("function");
+        let function = call.function.as_ref();
         let name = function
-            .and_then(|f| f.get("name"))
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let id = match call.get("id").and_then(Value::as_str) {
+            .and_then(|f| f.name.as_ref())
+            .map_or("", String::as_str);
+        let id = match call.id.as_ref() {
             Some(id) if !id.is_empty() && !self.ids.contains(id) => id.to_string(),
             _ => self.synthesized_id(index),
         };
         self.ids.insert(id.clone());
-        let delta = match function.and_then(|f| f.get("arguments")) {
+        let delta = match function.and_then(|f| f.arguments.as_ref()) {
             // Some servers send the arguments as JSON text already.
             Some(Value::String(text)) => text.clone(),
             Some(Value::Null) | None => "{}".to_string(),
@@ -329,10 +331,9 @@ impl StreamDecoder {
 fn remote_error(error: &Value) -> StreamError {
     let detail = match error {
         Value::String(text) => text.clone(),
-        other => other
-            .get("message")
-            .and_then(Value::as_str)
-            .map(str::to_string)
+        other => (ErrorObject::deserialize(other).unwrap_or_default())
+            .message
+            .into_option()
             .unwrap_or_else(|| other.to_string()),
     };
     let transient = is_transient(&detail);
@@ -355,17 +356,30 @@ fn is_transient(detail: &str) -> bool {
 
 /// `GET /api/tags`: `{"models":[{"name":"llama3.2:latest",…}]}`. It says
 /// nothing about windows; [`parse_show`] does.
-pub fn parse_tags(value: &Value) -> Result<Vec<ModelInfo>, String> {
-    model_list(value, &["models"], &["name", "model"], |_| None)
+pub fn parse_tags(value: &Value) -> Result<Vec<ModelInfo>, ModelListError> {
+    let tags = Tags::deserialize(value).unwrap_or_default();
+    let models = tags
+        .models
+        .into_option()
+        .ok_or(ModelListError::NoArray("models"))?;
+    Ok(models
+        .into_iter()
+        .filter_map(Lenient::into_option)
+        .filter_map(|tag| {
+            Some(ModelInfo {
+                id: tag.name.into_option().or(tag.model.into_option())?,
+                context_window: None,
+            })
+        })
+        .collect())
 }
 
 /// `POST /api/show`: the window a request gets. A `num_ctx` the model was
 /// created with wins; otherwise the trained length, capped at
 /// [`MAX_REPORTED_CONTEXT`].
 pub fn parse_show(value: &Value) -> Option<u64> {
-    let configured = value
-        .get("parameters")
-        .and_then(Value::as_str)
+    let show = Show::deserialize(value).unwrap_or_default();
+    let configured = (show.parameters.as_ref())
         .and_then(|parameters| {
             parameters.lines().find_map(|line| {
                 let mut words = line.split_whitespace();
@@ -379,9 +393,8 @@ pub fn parse_show(value: &Value) -> Option<u64> {
     if configured.is_some() {
         return configured;
     }
-    value
-        .get("model_info")
-        .and_then(Value::as_object)?
+    show.model_info
+        .into_option()?
         .iter()
         .find_map(|(key, size)| {
             key.ends_with(".context_length")

@@ -1,19 +1,29 @@
 //! OpenAI-compatible chat completions: `POST {endpoint}/chat/completions`
 //! with `stream: true`, read as server-sent events. Serves OpenAI, llama.cpp,
-//! vLLM, LM Studio, OpenRouter, and Ollama's `/v1`.
+//! vLLM, LM Studio, OpenRouter, and Ollama's `/v1`. The wire types are in
+//! [`wire`]; here they are made from a [`ChatRequest`] and read into
+//! [`ProviderEvent`]s.
+
+pub mod wire;
 
 use std::collections::BTreeMap;
 
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::Reasoning;
 use super::encoded::{EncodedMessages, with_array_field};
-use super::http::{WireFormat, model_list};
+use super::function_tools::{FunctionKind, function_tools};
+use super::http::{ModelListError, WireFormat};
+use super::lenient::Lenient;
 use super::settings::ProviderSettings;
-use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder, text_at};
+use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder};
 use super::{
-    ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice,
-    ToolDefinition, Usage,
+    ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice, Usage,
+};
+use wire::{
+    CallFragment, CalledFunction, ChoiceMode, Chunk, ContentPart, Delta, Envelope, ErrorObject,
+    FunctionName, ImageUrl, ModelList, StreamOptions, UserContent, WireMessage,
 };
 
 /// Chat completions over server-sent events.
@@ -33,7 +43,7 @@ impl WireFormat for OpenAiFormat {
         request_text(request, settings.temperature, cache_key, &self.encoded)
     }
 
-    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, String> {
+    fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, ModelListError> {
         parse_models(body)
     }
 }
@@ -47,7 +57,7 @@ pub fn request_body(request: &ChatRequest) -> Value {
     for message in &request.messages {
         encode_message(message, &mut messages);
     }
-    let mut body = envelope(request, None, None);
+    let mut body = json!(envelope(request, None, None));
     body["messages"] = Value::Array(messages);
     body
 }
@@ -68,64 +78,45 @@ pub fn request_text(
         None => past,
     };
     with_array_field(
-        &envelope(request, temperature, cache_key),
+        &json!(envelope(request, temperature, cache_key)),
         "messages",
         &items,
     )
 }
 
 fn system_message(system: &str) -> Value {
-    json!({ "role": "system", "content": system })
+    json!(WireMessage::System { content: system })
 }
 
 /// Everything in the body but the messages.
-fn envelope(request: &ChatRequest, temperature: Option<f64>, cache_key: Option<&str>) -> Value {
-    let mut body = json!({
-        "model": request.model,
-        "stream": true,
-        "stream_options": { "include_usage": true },
-    });
-    if let Some(max) = request.max_output_tokens {
-        body["max_tokens"] = json!(max);
+fn envelope<'a>(
+    request: &'a ChatRequest,
+    temperature: Option<f64>,
+    cache_key: Option<&'a str>,
+) -> Envelope<'a> {
+    let tool_choice = match &request.tool_choice {
+        _ if request.tools.is_empty() => None,
+        ToolChoice::Auto => Some(wire::ToolChoice::Mode(ChoiceMode::Auto)),
+        ToolChoice::Required => Some(wire::ToolChoice::Mode(ChoiceMode::Required)),
+        ToolChoice::None => Some(wire::ToolChoice::Mode(ChoiceMode::None)),
+        ToolChoice::Specific(name) => Some(wire::ToolChoice::Function {
+            kind: FunctionKind::Function,
+            function: FunctionName { name },
+        }),
+    };
+    Envelope {
+        model: &request.model,
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        max_tokens: request.max_output_tokens,
+        temperature,
+        reasoning_effort: request.reasoning.and_then(Reasoning::effort),
+        prompt_cache_key: cache_key,
+        tools: function_tools(&request.tools),
+        tool_choice,
     }
-    if let Some(temperature) = temperature {
-        body["temperature"] = json!(temperature);
-    }
-    if let Some(effort) = request.reasoning.and_then(Reasoning::effort) {
-        body["reasoning_effort"] = json!(effort);
-    }
-    if let Some(key) = cache_key {
-        body["prompt_cache_key"] = json!(key);
-    }
-    if !request.tools.is_empty() {
-        body["tools"] = function_tools(&request.tools);
-        body["tool_choice"] = match &request.tool_choice {
-            ToolChoice::Auto => json!("auto"),
-            ToolChoice::Required => json!("required"),
-            ToolChoice::None => json!("none"),
-            ToolChoice::Specific(name) => {
-                json!({ "type": "function", "function": { "name": name } })
-            }
-        };
-    }
-    body
-}
-
-/// Tools as `function` entries, the form Ollama takes too.
-pub(super) fn function_tools(tools: &[ToolDefinition]) -> Value {
-    tools
-        .iter()
-        .map(|tool| {
-            json!({
-                "type": "function",
-                "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                }
-            })
-        })
-        .collect()
 }
 
 fn encode_message(message: &Message, out: &mut Vec<Value>) {
@@ -135,48 +126,42 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
             let mut content = Vec::new();
             for part in &message.parts {
                 match part {
-                    Part::Text { text } => content.push(json!({ "type": "text", "text": text })),
-                    Part::Image { mime_type, data } => content.push(json!({
-                        "type": "image_url",
-                        "image_url": { "url": format!("data:{mime_type};base64,{data}") }
-                    })),
+                    Part::Text { text } => content.push(ContentPart::Text { text }),
+                    Part::Image { mime_type, data } => content.push(ContentPart::ImageUrl {
+                        image_url: ImageUrl {
+                            url: format!("data:{mime_type};base64,{data}"),
+                        },
+                    }),
                     Part::ToolResult {
                         call_id,
                         content: result,
                         ..
-                    } => out.push(json!({
-                        "role": "tool",
-                        "tool_call_id": call_id,
-                        "content": result,
+                    } => out.push(json!(WireMessage::Tool {
+                        tool_call_id: call_id,
+                        content: result,
                     })),
                     Part::Thinking { .. }
                     | Part::RedactedThinking { .. }
                     | Part::ToolCall { .. } => {}
                 }
             }
-            match content.as_slice() {
-                [] => {}
+            let content = match content.as_slice() {
+                [] => return,
                 // Plain string content is what every server accepts.
-                [only] if only["type"] == "text" => {
-                    out.push(json!({ "role": "user", "content": only["text"] }));
-                }
-                _ => out.push(json!({ "role": "user", "content": content })),
-            }
+                [ContentPart::Text { text }] => UserContent::Text(text),
+                _ => UserContent::Parts(content),
+            };
+            out.push(json!(WireMessage::User { content }));
         }
-        Role::Assistant => {
-            let text = message.text();
-            let calls: Vec<Value> = message.parts.iter().filter_map(tool_call_entry).collect();
-            let mut entry = json!({ "role": "assistant", "content": text });
-            if !calls.is_empty() {
-                entry["tool_calls"] = Value::Array(calls);
-            }
-            out.push(entry);
-        }
+        Role::Assistant => out.push(json!(WireMessage::Assistant {
+            content: message.text(),
+            tool_calls: message.parts.iter().filter_map(tool_call_entry).collect(),
+        })),
     }
 }
 
 /// A `tool_calls` entry for a call part.
-fn tool_call_entry(part: &Part) -> Option<Value> {
+fn tool_call_entry(part: &Part) -> Option<wire::ToolCall<'_>> {
     let Part::ToolCall {
         id,
         name,
@@ -190,11 +175,11 @@ fn tool_call_entry(part: &Part) -> Option<Value> {
     // empty object.
     let valid = serde_json::from_str::<Value>(arguments).is_ok_and(|value| value.is_object());
     let arguments = if valid { arguments.as_str() } else { "{}" };
-    Some(json!({
-        "id": id,
-        "type": "function",
-        "function": { "name": name, "arguments": arguments },
-    }))
+    Some(wire::ToolCall {
+        id,
+        kind: FunctionKind::Function,
+        function: CalledFunction { name, arguments },
+    })
 }
 
 /// Turns the `data:` payloads of a chat-completions stream into events.
@@ -232,29 +217,42 @@ impl WireDecoder for StreamDecoder {
             }
             return out;
         }
-        let chunk: Value = match serde_json::from_str(data) {
-            Ok(chunk) => chunk,
-            Err(err) => return vec![Err(StreamError::not_json("event", &err, data))],
+        let chunk: Chunk = match serde_json::from_str(data) {
+            // serde reads a struct from an array too; a chunk is an object.
+            Ok(chunk) if data.starts_with('{') => chunk,
+            Err(err) if !err.is_data() => {
+                return vec![Err(StreamError::not_json("event", &err, data))];
+            }
+            // JSON, but no chunk (not an object): it carries nothing.
+            _ => Chunk::default(),
         };
-        if let Some(error) = chunk.get("error") {
+        if let Some(error) = &chunk.error {
             return vec![Err(remote_error(error))];
         }
         // An `error` event whose data is the error object itself.
         if event == "error" {
-            return vec![Err(remote_error(&chunk))];
+            let error = serde_json::from_str(data).unwrap_or_default();
+            return vec![Err(remote_error(&error))];
         }
         let mut out = Vec::new();
-        if let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)) {
-            self.on_choice(choice, &mut out);
+        if let Some(choice) = chunk.choices.into_iter().flatten().next() {
+            if let Some(delta) = choice.delta {
+                self.on_delta(delta, &mut out);
+            }
+            if let Some(reason) = choice.finish_reason.as_ref() {
+                self.on_finish(reason, &mut out);
+            }
         }
-        if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
-            let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+        if let Some(usage) = chunk.usage.into_option() {
+            let count = |count: Lenient<u64>| count.into_option().unwrap_or(0);
+            let details = usage
+                .prompt_tokens_details
+                .into_option()
+                .unwrap_or_default();
             out.push(ProviderEvent::Usage(Usage {
-                prompt_tokens: count("prompt_tokens"),
-                completion_tokens: count("completion_tokens"),
-                cached_prompt_tokens: (usage.pointer("/prompt_tokens_details/cached_tokens"))
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0),
+                prompt_tokens: count(usage.prompt_tokens),
+                completion_tokens: count(usage.completion_tokens),
+                cached_prompt_tokens: count(details.cached_tokens),
                 cache_written_prompt_tokens: 0,
             }));
         }
@@ -273,74 +271,59 @@ impl WireDecoder for StreamDecoder {
 
 /// An `error` chunk: the message, and whether the code says to retry.
 fn remote_error(error: &Value) -> StreamError {
+    let object = ErrorObject::deserialize(error).unwrap_or_default();
     // LM Studio sends the message as the error itself.
-    let detail = (error.get("message").and_then(Value::as_str))
-        .or_else(|| error.as_str())
-        .map(str::to_string)
+    let detail = (object.message.into_option())
+        .or_else(|| error.as_str().map(str::to_string))
         .unwrap_or_else(|| error.to_string());
     // OpenRouter and vLLM report upstream overloads this way.
-    let transient = error
-        .get("code")
-        .and_then(Value::as_u64)
-        .is_some_and(|code| code == 429 || code >= 500);
+    let transient = (object.code.into_option()).is_some_and(|code| code == 429 || code >= 500);
     StreamError::Remote { detail, transient }
 }
 
 impl StreamDecoder {
-    fn on_choice(&mut self, choice: &Value, out: &mut Vec<ProviderEvent>) {
-        if let Some(delta) = choice.get("delta") {
-            self.on_delta(delta, out);
-        }
-        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-            out.extend(self.close_calls());
-            self.progress.saw_anything = true;
-            self.progress.finished = true;
-            out.push(ProviderEvent::Finish(match reason {
-                "stop" => FinishReason::Stop,
-                "length" => FinishReason::Length,
-                "tool_calls" | "function_call" => FinishReason::ToolCalls,
-                "content_filter" => FinishReason::Refusal,
-                other => FinishReason::Other(other.to_string()),
-            }));
-        }
+    fn on_finish(&mut self, reason: &str, out: &mut Vec<ProviderEvent>) {
+        out.extend(self.close_calls());
+        self.progress.saw_anything = true;
+        self.progress.finished = true;
+        out.push(ProviderEvent::Finish(match reason {
+            "stop" => FinishReason::Stop,
+            "length" => FinishReason::Length,
+            "tool_calls" | "function_call" => FinishReason::ToolCalls,
+            "content_filter" => FinishReason::Refusal,
+            other => FinishReason::Other(other.to_string()),
+        }));
     }
 
-    fn on_delta(&mut self, delta: &Value, out: &mut Vec<ProviderEvent>) {
-        let text = |key: &str| text_at(delta, key).map(str::to_string);
+    fn on_delta(&mut self, delta: Delta, out: &mut Vec<ProviderEvent>) {
+        let text = |field: &Lenient<String>| field.text().map(str::to_string);
         // llama.cpp and vLLM send `reasoning_content`; OpenRouter sends `reasoning`.
-        let thoughts = ["reasoning_content", "reasoning"].map(text);
-        let said = thoughts
+        let said: Vec<_> = [&delta.reasoning_content, &delta.reasoning]
             .into_iter()
-            .flatten()
-            .map(ProviderEvent::ThinkingDelta);
-        let said: Vec<_> = said
-            .chain(text("content").map(ProviderEvent::TextDelta))
+            .filter_map(text)
+            .map(ProviderEvent::ThinkingDelta)
+            .chain(text(&delta.content).map(ProviderEvent::TextDelta))
             .collect();
         self.progress.saw_anything |= !said.is_empty();
         out.extend(said);
-        let calls = delta.get("tool_calls").and_then(Value::as_array);
-        for (position, call) in calls.into_iter().flatten().enumerate() {
+        let calls = delta.tool_calls.into_option().into_iter().flatten();
+        for (position, call) in calls.enumerate() {
             self.on_call_fragment(position, call, out);
         }
     }
 
     /// A piece of a tool call: its start (id and name), arguments, or both.
-    fn on_call_fragment(&mut self, position: usize, call: &Value, out: &mut Vec<ProviderEvent>) {
+    fn on_call_fragment(
+        &mut self,
+        position: usize,
+        call: CallFragment,
+        out: &mut Vec<ProviderEvent>,
+    ) {
         self.progress.saw_anything = true;
-        let index = call
-            .get("index")
-            .and_then(Value::as_u64)
-            .map(|i| i as usize)
-            .unwrap_or(position);
-        let function = call.get("function");
-        let arguments = function
-            .and_then(|f| f.get("arguments"))
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let id = call
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|id| !id.is_empty());
+        let index = call.index.into_option().unwrap_or(position);
+        let function = call.function.unwrap_or_default();
+        let arguments = function.arguments.as_ref().map_or("", String::as_str);
+        let id = call.id.text();
         // Ollama's `/v1` gives every call of an answer index 0 (ollama
         // #15457, after #7881 where it gave none): a new id at an index in
         // use starts a new call.
@@ -362,8 +345,7 @@ impl StreamDecoder {
         }
         let index = open.index;
         if open.id.is_none() {
-            let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
-            let (Some(id), Some(name)) = (id, name.filter(|name| !name.is_empty())) else {
+            let (Some(id), Some(name)) = (id, function.name.text()) else {
                 // Arguments before the name arrived: hold them until it does.
                 open.early.push_str(arguments);
                 return;
@@ -402,15 +384,26 @@ impl StreamDecoder {
 /// `GET /models`: `{"data":[{"id":…}]}`. llama.cpp adds `meta.n_ctx` (the
 /// window one request gets) and `meta.n_ctx_train`; LM Studio adds
 /// `max_context_length`.
-pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, String> {
-    model_list(value, &["data", "models"], &["id", "name"], |entry| {
-        entry
-            .pointer("/meta/n_ctx")
-            .or_else(|| entry.get("max_context_length"))
-            .or_else(|| entry.get("context_length"))
-            .or_else(|| entry.pointer("/meta/n_ctx_train"))
-            .and_then(Value::as_u64)
-    })
+pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, ModelListError> {
+    let list = ModelList::deserialize(value).unwrap_or_default();
+    let entries = (list.data.into_option())
+        .or(list.models.into_option())
+        .ok_or(ModelListError::NoArray("data"))?;
+    Ok(entries
+        .into_iter()
+        .filter_map(Lenient::into_option)
+        .filter_map(|entry| {
+            let meta = entry.meta.into_option().unwrap_or_default();
+            let context_window = (meta.n_ctx.into_option())
+                .or(entry.max_context_length.into_option())
+                .or(entry.context_length.into_option())
+                .or(meta.n_ctx_train.into_option());
+            Some(ModelInfo {
+                id: entry.id.into_option().or(entry.name.into_option())?,
+                context_window,
+            })
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -5,9 +5,11 @@
 //! [`service`], the key's sources in [`key`].
 
 pub mod credentials;
+mod fallback_target;
 mod key;
 pub mod locality;
 pub mod service;
+mod tool_calling;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,10 +18,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use thiserror::Error;
 
-pub use super::fallback::FallbackTarget;
-pub use super::tool_calling::ToolCalling;
+pub use fallback_target::FallbackTarget;
 pub use key::{ApiKey, KeySource, Secret, StoredKeys, env_reference, file_reference};
 pub use service::{ProviderType, TypeName};
+pub use tool_calling::ToolCalling;
 
 /// Where the default endpoint of each provider type lives when `endpoint` is left out.
 pub const OPENAI_DEFAULT_ENDPOINT: &str = "https://api.openai.com/v1";
@@ -193,7 +195,7 @@ impl ProviderSettings {
     }
 
     /// How `model` gets its tools, as configured (a refusal under `auto`
-    /// is [`super::tool_calling::is_prompted`]'s business).
+    /// is `providers::tool_calling::is_prompted`'s business).
     pub fn tool_calling_for(&self, model: &str) -> ToolCalling {
         self.model_tool_calling
             .get(model)
@@ -222,6 +224,15 @@ impl ProviderSettings {
     pub fn key_variable(&self) -> Option<&'static str> {
         self.service.key_variable()
     }
+}
+
+/// Where a table's endpoint comes from, which decides the defaults that
+/// apply: a type's own service has a default model and key variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EndpointSource {
+    /// No `endpoint` written: the type's own service.
+    TypeDefault,
+    Written,
 }
 
 /// How transient provider failures are retried (seed 004's `RetryPolicy`).
@@ -343,14 +354,17 @@ pub fn validate_at(
     }
     let service = table.service(raw.kind.as_deref())?;
     let kind = service.kind();
-    let own_service = raw.endpoint.is_none();
+    let endpoint_source = match raw.endpoint {
+        None => EndpointSource::TypeDefault,
+        Some(_) => EndpointSource::Written,
+    };
     let endpoint = table.endpoint(raw.endpoint, service, warnings)?;
-    let default_model = table.default_model(raw.default_model, service, own_service)?;
+    let default_model = table.default_model(raw.default_model, service, endpoint_source)?;
     let (api_key, missing_key_variable) = table.api_key(
         raw.api_key,
         raw.api_key_file,
         service,
-        own_service,
+        endpoint_source,
         warnings,
     )?;
     Ok(ProviderSettings {
@@ -538,11 +552,11 @@ impl Table<'_> {
         &self,
         written: Option<String>,
         service: ProviderType,
-        own_service: bool,
+        endpoint: EndpointSource,
     ) -> Result<String, InvalidSetting> {
         let fallback = service
             .default_model()
-            .filter(|_| own_service || service == ProviderType::Ollama);
+            .filter(|_| endpoint == EndpointSource::TypeDefault || service == ProviderType::Ollama);
         match (written, fallback) {
             (Some(model), _) if model.trim().is_empty() => Err(self.invalid(
                 "default_model",
@@ -684,7 +698,7 @@ impl Table<'_> {
     }
 
     /// The entries' form only; that they name providers is checked with
-    /// all of them ([`super::fallback::check_chains`]).
+    /// all of them (`providers::fallback::check_chains`).
     fn fallback(
         &self,
         written: Option<Vec<String>>,
@@ -705,9 +719,19 @@ impl Table<'_> {
     }
 }
 
+/// A `${VAR}` whose variable is not set; shown as the variable's name.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{name}")]
+pub struct UnsetVariable {
+    pub name: String,
+}
+
 /// Expand every `${VAR}` and `{env:VAR}` in `value`; the error is the
 /// first unset variable.
-pub fn expand_env(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+pub fn expand_env(
+    value: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, UnsetVariable> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     loop {
@@ -725,7 +749,9 @@ pub fn expand_env(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<S
             return Ok(out);
         };
         let var = &after[..end];
-        out.push_str(&env(var).ok_or_else(|| var.to_string())?);
+        out.push_str(&env(var).ok_or_else(|| UnsetVariable {
+            name: var.to_string(),
+        })?);
         rest = &after[end + 1..];
     }
     out.push_str(rest);
@@ -885,6 +911,6 @@ mod tests {
             expand_env("https://${HOST}/v1", &env).unwrap(),
             "https://example.org/v1"
         );
-        assert_eq!(expand_env("http://${NOPE}", &env).unwrap_err(), "NOPE");
+        assert_eq!(expand_env("http://${NOPE}", &env).unwrap_err().name, "NOPE");
     }
 }

@@ -203,14 +203,6 @@ impl StreamError {
     }
 }
 
-/// The string at `key` of a decoded payload, unless it is missing or empty.
-pub fn text_at<'a>(value: &'a serde_json::Value, key: &str) -> Option<&'a str> {
-    value
-        .get(key)
-        .and_then(serde_json::Value::as_str)
-        .filter(|text| !text.is_empty())
-}
-
 /// Feed a streaming response through `decoder`. No bytes for `idle` ends
 /// the stream with [`ProviderError::IdleTimeout`]; a slow but steady stream
 /// is never cut. The stream ends after its first error. Dropping the stream

@@ -17,40 +17,12 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
+use super::function_tools::function_tools;
 use super::settings::ProviderSettings;
+pub use super::settings::ToolCalling;
 use super::{ChatRequest, Message, Part, ProviderError, ToolChoice, ToolDefinition};
 use crate::events::{Notice, Severity};
 use crate::util::lock;
-
-/// `tool_calling` as validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ToolCalling {
-    /// Native, until the server refuses tools; then prompted.
-    #[default]
-    Auto,
-    Native,
-    Prompted,
-}
-
-impl ToolCalling {
-    pub const ALL: [ToolCalling; 3] = [
-        ToolCalling::Auto,
-        ToolCalling::Native,
-        ToolCalling::Prompted,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolCalling::Auto => "auto",
-            ToolCalling::Native => "native",
-            ToolCalling::Prompted => "prompted",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|mode| mode.as_str() == text)
-    }
-}
 
 /// The (provider, model) pairs switched to prompted by a refusal, for the
 /// rest of the process.
@@ -81,6 +53,14 @@ pub fn refuses_tools(err: &ProviderError) -> bool {
         && (*status != 500 || detail.contains("--jinja"))
 }
 
+/// Whether the failed request carried tools (only then can it have been
+/// refused for them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolsSent {
+    Yes,
+    No,
+}
+
 /// After a failed call: when the server refused the tools of a model under
 /// `auto`, switch it to prompted (once per process) and return the notice
 /// for the user; the caller sends the request again at once.
@@ -88,9 +68,12 @@ pub fn switch_on_refusal(
     settings: &ProviderSettings,
     model: &str,
     err: &ProviderError,
-    sent_tools: bool,
+    sent: ToolsSent,
 ) -> Option<Notice> {
-    if !sent_tools || settings.tool_calling_for(model) != ToolCalling::Auto || !refuses_tools(err) {
+    if sent == ToolsSent::No
+        || settings.tool_calling_for(model) != ToolCalling::Auto
+        || !refuses_tools(err)
+    {
         return None;
     }
     let newly = lock(&SWITCHED).insert((settings.name.clone(), model.to_string()));
@@ -128,12 +111,9 @@ pub fn prompted_request(mut request: ChatRequest) -> ChatRequest {
 
 /// The system prompt's tool section.
 pub fn describe_tools(tools: &[ToolDefinition]) -> String {
-    let entries = super::openai::function_tools(tools);
-    let signatures: Vec<String> = entries
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(Value::to_string)
+    let signatures: Vec<String> = function_tools(tools)
+        .iter()
+        .map(|entry| json!(entry).to_string())
         .collect();
     format!(
         "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{}\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call>\n\nThe results come back within <tool_response></tool_response> XML tags. Call a tool only when you need it, and only with the tools listed here.",
@@ -262,9 +242,9 @@ mod tests {
         let refused = http(400, "m does not support tools");
         assert!(!is_prompted(&auto, "m"));
         // Not when no tools were sent, nor for another error.
-        assert!(switch_on_refusal(&auto, "m", &refused, false).is_none());
-        assert!(switch_on_refusal(&auto, "m", &http(400, "bad"), true).is_none());
-        let notice = switch_on_refusal(&auto, "m", &refused, true).expect("switched");
+        assert!(switch_on_refusal(&auto, "m", &refused, ToolsSent::No).is_none());
+        assert!(switch_on_refusal(&auto, "m", &http(400, "bad"), ToolsSent::Yes).is_none());
+        let notice = switch_on_refusal(&auto, "m", &refused, ToolsSent::Yes).expect("switched");
         assert!(notice.title.contains("prompted"), "{notice:?}");
         assert!(
             notice.thought.contains("tool_calling = \"prompted\""),
@@ -273,10 +253,10 @@ mod tests {
         assert!(is_prompted(&auto, "m"));
         assert!(!is_prompted(&auto, "other-model"));
         // Once: a second refusal is an error like any other.
-        assert!(switch_on_refusal(&auto, "m", &refused, true).is_none());
+        assert!(switch_on_refusal(&auto, "m", &refused, ToolsSent::Yes).is_none());
         // A model set to native never switches.
         let native = settings(ToolCalling::Native);
-        assert!(switch_on_refusal(&native, "m", &refused, true).is_none());
+        assert!(switch_on_refusal(&native, "m", &refused, ToolsSent::Yes).is_none());
         assert!(!is_prompted(&native, "m"));
         assert!(is_prompted(&settings(ToolCalling::Prompted), "m"));
     }
@@ -349,7 +329,7 @@ mod tests {
             call_text("read_file", r#"{"path":"a.txt"}"#)
         );
         let mut shown = decoder.push(&written);
-        let finished = decoder.finish(false);
+        let finished = decoder.finish(super::super::dialects::AnswerEnd::Stopped);
         shown.push_str(&finished.text);
         assert_eq!(shown.trim(), "Let me read it.");
         assert_eq!(finished.calls.len(), 1, "{finished:?}");

@@ -18,7 +18,7 @@ use crucible_agent::events::ToolKind;
 use crucible_agent::mcp::{McpPrompt, McpPromptArgument};
 use crucible_agent::model::ToolDefinition;
 use crucible_agent::permissions::patterns::{PatternLists, PatternRule};
-use crucible_agent::providers::dialects::{TextCallDecoder, repair};
+use crucible_agent::providers::dialects::{AnswerEnd, TextCallDecoder, repair};
 use crucible_agent::providers::stream::WireDecoder;
 use crucible_agent::providers::{anthropic, ollama, openai};
 use crucible_agent::store::{Store, context_from, replay_from};
@@ -522,7 +522,11 @@ fn decode_text(
         shown.push_str(&decoder.push(&text[from..cut]));
         from = cut;
     }
-    let finished = decoder.finish(cut_off);
+    let finished = decoder.finish(if cut_off {
+        AnswerEnd::OutputLimit
+    } else {
+        AnswerEnd::Stopped
+    });
     shown.push_str(&finished.text);
     let calls = finished
         .calls

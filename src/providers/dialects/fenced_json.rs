@@ -4,15 +4,15 @@
 //! content is a call count; the scanner also requires the fence to end the
 //! answer.
 
-use super::{Attempt, Offered, json};
+use super::{Attempt, Offered, TextEnd, json};
 
 const INFOS: &[&str] = &["", "json", "jsonc", "tool_call", "tool_code"];
 
 /// `input` starts with a run of `fence` backticks (three or more).
-pub fn parse(input: &str, fence: usize, ended: bool, offered: &Offered) -> Attempt {
+pub fn parse(input: &str, fence: usize, end: TextEnd, offered: &Offered) -> Attempt {
     let after = &input[fence..];
     let Some(line_end) = after.find('\n') else {
-        return if ended || after.len() > 32 {
+        return if end == TextEnd::Reached || after.len() > 32 {
             Attempt::No
         } else {
             Attempt::More
@@ -26,11 +26,15 @@ pub fn parse(input: &str, fence: usize, ended: bool, offered: &Offered) -> Attem
     let content = &input[content_start..];
     let closing = "`".repeat(fence);
     let Some(close) = content.find(&closing) else {
-        return if ended { Attempt::No } else { Attempt::More };
+        return if end == TextEnd::Reached {
+            Attempt::No
+        } else {
+            Attempt::More
+        };
     };
     // The closing run may be longer than the opening one.
     let run = content[close..].len() - content[close..].trim_start_matches('`').len();
-    if close + run == content.len() && !ended {
+    if close + run == content.len() && end == TextEnd::Open {
         return Attempt::More;
     }
     let body = content[..close].trim();

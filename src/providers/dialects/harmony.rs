@@ -3,7 +3,7 @@
 //! "a.txt"}<|call|>`, also with the recipient in the role header
 //! (`<|start|>assistant to=functions.read_file<|channel|>commentary json<|message|>…`).
 
-use super::{Attempt, Found, Offered, json};
+use super::{Attempt, Found, Offered, TextEnd, json};
 
 pub const MARKERS: &[&str] = &["<|start|>", "<|channel|>"];
 const MESSAGE: &str = "<|message|>";
@@ -11,9 +11,9 @@ const MESSAGE: &str = "<|message|>";
 const MAX_HEADER: usize = 256;
 
 /// `input` starts with one of [`MARKERS`].
-pub fn parse(input: &str, ended: bool, offered: &Offered) -> Attempt {
+pub fn parse(input: &str, end: TextEnd, offered: &Offered) -> Attempt {
     let Some(header_end) = input.find(MESSAGE) else {
-        return if ended || input.len() > MAX_HEADER {
+        return if end == TextEnd::Reached || input.len() > MAX_HEADER {
             Attempt::No
         } else {
             Attempt::More
@@ -39,8 +39,8 @@ pub fn parse(input: &str, ended: bool, offered: &Offered) -> Attempt {
             }],
             start + skipped + end,
         ),
-        json::Span::Open if !ended => Attempt::More,
-        json::Span::None if body[skipped..].is_empty() && !ended => Attempt::More,
+        json::Span::Open if end == TextEnd::Open => Attempt::More,
+        json::Span::None if body[skipped..].is_empty() && end == TextEnd::Open => Attempt::More,
         _ => Attempt::No,
     }
 }

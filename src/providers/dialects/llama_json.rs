@@ -2,23 +2,23 @@
 //! {"path": "a.txt"}}` as the whole answer, or the same after
 //! `<|python_tag|>`; several are separated by `;`.
 
-use super::{Attempt, Offered, json};
+use super::{Attempt, Offered, TextEnd, json};
 
 pub const MARKER: &str = "<|python_tag|>";
 
 /// `input` starts with [`MARKER`].
-pub fn parse_tagged(input: &str, ended: bool, offered: &Offered) -> Attempt {
+pub fn parse_tagged(input: &str, end: TextEnd, offered: &Offered) -> Attempt {
     let after = &input[MARKER.len()..];
     let skipped = after.len() - after.trim_start().len();
-    match parse_bare(&after[skipped..], ended, offered) {
+    match parse_bare(&after[skipped..], end, offered) {
         Attempt::Calls(calls, used) => Attempt::Calls(calls, MARKER.len() + skipped + used),
-        Attempt::More if after.trim_start().is_empty() && !ended => Attempt::More,
+        Attempt::More if after.trim_start().is_empty() && end == TextEnd::Open => Attempt::More,
         other => other,
     }
 }
 
 /// `input` starts with `{` (or is empty, after the tag).
-pub fn parse_bare(input: &str, ended: bool, offered: &Offered) -> Attempt {
+pub fn parse_bare(input: &str, end: TextEnd, offered: &Offered) -> Attempt {
     match json::span(input) {
         json::Span::Closed(end) => {
             match json::lenient(&input[..end]).and_then(|value| json::calls(&value, offered)) {
@@ -26,8 +26,8 @@ pub fn parse_bare(input: &str, ended: bool, offered: &Offered) -> Attempt {
                 None => Attempt::No,
             }
         }
-        json::Span::Open if !ended => Attempt::More,
-        json::Span::None if input.is_empty() && !ended => Attempt::More,
+        json::Span::Open if end == TextEnd::Open => Attempt::More,
+        json::Span::None if input.is_empty() && end == TextEnd::Open => Attempt::More,
         _ => Attempt::No,
     }
 }

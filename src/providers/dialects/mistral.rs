@@ -3,20 +3,24 @@
 //! "a.txt"}` (v11 and later, sometimes with `[CALL_ID]…` before `[ARGS]`,
 //! or with neither).
 
-use super::{Attempt, Found, Offered, json};
+use super::{Attempt, Found, Offered, TextEnd, json};
 
 pub const MARKER: &str = "[TOOL_CALLS]";
 const CALL_ID: &str = "[CALL_ID]";
 const ARGS: &str = "[ARGS]";
 
 /// `input` starts with [`MARKER`].
-pub fn parse(input: &str, ended: bool, offered: &Offered) -> Attempt {
+pub fn parse(input: &str, end: TextEnd, offered: &Offered) -> Attempt {
     let after = &input[MARKER.len()..];
     let skipped = after.len() - after.trim_start().len();
     let rest = &after[skipped..];
     let base = MARKER.len() + skipped;
     if rest.is_empty() {
-        return if ended { Attempt::No } else { Attempt::More };
+        return if end == TextEnd::Reached {
+            Attempt::No
+        } else {
+            Attempt::More
+        };
     }
     if rest.starts_with(['[', '{']) {
         return match json::span(rest) {
@@ -26,20 +30,20 @@ pub fn parse(input: &str, ended: bool, offered: &Offered) -> Attempt {
                     None => Attempt::No,
                 }
             }
-            json::Span::Open if !ended => Attempt::More,
+            json::Span::Open if end == TextEnd::Open => Attempt::More,
             _ => Attempt::No,
         };
     }
-    named(rest, ended, offered).map_used(|used| base + used)
+    named(rest, end, offered).map_used(|used| base + used)
 }
 
 /// `name[CALL_ID]id[ARGS]{…}`, the ids and `[ARGS]` optional.
-fn named(rest: &str, ended: bool, offered: &Offered) -> Attempt {
+fn named(rest: &str, end: TextEnd, offered: &Offered) -> Attempt {
     let name_end = rest
         .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.')))
         .unwrap_or(rest.len());
     if name_end == rest.len() {
-        return if ended || name_end > 128 {
+        return if end == TextEnd::Reached || name_end > 128 {
             Attempt::No
         } else {
             Attempt::More
@@ -51,7 +55,7 @@ fn named(rest: &str, ended: bool, offered: &Offered) -> Attempt {
     let mut at = name_end;
     for tag in [CALL_ID, ARGS] {
         let here = &rest[at..];
-        if here.len() < tag.len() && tag.starts_with(here) && !ended {
+        if here.len() < tag.len() && tag.starts_with(here) && end == TextEnd::Open {
             return Attempt::More;
         }
         if let Some(after) = here.strip_prefix(tag) {
@@ -60,7 +64,7 @@ fn named(rest: &str, ended: bool, offered: &Offered) -> Attempt {
                 let id_len = after
                     .find(|c: char| !c.is_ascii_alphanumeric())
                     .unwrap_or(after.len());
-                if id_len == after.len() && !ended {
+                if id_len == after.len() && end == TextEnd::Open {
                     return Attempt::More;
                 }
                 at += id_len;
@@ -77,8 +81,8 @@ fn named(rest: &str, ended: bool, offered: &Offered) -> Attempt {
             }],
             at + end,
         ),
-        json::Span::Open if !ended => Attempt::More,
-        json::Span::None if rest[at..].is_empty() && !ended => Attempt::More,
+        json::Span::Open if end == TextEnd::Open => Attempt::More,
+        json::Span::None if rest[at..].is_empty() && end == TextEnd::Open => Attempt::More,
         _ => Attempt::No,
     }
 }

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Attempt, Found, Offered};
+use super::{Attempt, Found, Offered, TextEnd};
 
 pub const MARKER: &str = "<function=";
 const CLOSE: &str = "</function>";
@@ -13,10 +13,10 @@ const PARAMETER_CLOSE: &str = "</parameter>";
 
 /// `input` starts with [`MARKER`]; the call ends at `</function>`, or at
 /// the end of the answer.
-pub fn parse(input: &str, ended: bool, offered: &Offered) -> Attempt {
+pub fn parse(input: &str, end: TextEnd, offered: &Offered) -> Attempt {
     let after = &input[MARKER.len()..];
     let Some(name_end) = after.find('>') else {
-        return if ended || after.len() > 128 {
+        return if end == TextEnd::Reached || after.len() > 128 {
             Attempt::No
         } else {
             Attempt::More
@@ -35,7 +35,7 @@ pub fn parse(input: &str, ended: bool, offered: &Offered) -> Attempt {
             &after[body_start..body_start + end],
             MARKER.len() + body_start + end + CLOSE.len(),
         ),
-        None if ended => (&after[body_start..], input.len()),
+        None if end == TextEnd::Reached => (&after[body_start..], input.len()),
         None => return Attempt::More,
     };
     let schema = offered.schema(&name);

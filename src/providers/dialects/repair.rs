@@ -76,7 +76,7 @@ fn folded(name: &str) -> String {
 /// slightly wrong: JSON inside a JSON string, trailing commas, single
 /// quotes, Python's `True`/`False`/`None`. Empty text and `null` are no
 /// arguments. The error says what is wrong, for the model.
-pub fn arguments(text: &str) -> Result<Value, String> {
+pub fn arguments(text: &str) -> Result<Value, ArgumentsError> {
     let text = text.trim();
     if text.is_empty() {
         return Ok(Value::Object(serde_json::Map::new()));
@@ -85,34 +85,62 @@ pub fn arguments(text: &str) -> Result<Value, String> {
         Ok(value) => value,
         Err(err) => match json_text(text).and_then(|fixed| serde_json::from_str(&fixed).ok()) {
             Some(value) => value,
-            None => return Err(format!("the arguments are not valid JSON: {err}")),
+            None => return Err(ArgumentsError::NotJson(err.to_string())),
         },
     };
     object(first, 0)
 }
 
+/// Why a call's arguments are not an object, in words for the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgumentsError {
+    #[error("the arguments are not valid JSON: {0}")]
+    NotJson(String),
+    /// A string that holds no object, quoted (cut short).
+    #[error("the arguments are a string, not an object: {0}")]
+    StringNotObject(String),
+    #[error("the arguments are {0}, not an object")]
+    NotObject(JsonKind),
+}
+
+/// What a JSON value is, named as the model reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonKind {
+    List,
+    Boolean,
+    Number,
+    String,
+}
+
+impl std::fmt::Display for JsonKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            JsonKind::List => "a list",
+            JsonKind::Boolean => "a boolean",
+            JsonKind::Number => "a number",
+            JsonKind::String => "a string",
+        })
+    }
+}
+
 /// `value` as the arguments object, decoding JSON the model wrote as a
 /// string (at most twice: `"{\"path\": …}"`, or that encoded again).
-fn object(value: Value, depth: u8) -> Result<Value, String> {
+fn object(value: Value, depth: u8) -> Result<Value, ArgumentsError> {
     match value {
         Value::Object(_) => Ok(value),
         Value::Null => Ok(Value::Object(serde_json::Map::new())),
         Value::String(inner) if depth < 2 => match arguments(&inner) {
             Ok(value) if value.is_object() => object(value, depth + 1),
-            _ => Err(format!(
-                "the arguments are a string, not an object: {}",
-                crate::util::truncate(&inner, 200)
-            )),
+            _ => Err(ArgumentsError::StringNotObject(crate::util::truncate(
+                &inner, 200,
+            ))),
         },
-        other => Err(format!(
-            "the arguments are {}, not an object",
-            match other {
-                Value::Array(_) => "a list",
-                Value::Bool(_) => "a boolean",
-                Value::Number(_) => "a number",
-                _ => "a string",
-            }
-        )),
+        other => Err(ArgumentsError::NotObject(match other {
+            Value::Array(_) => JsonKind::List,
+            Value::Bool(_) => JsonKind::Boolean,
+            Value::Number(_) => JsonKind::Number,
+            _ => JsonKind::String,
+        })),
     }
 }
 
@@ -278,7 +306,7 @@ mod tests {
             ("42", "a number"),
         ] {
             let err = arguments(text).unwrap_err();
-            assert!(err.contains(why), "{text}: {err}");
+            assert!(err.to_string().contains(why), "{text}: {err}");
         }
     }
 

@@ -29,6 +29,14 @@ fn tools() -> Vec<ToolDefinition> {
 /// Decodes `text` split into `pieces` roughly equal parts (0: byte by byte
 /// on char boundaries); returns the text shown and the calls (name,
 /// arguments as JSON).
+fn answer_end(cut_off: bool) -> AnswerEnd {
+    if cut_off {
+        AnswerEnd::OutputLimit
+    } else {
+        AnswerEnd::Stopped
+    }
+}
+
 fn decode(text: &str, pieces: usize, cut_off: bool) -> (String, Vec<(String, Value)>) {
     let mut decoder = TextCallDecoder::new(&tools());
     let mut shown = String::new();
@@ -41,14 +49,15 @@ fn decode(text: &str, pieces: usize, cut_off: bool) -> (String, Vec<(String, Val
     for chunk in chars.chunks(size) {
         shown.push_str(&decoder.push(&chunk.iter().collect::<String>()));
     }
-    let finished = decoder.finish(cut_off);
+    let finished = decoder.finish(answer_end(cut_off));
     shown.push_str(&finished.text);
     let calls = finished
         .calls
         .into_iter()
         .map(|call| {
-            let arguments = repair::arguments(&call.arguments)
-                .unwrap_or_else(|err| json!({ "unparsed": call.arguments, "error": err }));
+            let arguments = repair::arguments(&call.arguments).unwrap_or_else(
+                |err| json!({ "unparsed": call.arguments, "error": err.to_string() }),
+            );
             (call.name, arguments)
         })
         .collect();
@@ -275,7 +284,7 @@ fn ordinary_text_streams_as_it_comes() {
         decoder.push("call>{\"name\": \"read_file\", \"arguments\": {}}</tool_call>"),
         ""
     );
-    let finished = decoder.finish(false);
+    let finished = decoder.finish(AnswerEnd::Stopped);
     assert_eq!(finished.text, "");
     assert_eq!(finished.calls.len(), 1);
 }
@@ -310,7 +319,7 @@ fn settle_repairs_in_place_and_explains_what_it_cannot() {
             arguments: r#"{"path": "a.txt", "content": "x"#.into(),
         },
     ];
-    let settled = settle(&mut parts, &offered, false);
+    let settled = settle(&mut parts, &offered, AnswerEnd::Stopped);
     assert_eq!(settled[0].name, "read_file");
     assert_eq!(settled[0].arguments, Ok(json!({"path": "a.txt"})));
     assert_eq!(
@@ -321,14 +330,14 @@ fn settle_repairs_in_place_and_explains_what_it_cannot() {
             arguments: r#"{"path":"a.txt"}"#.into(),
         }
     );
-    let error = settled[1].arguments.clone().unwrap_err();
+    let error = settled[1].arguments.clone().unwrap_err().to_string();
     assert!(error.contains("not valid JSON"), "{error}");
     assert!(
         error.contains(r#""required":["path","content"]"#),
         "{error}"
     );
-    let cut = settle(&mut parts, &offered, true);
-    let error = cut[1].arguments.clone().unwrap_err();
+    let cut = settle(&mut parts, &offered, AnswerEnd::OutputLimit);
+    let error = cut[1].arguments.clone().unwrap_err().to_string();
     assert!(
         error.contains("cut off by the output token limit"),
         "{error}"

@@ -19,7 +19,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use super::service::ProviderType;
-use super::{InvalidSetting, SettingWarning, Table};
+use super::{EndpointSource, InvalidSetting, SettingWarning, Table};
 
 /// A secret that never shows in `Debug` or `Display` output.
 #[derive(Clone, PartialEq, Eq)]
@@ -108,7 +108,7 @@ impl Table<'_> {
         literal: Option<String>,
         file: Option<String>,
         service: ProviderType,
-        own_service: bool,
+        endpoint: EndpointSource,
         warnings: &mut Vec<SettingWarning>,
     ) -> Result<Resolved, InvalidSetting> {
         let written = match (literal, file) {
@@ -134,7 +134,7 @@ impl Table<'_> {
         }
         let from_environment = service
             .key_variable()
-            .filter(|_| own_service || written.is_none())
+            .filter(|_| endpoint == EndpointSource::TypeDefault || written.is_none())
             .and_then(|var| self.key_from_variable(var));
         if let Some(key) = from_environment.or_else(|| self.stored(service)) {
             if written.is_some() {
