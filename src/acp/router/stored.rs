@@ -10,7 +10,7 @@ use agent_client_protocol_schema::v1 as acp;
 use super::Router;
 use super::answers::store_error;
 use crate::acp::translate;
-use crate::store::{Store, StoreError};
+use crate::store::{ArchiveMark, Store, StoreError};
 use crate::transport::{Responder, RpcError};
 
 /// Sessions per `session/list` page.
@@ -151,7 +151,7 @@ impl Router {
             if let Some(session) = open {
                 session.close().await;
             }
-            let answer = mark_archived(store, id, true)
+            let answer = mark_archived(store, id, ArchiveMark::Archived)
                 .await
                 .map(|()| acp::ArchiveSessionResponse::new());
             responder.respond_with(answer);
@@ -167,7 +167,7 @@ impl Router {
         let id = request.session_id.0.to_string();
         let store = self.sessions.store();
         tokio::spawn(async move {
-            let answer = mark_archived(store, id, false)
+            let answer = mark_archived(store, id, ArchiveMark::Active)
                 .await
                 .map(|()| acp::UnarchiveSessionResponse::new());
             responder.respond_with(answer);
@@ -178,15 +178,10 @@ impl Router {
 async fn mark_archived(
     store: Option<Arc<Store>>,
     id: String,
-    archived: bool,
+    mark: ArchiveMark,
 ) -> Result<(), RpcError> {
     let Some(store) = store else {
         return Err(RpcError::session_not_found(&id));
-    };
-    let mark = if archived {
-        crate::store::ArchiveMark::Archived
-    } else {
-        crate::store::ArchiveMark::Active
     };
     let marked = tokio::task::spawn_blocking(move || store.set_archived(&id, mark)).await;
     match marked {
