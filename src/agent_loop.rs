@@ -47,45 +47,78 @@ pub enum Journal {
 
 pub type JournalFn = Arc<dyn Fn(Journal) + Send + Sync>;
 
+/// What one turn runs with: what its session lends it, and what is the
+/// turn's own (built for it, used up or changed by it).
 pub struct TurnInput {
+    /// Lent by the session for this turn: the same for every turn until a
+    /// setting changes.
+    pub session: FromSession,
+    /// This turn's system prompt, layered over the tools it offers.
+    pub system: Option<String>,
+    /// The conversation so far, ending with the user's new message; the
+    /// turn takes it and hands it back in its outcome.
+    pub context: ContextManager,
+    /// The model's window, asked when the turn starts; a fallback changes it.
+    pub context_window: u64,
+    /// Cancels this turn alone (a child of its request's token).
+    pub cancel: CancellationToken,
+    /// The tools offered to the model this turn (already filtered by the mode).
+    pub tools: ToolRegistry,
+    /// The session's tool context with this turn's delegator.
+    pub tool_context: ToolContext,
+    /// Told of every round and context operation of this turn as it happens.
+    pub journal: Option<JournalFn>,
+}
+
+/// What the session lends each of its turns: settings and handles that
+/// outlive the turn (a turn changes only the model, by falling back).
+pub struct FromSession {
+    /// The model and how it is called.
+    pub model: ModelSetup,
+    /// The limits the turn runs under.
+    pub limits: TurnLimits,
+    /// The session's gate, asked before each tool call.
+    pub permissions: Arc<dyn PermissionGate>,
+}
+
+/// The session's model and how each call to it is made; lives as long as
+/// the session's settings, but a fallback replaces it for the rest of a turn.
+pub struct ModelSetup {
+    /// The session's current provider, which serves the model.
     pub provider: Arc<dyn Provider>,
-    pub model: String,
+    /// The model's name at the provider.
+    pub name: String,
     /// The session's reasoning effort, where the model reasons.
     pub reasoning: Option<crate::providers::Reasoning>,
     /// Prices the model's calls, where the config has its price.
     pub cost: Option<crate::providers::pricing::CostMeter>,
-    pub system: Option<String>,
-    /// The conversation so far, ending with the user's new message.
-    pub context: ContextManager,
-    pub context_window: u64,
-    /// Answer reserve and compaction threshold.
-    pub context_settings: ContextSettings,
-    pub cancel: CancellationToken,
-    /// The tools offered to the model (already filtered by the mode).
-    pub tools: ToolRegistry,
-    pub tool_context: ToolContext,
-    pub permissions: Arc<dyn PermissionGate>,
-    /// Model calls allowed in one turn before it stops with `max_turn_requests`.
-    pub max_turn_requests: u32,
-    /// How many identical calls in a row stop the turn.
-    pub loop_guard: LoopGuardSettings,
-    /// Told of every round and context operation as it happens.
-    pub journal: Option<JournalFn>,
+    /// Where the turn goes on when its provider keeps failing.
+    pub fallback: Option<Fallback>,
+    /// Sent with every request as the provider's prompt-cache key (the
+    /// session's id: its prefix is the same for all its turns).
+    pub cache_key: Option<String>,
     /// After this long without a first token from the model, and again at
     /// each multiple, the client is told the turn is still alive (a local
     /// model can read a long prompt for minutes; clients give up on silence).
     pub first_token_notice: Option<Duration>,
-    /// Where the turn goes on when its provider keeps failing.
-    pub fallback: Option<Fallback>,
+    /// Where the turn's updates go: the model's stream is read only as fast
+    /// as it takes them ([`ClientSink::room`]); the session's client.
+    pub outbound: Option<Arc<dyn crate::client::ClientSink>>,
+}
+
+/// What bounds a turn, set by the session's config, card and `/budget`.
+pub struct TurnLimits {
+    /// Answer reserve and compaction threshold.
+    pub context_settings: ContextSettings,
+    /// Model calls allowed in one turn before it stops with `max_turn_requests`.
+    pub max_turn_requests: u32,
+    /// How many identical calls in a row stop the turn.
+    pub loop_guard: LoopGuardSettings,
     /// Token and cost limits: past one, the turn stops with `max_tokens`.
     pub budgets: crate::context::spend::Budgets,
-    /// The session's tokens so far, which this turn's calls add to.
+    /// The session's tokens so far (shared with the session), which this
+    /// turn's calls add to.
     pub session_tokens: crate::context::spend::TokenTally,
-    /// Sent with every request as the provider's prompt-cache key.
-    pub cache_key: Option<String>,
-    /// Where the turn's updates go: the model's stream is read only as fast
-    /// as it takes them ([`ClientSink::room`]).
-    pub outbound: Option<Arc<dyn crate::client::ClientSink>>,
 }
 
 impl TurnInput {
@@ -93,25 +126,31 @@ impl TurnInput {
     fn limits(&self) -> Limits<'_> {
         Limits {
             context_window: self.context_window,
-            first_token_notice: self.first_token_notice,
-            outbound: self.outbound.as_deref(),
+            first_token_notice: self.session.model.first_token_notice,
+            outbound: self.session.model.outbound.as_deref(),
         }
+    }
+
+    /// The window's budget under the session's context settings.
+    pub fn budget(&self) -> ContextBudget {
+        (self.session.limits.context_settings).budget(self.context_window)
     }
 
     /// A model call of this turn: the model, system prompt, tools and cache
     /// key every call shares (the prefix a provider's cache keeps), then
     /// `messages`. The warm-up sends the same, so the two cannot drift.
     pub fn request(&self, tools: Vec<ToolDefinition>, messages: Vec<Arc<Message>>) -> ChatRequest {
+        let model = &self.session.model;
         ChatRequest {
-            model: self.model.clone(),
+            model: model.name.clone(),
             system: self.system.clone(),
             messages,
             tools,
             tool_choice: ToolChoice::Auto,
-            max_output_tokens: self.provider.config().max_output_tokens,
+            max_output_tokens: model.provider.config().max_output_tokens,
             context_window: Some(self.context_window),
-            reasoning: self.reasoning,
-            cache_key: self.cache_key.clone(),
+            reasoning: model.reasoning,
+            cache_key: model.cache_key.clone(),
         }
     }
 }
@@ -187,12 +226,12 @@ impl TurnState {
         Self {
             context: std::mem::take(&mut input.context),
             context_ops: Vec::new(),
-            budget: input.context_settings.budget(input.context_window),
+            budget: input.budget(),
             switched: None,
             new_messages: Vec::new(),
             usage: None,
             requests: 0,
-            guard: LoopGuard::new(input.loop_guard),
+            guard: LoopGuard::new(input.session.limits.loop_guard),
         }
     }
 
@@ -260,12 +299,12 @@ impl TurnState {
         let offered = tools.clone();
         let request = input.request(tools, self.context.messages());
         let mut call = call_model(
-            &*input.provider,
+            &*input.session.model.provider,
             request,
             &offered,
             &input.cancel,
             input.limits(),
-            input.cost.as_ref(),
+            input.session.model.cost.as_ref(),
             emit,
         )
         .await;
@@ -306,7 +345,7 @@ impl TurnState {
                 return ControlFlow::Continue(());
             }
             if let Some(next) = fallback::fall_back(input, &err, emit).await {
-                self.budget = input.context_settings.budget(input.context_window);
+                self.budget = input.budget();
                 self.switched = Some(next);
                 self.requests -= 1;
                 return ControlFlow::Continue(());
@@ -375,7 +414,7 @@ fn stop_before_call(
     if input.cancel.is_cancelled() {
         return Some(StopReason::Cancelled);
     }
-    if requests >= input.max_turn_requests {
+    if requests >= input.session.limits.max_turn_requests {
         return Some(StopReason::MaxTurnRequests);
     }
     over_budget(input, usage, emit).then_some(StopReason::MaxTokens)
@@ -408,7 +447,7 @@ fn count_usage(
     request_chars: u64,
     usage: Usage,
 ) {
-    (input.session_tokens).add(usage.prompt_tokens + usage.completion_tokens);
+    (input.session.limits.session_tokens).add(usage.prompt_tokens + usage.completion_tokens);
     *total.get_or_insert_with(Usage::default) += usage;
     tracing::debug!(
         estimated = context.estimator.tokens(request_chars),
@@ -432,8 +471,8 @@ fn switched_to_prompted(
         true => tool_calling::ToolsSent::No,
         false => tool_calling::ToolsSent::Yes,
     };
-    let config = input.provider.config();
-    match tool_calling::switch_on_refusal(config, &input.model, err, sent) {
+    let config = input.session.model.provider.config();
+    match tool_calling::switch_on_refusal(config, &input.session.model.name, err, sent) {
         Some(notice) => {
             emit(AgentEvent::Notice(notice));
             true
@@ -448,7 +487,7 @@ fn over_budget(
     usage: &Option<Usage>,
     emit: &(dyn Fn(AgentEvent) + Send + Sync),
 ) -> bool {
-    let Some(why) = input.budgets.crossed(&spent(input, usage)) else {
+    let Some(why) = input.session.limits.budgets.crossed(&spent(input, usage)) else {
         return false;
     };
     emit(AgentEvent::AgentText(format!(
@@ -463,8 +502,8 @@ fn spent(input: &TurnInput, usage: &Option<Usage>) -> crate::context::spend::Spe
         turn_tokens: usage
             .as_ref()
             .map_or(0, |u| u.prompt_tokens + u.completion_tokens),
-        session_tokens: input.session_tokens.total(),
-        session_cost: input.cost.as_ref().map(|meter| meter.so_far()),
+        session_tokens: input.session.limits.session_tokens.total(),
+        session_cost: (input.session.model.cost.as_ref()).map(|meter| meter.so_far()),
     }
 }
 
@@ -535,7 +574,12 @@ async fn run_tools(
     let mut decisions = Vec::with_capacity(prepared.len());
     for call in &prepared {
         let runnable = call.arguments.as_ref().ok().filter(|_| call.tool.is_some());
-        let guarded = guard.admit(&call.info, runnable, &*input.permissions, &input.cancel);
+        let guarded = guard.admit(
+            &call.info,
+            runnable,
+            &*input.session.permissions,
+            &input.cancel,
+        );
         if let Some(refused) = guarded.await {
             decisions.push(Err(refused));
             continue;
@@ -552,7 +596,7 @@ async fn run_tools(
                 let asked = tokio::select! {
                     biased;
                     _ = input.cancel.cancelled() => Permission::Cancelled,
-                    answer = input.permissions.check(&call.info, &**tool) => answer,
+                    answer = input.session.permissions.check(&call.info, &**tool) => answer,
                 };
                 match asked {
                     Permission::Allow => Ok((tool, arguments)),

@@ -100,13 +100,20 @@ pub(super) async fn fall_back(
     err: &ProviderError,
     emit: &(dyn Fn(AgentEvent) + Send + Sync),
 ) -> Option<Switched> {
-    let chain = input.fallback.as_mut()?;
-    let next = next(chain, &*input.provider, err, &input.cancel, emit).await?;
-    input.provider = next.provider;
-    input.model = next.switched.model.clone();
+    let chain = input.session.model.fallback.as_mut()?;
+    let next = next(
+        chain,
+        &*input.session.model.provider,
+        err,
+        &input.cancel,
+        emit,
+    )
+    .await?;
+    input.session.model.provider = next.provider;
+    input.session.model.name = next.switched.model.clone();
     input.context_window = next.window;
-    input.reasoning = next.reasoning;
-    input.cost = next.cost;
+    input.session.model.reasoning = next.reasoning;
+    input.session.model.cost = next.cost;
     Some(next.switched)
 }
 

@@ -23,7 +23,7 @@ pub(super) async fn fit(
     if used <= budget.compact_at() {
         return Ok(());
     }
-    let keep = input.context_settings.keep_recent_turns;
+    let keep = input.session.limits.context_settings.keep_recent_turns;
     if let Some(entries) = compact::compactable(context, keep) {
         let id = compaction_id();
         emit(AgentEvent::Compaction(Compaction::Started {
@@ -47,8 +47,8 @@ pub(super) async fn fit(
         let compacted = compact::compact(
             context,
             entries,
-            &*input.provider,
-            &input.model,
+            &*input.session.model.provider,
+            &input.session.model.name,
             wanted,
             budget,
             &input.cancel,

@@ -66,27 +66,33 @@ impl Provider for Scripted {
 
 fn input(provider: Arc<Scripted>, cancel: CancellationToken) -> TurnInput {
     TurnInput {
-        provider,
-        model: "m".into(),
-        outbound: None,
-        cache_key: None,
-        reasoning: None,
-        cost: None,
+        session: FromSession {
+            model: ModelSetup {
+                provider,
+                name: "m".into(),
+                reasoning: None,
+                cost: None,
+                fallback: None,
+                cache_key: None,
+                first_token_notice: None,
+                outbound: None,
+            },
+            limits: TurnLimits {
+                context_settings: ContextSettings::default(),
+                max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
+                loop_guard: LoopGuardSettings::default(),
+                budgets: Default::default(),
+                session_tokens: Default::default(),
+            },
+            permissions: Arc::new(AllowAll),
+        },
         system: Some("sys".into()),
         context: ContextManager::from_messages([Arc::new(Message::user_text("hi"))]),
         context_window: 100_000,
-        context_settings: ContextSettings::default(),
         cancel,
         tools: ToolRegistry::builtin(),
         tool_context: ToolContext::local(std::env::temp_dir()),
-        permissions: Arc::new(AllowAll),
-        max_turn_requests: DEFAULT_MAX_TURN_REQUESTS,
-        loop_guard: LoopGuardSettings::default(),
         journal: None,
-        first_token_notice: None,
-        fallback: None,
-        budgets: Default::default(),
-        session_tokens: Default::default(),
     }
 }
 
@@ -98,7 +104,7 @@ async fn notices(provider: Arc<Scripted>, wanted: usize, wait: Duration) -> Vec<
     let turn = {
         let (cancel, seen) = (cancel.clone(), Arc::clone(&seen));
         let mut input = input(provider, cancel);
-        input.first_token_notice = Some(Duration::from_millis(30));
+        input.session.model.first_token_notice = Some(Duration::from_millis(30));
         tokio::spawn(async move {
             run_turn(input, &move |event| {
                 if let AgentEvent::Thought(text) = event {
@@ -360,9 +366,9 @@ async fn a_model_that_keeps_calling_tools_stops_at_max_turn_requests() {
         tool_call("c", "list_dir", "{}"),
     );
     let mut turn = input(provider.clone(), CancellationToken::new());
-    turn.max_turn_requests = 3;
+    turn.session.limits.max_turn_requests = 3;
     // The same call each time: the loop guard would stop it first.
-    turn.loop_guard = LoopGuardSettings { limit: None };
+    turn.session.limits.loop_guard = LoopGuardSettings { limit: None };
     let outcome = run_turn(turn, &|_| {}).await;
     assert_eq!(outcome.result.unwrap(), StopReason::MaxTurnRequests);
     assert_eq!(provider.seen.lock().unwrap().len(), 3);
@@ -402,7 +408,7 @@ async fn a_refused_call_does_not_run_and_the_model_hears_why() {
     );
     let mut turn = input(provider.clone(), CancellationToken::new());
     turn.tool_context = ToolContext::local(dir.path().to_path_buf());
-    turn.permissions = Arc::new(Refuse);
+    turn.session.permissions = Arc::new(Refuse);
     let outcome = run_turn(turn, &|_| {}).await;
     assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
     assert!(!dir.path().join("x.txt").exists());

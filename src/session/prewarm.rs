@@ -88,7 +88,7 @@ async fn warm(input: TurnInput, cancel: &CancellationToken) -> Result<(), WarmEr
     }
     let tools = input.tools.definitions();
     let fixed = budget::fixed_chars(input.system.as_deref(), &tools);
-    let budget = input.context_settings.budget(input.context_window);
+    let budget = input.budget();
     let context = &input.context;
     // A history the first turn must compact would change before it is
     // sent: then only the fixed part is worth warming.
@@ -101,7 +101,7 @@ async fn warm(input: TurnInput, cancel: &CancellationToken) -> Result<(), WarmEr
     let mut stream = tokio::select! {
         biased;
         _ = cancel.cancelled() => return Err(WarmError::Cancelled),
-        stream = input.provider.stream_chat(request) => stream?,
+        stream = input.session.model.provider.stream_chat(request) => stream?,
     };
     loop {
         tokio::select! {

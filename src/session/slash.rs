@@ -214,14 +214,14 @@ impl JobRun {
         emit: &(dyn Fn(AgentEvent) + Send + Sync),
         cancel: &CancellationToken,
     ) {
-        let keep = ready.context_settings.keep_recent_turns;
+        let keep = ready.session.limits.context_settings.keep_recent_turns;
         let Some(entries) = compact::compactable(&self.context, keep) else {
             self.text.push_str(
                 "Nothing to compact yet: only the latest turn (or an existing summary) is in the context.",
             );
             return;
         };
-        let budget = ready.context_settings.budget(ready.context_window);
+        let budget = ready.budget();
         let id = compaction_id();
         let step = |step| emit(AgentEvent::Compaction(step));
         step(Compaction::Started {
@@ -241,8 +241,8 @@ impl JobRun {
         let compacted = compact::compact(
             &mut self.context,
             entries,
-            &*ready.provider,
-            &ready.model,
+            &*ready.session.model.provider,
+            &ready.session.model.name,
             wanted,
             &budget,
             cancel,
@@ -280,7 +280,7 @@ impl JobRun {
         roots: &[std::path::PathBuf],
         emit: &(dyn Fn(AgentEvent) + Send + Sync),
     ) -> TurnOutcome {
-        let budget = ready.context_settings.budget(ready.context_window);
+        let budget = ready.budget();
         let fixed = self.context.estimator.tokens(budget::fixed_chars(
             ready.system.as_deref(),
             &ready.tools.definitions(),
@@ -299,7 +299,7 @@ impl JobRun {
             }
         }
         emit(AgentEvent::AgentText(self.text));
-        let cost = ready.cost.as_ref().map(|meter| {
+        let cost = ready.session.model.cost.as_ref().map(|meter| {
             let (amount, currency) = meter.so_far();
             crate::events::Cost { amount, currency }
         });

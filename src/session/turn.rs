@@ -19,7 +19,9 @@ use super::subagents::TurnDelegator;
 use super::{PromptReply, SessionActor, SessionError, TurnEnd};
 use crate::util::lock;
 
-use crate::agent_loop::{self, Journal, JournalFn, TurnInput, TurnOutcome};
+use crate::agent_loop::{
+    self, FromSession, Journal, JournalFn, ModelSetup, TurnInput, TurnLimits, TurnOutcome,
+};
 use crate::agents::AgentCard;
 use crate::client::{ClientAbilities, ClientSink, Update};
 use crate::events::{AgentEvent, Notice, Severity};
@@ -155,29 +157,36 @@ impl TurnContext {
         let system = self.system_prompt(&tools, &skills);
         let defaults = &self.session.defaults;
         TurnInput {
-            provider: self.provider,
-            reasoning: self.settings.reasoning(),
-            cost: self.cost,
-            model: self.settings.model,
+            session: FromSession {
+                model: ModelSetup {
+                    provider: self.provider,
+                    // Read before the model's name moves out of the settings.
+                    reasoning: self.settings.reasoning(),
+                    name: self.settings.model,
+                    cost: self.cost,
+                    fallback,
+                    cache_key: Some(self.session.id),
+                    first_token_notice: defaults.first_token_notice,
+                    outbound: Some(self.session.client),
+                },
+                limits: TurnLimits {
+                    context_settings: defaults.context,
+                    max_turn_requests: (self.card.as_ref())
+                        .and_then(|card| card.max_turns)
+                        .unwrap_or(defaults.max_turn_requests),
+                    loop_guard: defaults.loop_guard,
+                    budgets: self.budgets,
+                    session_tokens: self.session.tokens,
+                },
+                permissions: self.session.permissions,
+            },
             system: Some(system),
             context,
             context_window: window,
-            context_settings: defaults.context,
             cancel,
             tools,
             tool_context: self.tool_context,
-            permissions: self.session.permissions,
-            max_turn_requests: (self.card.as_ref())
-                .and_then(|card| card.max_turns)
-                .unwrap_or(defaults.max_turn_requests),
-            loop_guard: defaults.loop_guard,
-            first_token_notice: defaults.first_token_notice,
             journal: Some(self.journal),
-            fallback,
-            budgets: self.budgets,
-            session_tokens: self.session.tokens,
-            cache_key: Some(self.session.id),
-            outbound: Some(self.session.client),
         }
     }
 
