@@ -843,6 +843,121 @@ mod tests {
         assert!(marks <= 4, "{marks} breakpoints");
     }
 
+    /// The requests [`request_bodies_are_written_as_before`] sends: every
+    /// block kind, each tool choice, thinking, temperature, and the bodies
+    /// with nothing optional.
+    fn capture_requests() -> Vec<(ChatRequest, ProviderSettings)> {
+        let full = chat(vec![
+            Message {
+                role: Role::User,
+                parts: vec![text("look"), png("AAAA")],
+            },
+            Message {
+                role: Role::Assistant,
+                parts: vec![
+                    Part::Thinking {
+                        text: "hmm".into(),
+                        signature: Some("sig".into()),
+                    },
+                    Part::RedactedThinking { data: "ENC".into() },
+                    text("reading"),
+                    tool_call("toolu_1", "read_file", r#"{"path":"a"}"#),
+                    tool_call("toolu_2", "read_file", "{broken"),
+                ],
+            },
+            Message {
+                role: Role::User,
+                parts: vec![
+                    text("and"),
+                    tool_result("toolu_1", "A", false),
+                    tool_result("toolu_2", "bad", true),
+                ],
+            },
+            Message {
+                role: Role::Assistant,
+                parts: vec![
+                    text("done"),
+                    Part::Thinking {
+                        text: "after".into(),
+                        signature: Some("sig2".into()),
+                    },
+                ],
+            },
+        ]);
+        let tools = vec![
+            ToolDefinition {
+                name: "read_file".into(),
+                description: "Read a file".into(),
+                parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            },
+            ToolDefinition {
+                name: "ls".into(),
+                description: "List".into(),
+                parameters: json!({"type": "object"}),
+            },
+        ];
+        let settings = config("http://x".into(), None);
+        let mut plain_settings = config("http://x".into(), None);
+        plain_settings.temperature = None;
+        plain_settings.max_output_tokens = None;
+        let mut out = Vec::new();
+        let choices = [
+            ToolChoice::Auto,
+            ToolChoice::Required,
+            ToolChoice::None,
+            ToolChoice::Specific("ls".into()),
+        ];
+        for choice in choices {
+            let mut request = full.clone();
+            request.system = Some("You are Crucible.".into());
+            request.tools = tools.clone();
+            request.tool_choice = choice;
+            request.reasoning = Some(Reasoning::Medium);
+            out.push((request, settings.clone()));
+        }
+        // Thinking whose budget fits under the request's own max_tokens.
+        let mut roomy = full.clone();
+        roomy.max_output_tokens = Some(20_000);
+        roomy.reasoning = Some(Reasoning::Low);
+        out.push((roomy, plain_settings.clone()));
+        // Nothing optional: no system (empty), tools, thinking or temperature.
+        let mut plain = chat(vec![Message::user_text("hi")]);
+        plain.system = Some(String::new());
+        out.push((plain, plain_settings.clone()));
+        // No messages at all, and a turn of thinking only.
+        out.push((chat(vec![]), plain_settings.clone()));
+        let thinking_only = chat(vec![Message {
+            role: Role::Assistant,
+            parts: vec![Part::RedactedThinking { data: "X".into() }],
+        }]);
+        out.push((thinking_only, settings));
+        out
+    }
+
+    /// The exact text of each body as `json!` wrote it before the request
+    /// became serde types: the same keys in the same order, so prompt
+    /// caches see the same bytes. Bodies without tools end in
+    /// `"tools":null`: the old breakpoint marking's `body["tools"]` put it there.
+    #[test]
+    fn request_bodies_are_written_as_before() {
+        let expected: [&str; 8] = [
+            r#"{"model":"claude-sonnet-4-5","max_tokens":4417,"stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]},{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"redacted_thinking","data":"ENC"},{"type":"text","text":"reading"},{"type":"tool_use","id":"toolu_1","name":"read_file","input":{"path":"a"}},{"type":"tool_use","id":"toolu_2","name":"read_file","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"A","is_error":false},{"type":"tool_result","tool_use_id":"toolu_2","content":"bad","is_error":true},{"type":"text","text":"and"}]},{"role":"assistant","content":[{"type":"text","text":"done","cache_control":{"type":"ephemeral"}},{"type":"thinking","thinking":"after","signature":"sig2"}]}],"system":[{"type":"text","text":"You are Crucible.","cache_control":{"type":"ephemeral"}}],"tools":[{"name":"read_file","description":"Read a file","input_schema":{"type":"object","properties":{"path":{"type":"string"}}}},{"name":"ls","description":"List","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],"tool_choice":{"type":"auto"},"thinking":{"type":"enabled","budget_tokens":4096},"temperature":0.25}"#,
+            r#"{"model":"claude-sonnet-4-5","max_tokens":321,"stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]},{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"redacted_thinking","data":"ENC"},{"type":"text","text":"reading"},{"type":"tool_use","id":"toolu_1","name":"read_file","input":{"path":"a"}},{"type":"tool_use","id":"toolu_2","name":"read_file","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"A","is_error":false},{"type":"tool_result","tool_use_id":"toolu_2","content":"bad","is_error":true},{"type":"text","text":"and"}]},{"role":"assistant","content":[{"type":"text","text":"done","cache_control":{"type":"ephemeral"}},{"type":"thinking","thinking":"after","signature":"sig2"}]}],"system":[{"type":"text","text":"You are Crucible.","cache_control":{"type":"ephemeral"}}],"tools":[{"name":"read_file","description":"Read a file","input_schema":{"type":"object","properties":{"path":{"type":"string"}}}},{"name":"ls","description":"List","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],"tool_choice":{"type":"any"},"temperature":0.25}"#,
+            r#"{"model":"claude-sonnet-4-5","max_tokens":4417,"stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]},{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"redacted_thinking","data":"ENC"},{"type":"text","text":"reading"},{"type":"tool_use","id":"toolu_1","name":"read_file","input":{"path":"a"}},{"type":"tool_use","id":"toolu_2","name":"read_file","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"A","is_error":false},{"type":"tool_result","tool_use_id":"toolu_2","content":"bad","is_error":true},{"type":"text","text":"and"}]},{"role":"assistant","content":[{"type":"text","text":"done","cache_control":{"type":"ephemeral"}},{"type":"thinking","thinking":"after","signature":"sig2"}]}],"system":[{"type":"text","text":"You are Crucible.","cache_control":{"type":"ephemeral"}}],"tools":[{"name":"read_file","description":"Read a file","input_schema":{"type":"object","properties":{"path":{"type":"string"}}}},{"name":"ls","description":"List","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],"tool_choice":{"type":"none"},"thinking":{"type":"enabled","budget_tokens":4096},"temperature":0.25}"#,
+            r#"{"model":"claude-sonnet-4-5","max_tokens":321,"stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]},{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"redacted_thinking","data":"ENC"},{"type":"text","text":"reading"},{"type":"tool_use","id":"toolu_1","name":"read_file","input":{"path":"a"}},{"type":"tool_use","id":"toolu_2","name":"read_file","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"A","is_error":false},{"type":"tool_result","tool_use_id":"toolu_2","content":"bad","is_error":true},{"type":"text","text":"and"}]},{"role":"assistant","content":[{"type":"text","text":"done","cache_control":{"type":"ephemeral"}},{"type":"thinking","thinking":"after","signature":"sig2"}]}],"system":[{"type":"text","text":"You are Crucible.","cache_control":{"type":"ephemeral"}}],"tools":[{"name":"read_file","description":"Read a file","input_schema":{"type":"object","properties":{"path":{"type":"string"}}}},{"name":"ls","description":"List","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],"tool_choice":{"type":"tool","name":"ls"},"temperature":0.25}"#,
+            r#"{"model":"claude-sonnet-4-5","max_tokens":20000,"stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]},{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"redacted_thinking","data":"ENC"},{"type":"text","text":"reading"},{"type":"tool_use","id":"toolu_1","name":"read_file","input":{"path":"a"}},{"type":"tool_use","id":"toolu_2","name":"read_file","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"A","is_error":false},{"type":"tool_result","tool_use_id":"toolu_2","content":"bad","is_error":true},{"type":"text","text":"and"}]},{"role":"assistant","content":[{"type":"text","text":"done","cache_control":{"type":"ephemeral"}},{"type":"thinking","thinking":"after","signature":"sig2"}]}],"thinking":{"type":"enabled","budget_tokens":1024},"tools":null}"#,
+            r#"{"model":"claude-sonnet-4-5","max_tokens":8192,"stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}],"tools":null}"#,
+            r#"{"model":"claude-sonnet-4-5","max_tokens":8192,"stream":true,"messages":[],"tools":null}"#,
+            r#"{"model":"claude-sonnet-4-5","max_tokens":321,"stream":true,"messages":[{"role":"assistant","content":[{"type":"redacted_thinking","data":"X"}]}],"temperature":0.25,"tools":null}"#,
+        ];
+        let requests = capture_requests();
+        assert_eq!(requests.len(), expected.len());
+        for ((request, settings), expected) in requests.iter().zip(expected) {
+            let text = AnthropicFormat.request_text(request, settings);
+            assert_eq!(text, expected);
+        }
+    }
+
     fn config(endpoint: String, key: Option<&str>) -> ProviderSettings {
         use crate::providers::settings::{
             ApiKey, KeySource, ProviderKind, ProviderType, RetryPolicy, Secret,
