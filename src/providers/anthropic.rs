@@ -1,7 +1,8 @@
 //! Anthropic Messages API: `POST {endpoint}/v1/messages` with `stream: true`,
 //! read as server-sent events. Serves api.anthropic.com and servers that speak
-//! the same format (llama-server's `/v1/messages`, proxies). The stream's
-//! types are in [`wire`].
+//! the same format (llama-server's `/v1/messages`, proxies). The request
+//! and stream types are in [`wire`]; here they are made from a
+//! [`ChatRequest`] and read into [`ProviderEvent`]s.
 
 pub mod wire;
 
@@ -19,7 +20,11 @@ use super::{
     ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice, Usage,
 };
 use crate::util::truncate;
-use wire::{BlockDelta, BlockStart, ErrorObject, Event, MessageDeltaBody, ModelList, WireUsage};
+use wire::{
+    BlockDelta, BlockStart, CacheControl, ContentBlock, ErrorObject, Event, ImageSource,
+    MessageDeltaBody, MessagesRequest, ModelList, SystemPrompt, Thinking, Tool, Turn, TurnRole,
+    WireUsage,
+};
 
 /// The Messages API version this client speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -35,12 +40,7 @@ impl WireFormat for AnthropicFormat {
     const MODELS_PATH: &'static str = "/v1/models?limit=1000";
 
     fn request_text(&self, request: &ChatRequest, settings: &ProviderSettings) -> String {
-        let mut body = request_body(request, settings.max_output_tokens);
-        if let Some(temperature) = settings.temperature {
-            body["temperature"] = json!(temperature);
-        }
-        mark_cache_breakpoints(&mut body);
-        body.to_string()
+        json!(messages_request(request, settings)).to_string()
     }
 
     fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, ModelListError> {
@@ -71,89 +71,100 @@ pub fn default_max_tokens(model: &str) -> u32 {
     if claude_3 { 4096 } else { 8192 }
 }
 
-/// The JSON body of a streamed Messages call. `configured_max_tokens` is the
+/// The body as sent: [`request_body`]'s with the configured `temperature`
+/// and the prompt-cache breakpoints.
+pub fn messages_request<'a>(
+    request: &'a ChatRequest,
+    settings: &ProviderSettings,
+) -> MessagesRequest<'a> {
+    let mut body = typed_body(request, settings.max_output_tokens);
+    body.temperature = settings.temperature;
+    mark_cache_breakpoints(&mut body);
+    // The `json!` body this replaces ended in `"tools": null` when it had no
+    // tools; the same bytes keep the prompt cache and the servers' view as before.
+    body.no_tools = body.tools.is_empty().then_some(());
+    body
+}
+
+/// The JSON body of a streamed Messages call, before the configured
+/// temperature and the cache breakpoints. `configured_max_tokens` is the
 /// provider config's `max_output_tokens`.
 pub fn request_body(request: &ChatRequest, configured_max_tokens: Option<u32>) -> Value {
+    json!(typed_body(request, configured_max_tokens))
+}
+
+fn typed_body(request: &ChatRequest, configured_max_tokens: Option<u32>) -> MessagesRequest<'_> {
     let max_tokens = request
         .max_output_tokens
         .or(configured_max_tokens)
         .unwrap_or_else(|| default_max_tokens(&request.model));
-    let mut body = json!({
-        "model": request.model,
-        "max_tokens": max_tokens,
-        "stream": true,
-        "messages": encode_messages(&request.messages),
-    });
-    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
-        body["system"] = json!(system);
-    }
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|tool| {
-                json!({
-                    "name": tool.name,
-                    "description": tool.description,
-                    "input_schema": tool.parameters,
-                })
-            })
-            .collect();
-        body["tool_choice"] = match &request.tool_choice {
-            ToolChoice::Auto => json!({ "type": "auto" }),
-            ToolChoice::Required => json!({ "type": "any" }),
-            ToolChoice::None => json!({ "type": "none" }),
-            ToolChoice::Specific(name) => json!({ "type": "tool", "name": name }),
-        };
-    }
+    let tools: Vec<Tool<'_>> = (request.tools.iter())
+        .map(|tool| Tool {
+            name: &tool.name,
+            description: &tool.description,
+            input_schema: &tool.parameters,
+            cache_control: None,
+        })
+        .collect();
+    let tool_choice = (!tools.is_empty()).then(|| tool_choice(&request.tool_choice));
     // Extended thinking cannot be combined with a forced tool choice.
     let free_choice = matches!(request.tool_choice, ToolChoice::Auto | ToolChoice::None);
-    if let Some(budget) = request.reasoning.and_then(Reasoning::thinking_budget)
-        && free_choice
-    {
-        body["thinking"] = json!({ "type": "enabled", "budget_tokens": budget });
-        // `max_tokens` counts the thinking too and must exceed its budget.
-        if max_tokens <= budget {
-            body["max_tokens"] = json!(budget + max_tokens);
-        }
+    let budget = (request.reasoning.and_then(Reasoning::thinking_budget)).filter(|_| free_choice);
+    MessagesRequest {
+        model: &request.model,
+        max_tokens: match budget {
+            // `max_tokens` counts the thinking too and must exceed its budget.
+            Some(budget) if max_tokens <= budget => budget + max_tokens,
+            _ => max_tokens,
+        },
+        stream: true,
+        messages: encode_messages(&request.messages),
+        system: (request.system.as_deref())
+            .filter(|system| !system.is_empty())
+            .map(SystemPrompt::Text),
+        tools,
+        tool_choice,
+        thinking: budget.map(|budget_tokens| Thinking::Enabled { budget_tokens }),
+        temperature: None,
+        no_tools: None,
     }
-    body
+}
+
+fn tool_choice(choice: &ToolChoice) -> wire::ToolChoice<'_> {
+    match choice {
+        ToolChoice::Auto => wire::ToolChoice::Auto,
+        ToolChoice::Required => wire::ToolChoice::Any,
+        ToolChoice::None => wire::ToolChoice::None,
+        ToolChoice::Specific(name) => wire::ToolChoice::Tool { name },
+    }
 }
 
 /// Prompt caching: a breakpoint after the tools, after the system prompt
 /// and at the end of the latest turn (the API allows four). The tools and
 /// system prompt are the same in every call, and each call's history starts
 /// with the last one's, so each request reads what the one before wrote.
-fn mark_cache_breakpoints(body: &mut Value) {
-    let ephemeral = json!({ "type": "ephemeral" });
-    if let Some(tool) = body["tools"].as_array_mut().and_then(|t| t.last_mut()) {
-        tool["cache_control"] = ephemeral.clone();
+fn mark_cache_breakpoints(body: &mut MessagesRequest<'_>) {
+    if let Some(tool) = body.tools.last_mut() {
+        tool.cache_control = Some(CacheControl::Ephemeral);
     }
-    if let Some(system) = body["system"].as_str().map(str::to_string) {
-        body["system"] = json!([{ "type": "text", "text": system, "cache_control": ephemeral }]);
+    if let Some(SystemPrompt::Text(text)) = body.system {
+        body.system = Some(SystemPrompt::Blocks(vec![ContentBlock::Text {
+            text,
+            cache_control: Some(CacheControl::Ephemeral),
+        }]));
     }
     // Thinking blocks cannot carry a breakpoint; the block before them can.
-    let latest = body["messages"]
-        .as_array_mut()
-        .and_then(|turns| turns.last_mut())
-        .and_then(|turn| turn["content"].as_array_mut())
-        .and_then(|blocks| {
-            blocks.iter_mut().rev().find(|block| {
-                !matches!(
-                    block["type"].as_str(),
-                    Some("thinking" | "redacted_thinking")
-                )
-            })
-        });
-    if let Some(block) = latest {
-        block["cache_control"] = ephemeral;
+    let latest = (body.messages.last_mut())
+        .and_then(|turn| (turn.content.iter_mut().rev()).find_map(ContentBlock::cache_control_mut));
+    if let Some(mark) = latest {
+        *mark = Some(CacheControl::Ephemeral);
     }
 }
 
 /// The history as alternating user/assistant turns: the API rejects two
 /// turns of the same role in a row and turns with no content.
-fn encode_messages(messages: &[std::sync::Arc<Message>]) -> Vec<Value> {
-    let mut turns: Vec<(Role, Vec<Value>)> = Vec::new();
+fn encode_messages(messages: &[std::sync::Arc<Message>]) -> Vec<Turn<'_>> {
+    let mut turns: Vec<(Role, Vec<ContentBlock<'_>>)> = Vec::new();
     for message in messages {
         let blocks = encode_blocks(message);
         if blocks.is_empty() {
@@ -166,29 +177,37 @@ fn encode_messages(messages: &[std::sync::Arc<Message>]) -> Vec<Value> {
     }
     turns
         .into_iter()
-        .map(|(role, mut blocks)| {
+        .map(|(role, mut content)| {
             let role = match role {
-                Role::User => "user",
-                Role::Assistant => "assistant",
+                Role::User => TurnRole::User,
+                Role::Assistant => TurnRole::Assistant,
             };
             // Tool results must open the user turn; keep the rest in order after them.
-            blocks.sort_by_key(|block| block["type"] != "tool_result");
-            json!({ "role": role, "content": blocks })
+            content.sort_by_key(|block| !matches!(block, ContentBlock::ToolResult { .. }));
+            Turn { role, content }
         })
         .collect()
 }
 
-fn encode_blocks(message: &Message) -> Vec<Value> {
+/// The blocks a message contributes to its turn; parts the API would
+/// reject in this role are left out.
+fn encode_blocks(message: &Message) -> Vec<ContentBlock<'_>> {
     let mut blocks = Vec::with_capacity(message.parts.len());
     for part in &message.parts {
         let block = match (message.role, part) {
             // The API rejects empty text blocks.
             (_, Part::Text { text }) if text.is_empty() => continue,
-            (_, Part::Text { text }) => json!({ "type": "text", "text": text }),
-            (Role::User, Part::Image { mime_type, data }) => json!({
-                "type": "image",
-                "source": { "type": "base64", "media_type": mime_type, "data": data },
-            }),
+            (_, Part::Text { text }) => ContentBlock::Text {
+                text,
+                cache_control: None,
+            },
+            (Role::User, Part::Image { mime_type, data }) => ContentBlock::Image {
+                source: ImageSource::Base64 {
+                    media_type: mime_type,
+                    data,
+                },
+                cache_control: None,
+            },
             (
                 Role::User,
                 Part::ToolResult {
@@ -196,21 +215,24 @@ fn encode_blocks(message: &Message) -> Vec<Value> {
                     content,
                     is_error,
                 },
-            ) => json!({
-                "type": "tool_result",
-                "tool_use_id": call_id,
-                "content": content,
-                "is_error": is_error,
-            }),
+            ) => ContentBlock::ToolResult {
+                tool_use_id: call_id,
+                content,
+                is_error: *is_error,
+                cache_control: None,
+            },
             (
                 Role::Assistant,
                 Part::Thinking {
                     text,
                     signature: Some(signature),
                 },
-            ) => json!({ "type": "thinking", "thinking": text, "signature": signature }),
+            ) => ContentBlock::Thinking {
+                thinking: text,
+                signature,
+            },
             (Role::Assistant, Part::RedactedThinking { data }) => {
-                json!({ "type": "redacted_thinking", "data": data })
+                ContentBlock::RedactedThinking { data }
             }
             (
                 Role::Assistant,
@@ -219,12 +241,12 @@ fn encode_blocks(message: &Message) -> Vec<Value> {
                     name,
                     arguments,
                 },
-            ) => json!({
-                "type": "tool_use",
-                "id": id,
-                "name": name,
-                "input": tool_input(arguments),
-            }),
+            ) => ContentBlock::ToolUse {
+                id,
+                name,
+                input: tool_input(arguments),
+                cache_control: None,
+            },
             // Unsigned thinking came from another provider and would be
             // rejected; the rest has no place in this role.
             _ => continue,
@@ -235,10 +257,10 @@ fn encode_blocks(message: &Message) -> Vec<Value> {
 }
 
 /// `input` must be an object; arguments the model left empty or broken become `{}`.
-fn tool_input(arguments: &str) -> Value {
+fn tool_input(arguments: &str) -> Map<String, Value> {
     match serde_json::from_str::<Value>(arguments) {
-        Ok(Value::Object(object)) => Value::Object(object),
-        _ => Value::Object(Map::new()),
+        Ok(Value::Object(object)) => object,
+        _ => Map::new(),
     }
 }
 
@@ -807,17 +829,29 @@ mod tests {
 
     #[test]
     fn cache_breakpoints_mark_tools_system_and_the_latest_turn_not_thinking() {
-        let mut body = json!({
-            "system": "You are Crucible.",
-            "tools": [{"name": "a"}, {"name": "b"}],
-            "messages": [
-                {"role": "user", "content": [{"type": "text", "text": "hi"}]},
-                {"role": "assistant", "content": [
-                    {"type": "text", "text": "ok"},
-                    {"type": "thinking", "thinking": "t", "signature": "s"}]},
-            ],
-        });
-        mark_cache_breakpoints(&mut body);
+        let mut request = chat(vec![
+            Message::user_text("hi"),
+            Message {
+                role: Role::Assistant,
+                parts: vec![
+                    text("ok"),
+                    Part::Thinking {
+                        text: "t".into(),
+                        signature: Some("s".into()),
+                    },
+                ],
+            },
+        ]);
+        request.system = Some("You are Crucible.".into());
+        let tool = |name: &str| ToolDefinition {
+            name: name.into(),
+            description: String::new(),
+            parameters: json!({}),
+        };
+        request.tools = vec![tool("a"), tool("b")];
+        let mut typed = typed_body(&request, None);
+        mark_cache_breakpoints(&mut typed);
+        let body = json!(typed);
         let ephemeral = json!({"type": "ephemeral"});
         assert_eq!(body["tools"][1]["cache_control"], ephemeral);
         assert!(body["tools"][0].get("cache_control").is_none());
@@ -841,6 +875,121 @@ mod tests {
         );
         let marks = body.to_string().matches("cache_control").count();
         assert!(marks <= 4, "{marks} breakpoints");
+    }
+
+    /// The requests [`request_bodies_are_written_as_before`] sends: every
+    /// block kind, each tool choice, thinking, temperature, and the bodies
+    /// with nothing optional.
+    fn capture_requests() -> Vec<(ChatRequest, ProviderSettings)> {
+        let full = chat(vec![
+            Message {
+                role: Role::User,
+                parts: vec![text("look"), png("AAAA")],
+            },
+            Message {
+                role: Role::Assistant,
+                parts: vec![
+                    Part::Thinking {
+                        text: "hmm".into(),
+                        signature: Some("sig".into()),
+                    },
+                    Part::RedactedThinking { data: "ENC".into() },
+                    text("reading"),
+                    tool_call("toolu_1", "read_file", r#"{"path":"a"}"#),
+                    tool_call("toolu_2", "read_file", "{broken"),
+                ],
+            },
+            Message {
+                role: Role::User,
+                parts: vec![
+                    text("and"),
+                    tool_result("toolu_1", "A", false),
+                    tool_result("toolu_2", "bad", true),
+                ],
+            },
+            Message {
+                role: Role::Assistant,
+                parts: vec![
+                    text("done"),
+                    Part::Thinking {
+                        text: "after".into(),
+                        signature: Some("sig2".into()),
+                    },
+                ],
+            },
+        ]);
+        let tools = vec![
+            ToolDefinition {
+                name: "read_file".into(),
+                description: "Read a file".into(),
+                parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            },
+            ToolDefinition {
+                name: "ls".into(),
+                description: "List".into(),
+                parameters: json!({"type": "object"}),
+            },
+        ];
+        let settings = config("http://x".into(), None);
+        let mut plain_settings = config("http://x".into(), None);
+        plain_settings.temperature = None;
+        plain_settings.max_output_tokens = None;
+        let mut out = Vec::new();
+        let choices = [
+            ToolChoice::Auto,
+            ToolChoice::Required,
+            ToolChoice::None,
+            ToolChoice::Specific("ls".into()),
+        ];
+        for choice in choices {
+            let mut request = full.clone();
+            request.system = Some("You are Crucible.".into());
+            request.tools = tools.clone();
+            request.tool_choice = choice;
+            request.reasoning = Some(Reasoning::Medium);
+            out.push((request, settings.clone()));
+        }
+        // Thinking whose budget fits under the request's own max_tokens.
+        let mut roomy = full.clone();
+        roomy.max_output_tokens = Some(20_000);
+        roomy.reasoning = Some(Reasoning::Low);
+        out.push((roomy, plain_settings.clone()));
+        // Nothing optional: no system (empty), tools, thinking or temperature.
+        let mut plain = chat(vec![Message::user_text("hi")]);
+        plain.system = Some(String::new());
+        out.push((plain, plain_settings.clone()));
+        // No messages at all, and a turn of thinking only.
+        out.push((chat(vec![]), plain_settings.clone()));
+        let thinking_only = chat(vec![Message {
+            role: Role::Assistant,
+            parts: vec![Part::RedactedThinking { data: "X".into() }],
+        }]);
+        out.push((thinking_only, settings));
+        out
+    }
+
+    /// The exact text of each body as `json!` wrote it before the request
+    /// became serde types: the same keys in the same order, so prompt
+    /// caches see the same bytes. Bodies without tools end in
+    /// `"tools":null`: the old breakpoint marking's `body["tools"]` put it there.
+    #[test]
+    fn request_bodies_are_written_as_before() {
+        let expected: [&str; 8] = [
+            r#"{"model":"claude-sonnet-4-5","max_tokens":4417,"stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]},{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"redacted_thinking","data":"ENC"},{"type":"text","text":"reading"},{"type":"tool_use","id":"toolu_1","name":"read_file","input":{"path":"a"}},{"type":"tool_use","id":"toolu_2","name":"read_file","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"A","is_error":false},{"type":"tool_result","tool_use_id":"toolu_2","content":"bad","is_error":true},{"type":"text","text":"and"}]},{"role":"assistant","content":[{"type":"text","text":"done","cache_control":{"type":"ephemeral"}},{"type":"thinking","thinking":"after","signature":"sig2"}]}],"system":[{"type":"text","text":"You are Crucible.","cache_control":{"type":"ephemeral"}}],"tools":[{"name":"read_file","description":"Read a file","input_schema":{"type":"object","properties":{"path":{"type":"string"}}}},{"name":"ls","description":"List","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],"tool_choice":{"type":"auto"},"thinking":{"type":"enabled","budget_tokens":4096},"temperature":0.25}"#,
+            r#"{"model":"claude-sonnet-4-5","max_tokens":321,"stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]},{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"redacted_thinking","data":"ENC"},{"type":"text","text":"reading"},{"type":"tool_use","id":"toolu_1","name":"read_file","input":{"path":"a"}},{"type":"tool_use","id":"toolu_2","name":"read_file","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"A","is_error":false},{"type":"tool_result","tool_use_id":"toolu_2","content":"bad","is_error":true},{"type":"text","text":"and"}]},{"role":"assistant","content":[{"type":"text","text":"done","cache_control":{"type":"ephemeral"}},{"type":"thinking","thinking":"after","signature":"sig2"}]}],"system":[{"type":"text","text":"You are Crucible.","cache_control":{"type":"ephemeral"}}],"tools":[{"name":"read_file","description":"Read a file","input_schema":{"type":"object","properties":{"path":{"type":"string"}}}},{"name":"ls","description":"List","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],"tool_choice":{"type":"any"},"temperature":0.25}"#,
+            r#"{"model":"claude-sonnet-4-5","max_tokens":4417,"stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]},{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"redacted_thinking","data":"ENC"},{"type":"text","text":"reading"},{"type":"tool_use","id":"toolu_1","name":"read_file","input":{"path":"a"}},{"type":"tool_use","id":"toolu_2","name":"read_file","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"A","is_error":false},{"type":"tool_result","tool_use_id":"toolu_2","content":"bad","is_error":true},{"type":"text","text":"and"}]},{"role":"assistant","content":[{"type":"text","text":"done","cache_control":{"type":"ephemeral"}},{"type":"thinking","thinking":"after","signature":"sig2"}]}],"system":[{"type":"text","text":"You are Crucible.","cache_control":{"type":"ephemeral"}}],"tools":[{"name":"read_file","description":"Read a file","input_schema":{"type":"object","properties":{"path":{"type":"string"}}}},{"name":"ls","description":"List","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],"tool_choice":{"type":"none"},"thinking":{"type":"enabled","budget_tokens":4096},"temperature":0.25}"#,
+            r#"{"model":"claude-sonnet-4-5","max_tokens":321,"stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]},{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"redacted_thinking","data":"ENC"},{"type":"text","text":"reading"},{"type":"tool_use","id":"toolu_1","name":"read_file","input":{"path":"a"}},{"type":"tool_use","id":"toolu_2","name":"read_file","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"A","is_error":false},{"type":"tool_result","tool_use_id":"toolu_2","content":"bad","is_error":true},{"type":"text","text":"and"}]},{"role":"assistant","content":[{"type":"text","text":"done","cache_control":{"type":"ephemeral"}},{"type":"thinking","thinking":"after","signature":"sig2"}]}],"system":[{"type":"text","text":"You are Crucible.","cache_control":{"type":"ephemeral"}}],"tools":[{"name":"read_file","description":"Read a file","input_schema":{"type":"object","properties":{"path":{"type":"string"}}}},{"name":"ls","description":"List","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],"tool_choice":{"type":"tool","name":"ls"},"temperature":0.25}"#,
+            r#"{"model":"claude-sonnet-4-5","max_tokens":20000,"stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]},{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"redacted_thinking","data":"ENC"},{"type":"text","text":"reading"},{"type":"tool_use","id":"toolu_1","name":"read_file","input":{"path":"a"}},{"type":"tool_use","id":"toolu_2","name":"read_file","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"A","is_error":false},{"type":"tool_result","tool_use_id":"toolu_2","content":"bad","is_error":true},{"type":"text","text":"and"}]},{"role":"assistant","content":[{"type":"text","text":"done","cache_control":{"type":"ephemeral"}},{"type":"thinking","thinking":"after","signature":"sig2"}]}],"thinking":{"type":"enabled","budget_tokens":1024},"tools":null}"#,
+            r#"{"model":"claude-sonnet-4-5","max_tokens":8192,"stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}],"tools":null}"#,
+            r#"{"model":"claude-sonnet-4-5","max_tokens":8192,"stream":true,"messages":[],"tools":null}"#,
+            r#"{"model":"claude-sonnet-4-5","max_tokens":321,"stream":true,"messages":[{"role":"assistant","content":[{"type":"redacted_thinking","data":"X"}]}],"temperature":0.25,"tools":null}"#,
+        ];
+        let requests = capture_requests();
+        assert_eq!(requests.len(), expected.len());
+        for ((request, settings), expected) in requests.iter().zip(expected) {
+            let text = AnthropicFormat.request_text(request, settings);
+            assert_eq!(text, expected);
+        }
     }
 
     fn config(endpoint: String, key: Option<&str>) -> ProviderSettings {

@@ -1,12 +1,161 @@
-//! The Messages API stream as serde types: one [`Event`] per `data:`,
-//! told apart by its `type` (llama-server and proxies differ in `event:`
-//! names). Unknown events and blocks read as `Other`; unknown fields are
-//! ignored, and fields servers fill differently are [`Lenient`].
+//! The Messages API as serde types: the request body ([`MessagesRequest`])
+//! and the stream, one [`Event`] per `data:`, told apart by its `type`
+//! (llama-server and proxies differ in `event:` names). Unknown events and
+//! blocks read as `Other`; unknown fields are ignored, and fields servers
+//! fill differently are [`Lenient`].
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::providers::lenient::Lenient;
+
+/// The body of `POST /v1/messages`. The fields are in the order the keys
+/// had when the body was built with `json!`, so the text sent, and with it
+/// what the prompt cache matches, is unchanged.
+#[derive(Debug, Serialize)]
+pub struct MessagesRequest<'a> {
+    pub model: &'a str,
+    /// Counts the thinking too, so it exceeds the thinking budget.
+    pub max_tokens: u32,
+    pub stream: bool,
+    pub messages: Vec<Turn<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system: Option<SystemPrompt<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<Tool<'a>>,
+    /// Sent only with tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<Thinking>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// A body without tools has always ended in `"tools": null` (the
+    /// breakpoint marking of the `json!` body added it); kept, so the bytes
+    /// sent do not change with the types.
+    #[serde(rename = "tools", skip_serializing_if = "Option::is_none")]
+    pub no_tools: Option<()>,
+}
+
+/// A plain string, or text blocks when the prompt carries a cache breakpoint.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum SystemPrompt<'a> {
+    Text(&'a str),
+    Blocks(Vec<ContentBlock<'a>>),
+}
+
+#[derive(Debug, Serialize)]
+pub struct Tool<'a> {
+    pub name: &'a str,
+    pub description: &'a str,
+    pub input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<CacheControl>,
+}
+
+/// A prompt-cache breakpoint: `{"type": "ephemeral"}`, the only kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum CacheControl {
+    Ephemeral,
+}
+
+/// `{"type": "auto" | "any" | "none"}`, or `{"type": "tool", "name": …}`.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToolChoice<'a> {
+    Auto,
+    /// Some tool must be called.
+    Any,
+    None,
+    Tool {
+        name: &'a str,
+    },
+}
+
+/// Extended thinking, with the tokens it may spend.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Thinking {
+    Enabled { budget_tokens: u32 },
+}
+
+/// One entry of `messages`: the roles alternate.
+#[derive(Debug, Serialize)]
+pub struct Turn<'a> {
+    pub role: TurnRole,
+    pub content: Vec<ContentBlock<'a>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TurnRole {
+    User,
+    Assistant,
+}
+
+/// A block of a turn's `content` (or of the system prompt). Each kind that
+/// may carry a cache breakpoint has `cache_control` last, where the old
+/// marking appended it; thinking blocks cannot carry one.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock<'a> {
+    Text {
+        text: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
+    },
+    Image {
+        source: ImageSource<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        is_error: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
+    },
+    /// A signed block from this API; the signature proves it unaltered.
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        /// Always an object, as the API requires.
+        input: Map<String, Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
+    },
+}
+
+impl ContentBlock<'_> {
+    /// Where a breakpoint goes, or `None` for the thinking blocks, which
+    /// cannot carry one.
+    pub fn cache_control_mut(&mut self) -> Option<&mut Option<CacheControl>> {
+        match self {
+            Self::Text { cache_control, .. }
+            | Self::Image { cache_control, .. }
+            | Self::ToolResult { cache_control, .. }
+            | Self::ToolUse { cache_control, .. } => Some(cache_control),
+            Self::Thinking { .. } | Self::RedactedThinking { .. } => None,
+        }
+    }
+}
+
+/// An image inline, as base64.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ImageSource<'a> {
+    Base64 { media_type: &'a str, data: &'a str },
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
