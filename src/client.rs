@@ -158,6 +158,12 @@ pub enum Update {
     AvailableCommands(Vec<CommandInfo>),
     /// Part of a user prompt, shown again when a session is loaded.
     UserMessage(Part),
+    /// A user message the conversation took in, with the id it is known by
+    /// (ACP v2 `messageId`; v1 shows only a replayed one, as chunks).
+    UserPrompt(UserPrompt),
+    /// The session's foreground state (ACP v2 `state_update`; v1 has none:
+    /// there the prompt's answer ends the turn).
+    State(SessionState),
     /// The session's title or last activity changed (ACP `session_info_update`).
     SessionInfo {
         title: Option<String>,
@@ -193,6 +199,36 @@ pub enum Update {
     /// unstable `prompt_suggestions_update`, for clients that take them).
     /// Not part of the history: never recorded, never replayed.
     PromptSuggestions(Vec<String>),
+}
+
+/// A user message and the id it keeps for good: saved with it, so a
+/// replay shows it under the same id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserPrompt {
+    pub message_id: String,
+    pub content: Vec<Part>,
+    pub origin: PromptOrigin,
+}
+
+/// How a user message came into the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptOrigin {
+    /// A prompt that starts a turn, as the turn starts.
+    Live,
+    /// A prompt sent while a turn ran, as it joins that turn.
+    Steered,
+    /// A stored prompt shown again (a load, or a resume that replays).
+    Replayed,
+}
+
+/// Whether the session works in the foreground (ACP v2 `state_update`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionState {
+    Running,
+    /// Waiting for the user (a permission question).
+    RequiresAction,
+    /// Ready for a prompt; the foreground work that ended, and why.
+    Idle(StopReason),
 }
 
 /// The plan the session keeps as a todo list (the `todo` tool's).

@@ -84,13 +84,78 @@ pub struct TurnEnd {
 
 pub type PromptReply = oneshot::Sender<Result<TurnEnd, SessionError>>;
 
-pub enum SessionMsg {
-    Prompt {
+/// A prompt for a session, and how its sender wants the answer.
+pub struct PromptSubmission {
+    pub content: Vec<Part>,
+    /// Cancelled by `$/cancel_request` for this prompt request.
+    pub request_cancel: CancellationToken,
+    /// The client's key for this submission (ACP v2 `idempotencyKey`): a
+    /// retry with a key the session already took gets the original
+    /// message's id, and nothing is inserted twice.
+    pub idempotency_key: Option<String>,
+    pub when_busy: WhenBusy,
+    pub answer: PromptAnswer,
+}
+
+impl PromptSubmission {
+    /// A prompt answered when its turn ends, refused while another runs
+    /// (ACP v1, and delegated agents).
+    pub fn answered_at_end(
         content: Vec<Part>,
-        /// Cancelled by `$/cancel_request` for this prompt request.
         request_cancel: CancellationToken,
         reply: PromptReply,
-    },
+    ) -> Self {
+        Self {
+            content,
+            request_cancel,
+            idempotency_key: None,
+            when_busy: WhenBusy::Refuse,
+            answer: PromptAnswer::AtEnd(reply),
+        }
+    }
+}
+
+/// What a prompt that comes while a turn runs does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenBusy {
+    /// It is refused ([`SessionError::Busy`]).
+    Refuse,
+    /// It joins the running turn at its next safe point (ACP steering).
+    Steer,
+}
+
+/// When the sender of a prompt hears back.
+pub enum PromptAnswer {
+    /// When the turn ends, with how it ended (ACP v1).
+    AtEnd(PromptReply),
+    /// As soon as the message is in the conversation, with its id; the
+    /// turn's end is told by `Update::State` (ACP v2).
+    AtInsertion(InsertReply),
+}
+
+impl PromptAnswer {
+    pub fn refuse(self, err: SessionError) {
+        match self {
+            PromptAnswer::AtEnd(reply) => {
+                let _ = reply.send(Err(err));
+            }
+            PromptAnswer::AtInsertion(reply) => {
+                let _ = reply.send(Err(err));
+            }
+        }
+    }
+}
+
+/// A user message the conversation took in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inserted {
+    pub message_id: String,
+}
+
+pub type InsertReply = oneshot::Sender<Result<Inserted, SessionError>>;
+
+pub enum SessionMsg {
+    Prompt(PromptSubmission),
     Cancel,
     SetOption {
         id: String,
@@ -432,6 +497,46 @@ impl SessionActor {
         }
     }
 
+    /// A prompt: a new turn, or refused while one runs.
+    fn take_prompt(&mut self, submission: PromptSubmission, running: &mut Option<RunningTurn>) {
+        let PromptSubmission {
+            content,
+            request_cancel,
+            answer,
+            ..
+        } = submission;
+        if running.is_some() {
+            answer.refuse(SessionError::Busy(self.services.id.clone()));
+            return;
+        }
+        // A child of the request's token: `$/cancel_request` and
+        // `session/cancel` both stop it.
+        let cancel = request_cancel.child_token();
+        self.begin_turn();
+        self.withdraw_suggestions();
+        match self.start_turn(content, cancel.clone()) {
+            Ok(started) => {
+                let reply = match answer {
+                    PromptAnswer::AtEnd(reply) => Some(reply),
+                    PromptAnswer::AtInsertion(reply) => {
+                        let message_id = uuid::Uuid::new_v4().to_string();
+                        let _ = reply.send(Ok(Inserted { message_id }));
+                        None
+                    }
+                };
+                *running = Some(RunningTurn {
+                    cancel,
+                    reply,
+                    started,
+                })
+            }
+            Err(err) => {
+                self.conversation.in_turn = false;
+                answer.refuse(err);
+            }
+        }
+    }
+
     /// Handle one message; returns the close reply when the session must stop.
     fn handle(
         &mut self,
@@ -439,34 +544,7 @@ impl SessionActor {
         running: &mut Option<RunningTurn>,
     ) -> Option<oneshot::Sender<()>> {
         match msg {
-            SessionMsg::Prompt {
-                content,
-                request_cancel,
-                reply,
-            } => {
-                if running.is_some() {
-                    let _ = reply.send(Err(SessionError::Busy(self.services.id.clone())));
-                    return None;
-                }
-                // A child of the request's token: `$/cancel_request` and
-                // `session/cancel` both stop it.
-                let cancel = request_cancel.child_token();
-                self.begin_turn();
-                self.withdraw_suggestions();
-                match self.start_turn(content, cancel.clone()) {
-                    Ok(started) => {
-                        *running = Some(RunningTurn {
-                            cancel,
-                            reply,
-                            started,
-                        })
-                    }
-                    Err(err) => {
-                        self.conversation.in_turn = false;
-                        let _ = reply.send(Err(err));
-                    }
-                }
-            }
+            SessionMsg::Prompt(submission) => self.take_prompt(submission, running),
             SessionMsg::Cancel => {
                 if let Some(turn) = running {
                     turn.cancel.cancel();

@@ -19,11 +19,10 @@ use crate::transport::{Connection, RequestError};
 
 impl ClientSink for Connection {
     fn send(&self, session_id: &str, update: Update) {
-        let notification = acp::SessionNotification::new(
-            session_id.to_string(),
-            translate::session_update(&update),
-        );
-        self.notify("session/update", &notification);
+        for update in translate::session_updates(&update) {
+            let notification = acp::SessionNotification::new(session_id.to_string(), update);
+            self.notify("session/update", &notification);
+        }
     }
 
     fn room(&self) -> futures::future::BoxFuture<'_, ()> {

@@ -25,7 +25,7 @@ use crate::events::StopReason;
 use crate::mcp::Relay;
 use crate::model::ClientPrompt;
 use crate::session::manager::SessionManager;
-use crate::session::{Delivery, OpenRequest, SessionError, SessionMsg};
+use crate::session::{Delivery, OpenRequest, PromptSubmission, SessionError, SessionMsg};
 use crate::transport::{Connection, Incoming, Responder, RpcError};
 use answers::{session_error, with_models};
 use params::{check_roots, session_servers};
@@ -319,11 +319,11 @@ impl Router {
         let with_usage = self.sessions.unstable().usage
             || self.client.as_ref().is_some_and(|info| info.name.is_none());
         let (reply, answer) = oneshot::channel();
-        session.send(SessionMsg::Prompt {
+        session.send(SessionMsg::Prompt(PromptSubmission::answered_at_end(
             content,
-            request_cancel: request_cancel.clone(),
+            request_cancel.clone(),
             reply,
-        });
+        )));
         tokio::spawn(async move {
             let result = match answer.await {
                 Ok(result) => result,

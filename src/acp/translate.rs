@@ -5,8 +5,8 @@
 use agent_client_protocol_schema::v1 as acp;
 
 use crate::client::{
-    Answer, CommandInfo, OptionCategory, PermissionChoice, PlanContent, Question, SelectOption,
-    Update,
+    Answer, CommandInfo, OptionCategory, PermissionChoice, PlanContent, PromptOrigin, Question,
+    SelectOption, Update,
 };
 use crate::events::{
     AgentEvent, Compaction, CompactionOutcome, Location, Severity, StopReason, TodoItem,
@@ -18,8 +18,10 @@ use crate::providers::Usage;
 mod cursors;
 mod subagents;
 
-pub fn session_update(update: &Update) -> acp::SessionUpdate {
-    match update {
+/// What `update` is in ACP v1: one update, several (a replayed prompt's
+/// parts), or none (what v1 has no update for).
+pub fn session_updates(update: &Update) -> Vec<acp::SessionUpdate> {
+    let single = match update {
         Update::Agent(AgentEvent::AgentText(text)) => {
             acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(text_block(text)))
         }
@@ -68,14 +70,17 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
         Update::CurrentMode(id) => {
             acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(id.clone()))
         }
-        Update::UserMessage(part) => {
-            acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(match part {
-                Part::Image { mime_type, data } => acp::ContentBlock::Image(
-                    acp::ImageContent::new(data.clone(), mime_type.clone()),
-                ),
-                other => text_block(&part_text(other)),
-            }))
+        Update::UserMessage(part) => user_message_chunk(part),
+        // v1 echoes no live prompt (the client sent it) and never steers;
+        // a stored one is shown again part by part.
+        Update::UserPrompt(prompt) => {
+            return match prompt.origin {
+                PromptOrigin::Replayed => prompt.content.iter().map(user_message_chunk).collect(),
+                PromptOrigin::Live | PromptOrigin::Steered => Vec::new(),
+            };
         }
+        // v1 has no foreground state: the prompt's answer ends the turn.
+        Update::State(_) => return Vec::new(),
         Update::SessionInfo { title, updated_at } => {
             let mut info = acp::SessionInfoUpdate::new().updated_at(updated_at.clone());
             if let Some(title) = title {
@@ -94,10 +99,20 @@ pub fn session_update(update: &Update) -> acp::SessionUpdate {
         Update::PlanRemoved { plan_id } => {
             acp::SessionUpdate::PlanRemoved(acp::PlanRemoved::new(plan_id.clone()))
         }
-        Update::Tagged { message_id, event } => cursors::tagged(message_id, event),
+        Update::Tagged { message_id, event } => return cursors::tagged(message_id, event),
         Update::Cursor(cursor) => cursors::cursor_update(cursor),
         Update::PromptSuggestions(prompts) => prompt_suggestions(prompts),
-    }
+    };
+    vec![single]
+}
+
+fn user_message_chunk(part: &Part) -> acp::SessionUpdate {
+    acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(match part {
+        Part::Image { mime_type, data } => {
+            acp::ContentBlock::Image(acp::ImageContent::new(data.clone(), mime_type.clone()))
+        }
+        other => text_block(&part_text(other)),
+    }))
 }
 
 /// Each suggestion as a prompt of one text block, as `session/prompt`
@@ -539,7 +554,7 @@ mod tests {
     use serde_json::{Value, json};
 
     fn wire(update: &Update) -> Value {
-        serde_json::to_value(session_update(update)).unwrap()
+        serde_json::to_value(session_updates(update).pop()).unwrap()
     }
 
     #[test]

@@ -133,13 +133,15 @@ impl TurnDelegator {
         }
         let handle = super::spawn(start, shared);
         let (reply, answer) = oneshot::channel();
-        handle.send(SessionMsg::Prompt {
-            content: vec![Part::Text {
-                text: delegation.task.clone(),
-            }],
-            request_cancel: budget_cancel.clone(),
-            reply,
-        });
+        handle.send(SessionMsg::Prompt(
+            super::PromptSubmission::answered_at_end(
+                vec![Part::Text {
+                    text: delegation.task.clone(),
+                }],
+                budget_cancel.clone(),
+                reply,
+            ),
+        ));
         let ended = answer
             .await
             .unwrap_or_else(|_| Err(super::SessionError::Crashed("the agent stopped".into())));

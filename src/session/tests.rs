@@ -148,11 +148,12 @@ impl Fixture {
 
     fn prompt(&self, text: &str) -> oneshot::Receiver<Result<TurnEnd, SessionError>> {
         let (reply, answer) = oneshot::channel();
-        self.session.send(SessionMsg::Prompt {
-            content: vec![Part::Text { text: text.into() }],
-            request_cancel: CancellationToken::new(),
-            reply,
-        });
+        self.session
+            .send(SessionMsg::Prompt(PromptSubmission::answered_at_end(
+                vec![Part::Text { text: text.into() }],
+                CancellationToken::new(),
+                reply,
+            )));
         answer
     }
 

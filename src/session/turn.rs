@@ -36,7 +36,8 @@ use crate::tools::{Descriptions, ToolContext, ToolRegistry};
 
 pub(super) struct RunningTurn {
     pub cancel: CancellationToken,
-    pub reply: PromptReply,
+    /// None when the prompt was answered as it was inserted (ACP v2).
+    pub reply: Option<PromptReply>,
     pub started: Started,
 }
 
@@ -586,7 +587,9 @@ impl SessionActor {
             }
         };
         self.conversation.in_turn = false;
-        let _ = reply.send(result);
+        if let Some(reply) = reply {
+            let _ = reply.send(result);
+        }
     }
 }
 

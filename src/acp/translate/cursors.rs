@@ -7,8 +7,16 @@ use crate::client::{Cursor, Shown, Update};
 use crate::events::AgentEvent;
 
 /// A message chunk with its message's id; other events as they are.
-pub(super) fn tagged(message_id: &str, event: &AgentEvent) -> acp::SessionUpdate {
-    match super::session_update(&Update::Agent(event.clone())) {
+pub(super) fn tagged(message_id: &str, event: &AgentEvent) -> Vec<acp::SessionUpdate> {
+    let updates = super::session_updates(&Update::Agent(event.clone()));
+    updates
+        .into_iter()
+        .map(|update| with_message_id(message_id, update))
+        .collect()
+}
+
+fn with_message_id(message_id: &str, update: acp::SessionUpdate) -> acp::SessionUpdate {
+    match update {
         acp::SessionUpdate::AgentMessageChunk(chunk) => acp::SessionUpdate::AgentMessageChunk(
             chunk.message_id(acp::MessageId::new(message_id.to_string())),
         ),

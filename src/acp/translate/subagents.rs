@@ -69,7 +69,7 @@ mod tests {
     use crate::client::Update;
 
     fn wire(update: Update) -> Value {
-        serde_json::to_value(super::super::session_update(&update)).unwrap()
+        serde_json::to_value(super::super::session_updates(&update).pop()).unwrap()
     }
 
     fn child(state: Option<SubagentState>) -> Update {
