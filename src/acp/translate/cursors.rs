@@ -99,7 +99,7 @@ mod tests {
                     "anchor": {"type": "compaction", "compactionId": "compaction-1", "position": "after"}}),
             ),
             (
-                tagged("msg-2", &AgentEvent::Thought("hm".into())),
+                tagged("msg-2", &AgentEvent::Thought("hm".into())).remove(0),
                 json!({"sessionUpdate": "agent_thought_chunk", "messageId": "msg-2",
                     "content": {"type": "text", "text": "hm"}}),
             ),
