@@ -64,6 +64,7 @@ mod rewind;
 #[cfg(target_os = "linux")]
 mod sandbox;
 mod secrets;
+mod server_slots;
 mod sessions;
 mod setup;
 mod skills;
