@@ -259,6 +259,7 @@ def write_section(path, label, body):
 
 
 def main():
+    global MAX_OUTPUT
     p = argparse.ArgumentParser()
     p.add_argument("agent")
     p.add_argument("llama")
@@ -270,7 +271,6 @@ def main():
     p.add_argument("--out")
     p.add_argument("--raw", help="also write every recorded call and turn as JSON here")
     args = p.parse_args()
-    global MAX_OUTPUT
     MAX_OUTPUT = args.max_output
     args.agent = str(Path(args.agent).resolve())
     args.llama = str(Path(args.llama).resolve())
@@ -281,7 +281,8 @@ def main():
     summary, table = report(result, rows)
     load_end = " ".join(open("/proc/loadavg").read().split()[:3])
     body = (f"Run {started}, agent `{args.agent}`, pause {args.pause:g} s, {args.turns} turns, "
-            f"answers capped at {MAX_OUTPUT} tokens; "
+            f"answers capped at {MAX_OUTPUT} tokens, llama-server on "
+            f"{os.environ.get('LLM_SERVER_THREADS', '2')} thread(s); "
             f"load average {load_start} at the start and {load_end} at the end "
             f"(2 cores, shared with other builds).\n\n{summary}\n\n<details><summary>Every request"
             f"</summary>\n\n{table}\n\n</details>\n")

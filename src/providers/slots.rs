@@ -98,23 +98,25 @@ impl ServerSlots {
         inner.llama_cpp && inner.count.is_none()
     }
 
-    /// What the server said: its slot count, or nothing readable.
+    /// What the server said: its slot count, or nothing readable. The
+    /// sessions keep their slots while the count stays what it was.
     pub fn counted(&self, total: Option<u32>) {
         let mut inner = lock(&self.inner);
-        inner.count = Some(match total {
+        let count = match total {
             Some(total) if total > 1 => SlotCount::Slots(total),
             _ => SlotCount::Unknown,
-        });
-        inner.last_used = vec![0; total.unwrap_or(0) as usize];
-        inner.placed.clear();
+        };
+        if inner.last_used.len() != total.unwrap_or(0) as usize || count == SlotCount::Unknown {
+            inner.last_used = vec![0; total.unwrap_or(0) as usize];
+            inner.placed.clear();
+        }
+        inner.count = Some(count);
     }
 
-    /// Forget the count (the server may have been restarted with another
-    /// `-np`); it is asked again before the next request.
+    /// Ask the count again before the next request: a request failed, and
+    /// the server may have been restarted with another `-np`.
     pub fn recount(&self) {
-        let mut inner = lock(&self.inner);
-        inner.count = None;
-        inner.placed.clear();
+        lock(&self.inner).count = None;
     }
 
     /// The slot for the requests of `key`: the one it has, else the
@@ -240,18 +242,18 @@ mod tests {
     }
 
     #[test]
-    fn a_recount_places_sessions_again() {
+    fn a_recount_keeps_the_places_unless_the_count_changed() {
         let slots = llama(Some(4));
-        slots.slot_for("a");
+        let a = slots.slot_for("a");
+        let b = slots.slot_for("b");
         slots.recount();
         assert!(slots.needs_count());
-        assert_eq!(
-            slots.slot_for("a"),
-            None,
-            "not until the server is asked again"
-        );
+        assert_eq!(slots.slot_for("a"), None, "not until asked again");
+        slots.counted(Some(4));
+        assert_eq!((slots.slot_for("b"), slots.slot_for("a")), (b, a));
+        slots.recount();
         slots.counted(Some(2));
-        assert!(slots.slot_for("a").is_some());
+        assert_eq!(slots.slot_for("b"), Some(SlotId(0)), "placed again");
     }
 
     #[test]

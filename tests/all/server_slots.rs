@@ -80,7 +80,9 @@ impl FakeServer {
     /// How many times a path ending in `suffix` was asked for.
     fn asked(&self, suffix: &str) -> usize {
         let log = self.log();
-        log.iter().filter(|(_, path, _)| path.ends_with(suffix)).count()
+        log.iter()
+            .filter(|(_, path, _)| path.ends_with(suffix))
+            .count()
     }
 }
 
@@ -146,18 +148,25 @@ async fn each_session_keeps_its_own_slot_for_its_warm_up_turns_and_compaction() 
     let server = FakeServer::start(Server::LlamaCpp).await;
     let mut agent = Agent::spawn(&server.config("")).await;
     let first = agent.start_session().await;
-    wait_until("the first session's warm-up", || server.warm_ups().len() == 1).await;
+    wait_until("the first session's warm-up", || {
+        server.warm_ups().len() == 1
+    })
+    .await;
     for text in ["alpha one", "alpha two", "/compact"] {
         let (_, response) = agent.prompt(&first, text).await;
         assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     }
     let ours = server.chat_bodies();
     assert!(
-        ours.iter().any(|body| body.contains("You write the working memory")),
+        ours.iter()
+            .any(|body| body.contains("You write the working memory")),
         "no compaction: {ours:?}"
     );
     let second = agent.new_session().await;
-    wait_until("the second session's warm-up", || server.warm_ups().len() == 2).await;
+    wait_until("the second session's warm-up", || {
+        server.warm_ups().len() == 2
+    })
+    .await;
     let (_, response) = agent.prompt(&second, "beta one").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
 
@@ -197,6 +206,10 @@ async fn a_server_that_is_not_llama_cpp_or_pin_slots_false_gets_no_slot() {
         for body in &bodies {
             assert!(!body.contains("id_slot"), "{extra}: {body}");
         }
-        assert_eq!(server.asked("/props") + server.asked("/slots"), 0, "{extra}");
+        assert_eq!(
+            server.asked("/props") + server.asked("/slots"),
+            0,
+            "{extra}"
+        );
     }
 }
