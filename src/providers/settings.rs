@@ -828,6 +828,8 @@ mod tests {
         );
         assert!(!written.prewarms());
         assert!(written.sends_cache_key());
+        assert!(local.pins_slots() && hosted.pins_slots());
+        assert!(!with("type = \"openai\"\napi_key = \"k\"\npin_slots = false").pins_slots());
     }
 
     #[test]
