@@ -41,7 +41,7 @@ from local_model import COMPACTION_MARK, LlamaServer, Proxy  # noqa: E402
 SECTION = "## Long session: 30 turns on the local model"
 # An answer's cap (`--max-output`): two short sentences; SmolLM2 often
 # rambles on to it (a `max_tokens` stop), which keeps every turn alike.
-MAX_OUTPUT = 64
+MAX_OUTPUT = 48
 
 TOPICS = [
     "Makefiles", "git branches", "unit tests", "small functions", "race conditions",
@@ -213,7 +213,7 @@ def report(result, rows):
     for t in result["turns"]:
         counts[t["stop"]] = counts.get(t["stop"], 0) + 1
     stops = [f"{stop} ×{n}" for stop, n in sorted(counts.items())]
-    slots = sorted({str(r["slot"]) for r in rows})
+    slots = sorted({"none sent" if r["slot"] is None else str(r["slot"]) for r in rows})
     summary = [
         "| measure | value | goal (issue 41) | |",
         "|---|---|---|---|",
@@ -250,9 +250,9 @@ def write_section(path, label, body):
     if at != -1:
         later = section.find("\n### ", at + len(head))
         stop = len(section) if later == -1 else later + 1
-        section = section[:at] + head + body + "\n" + section[stop:]
+        section = section[:at] + head + "\n" + body + "\n" + section[stop:]
     else:
-        section = section.rstrip("\n") + "\n\n" + head + body + "\n"
+        section = section.rstrip("\n") + "\n\n" + head + "\n" + body + "\n"
     if not section.endswith("\n"):
         section += "\n"
     Path(path).write_text(text[:start] + section + text[end:])
