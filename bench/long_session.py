@@ -124,10 +124,13 @@ async def run(args):
     turns = []
     try:
         await agent.initialize()
-        sid = await agent.new_session()
+        sids = [await agent.new_session() for _ in range(args.sessions)]
         # The session opens; the user takes a moment before the first prompt.
         await asyncio.sleep(args.pause)
         for number, text in enumerate(prompts(args.turns), start=1):
+            # With more than one session, they take turns (A, B, A, B, …).
+            session = (number - 1) % len(sids)
+            sid = sids[session]
             first = []
             t0 = time.perf_counter()
 
@@ -136,8 +139,8 @@ async def run(args):
                     first.append(time.perf_counter())
 
             stop, total = await agent.prompt(sid, text, on_update)
-            turns.append({"turn": number, "sent": t0, "ttft": first[0] - t0 if first else None,
-                          "seconds": total, "stop": stop})
+            turns.append({"turn": number, "session": "ABCDEFGH"[session % 8], "sent": t0,
+                          "ttft": first[0] - t0 if first else None, "seconds": total, "stop": stop})
             print(f"turn {number}: {stop}, ttft {turns[-1]['ttft']}", file=sys.stderr)
             await asyncio.sleep(args.pause)
     finally:
@@ -187,6 +190,8 @@ def report(result, rows):
         n, c = row["prompt_n"], row["cache_n"]
         reuse = pct(c, (n or 0) + (c or 0)) if n is not None and c is not None else None
         where = str(row["turn"]) if row["turn"] else f"after {row['after']}"
+        if row["turn"] and len({t.get("session") for t in turns.values()}) > 1:
+            where += f" ({turns[row['turn']].get('session')})"
         ttft = ""
         if row["kind"] == "turn" and row["turn"] and row["turn"] not in seen_turn:
             seen_turn.add(row["turn"])
@@ -268,6 +273,8 @@ def main():
     p.add_argument("--pause", type=float, default=10.0)
     p.add_argument("--turns", type=int, default=30)
     p.add_argument("--max-output", type=int, default=MAX_OUTPUT)
+    p.add_argument("--sessions", type=int, default=1,
+                   help="sessions in one agent, prompted in turn (A, B, A, …)")
     p.add_argument("--out")
     p.add_argument("--raw", help="also write every recorded call and turn as JSON here")
     args = p.parse_args()
@@ -280,7 +287,8 @@ def main():
     rows = attribute(result)
     summary, table = report(result, rows)
     load_end = " ".join(open("/proc/loadavg").read().split()[:3])
-    body = (f"Run {started}, agent `{args.agent}`, pause {args.pause:g} s, {args.turns} turns, "
+    body = (f"Run {started}, agent `{args.agent}`, pause {args.pause:g} s, {args.turns} turns"
+            f"{f' over {args.sessions} sessions taking turns' if args.sessions > 1 else ''}, "
             f"answers capped at {MAX_OUTPUT} tokens, llama-server on "
             f"{os.environ.get('LLM_SERVER_THREADS', '2')} thread(s); "
             f"load average {load_start} at the start and {load_end} at the end "
