@@ -258,7 +258,8 @@ fn plan_update(plan_id: &str, plan: &PlanContent) -> v2::SessionUpdate {
     v2::SessionUpdate::PlanUpdate(v2::PlanUpdate::new(match plan {
         PlanContent::Items(items) => v2::PlanUpdateContent::items(plan_id, plan_entries(items)),
         PlanContent::Markdown { content, path } => v2::PlanUpdateContent::Markdown(
-            v2::PlanMarkdown::new(plan_id, content.clone()).path(path.clone()),
+            v2::PlanMarkdown::new(plan_id, content.clone())
+                .path(path.clone().map(v2::AbsolutePath::new)),
         ),
     }))
 }

@@ -421,10 +421,12 @@ fn a_shell_snapshot_that_lost_its_start_replaces_the_output() {
         json!({"sessionUpdate": "terminal_update", "terminalId": "terminal-c1",
             "exitStatus": {"signal": "SIGTERM"}})
     );
+    // The sandbox's note follows the terminal the call already shows.
+    assert_eq!(wire[7]["status"], "completed");
     assert_eq!(
-        wire[7]["content"],
-        json!([{"type": "terminal", "terminalId": "terminal-c1"},
-            {"type": "content", "content": {"type": "text", "text": "[blocked]"}}])
+        wire[8],
+        json!({"sessionUpdate": "tool_call_content_chunk", "toolCallId": "c1",
+            "content": {"type": "content", "content": {"type": "text", "text": "[blocked]"}}})
     );
 }
 
