@@ -59,10 +59,9 @@ impl SessionUpdates {
                         .content(prompt.content.iter().map(content_block).collect::<Vec<_>>()),
                 )
             }
-            Update::UserMessage(part) => v2::SessionUpdate::UserMessageChunk(v2::ContentChunk::new(
-                content_block(part),
-                self.messages.user_part(),
-            )),
+            Update::UserMessage(part) => v2::SessionUpdate::UserMessageChunk(
+                v2::ContentChunk::new(content_block(part), self.messages.user_part()),
+            ),
             Update::State(state) => v2::SessionUpdate::StateUpdate(state_update(*state)),
             Update::ConfigOptions(options) => v2::SessionUpdate::ConfigOptionUpdate(
                 v2::ConfigOptionUpdate::new(config_options(options)),
@@ -85,14 +84,14 @@ impl SessionUpdates {
             Update::Subagent(info) => subagent_update(info),
             Update::SessionMessage(message) => session_message(message),
             Update::Cursor(cursor) => cursor_update(cursor),
-            Update::PromptSuggestions(prompts) => v2::SessionUpdate::PromptSuggestionsUpdate(
-                v2::PromptSuggestionsUpdate::new(
+            Update::PromptSuggestions(prompts) => {
+                v2::SessionUpdate::PromptSuggestionsUpdate(v2::PromptSuggestionsUpdate::new(
                     prompts
                         .iter()
                         .map(|prompt| v2::PromptSuggestion::new(vec![text_block(prompt)]))
                         .collect(),
-                ),
-            ),
+                ))
+            }
         };
         vec![single]
     }
@@ -203,10 +202,9 @@ pub fn available_commands(commands: &[CommandInfo]) -> Vec<v2::AvailableCommand>
     commands
         .iter()
         .map(|command| {
-            let input = command
-                .hint
-                .as_ref()
-                .map(|hint| v2::AvailableCommandInput::Text(v2::TextCommandInput::new(hint.clone())));
+            let input = command.hint.as_ref().map(|hint| {
+                v2::AvailableCommandInput::Text(v2::TextCommandInput::new(hint.clone()))
+            });
             v2::AvailableCommand::Command(
                 v2::Command::new(command.name.clone(), command.description.clone()).input(input),
             )
@@ -328,8 +326,7 @@ fn subagent_update(info: &SubagentInfo) -> v2::SessionUpdate {
             SubagentState::Idle(reason) => state_update(SessionState::Idle(*reason)),
             SubagentState::Failed(why) => v2::StateUpdate::Idle(
                 v2::IdleStateUpdate::new().stop_reason(v2::StopReason::Error(
-                    v2::ErrorStopReason::new()
-                        .error(v2::Error::internal_error().data(why.clone())),
+                    v2::ErrorStopReason::new().error(v2::Error::internal_error().data(why.clone())),
                 )),
             ),
         });
@@ -356,10 +353,9 @@ fn cursor_update(cursor: &Cursor) -> v2::SessionUpdate {
     let anchor = match &cursor.at {
         Shown::AgentMessage(id) => v2::CursorAnchor::AgentMessage(message(id)),
         Shown::AgentThought(id) => v2::CursorAnchor::AgentThought(message(id)),
-        Shown::ToolCall(id) => v2::CursorAnchor::ToolCall(v2::CursorToolCallAnchor::new(
-            id.clone(),
-            position.clone(),
-        )),
+        Shown::ToolCall(id) => {
+            v2::CursorAnchor::ToolCall(v2::CursorToolCallAnchor::new(id.clone(), position.clone()))
+        }
         Shown::Compaction(id) => v2::CursorAnchor::Compaction(v2::CursorCompactionAnchor::new(
             id.clone(),
             position.clone(),

@@ -226,6 +226,9 @@ mod tests {
     #[test]
     fn lines_moved_around_keep_the_longest_common_run() {
         let patch = git_patch("/a", Some("a\nb\nc\nd\n"), "b\nc\nd\na\n").unwrap();
-        assert!(patch.ends_with("@@ -1,4 +1,4 @@\n-a\n b\n c\n d\n+a\n"), "{patch}");
+        assert!(
+            patch.ends_with("@@ -1,4 +1,4 @@\n-a\n b\n c\n d\n+a\n"),
+            "{patch}"
+        );
     }
 }

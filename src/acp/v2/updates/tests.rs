@@ -1,3 +1,6 @@
+//! The v2 translation table-tested: updates in, v2 JSON out, ids stable
+//! across a replay through a fresh translation.
+
 use serde_json::{Value, json};
 
 use super::*;
@@ -272,7 +275,10 @@ fn content_that_grows_is_appended_and_content_that_changes_is_replaced() {
             "c1",
             "fetch",
             ToolStatus::InProgress,
-            texts.iter().map(|t| ToolContent::Text(t.to_string())).collect(),
+            texts
+                .iter()
+                .map(|t| ToolContent::Text(t.to_string()))
+                .collect(),
         )
     };
     let updates = [
@@ -406,8 +412,10 @@ fn a_shell_snapshot_that_lost_its_start_replaces_the_output() {
             "shell",
             ToolStatus::Completed,
             Vec::new(),
-            Some(json!({"output": "y\n[...]\ny\n", "exit_code": null, "signal": "SIGTERM",
-                "omitted_bytes": 10, "sandbox": "[blocked]"})),
+            Some(
+                json!({"output": "y\n[...]\ny\n", "exit_code": null, "signal": "SIGTERM",
+                "omitted_bytes": 10, "sandbox": "[blocked]"}),
+            ),
         ),
     ];
     let wire = feed(&mut SessionUpdates::new(), &updates);
@@ -433,7 +441,12 @@ fn a_shell_snapshot_that_lost_its_start_replaces_the_output() {
 #[test]
 fn a_shell_call_that_never_ran_has_no_terminal() {
     let updates = [
-        call("c1", "shell", ToolKind::Execute, json!({"command": "rm -rf /"})),
+        call(
+            "c1",
+            "shell",
+            ToolKind::Execute,
+            json!({"command": "rm -rf /"}),
+        ),
         progress(
             "c1",
             "shell",
@@ -444,8 +457,10 @@ fn a_shell_call_that_never_ran_has_no_terminal() {
     let wire = feed(&mut SessionUpdates::new(), &updates);
     assert_eq!(
         wire[1..],
-        [json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "failed",
-            "content": [{"type": "content", "content": {"type": "text", "text": "rejected"}}]})]
+        [
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "failed",
+            "content": [{"type": "content", "content": {"type": "text", "text": "rejected"}}]})
+        ]
     );
 }
 
@@ -461,7 +476,10 @@ fn plans_are_updates_by_id_and_removals() {
     let markdown = json!({"sessionUpdate": "plan_update", "plan": {"type": "markdown",
         "planId": "plan", "content": "# Plan\n", "path": "/s/plan.md"}});
     let table = [
-        (Update::Agent(AgentEvent::Plan(vec![todo.clone()])), items.clone()),
+        (
+            Update::Agent(AgentEvent::Plan(vec![todo.clone()])),
+            items.clone(),
+        ),
         (
             Update::Agent(AgentEvent::Plan(Vec::new())),
             json!({"sessionUpdate": "plan_removed", "planId": "todos"}),
@@ -550,10 +568,12 @@ fn session_settings_and_live_events_on_the_wire() {
     let table = vec![
         (
             Update::ConfigOptions(vec![model]),
-            vec![json!({"sessionUpdate": "config_option_update", "configOptions": [
-                {"configId": "model", "name": "Model", "description": "d", "category": "model",
-                 "type": "select", "currentValue": "a", "options": [{"value": "a", "name": "A"}]}
-            ]})],
+            vec![
+                json!({"sessionUpdate": "config_option_update", "configOptions": [
+                    {"configId": "model", "name": "Model", "description": "d", "category": "model",
+                     "type": "select", "currentValue": "a", "options": [{"value": "a", "name": "A"}]}
+                ]}),
+            ],
         ),
         (Update::CurrentMode("plan".into()), Vec::new()),
         (
@@ -569,19 +589,23 @@ fn session_settings_and_live_events_on_the_wire() {
                     hint: Some("focus".into()),
                 },
             ]),
-            vec![json!({"sessionUpdate": "available_commands_update", "availableCommands": [
-                {"type": "command", "name": "help", "description": "List"},
-                {"type": "command", "name": "compact", "description": "Sum",
-                 "input": {"type": "text", "hint": "focus"}}
-            ]})],
+            vec![
+                json!({"sessionUpdate": "available_commands_update", "availableCommands": [
+                    {"type": "command", "name": "help", "description": "List"},
+                    {"type": "command", "name": "compact", "description": "Sum",
+                     "input": {"type": "text", "hint": "focus"}}
+                ]}),
+            ],
         ),
         (
             Update::SessionInfo {
                 title: Some("Fix".into()),
                 updated_at: "2026-01-01T00:00:00Z".into(),
             },
-            vec![json!({"sessionUpdate": "session_info_update", "title": "Fix",
-                "updatedAt": "2026-01-01T00:00:00Z"})],
+            vec![
+                json!({"sessionUpdate": "session_info_update", "title": "Fix",
+                "updatedAt": "2026-01-01T00:00:00Z"}),
+            ],
         ),
         (
             Update::Agent(AgentEvent::Usage {
@@ -592,8 +616,10 @@ fn session_settings_and_live_events_on_the_wire() {
                     currency: "USD".into(),
                 }),
             }),
-            vec![json!({"sessionUpdate": "usage_update", "used": 120, "size": 8192,
-                "cost": {"amount": 0.25, "currency": "USD"}})],
+            vec![
+                json!({"sessionUpdate": "usage_update", "used": 120, "size": 8192,
+                "cost": {"amount": 0.25, "currency": "USD"}}),
+            ],
         ),
         (
             Update::Agent(AgentEvent::Notice(Notice {
@@ -611,16 +637,20 @@ fn session_settings_and_live_events_on_the_wire() {
                 outcome: CompactionOutcome::Failed("too big".into()),
                 thought: None,
             })),
-            vec![json!({"sessionUpdate": "compaction_update", "compactionId": "k1",
-                "status": "failed", "error": "too big"})],
+            vec![
+                json!({"sessionUpdate": "compaction_update", "compactionId": "k1",
+                "status": "failed", "error": "too big"}),
+            ],
         ),
         (
             Update::Agent(AgentEvent::Compaction(Compaction::SummaryChunk {
                 id: "k1".into(),
                 text: "so far".into(),
             })),
-            vec![json!({"sessionUpdate": "compaction_summary_chunk", "compactionId": "k1",
-                "content": {"type": "text", "text": "so far"}})],
+            vec![
+                json!({"sessionUpdate": "compaction_summary_chunk", "compactionId": "k1",
+                "content": {"type": "text", "text": "so far"}}),
+            ],
         ),
         (
             Update::PromptSuggestions(vec!["Continue".into()]),
@@ -683,8 +713,7 @@ fn delegated_agents_and_cursors_on_the_wire() {
     }));
     assert_eq!(failed[0]["state"]["stopReason"], "error", "{failed:?}");
     assert_eq!(
-        failed[0]["state"]["error"]["data"],
-        "model broke",
+        failed[0]["state"]["error"]["data"], "model broke",
         "{failed:?}"
     );
 }

@@ -99,11 +99,12 @@ impl ToolCalls {
         let call = self.calls.entry(progress.id.clone()).or_insert_with(|| {
             Call::new((progress.name == SHELL).then(|| ShellTerminal::new(&progress.id, None)))
         });
-        let mut update = v2::ToolCallUpdate::new(progress.id.clone()).status(match progress.status {
-            ToolStatus::InProgress => v2::ToolCallStatus::InProgress,
-            ToolStatus::Completed => v2::ToolCallStatus::Completed,
-            ToolStatus::Failed => v2::ToolCallStatus::Failed,
-        });
+        let mut update =
+            v2::ToolCallUpdate::new(progress.id.clone()).status(match progress.status {
+                ToolStatus::InProgress => v2::ToolCallStatus::InProgress,
+                ToolStatus::Completed => v2::ToolCallStatus::Completed,
+                ToolStatus::Failed => v2::ToolCallStatus::Failed,
+            });
         // A call first heard of here (its creation was not seen) still
         // gets a title.
         if first && !progress.name.is_empty() {
