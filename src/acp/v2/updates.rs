@@ -14,7 +14,7 @@ use crate::client::{
 };
 use crate::events::{
     AgentEvent, Compaction, CompactionOutcome, Severity, StopReason, TodoItem, TodoPriority,
-    TodoStatus,
+    TodoStatus, ToolCallInfo,
 };
 use crate::model::Part;
 
@@ -55,13 +55,22 @@ impl SessionUpdates {
             Update::UserPrompt(prompt) => {
                 self.messages.user_message(&prompt.message_id);
                 v2::SessionUpdate::UserMessage(
-                    v2::UserMessage::new(prompt.message_id.clone())
-                        .content(prompt.content.iter().map(content_block).collect::<Vec<_>>()),
+                    v2::UserMessage::new(prompt.message_id.clone()).content(
+                        prompt
+                            .content
+                            .iter()
+                            .filter_map(content_block)
+                            .collect::<Vec<_>>(),
+                    ),
                 )
             }
-            Update::UserMessage(part) => v2::SessionUpdate::UserMessageChunk(
-                v2::ContentChunk::new(content_block(part), self.messages.user_part()),
-            ),
+            Update::UserMessage(part) => match content_block(part) {
+                Some(block) => v2::SessionUpdate::UserMessageChunk(v2::ContentChunk::new(
+                    block,
+                    self.messages.user_part(),
+                )),
+                None => return Vec::new(),
+            },
             Update::State(state) => v2::SessionUpdate::StateUpdate(state_update(*state)),
             Update::ConfigOptions(options) => v2::SessionUpdate::ConfigOptionUpdate(
                 v2::ConfigOptionUpdate::new(config_options(options)),
@@ -160,6 +169,13 @@ impl SessionUpdates {
     }
 }
 
+/// A tool call as v2 creates it (title, kind, `pending`, raw input,
+/// locations): the first `tool_call_update`, and a permission request's
+/// `tool_call` subject.
+pub fn tool_call(call: &ToolCallInfo) -> v2::ToolCallUpdate {
+    tools::created(call)
+}
+
 /// The session's options as v2 config options (the mode among them).
 pub fn config_options(options: &[SelectOption]) -> Vec<v2::SessionConfigOption> {
     options
@@ -239,16 +255,16 @@ fn text_block(text: &str) -> v2::ContentBlock {
     v2::ContentBlock::Text(v2::TextContent::new(text))
 }
 
-/// A user message's part as a content block; only text and images reach
-/// a prompt (other parts are shown as their text).
-fn content_block(part: &Part) -> v2::ContentBlock {
+/// A user message's part as a content block: text and images (what a
+/// prompt holds); no other part is the user's to be shown.
+fn content_block(part: &Part) -> Option<v2::ContentBlock> {
     match part {
-        Part::Image { mime_type, data } => {
-            v2::ContentBlock::Image(v2::ImageContent::new(data.clone(), mime_type.clone()))
-        }
-        Part::Text { text } | Part::Thinking { text, .. } => text_block(text),
-        Part::ToolResult { content, .. } => text_block(content),
-        _ => text_block(""),
+        Part::Image { mime_type, data } => Some(v2::ContentBlock::Image(v2::ImageContent::new(
+            data.clone(),
+            mime_type.clone(),
+        ))),
+        Part::Text { text } => Some(text_block(text)),
+        _ => None,
     }
 }
 

@@ -9,6 +9,7 @@ const CONTEXT: usize = 3;
 
 /// The most cells of the line table worked out exactly; a larger changed
 /// region is shown as removed whole and added whole (still a valid patch).
+/// Its shorter side is then at most 2000 lines, so a run fits a `u16`.
 const TABLE_CELLS: usize = 4_000_000;
 
 /// The patch that turns `old` (None: a new file) into `new` at `path`;
@@ -74,7 +75,8 @@ fn edits<'a>(old: &[&'a str], new: &[&'a str]) -> Vec<Edit<'a>> {
 /// is the longest common run of `old[i..]` and `new[j..]`.
 fn common_lines<'a>(old: &[&'a str], new: &[&'a str]) -> Vec<Edit<'a>> {
     let width = new.len() + 1;
-    let mut table = vec![0u32; (old.len() + 1) * width];
+    // A run is at most the shorter side, which the cell bound keeps small.
+    let mut table = vec![0u16; (old.len() + 1) * width];
     for i in (0..old.len()).rev() {
         for j in (0..new.len()).rev() {
             table[i * width + j] = if old[i] == new[j] {
@@ -221,6 +223,22 @@ mod tests {
             "diff --git /a /a\n--- /a\n+++ /a\n@@ -1,2 +0,0 @@\n-a\n-b\n"
         );
         assert_eq!(git_patch("/a", Some("same\n"), "same\n"), None);
+    }
+
+    #[test]
+    fn a_changed_region_too_large_to_table_is_removed_and_added_whole() {
+        let old: String = (0..3000).map(|n| format!("{n}\n")).collect();
+        let new = format!("first\n{}last\n", &old[2..old.len() - 5]);
+        let patch = git_patch("/big", Some(&old), &new).unwrap();
+        assert!(patch.contains("@@ -1,3000 +1,3000 @@"), "{}", &patch[..200]);
+        assert_eq!(
+            patch.lines().filter(|l| l.starts_with('-')).count(),
+            3000 + 1
+        );
+        assert_eq!(
+            patch.lines().filter(|l| l.starts_with('+')).count(),
+            3000 + 1
+        );
     }
 
     #[test]

@@ -10,8 +10,9 @@ use serde::Deserialize;
 
 use crate::events::{ToolCallProgress, ToolContent, ToolStatus};
 
-/// What the agent loop's keep-alive update starts with: a status line,
-/// not output (it follows the tool's own snapshot, or stands alone).
+/// What the agent loop's keep-alive update starts with (its `status` in
+/// agent_loop/keep_alive.rs): a status line, not output; it follows the
+/// tool's own snapshot, or stands alone.
 const KEEP_ALIVE: &str = "Still running (";
 
 /// The shell tool's arguments, as far as the terminal shows them.

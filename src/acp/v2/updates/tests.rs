@@ -190,6 +190,12 @@ fn old_replayed_user_parts_are_one_message_and_tagged_chunks_keep_their_id() {
             data: "AAAA".into(),
         }),
         text("A cat."),
+        // Not the user's to be shown: nothing.
+        Update::UserMessage(Part::ToolResult {
+            call_id: "c0".into(),
+            content: "result".into(),
+            is_error: false,
+        }),
         Update::UserMessage(Part::Text {
             text: "again".into(),
         }),

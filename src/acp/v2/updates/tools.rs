@@ -73,23 +73,12 @@ impl Call {
 impl ToolCalls {
     /// The model asked for a tool: the call is created, pending.
     pub(super) fn call(&mut self, info: &ToolCallInfo) -> Vec<v2::SessionUpdate> {
-        let mut update = v2::ToolCallUpdate::new(info.id.clone())
-            .title(info.title.clone())
-            .kind(tool_kind(info.kind))
-            .status(v2::ToolCallStatus::Pending)
-            .raw_input(info.raw_input.clone());
-        if !info.name.is_empty() {
-            update = update.name(info.name.clone());
-        }
-        if !info.locations.is_empty() {
-            update = update.locations(locations(&info.locations));
-        }
         self.calls.entry(info.id.clone()).or_insert_with(|| {
             Call::new(
                 (info.name == SHELL).then(|| ShellTerminal::new(&info.id, Some(&info.raw_input))),
             )
         });
-        vec![v2::SessionUpdate::ToolCallUpdate(update)]
+        vec![v2::SessionUpdate::ToolCallUpdate(created(info))]
     }
 
     /// A call started, reported, finished or failed: its terminal's
@@ -139,6 +128,22 @@ impl ToolCalls {
         }
         out
     }
+}
+
+/// The upsert that creates `info`'s call, pending.
+pub(super) fn created(info: &ToolCallInfo) -> v2::ToolCallUpdate {
+    let mut update = v2::ToolCallUpdate::new(info.id.clone())
+        .title(info.title.clone())
+        .kind(tool_kind(info.kind))
+        .status(v2::ToolCallStatus::Pending)
+        .raw_input(info.raw_input.clone());
+    if !info.name.is_empty() {
+        update = update.name(info.name.clone());
+    }
+    if !info.locations.is_empty() {
+        update = update.locations(locations(&info.locations));
+    }
+    update
 }
 
 fn tool_kind(kind: ToolKind) -> v2::ToolKind {
