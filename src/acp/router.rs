@@ -13,7 +13,6 @@
 use std::sync::Arc;
 
 use agent_client_protocol_schema::v1 as acp;
-use agent_client_protocol_schema::v1::RequestId;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -26,7 +25,7 @@ use crate::mcp::Relay;
 use crate::model::ClientPrompt;
 use crate::session::manager::SessionManager;
 use crate::session::{Delivery, OpenRequest, PromptSubmission, SessionError, SessionMsg};
-use crate::transport::{Connection, Incoming, Responder, RpcError};
+use crate::transport::{Connection, Inbound, Incoming, Responder, RpcError};
 use answers::{session_error, with_models};
 use params::{check_roots, session_servers};
 
@@ -79,20 +78,17 @@ impl Router {
         self.client.as_ref()
     }
 
+    /// One line's message (or batch of them; see [`Connection::receive`]).
     pub fn handle(&mut self, message: Incoming) {
-        match message {
-            Incoming::Request { id, method, params } => {
-                let responder = Responder::new(id, self.connection.clone(), method.clone());
-                self.request(&method, params, responder);
-            }
-            Incoming::Notification { method, params } => self.notification(&method, params),
-            Incoming::Response { id, result } => self.connection.resolve(&id, result),
-            Incoming::Invalid { id, error } => {
-                tracing::warn!(code = error.code, message = %error.message, "invalid message from client");
-                self.connection
-                    .respond(&id.unwrap_or(RequestId::Null), Err(error));
-            }
-        }
+        let connection = self.connection.clone();
+        connection.receive(message, |inbound| match inbound {
+            Inbound::Request {
+                method,
+                params,
+                responder,
+            } => self.request(&method, params, responder),
+            Inbound::Notification { method, params } => self.notification(&method, params),
+        });
     }
 
     /// The client is gone: stop every session, answering their turns.
