@@ -37,7 +37,9 @@ mod providers;
 mod reopen;
 mod stored;
 
-pub use capabilities::{ClientInfo, initialize_response, initialize_response_with, sign_in_for};
+pub use capabilities::{
+    ClientInfo, Extras, initialize_response, initialize_response_with, sign_in_for,
+};
 pub use params::parse;
 pub(super) use params::tolerate;
 
@@ -245,6 +247,7 @@ impl Router {
         let (reply, options) = oneshot::channel();
         session.send(SessionMsg::Options { reply });
         let tx = session.tx.clone();
+        let extras = self.extras();
         tokio::spawn(async move {
             let Ok(options) = options.await else {
                 return responder
@@ -253,7 +256,7 @@ impl Router {
             let response = acp::NewSessionResponse::new(id)
                 .modes(translate::mode_state(&options))
                 .config_options(translate::config_options(&options));
-            match with_models(response, &options) {
+            match with_models(response, &options, extras) {
                 Ok(value) => responder.respond(Ok(value)),
                 Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
             }
@@ -310,10 +313,7 @@ impl Router {
         };
         // The client's `$/cancel_request` for this prompt cancels the turn.
         let request_cancel = responder.cancellation().child_token();
-        // Unstable in the schema, so asked for; Crucible's client (it sends
-        // no clientInfo) reads it and always gets it.
-        let with_usage = self.sessions.unstable().usage
-            || self.client.as_ref().is_some_and(|info| info.name.is_none());
+        let with_usage = self.extras().usage;
         let (reply, answer) = oneshot::channel();
         session.send(SessionMsg::Prompt(PromptSubmission::answered_at_end(
             content,
