@@ -22,6 +22,7 @@ mod budgets;
 mod acp_fields;
 mod acp_v1_20;
 mod backpressure;
+mod batches;
 
 mod cancel;
 mod cli;

@@ -654,7 +654,13 @@ impl Agent {
                 // stdout must carry protocol messages only.
                 let value: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|_| json!({"NOT_PROTOCOL": line.clone()}));
-                if value.get("jsonrpc") != Some(&json!("2.0")) {
+                // A batch's answers come as one array line of them.
+                let message = |v: &Value| v.get("jsonrpc") == Some(&json!("2.0"));
+                let protocol = match &value {
+                    Value::Array(entries) => !entries.is_empty() && entries.iter().all(message),
+                    value => message(value),
+                };
+                if !protocol {
                     let _ = tx.send(json!({"NOT_PROTOCOL": line}));
                     continue;
                 }
