@@ -62,8 +62,7 @@ pub(super) async fn next(background: &mut Option<Background>) -> Step {
         if !watch_requests {
             return std::future::pending().await;
         }
-        let cancels = (waiting.iter())
-            .map(|waiting| Box::pin(waiting.request_cancel.cancelled()));
+        let cancels = (waiting.iter()).map(|waiting| Box::pin(waiting.request_cancel.cancelled()));
         futures::future::select_all(cancels).await;
     };
     tokio::select! {
@@ -116,10 +115,7 @@ impl SessionActor {
 
     /// A prompt that comes while the background work runs waits for it;
     /// any other is handed back to be taken now.
-    pub(super) fn hold_prompt(
-        &mut self,
-        submission: PromptSubmission,
-    ) -> Option<PromptSubmission> {
+    pub(super) fn hold_prompt(&mut self, submission: PromptSubmission) -> Option<PromptSubmission> {
         let background = self.conversation.background.as_mut()?;
         background.waiting.push(submission);
         // The prompt's request is open: the client takes updates now.
