@@ -116,7 +116,9 @@ impl SessionActor {
     /// A prompt that comes while the background work runs waits for it;
     /// any other is handed back to be taken now.
     pub(super) fn hold_prompt(&mut self, submission: PromptSubmission) -> Option<PromptSubmission> {
-        let background = self.conversation.background.as_mut()?;
+        let Some(background) = self.conversation.background.as_mut() else {
+            return Some(submission);
+        };
         background.waiting.push(submission);
         // The prompt's request is open: the client takes updates now.
         self.begin_turn();
