@@ -60,7 +60,7 @@ pub(super) fn validate_context(
     };
     let compact_between_turns = match raw.compact_between_turns {
         None => defaults.compact_between_turns,
-        Some(share) if share == 0.0 => None,
+        Some(0.0) => None,
         Some(share) if share > 0.0 && share < 1.0 => Some(share),
         Some(share) => {
             return Err(invalid(
