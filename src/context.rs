@@ -629,6 +629,20 @@ mod tests {
     }
 
     #[test]
+    fn with_compaction_between_turns_a_turn_compacts_only_what_would_not_fit() {
+        let on = ContextSettings::default();
+        let budget = on.budget(32_768);
+        assert_eq!(on.compact_between_turns, Some(0.7));
+        assert_eq!(on.compact_in_turn_at(&budget), budget.limit());
+        let off = ContextSettings {
+            compact_between_turns: None,
+            ..on
+        };
+        assert_eq!(off.compact_in_turn_at(&budget), budget.compact_at());
+        assert!(budget.compact_at() < budget.limit());
+    }
+
+    #[test]
     fn messages_group_into_entries() {
         let context = ContextManager::from_messages([
             user("hi"),
