@@ -31,6 +31,10 @@ pub struct ContextSettings {
     pub compaction_threshold: f64,
     /// Turns kept verbatim when compacting.
     pub keep_recent_turns: usize,
+    /// Share of the window past which a prompt turn that ends starts a
+    /// compaction in the background, before the next prompt needs it;
+    /// None turns that off (`compact_between_turns = 0`).
+    pub compact_between_turns: Option<f64>,
 }
 
 impl Default for ContextSettings {
@@ -39,6 +43,7 @@ impl Default for ContextSettings {
             reserve_tokens: budget::DEFAULT_RESERVE_TOKENS,
             compaction_threshold: budget::DEFAULT_COMPACTION_THRESHOLD,
             keep_recent_turns: DEFAULT_KEEP_RECENT_TURNS,
+            compact_between_turns: Some(DEFAULT_COMPACT_BETWEEN_TURNS),
         }
     }
 }
@@ -47,7 +52,22 @@ impl ContextSettings {
     pub fn budget(&self, window: u64) -> ContextBudget {
         ContextBudget::new(window, self.reserve_tokens, self.compaction_threshold)
     }
+
+    /// Past this, a request is compacted inside the turn before it is
+    /// sent. With compaction between turns on, only a request that would
+    /// not fit at all is (the one between turns comes first); without
+    /// it, past `compaction_threshold`.
+    pub fn compact_in_turn_at(&self, budget: &ContextBudget) -> u64 {
+        match self.compact_between_turns {
+            Some(_) => budget.limit(),
+            None => budget.compact_at(),
+        }
+    }
 }
+
+/// The share of the window past which a compaction starts between turns,
+/// unless the config says otherwise.
+pub const DEFAULT_COMPACT_BETWEEN_TURNS: f64 = 0.7;
 
 /// Turns a compaction keeps verbatim unless the config says otherwise.
 pub const DEFAULT_KEEP_RECENT_TURNS: usize = 2;
@@ -606,6 +626,20 @@ mod tests {
             }
         }
         open.is_empty()
+    }
+
+    #[test]
+    fn with_compaction_between_turns_a_turn_compacts_only_what_would_not_fit() {
+        let on = ContextSettings::default();
+        let budget = on.budget(32_768);
+        assert_eq!(on.compact_between_turns, Some(0.7));
+        assert_eq!(on.compact_in_turn_at(&budget), budget.limit());
+        let off = ContextSettings {
+            compact_between_turns: None,
+            ..on
+        };
+        assert_eq!(off.compact_in_turn_at(&budget), budget.compact_at());
+        assert!(budget.compact_at() < budget.limit());
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! turn (one at a time, with its cancellation token). Everything else talks
 //! to it through its mailbox, so sessions never lock or block each other.
 
+mod between_turns;
 mod budget;
 mod cursors;
 mod fallback;
@@ -346,6 +347,8 @@ struct Conversation {
     prompted: bool,
     /// The client is offered prompt suggestions (the last list sent was not empty).
     suggested: bool,
+    /// A compaction between turns under way (`session/between_turns.rs`).
+    background: Option<between_turns::Background>,
 }
 
 struct SessionActor {
@@ -380,6 +383,7 @@ impl SessionActor {
                 warming: None,
                 prompted: false,
                 suggested: false,
+                background: None,
             },
         };
         for notice in std::mem::take(&mut start.notices) {
@@ -467,8 +471,13 @@ impl SessionActor {
                     }
                 } => {
                     if let Some(turn) = running.take() {
+                        let kind = turn.started.kind;
                         self.finish_turn(turn, outcome);
+                        self.after_turn(kind);
                     }
+                }
+                step = between_turns::next(&mut self.conversation.background) => {
+                    self.between_turns_step(step, &mut running);
                 }
             }
         }
@@ -492,6 +501,7 @@ impl SessionActor {
 
     /// Cancel the running turn, if any, and wait for it to answer.
     async fn end_turn(&mut self, running: &mut Option<RunningTurn>) {
+        self.end_between_turns(running).await;
         if let Some(mut turn) = running.take() {
             turn.cancel.cancel();
             let outcome = (&mut turn.started.task).await;
@@ -546,8 +556,14 @@ impl SessionActor {
         running: &mut Option<RunningTurn>,
     ) -> Option<oneshot::Sender<()>> {
         match msg {
-            SessionMsg::Prompt(submission) => self.take_prompt(submission, running),
+            SessionMsg::Prompt(submission) => {
+                // Held while a compaction between turns finishes.
+                if let Some(submission) = self.hold_prompt(submission) {
+                    self.take_prompt(submission, running);
+                }
+            }
             SessionMsg::Cancel => {
+                self.cancel_between_turns();
                 if let Some(turn) = running {
                     turn.cancel.cancel();
                 }

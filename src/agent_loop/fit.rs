@@ -20,18 +20,20 @@ pub(super) async fn fit(
 ) -> Result<(), ProviderError> {
     let fixed = context.estimator.tokens(fixed_chars);
     let used = fixed + context.tokens();
-    if used <= budget.compact_at() {
+    let settings = &input.session.limits.context_settings;
+    // With compaction between turns on, only a request that would not fit at all.
+    let compact_at = settings.compact_in_turn_at(budget);
+    if used <= compact_at {
         return Ok(());
     }
-    let keep = input.session.limits.context_settings.keep_recent_turns;
+    let keep = settings.keep_recent_turns;
     if let Some(entries) = compact::compactable(context, keep) {
         let id = compaction_id();
         emit(AgentEvent::Compaction(Compaction::Started {
             id: id.clone(),
             thought: Some(format!(
                 "Context at ~{used} of {} tokens (compaction at {}): summarizing {entries} earlier entries…\n",
-                budget.window,
-                budget.compact_at()
+                budget.window, compact_at
             )),
         }));
         let on_text = |text: &str| {

@@ -58,6 +58,19 @@ pub(super) fn validate_context(
         }
         threshold => threshold.unwrap_or(defaults.compaction_threshold),
     };
+    let compact_between_turns = match raw.compact_between_turns {
+        None => defaults.compact_between_turns,
+        Some(0.0) => None,
+        Some(share) if share > 0.0 && share < 1.0 => Some(share),
+        Some(share) => {
+            return Err(invalid(
+                path,
+                key("compact_between_turns"),
+                format!("is {share}, outside (0, 1)"),
+                "Give the share of the window past which a turn that ends starts a compaction in the background, e.g. 0.7 for 70 % (the default), or 0 to turn it off.",
+            ));
+        }
+    };
     let reserve_tokens = non_zero(
         raw.reserve_tokens,
         path,
@@ -76,6 +89,7 @@ pub(super) fn validate_context(
         reserve_tokens: reserve_tokens.unwrap_or(defaults.reserve_tokens),
         compaction_threshold,
         keep_recent_turns: keep_recent_turns.unwrap_or(defaults.keep_recent_turns),
+        compact_between_turns,
     })
 }
 
@@ -94,6 +108,11 @@ mod tests {
         assert_eq!(config.context.compaction_threshold, 0.5);
         assert_eq!(config.context.reserve_tokens, 1000);
         assert_eq!(config.context.keep_recent_turns, 3);
+        assert_eq!(config.context.compact_between_turns, Some(0.7));
+        let off = load("[context]\ncompact_between_turns = 0", &[]).unwrap();
+        assert_eq!(off.context.compact_between_turns, None);
+        let half = load("[context]\ncompact_between_turns = 0.5", &[]).unwrap();
+        assert_eq!(half.context.compact_between_turns, Some(0.5));
         let defaults = load("", &[]).unwrap().context;
         assert_eq!(defaults, crate::context::ContextSettings::default());
         for (text, key) in [
@@ -106,6 +125,14 @@ mod tests {
                 "context.compaction_threshold",
             ),
             ("[context]\nreserve_tokens = 0", "context.reserve_tokens"),
+            (
+                "[context]\ncompact_between_turns = 1.0",
+                "context.compact_between_turns",
+            ),
+            (
+                "[context]\ncompact_between_turns = -0.5",
+                "context.compact_between_turns",
+            ),
             (
                 "[context]\nkeep_recent_turns = 0",
                 "context.keep_recent_turns",

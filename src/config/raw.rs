@@ -88,6 +88,8 @@ pub struct RawContext {
     pub compaction_threshold: Option<f64>,
     pub reserve_tokens: Option<u64>,
     pub keep_recent_turns: Option<usize>,
+    /// Share of the window past which a compaction starts between turns; 0 turns it off.
+    pub compact_between_turns: Option<f64>,
     /// The project's rules files (Crucible's key), in the order read.
     pub rules_files: Option<Vec<String>>,
 }

@@ -74,7 +74,7 @@ impl SessionActor {
 
 /// Why a warm-up did not finish (only logged).
 #[derive(Debug, Error)]
-enum WarmError {
+pub(super) enum WarmError {
     #[error("cancelled")]
     Cancelled,
     #[error(transparent)]
@@ -82,7 +82,7 @@ enum WarmError {
 }
 
 /// Send the request the first turn would begin with, asking for one token.
-async fn warm(input: TurnInput, cancel: &CancellationToken) -> Result<(), WarmError> {
+pub(super) async fn warm(input: TurnInput, cancel: &CancellationToken) -> Result<(), WarmError> {
     if cancel.is_cancelled() {
         return Err(WarmError::Cancelled);
     }
@@ -92,7 +92,8 @@ async fn warm(input: TurnInput, cancel: &CancellationToken) -> Result<(), WarmEr
     let context = &input.context;
     // A history the first turn must compact would change before it is
     // sent: then only the fixed part is worth warming.
-    let fits = context.estimator.tokens(fixed + context.chars()) < budget.compact_at();
+    let compact_at = (input.session.limits.context_settings).compact_in_turn_at(&budget);
+    let fits = context.estimator.tokens(fixed + context.chars()) < compact_at;
     let messages = if fits { context.messages() } else { Vec::new() };
     let request = ChatRequest {
         max_output_tokens: Some(1),

@@ -234,6 +234,13 @@ impl SessionActor {
         }
     }
 
+    /// A context operation made outside any turn (a compaction between turns).
+    pub(super) fn record_context_op(&self, op: &crate::context::ContextOp) {
+        if let Some(recorder) = &self.services.recorder {
+            recorder.context_op(op);
+        }
+    }
+
     /// A turn whose task died: what it journaled is saved already; it ends.
     /// A turn that panicked: marked in the store, then ended.
     pub(super) fn record_crashed_turn(&self, detail: &str) {

@@ -2,6 +2,8 @@
 //! every request inside the window, and the `/context` stack commands show
 //! and change what the model receives.
 
+mod between_turns;
+
 use crate::support::context::{
     SUMMARY, all_text, config_with, is_compaction, reported_tokens, talkative_model,
 };
