@@ -288,11 +288,12 @@ async fn summarize(
     on_text: &(dyn Fn(&str) + Send + Sync),
     cancel: &CancellationToken,
 ) -> Result<compact::Compacted, CompactError> {
+    let model = &input.session.model;
     let wanted = compact::SummaryWanted {
         focus: None,
         on_text,
+        cache_key: model.cache_key.as_deref(),
     };
-    let model = &input.session.model;
     let budget = input.budget();
     compact::compact(
         context,
