@@ -6,6 +6,7 @@
 
 pub mod budget;
 pub mod compact;
+pub mod elide;
 pub mod rewind;
 pub mod spend;
 
@@ -147,10 +148,14 @@ pub struct Checkpoint {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum ContextOp {
-    /// Replace the first `entries` entries with one summary.
+    /// Replace the first `entries` entries with one summary, and the
+    /// outputs of the calls `elided` (in the entries kept) with stubs.
     Compact {
         entries: usize,
         summary: String,
+        /// Absent from compactions stored before stubs existed.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        elided: Vec<String>,
     },
     /// Remove `count` entries from `start` (whole turns or tool exchanges).
     Drop {
@@ -376,7 +381,11 @@ impl ContextManager {
     /// Apply an operation; the answer is a short report for the user.
     pub fn apply(&mut self, op: &ContextOp) -> Result<String, ContextError> {
         match op {
-            ContextOp::Compact { entries, summary } => {
+            ContextOp::Compact {
+                entries,
+                summary,
+                elided,
+            } => {
                 let count = *entries;
                 if count > self.entries.len() {
                     return Err(self.range("summarize", count));
@@ -392,8 +401,14 @@ impl ContextManager {
                 let entry = Entry::new(EntryKind::Summary, message);
                 let tokens_after = self.entry_tokens(&entry);
                 self.entries.splice(..count, [entry]);
+                let stubbed = elide::apply(&mut self.entries[1..], elided);
+                let stubs = match stubbed {
+                    0 => String::new(),
+                    1 => " 1 older tool output is now a one-line stub.".to_string(),
+                    n => format!(" {n} older tool outputs are now one-line stubs."),
+                };
                 Ok(format!(
-                    "Summarized {count} entries (~{tokens_before} tokens) into one summary (~{tokens_after} tokens)."
+                    "Summarized {count} entries (~{tokens_before} tokens) into one summary (~{tokens_after} tokens).{stubs}"
                 ))
             }
             ContextOp::Drop { start, count } => {
@@ -652,6 +667,7 @@ mod tests {
                 ContextOp::Compact {
                     entries: 2,
                     summary: "they said a and b".into(),
+                    elided: Vec::new(),
                 },
                 Ok(vec!["summary", "user"]),
             ),
@@ -697,6 +713,7 @@ mod tests {
             .apply(&ContextOp::Compact {
                 entries: 0,
                 summary: "x".into(),
+                elided: Vec::new(),
             })
             .unwrap();
         // A lone summary before the latest turn is not worth summarizing again.
@@ -781,6 +798,7 @@ mod tests {
                     .apply(&ContextOp::Compact {
                         entries,
                         summary: "s".into(),
+                        elided: Vec::new(),
                     })
                     .unwrap();
             }

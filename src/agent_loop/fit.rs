@@ -44,11 +44,16 @@ pub(super) async fn fit(
             focus: None,
             on_text: &on_text,
         };
+        // The request as the turn sends it, which the summary continues.
+        let last = input.request(input.tools.definitions(), Vec::new());
+        let last = compact::LastRequest {
+            provider: &*input.session.model.provider,
+            request: &last,
+        };
         let compacted = compact::compact(
             context,
             entries,
-            &*input.session.model.provider,
-            &input.session.model.name,
+            last,
             wanted,
             budget,
             &input.cancel,

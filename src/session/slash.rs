@@ -238,11 +238,16 @@ impl JobRun {
             focus: focus.as_deref(),
             on_text: &on_text,
         };
+        // The request as a turn sends it, which the summary continues.
+        let last = ready.request(ready.tools.definitions(), Vec::new());
+        let last = compact::LastRequest {
+            provider: &*ready.session.model.provider,
+            request: &last,
+        };
         let compacted = compact::compact(
             &mut self.context,
             entries,
-            &*ready.session.model.provider,
-            &ready.session.model.name,
+            last,
             wanted,
             &budget,
             cancel,

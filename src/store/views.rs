@@ -300,6 +300,7 @@ mod tests {
         compacted.push(StoredEvent::context(&ContextOp::Compact {
             entries: 4,
             summary: "summary".into(),
+            elided: Vec::new(),
         }));
         compacted.push(prompt("three"));
         let restored = context_from(&compacted);
@@ -364,6 +365,7 @@ mod tests {
             op(ContextOp::Compact {
                 entries: 2,
                 summary: "s".into(),
+                elided: Vec::new(),
             }),
             text("a2"),
             round(vec![Message::assistant_text("a2")]),
