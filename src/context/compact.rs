@@ -261,3 +261,268 @@ async fn summarize(
     }
     Ok(summary)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use futures::future::BoxFuture;
+
+    use super::*;
+    use crate::model::{Part, Role, ToolDefinition};
+    use crate::providers::settings::ProviderSettings;
+    use crate::providers::{EventStream, FinishReason, ModelInfo, ToolChoice};
+
+    /// Answers every request with `answer` (an error if None), and keeps
+    /// the requests.
+    struct Summarizer {
+        answer: Option<&'static str>,
+        seen: Mutex<Vec<ChatRequest>>,
+        config: ProviderSettings,
+    }
+
+    impl Summarizer {
+        fn new(answer: Option<&'static str>) -> Self {
+            Self {
+                answer,
+                seen: Mutex::default(),
+                config: ProviderSettings::local_ollama(),
+            }
+        }
+    }
+
+    impl Provider for Summarizer {
+        fn config(&self) -> &ProviderSettings {
+            &self.config
+        }
+        fn stream_chat(
+            &self,
+            request: ChatRequest,
+        ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
+            self.seen.lock().unwrap().push(request);
+            let answer = self.answer;
+            Box::pin(async move {
+                let Some(text) = answer else {
+                    return Err(ProviderError::Setup {
+                        provider: "p".into(),
+                        detail: "down".into(),
+                    });
+                };
+                let events = vec![
+                    Ok(ProviderEvent::TextDelta(text.into())),
+                    Ok(ProviderEvent::Finish(FinishReason::Stop)),
+                ];
+                Ok(futures::stream::iter(events).boxed())
+            })
+        }
+        fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
+            Box::pin(async { Ok(Vec::new()) })
+        }
+    }
+
+    fn turn_request() -> ChatRequest {
+        ChatRequest {
+            model: "m".into(),
+            system: Some("You are Crucible.".into()),
+            messages: Vec::new(),
+            tools: vec![ToolDefinition {
+                name: "read_file".into(),
+                description: "Read a file".into(),
+                parameters: serde_json::json!({"type": "object"}),
+            }],
+            tool_choice: ToolChoice::Auto,
+            max_output_tokens: None,
+            context_window: Some(32_768),
+            reasoning: None,
+            cache_key: Some("session-1".into()),
+        }
+    }
+
+    /// `turns` questions, each answered after a read_file call whose
+    /// output is `output` chars; then a question not answered yet.
+    fn conversation(context: &mut ContextManager, from: usize, turns: usize, output: usize) {
+        for n in from..from + turns {
+            context.push(Arc::new(Message::user_text(format!("question {n}"))));
+            let id = format!("call-{n}");
+            context.push(Arc::new(Message {
+                role: Role::Assistant,
+                parts: vec![Part::ToolCall {
+                    id: id.clone(),
+                    name: "read_file".into(),
+                    arguments: format!(r#"{{"path":"file{n}.rs"}}"#),
+                }],
+            }));
+            context.push(Arc::new(Message {
+                role: Role::User,
+                parts: vec![Part::ToolResult {
+                    call_id: id,
+                    content: format!("output {n} {}", "x".repeat(output)),
+                    is_error: false,
+                }],
+            }));
+            context.push(Arc::new(Message::assistant_text(format!("answer {n}"))));
+        }
+    }
+
+    fn texts(request: &ChatRequest) -> String {
+        let mut all = String::new();
+        for message in &request.messages {
+            for part in &message.parts {
+                match part {
+                    Part::Text { text } => all.push_str(text),
+                    Part::ToolResult { content, .. } => all.push_str(content),
+                    _ => {}
+                }
+                all.push('\n');
+            }
+        }
+        all
+    }
+
+    async fn run(
+        provider: &Summarizer,
+        context: &ContextManager,
+        cancel: &CancellationToken,
+    ) -> Result<Recompacted, CompactError> {
+        let request = turn_request();
+        let last = LastRequest {
+            provider,
+            request: &request,
+        };
+        let budget = ContextBudget::new(32_768, 4_096, 0.8);
+        let entries = compactable(context, 2).unwrap();
+        let wanted = SummaryWanted::default();
+        compact_context(last, context, entries, wanted, &budget, cancel).await
+    }
+
+    #[tokio::test]
+    async fn the_summary_request_is_the_last_request_with_the_instruction_last() {
+        let mut context = ContextManager::new();
+        conversation(&mut context, 0, 4, 100);
+        context.push(Arc::new(Message::user_text("the latest question")));
+        let provider = Summarizer::new(Some("SUMMARY ONE"));
+        let made = run(&provider, &context, &CancellationToken::new())
+            .await
+            .unwrap();
+        let seen = provider.seen.lock().unwrap();
+        let sent = &seen[0];
+        let turn = turn_request();
+        assert_eq!(
+            (&sent.system, &sent.tools, &sent.tool_choice, &sent.cache_key),
+            (&turn.system, &turn.tools, &turn.tool_choice, &turn.cache_key)
+        );
+        // Every message as the turn sent it, the same Arcs, but the
+        // question not answered yet; then the instruction.
+        let history = context.messages();
+        let (instruction, before) = sent.messages.split_last().unwrap();
+        assert_eq!(before.len(), history.len() - 1);
+        assert!(before.iter().zip(&history).all(|(a, b)| Arc::ptr_eq(a, b)));
+        assert_eq!(instruction.role, Role::User);
+        let instruction = instruction.text();
+        assert!(instruction.starts_with(INSTRUCTION_MARK), "{instruction}");
+        assert!(instruction.contains("The last 4 messages above"), "{instruction}");
+        assert!(!instruction.contains("Update this summary"), "{instruction}");
+        assert_eq!(sent.max_output_tokens, Some(1_024));
+        // The compacted context: the summary, then the kept turns.
+        let kinds: Vec<&str> = (made.context.entries().iter())
+            .map(|e| e.kind.label())
+            .collect();
+        assert_eq!(kinds, ["summary", "user", "tools", "assistant", "user"]);
+        assert!(made.context.messages()[0].text().contains("SUMMARY ONE"));
+        assert!(matches!(made.op, ContextOp::Compact { entries: 9, .. }));
+        // The op gives the same context when replayed on the old one.
+        let mut replayed = context.clone();
+        replayed.apply(&made.op).unwrap();
+        assert_eq!(replayed.messages(), made.context.messages());
+    }
+
+    #[tokio::test]
+    async fn the_next_summary_updates_the_first_and_reads_old_outputs_as_stubs() {
+        let mut context = ContextManager::new();
+        conversation(&mut context, 0, 4, 3_000);
+        let provider = Summarizer::new(Some("SUMMARY ONE"));
+        let first = run(&provider, &context, &CancellationToken::new())
+            .await
+            .unwrap();
+        // Kept: turns 2 and 3; turn 2's output (not the latest turn's) is a stub.
+        let mut context = first.context;
+        let ContextOp::Compact { elided, .. } = &first.op else {
+            panic!("{:?}", first.op)
+        };
+        assert_eq!(elided, &["call-2"]);
+        assert!(first.report.contains("1 older tool output"), "{}", first.report);
+        conversation(&mut context, 4, 3, 200);
+        context.push(Arc::new(Message::user_text("the latest question")));
+
+        let provider = Summarizer::new(Some("SUMMARY TWO"));
+        let second = run(&provider, &context, &CancellationToken::new())
+            .await
+            .unwrap();
+        let seen = provider.seen.lock().unwrap();
+        let sent = texts(&seen[0]);
+        // The earlier summary, not the turns it replaced; turn 2's output as its stub.
+        assert!(sent.contains("SUMMARY ONE"), "{sent}");
+        assert!(!sent.contains("question 0") && !sent.contains("output 1"), "{sent}");
+        assert!(
+            sent.contains(r#"[read_file {"path":"file2.rs"} → 3,009 bytes, elided]"#),
+            "{sent}"
+        );
+        assert!(sent.contains(&format!("output 3 {}", "x".repeat(3_000))));
+        let instruction = seen[0].messages.last().unwrap().text();
+        assert!(instruction.contains("Update this summary"), "{instruction}");
+        // One summary: the new one, folded over the old.
+        let summaries: Vec<String> = (second.context.entries().iter())
+            .filter(|e| e.kind == EntryKind::Summary)
+            .map(|e| e.messages[0].text())
+            .collect();
+        assert_eq!(summaries.len(), 1);
+        assert!(summaries[0].contains("SUMMARY TWO"));
+        assert!(!summaries[0].contains("SUMMARY ONE"));
+    }
+
+    #[tokio::test]
+    async fn a_failed_or_cancelled_compaction_changes_nothing() {
+        let mut context = ContextManager::new();
+        conversation(&mut context, 0, 4, 100);
+        let before = context.clone();
+        let request = turn_request();
+        let budget = ContextBudget::new(32_768, 4_096, 0.8);
+        let failing = Summarizer::new(None);
+        let cancelled = CancellationToken::new();
+        cancelled.cancel();
+        for (provider, cancel) in [
+            (&failing, CancellationToken::new()),
+            (&Summarizer::new(Some("S")), cancelled),
+            (&Summarizer::new(Some("  ")), CancellationToken::new()),
+        ] {
+            let last = LastRequest {
+                provider,
+                request: &request,
+            };
+            let wanted = SummaryWanted::default();
+            let outcome = compact(&mut context, 9, last, wanted, &budget, &cancel).await;
+            assert!(outcome.is_err());
+            assert_eq!(context, before);
+        }
+    }
+
+    #[test]
+    fn what_does_not_fit_the_window_is_left_out_from_the_end() {
+        let mut context = ContextManager::new();
+        conversation(&mut context, 0, 6, 5_000);
+        let budget = ContextBudget::new(8_192, 2_048, 0.8);
+        let entries = compactable(&context, 2).unwrap();
+        let plan = plan(&turn_request(), &context, entries, Some("the API"), &budget).unwrap();
+        let sent = plan.request.messages.len() - 1;
+        assert!(sent < context.messages().len(), "{sent}");
+        assert_eq!(plan.request.messages[..sent], context.messages()[..sent]);
+        assert!(plan.summarized <= entries);
+        let instruction = plan.request.messages[sent].text();
+        assert!(instruction.ends_with("focus on: the API"), "{instruction}");
+        let chars = budget::fixed_chars(plan.request.system.as_deref(), &plan.request.tools)
+            + (plan.request.messages.iter())
+                .map(|m| budget::message_chars(m))
+                .sum::<u64>();
+        assert!(chars / 4 + 1_024 <= 8_192, "{chars}");
+    }
+}
