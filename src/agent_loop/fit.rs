@@ -50,15 +50,8 @@ pub(super) async fn fit(
             provider: &*input.session.model.provider,
             request: &last,
         };
-        let compacted = compact::compact(
-            context,
-            entries,
-            last,
-            wanted,
-            budget,
-            &input.cancel,
-        )
-        .await;
+        let compacted =
+            compact::compact(context, entries, last, wanted, budget, &input.cancel).await;
         let ended = |outcome, thought| {
             emit(AgentEvent::Compaction(Compaction::Ended {
                 id: id.clone(),

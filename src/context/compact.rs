@@ -156,8 +156,8 @@ struct Plan {
 
 /// The summary request: the last request's prefix, the context's messages
 /// (less a trailing prompt not answered yet, which is kept anyway; less
-/// the latest entries if the whole would not fit the window with the
-/// answer) and the instruction.
+/// the latest entries if the whole would not fit the session's budget)
+/// and the instruction.
 fn plan(
     last: &ChatRequest,
     context: &ContextManager,
@@ -168,10 +168,12 @@ fn plan(
     let all = context.entries();
     let answer = SUMMARY_TOKENS.min(budget.window / 4);
     let focus = focus.map(str::trim).filter(|f| !f.is_empty());
-    let instruction_chars = (COMPACT_PROMPT.len() + focus.map_or(0, str::len)) as u64
-        + INSTRUCTION_EXTRA_CHARS;
+    let instruction_chars =
+        (COMPACT_PROMPT.len() + focus.map_or(0, str::len)) as u64 + INSTRUCTION_EXTRA_CHARS;
     let fixed = budget::fixed_chars(last.system.as_deref(), &last.tools) + instruction_chars;
-    let room = budget.window.saturating_sub(answer);
+    // What every request of the session is held to (the reserve covers
+    // the summary, which is at most a quarter of the window too).
+    let room = budget.limit();
     let mut end = all.len();
     if end > entries && all.last().is_some_and(|e| e.kind == EntryKind::User) {
         end -= 1;
@@ -182,7 +184,10 @@ fn plan(
         chars -= all[end].chars;
     }
     let summarized = entries.min(end);
-    if !all[..summarized].iter().any(|e| e.kind != EntryKind::Summary) {
+    if !all[..summarized]
+        .iter()
+        .any(|e| e.kind != EntryKind::Summary)
+    {
         return Err(CompactError::NoRoom);
     }
     let mut messages: Vec<_> = (all[..end].iter())
@@ -408,8 +413,18 @@ mod tests {
         let sent = &seen[0];
         let turn = turn_request();
         assert_eq!(
-            (&sent.system, &sent.tools, &sent.tool_choice, &sent.cache_key),
-            (&turn.system, &turn.tools, &turn.tool_choice, &turn.cache_key)
+            (
+                &sent.system,
+                &sent.tools,
+                &sent.tool_choice,
+                &sent.cache_key
+            ),
+            (
+                &turn.system,
+                &turn.tools,
+                &turn.tool_choice,
+                &turn.cache_key
+            )
         );
         // Every message as the turn sent it, the same Arcs, but the
         // question not answered yet; then the instruction.
@@ -420,8 +435,14 @@ mod tests {
         assert_eq!(instruction.role, Role::User);
         let instruction = instruction.text();
         assert!(instruction.starts_with(INSTRUCTION_MARK), "{instruction}");
-        assert!(instruction.contains("The last 4 messages above"), "{instruction}");
-        assert!(!instruction.contains("Update this summary"), "{instruction}");
+        assert!(
+            instruction.contains("The last 4 messages above"),
+            "{instruction}"
+        );
+        assert!(
+            !instruction.contains("Update this summary"),
+            "{instruction}"
+        );
         assert_eq!(sent.max_output_tokens, Some(1_024));
         // The compacted context: the summary, then the kept turns.
         let kinds: Vec<&str> = (made.context.entries().iter())
@@ -450,7 +471,11 @@ mod tests {
             panic!("{:?}", first.op)
         };
         assert_eq!(elided, &["call-2"]);
-        assert!(first.report.contains("1 older tool output"), "{}", first.report);
+        assert!(
+            first.report.contains("1 older tool output"),
+            "{}",
+            first.report
+        );
         conversation(&mut context, 4, 3, 200);
         context.push(Arc::new(Message::user_text("the latest question")));
 
@@ -462,7 +487,10 @@ mod tests {
         let sent = texts(&seen[0]);
         // The earlier summary, not the turns it replaced; turn 2's output as its stub.
         assert!(sent.contains("SUMMARY ONE"), "{sent}");
-        assert!(!sent.contains("question 0") && !sent.contains("output 1"), "{sent}");
+        assert!(
+            !sent.contains("question 0") && !sent.contains("output 1"),
+            "{sent}"
+        );
         assert!(
             sent.contains(r#"[read_file {"path":"file2.rs"} → 3,009 bytes, elided]"#),
             "{sent}"

@@ -84,7 +84,11 @@ pub fn apply(entries: &mut [Entry], ids: &[String]) -> usize {
                 replaced += count;
             }
         }
-        entry.chars = entry.messages.iter().map(|m| budget::message_chars(m)).sum();
+        entry.chars = entry
+            .messages
+            .iter()
+            .map(|m| budget::message_chars(m))
+            .sum();
     }
     replaced
 }
@@ -194,7 +198,11 @@ mod tests {
             r#"[read_file {"path": "src/x.rs"} → 12,340 bytes, elided]"#
         );
         assert_eq!(stub("ls", "", 7), "[ls → 7 bytes, elided]");
-        let long = stub("grep", &format!(r#"{{"pattern":"{}"}}"#, "x".repeat(200)), 1);
+        let long = stub(
+            "grep",
+            &format!(r#"{{"pattern":"{}"}}"#, "x".repeat(200)),
+            1,
+        );
         assert!(long.contains("…"), "{long}");
         assert!(long.chars().count() < 120, "{long}");
         assert_eq!(thousands(1_234_567), "1,234,567");
@@ -210,7 +218,12 @@ mod tests {
         messages.push(Arc::new(Message::assistant_text("read it")));
         messages.push(Arc::new(Message::user_text("latest")));
         messages.extend(exchange("b", "read_file", r#"{"path":"b.rs"}"#, &big));
-        messages.extend(exchange("h", "shell", r#"{"command":"cat"}"#, &"y".repeat(50_000)));
+        messages.extend(exchange(
+            "h",
+            "shell",
+            r#"{"command":"cat"}"#,
+            &"y".repeat(50_000),
+        ));
         let context = ContextManager::from_messages(messages);
         let policy = ElidePolicy {
             latest_max_chars: 20_000,

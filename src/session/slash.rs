@@ -244,15 +244,8 @@ impl JobRun {
             provider: &*ready.session.model.provider,
             request: &last,
         };
-        let compacted = compact::compact(
-            &mut self.context,
-            entries,
-            last,
-            wanted,
-            &budget,
-            cancel,
-        )
-        .await;
+        let compacted =
+            compact::compact(&mut self.context, entries, last, wanted, &budget, cancel).await;
         let outcome = match compacted {
             Ok(compact::Compacted { op, report }) => {
                 self.text.push_str(&report);
