@@ -385,32 +385,7 @@ impl ContextManager {
                 entries,
                 summary,
                 elided,
-            } => {
-                let count = *entries;
-                if count > self.entries.len() {
-                    return Err(self.range("summarize", count));
-                }
-                let tokens_before: u64 = self.entries[..count]
-                    .iter()
-                    .map(|e| self.entry_tokens(e))
-                    .sum();
-                let message = Arc::new(Message::user_text(format!(
-                    "{SUMMARY_PREFIX}\n\n{}",
-                    summary.trim()
-                )));
-                let entry = Entry::new(EntryKind::Summary, message);
-                let tokens_after = self.entry_tokens(&entry);
-                self.entries.splice(..count, [entry]);
-                let stubbed = elide::apply(&mut self.entries[1..], elided);
-                let stubs = match stubbed {
-                    0 => String::new(),
-                    1 => " 1 older tool output is now a one-line stub.".to_string(),
-                    n => format!(" {n} older tool outputs are now one-line stubs."),
-                };
-                Ok(format!(
-                    "Summarized {count} entries (~{tokens_before} tokens) into one summary (~{tokens_after} tokens).{stubs}"
-                ))
-            }
+            } => self.summarized(*entries, summary, elided),
             ContextOp::Drop { start, count } => {
                 let end = start.saturating_add(*count);
                 if end > self.entries.len() {
@@ -479,6 +454,39 @@ impl ContextManager {
                 ))
             }
         }
+    }
+
+    /// The first `count` entries replaced with `summary`, and the outputs
+    /// of the calls `elided` in the entries after it with stubs.
+    fn summarized(
+        &mut self,
+        count: usize,
+        summary: &str,
+        elided: &[String],
+    ) -> Result<String, ContextError> {
+        if count > self.entries.len() {
+            return Err(self.range("summarize", count));
+        }
+        let tokens_before: u64 = self.entries[..count]
+            .iter()
+            .map(|e| self.entry_tokens(e))
+            .sum();
+        let message = Arc::new(Message::user_text(format!(
+            "{SUMMARY_PREFIX}\n\n{}",
+            summary.trim()
+        )));
+        let entry = Entry::new(EntryKind::Summary, message);
+        let tokens_after = self.entry_tokens(&entry);
+        self.entries.splice(..count, [entry]);
+        let stubbed = elide::apply(&mut self.entries[1..], elided);
+        let stubs = match stubbed {
+            0 => String::new(),
+            1 => " 1 older tool output is now a one-line stub.".to_string(),
+            n => format!(" {n} older tool outputs are now one-line stubs."),
+        };
+        Ok(format!(
+            "Summarized {count} entries (~{tokens_before} tokens) into one summary (~{tokens_after} tokens).{stubs}"
+        ))
     }
 
     fn range(&self, what: &'static str, asked: usize) -> ContextError {
