@@ -45,7 +45,7 @@ pub(super) async fn fit(
             on_text: &on_text,
         };
         // The request as the turn sends it, which the summary continues.
-        let last = input.request(input.tools.definitions(), Vec::new());
+        let last = input.request_prefix();
         let last = compact::LastRequest {
             provider: &*input.session.model.provider,
             request: &last,

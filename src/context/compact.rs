@@ -80,7 +80,7 @@ impl Default for SummaryWanted<'_> {
 /// request continues: its model, system prompt, tools, tool choice,
 /// reasoning, window and cache key are sent again as they are; its
 /// messages and output limit are replaced. A turn's
-/// `TurnInput::request(tools, Vec::new())` is one.
+/// `TurnInput::request_prefix()` is one.
 #[derive(Clone, Copy)]
 pub struct LastRequest<'a> {
     /// The provider the conversation's requests go to.

@@ -239,7 +239,7 @@ impl JobRun {
             on_text: &on_text,
         };
         // The request as a turn sends it, which the summary continues.
-        let last = ready.request(ready.tools.definitions(), Vec::new());
+        let last = ready.request_prefix();
         let last = compact::LastRequest {
             provider: &*ready.session.model.provider,
             request: &last,
