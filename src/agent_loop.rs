@@ -153,6 +153,13 @@ impl TurnInput {
             cache_key: model.cache_key.clone(),
         }
     }
+
+    /// The turn's request without messages: the prefix every call of it
+    /// shares, which a summary request continues
+    /// (`context::compact::LastRequest`).
+    pub fn request_prefix(&self) -> ChatRequest {
+        self.request(self.tools.definitions(), Vec::new())
+    }
 }
 
 pub struct TurnOutcome {

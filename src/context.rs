@@ -6,6 +6,7 @@
 
 pub mod budget;
 pub mod compact;
+pub mod elide;
 pub mod rewind;
 pub mod spend;
 
@@ -167,10 +168,14 @@ pub struct Checkpoint {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum ContextOp {
-    /// Replace the first `entries` entries with one summary.
+    /// Replace the first `entries` entries with one summary, and the
+    /// outputs of the calls `elided` (in the entries kept) with stubs.
     Compact {
         entries: usize,
         summary: String,
+        /// Absent from compactions stored before stubs existed.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        elided: Vec<String>,
     },
     /// Remove `count` entries from `start` (whole turns or tool exchanges).
     Drop {
@@ -396,26 +401,11 @@ impl ContextManager {
     /// Apply an operation; the answer is a short report for the user.
     pub fn apply(&mut self, op: &ContextOp) -> Result<String, ContextError> {
         match op {
-            ContextOp::Compact { entries, summary } => {
-                let count = *entries;
-                if count > self.entries.len() {
-                    return Err(self.range("summarize", count));
-                }
-                let tokens_before: u64 = self.entries[..count]
-                    .iter()
-                    .map(|e| self.entry_tokens(e))
-                    .sum();
-                let message = Arc::new(Message::user_text(format!(
-                    "{SUMMARY_PREFIX}\n\n{}",
-                    summary.trim()
-                )));
-                let entry = Entry::new(EntryKind::Summary, message);
-                let tokens_after = self.entry_tokens(&entry);
-                self.entries.splice(..count, [entry]);
-                Ok(format!(
-                    "Summarized {count} entries (~{tokens_before} tokens) into one summary (~{tokens_after} tokens)."
-                ))
-            }
+            ContextOp::Compact {
+                entries,
+                summary,
+                elided,
+            } => self.summarized(*entries, summary, elided),
             ContextOp::Drop { start, count } => {
                 let end = start.saturating_add(*count);
                 if end > self.entries.len() {
@@ -484,6 +474,39 @@ impl ContextManager {
                 ))
             }
         }
+    }
+
+    /// The first `count` entries replaced with `summary`, and the outputs
+    /// of the calls `elided` in the entries after it with stubs.
+    fn summarized(
+        &mut self,
+        count: usize,
+        summary: &str,
+        elided: &[String],
+    ) -> Result<String, ContextError> {
+        if count > self.entries.len() {
+            return Err(self.range("summarize", count));
+        }
+        let tokens_before: u64 = self.entries[..count]
+            .iter()
+            .map(|e| self.entry_tokens(e))
+            .sum();
+        let message = Arc::new(Message::user_text(format!(
+            "{SUMMARY_PREFIX}\n\n{}",
+            summary.trim()
+        )));
+        let entry = Entry::new(EntryKind::Summary, message);
+        let tokens_after = self.entry_tokens(&entry);
+        self.entries.splice(..count, [entry]);
+        let stubbed = elide::apply(&mut self.entries[1..], elided);
+        let stubs = match stubbed {
+            0 => String::new(),
+            1 => " 1 older tool output is now a one-line stub.".to_string(),
+            n => format!(" {n} older tool outputs are now one-line stubs."),
+        };
+        Ok(format!(
+            "Summarized {count} entries (~{tokens_before} tokens) into one summary (~{tokens_after} tokens).{stubs}"
+        ))
     }
 
     fn range(&self, what: &'static str, asked: usize) -> ContextError {
@@ -686,6 +709,7 @@ mod tests {
                 ContextOp::Compact {
                     entries: 2,
                     summary: "they said a and b".into(),
+                    elided: Vec::new(),
                 },
                 Ok(vec!["summary", "user"]),
             ),
@@ -731,6 +755,7 @@ mod tests {
             .apply(&ContextOp::Compact {
                 entries: 0,
                 summary: "x".into(),
+                elided: Vec::new(),
             })
             .unwrap();
         // A lone summary before the latest turn is not worth summarizing again.
@@ -815,6 +840,7 @@ mod tests {
                     .apply(&ContextOp::Compact {
                         entries,
                         summary: "s".into(),
+                        elided: Vec::new(),
                     })
                     .unwrap();
             }

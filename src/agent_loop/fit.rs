@@ -45,18 +45,15 @@ pub(super) async fn fit(
         let wanted = compact::SummaryWanted {
             focus: None,
             on_text: &on_text,
-            cache_key: input.session.model.cache_key.as_deref(),
         };
-        let compacted = compact::compact(
-            context,
-            entries,
-            &*input.session.model.provider,
-            &input.session.model.name,
-            wanted,
-            budget,
-            &input.cancel,
-        )
-        .await;
+        // The request as the turn sends it, which the summary continues.
+        let last = input.request_prefix();
+        let last = compact::LastRequest {
+            provider: &*input.session.model.provider,
+            request: &last,
+        };
+        let compacted =
+            compact::compact(context, entries, last, wanted, budget, &input.cancel).await;
         let ended = |outcome, thought| {
             emit(AgentEvent::Compaction(Compaction::Ended {
                 id: id.clone(),

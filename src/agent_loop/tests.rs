@@ -462,16 +462,28 @@ async fn past_the_threshold_older_turns_are_summarized_before_the_call() {
     turn.tools = ToolRegistry::new();
     turn.context = long_history(6, 2500);
     turn.context_window = 8192;
+    let start = turn.context.clone();
     let events = Mutex::new(Vec::new());
     let outcome = run_turn(turn, &|e| events.lock().unwrap().push(e)).await;
     assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);
     let seen = provider.seen.lock().unwrap();
     assert_eq!(seen.len(), 2);
-    assert_eq!(
-        seen[0].system.as_deref(),
-        Some(context::compact::COMPACT_PROMPT.trim())
+    // The summary request is the turn's own, the instruction last: the
+    // same system prompt and the history as it was sent, but the
+    // unanswered question (kept anyway) and what does not fit the window.
+    let (summary, sent) = (&seen[0], &seen[1]);
+    assert_eq!(summary.system.as_deref(), Some("sys"));
+    assert_eq!(summary.tools, sent.tools);
+    let instruction = summary.messages.last().unwrap().text();
+    assert!(
+        instruction.starts_with(context::compact::INSTRUCTION_MARK),
+        "{instruction}"
     );
-    let sent = &seen[1];
+    let history = start.messages();
+    let sent_history = &summary.messages[..summary.messages.len() - 1];
+    assert!(sent_history.len() >= 8, "{}", sent_history.len());
+    assert_eq!(sent_history, &history[..sent_history.len()]);
+    assert!(estimate(summary) <= 8192 - 1024, "{}", estimate(summary));
     assert!(
         sent.messages[0]
             .text()
@@ -618,9 +630,23 @@ async fn a_tool_result_that_passes_the_threshold_compacts_before_the_next_call()
     let seen = provider.seen.lock().unwrap();
     // tool call, then (inside the tool loop) the summary, then the answer
     assert_eq!(seen.len(), 3);
+    // The summary request continues the tool call's request: its messages
+    // unchanged, then the call, its result and the instruction.
+    let (asked, summary) = (&seen[0], &seen[1]);
     assert_eq!(
-        seen[1].system.as_deref(),
-        Some(context::compact::COMPACT_PROMPT.trim())
+        (&summary.system, &summary.tools),
+        (&asked.system, &asked.tools)
+    );
+    assert_eq!(summary.messages[..asked.messages.len()], asked.messages[..]);
+    // The call and its result were sent too, unless they did not fit.
+    assert!(
+        [1, 3].contains(&(summary.messages.len() - asked.messages.len())),
+        "{} after {}",
+        summary.messages.len(),
+        asked.messages.len()
+    );
+    assert!(
+        (summary.messages.last().unwrap().text()).starts_with(context::compact::INSTRUCTION_MARK)
     );
     let last = &seen[2];
     assert!(last.messages[0].text().contains("SUMMARY"));

@@ -1,24 +1,32 @@
-//! Compaction: older turns are summarized by the session's own model with
-//! the dedicated prompt in `prompts/compact.md`. The model reads the turns
-//! as a plain transcript (not as chat history), so tool calls need no
-//! pairing and long tool output can be shortened to fit its window.
+//! Compaction: older turns are summarized by the session's own model, in a
+//! request that continues the conversation as it was last sent (the same
+//! system prompt, tools and messages, the instruction of
+//! `prompts/compact.md` added as the last message), so a server's prompt
+//! cache serves all of it but the instruction and the summary. A context
+//! that already starts with a summary gets it updated with the turns
+//! since; the compacted context keeps one summary, and the older tool
+//! outputs of the turns kept after it become stubs (`super::elide`).
 
 use futures::StreamExt;
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
-use super::budget::{ContextBudget, TokenEstimator};
-use super::{ContextError, ContextManager, ContextOp, Entry, SUMMARY_PREFIX};
-use crate::model::{Message, Part, Role};
-use crate::providers::{ChatRequest, Provider, ProviderError, ProviderEvent, ToolChoice, retry};
+use super::budget::{self, ContextBudget};
+use super::elide::ElidePolicy;
+use super::{ContextError, ContextManager, ContextOp, Entry, EntryKind};
+use crate::model::Message;
+use crate::providers::{ChatRequest, Provider, ProviderError, ProviderEvent, retry};
 
+/// The instruction, sent as the summary request's last (user) message.
 pub const COMPACT_PROMPT: &str = include_str!("../../prompts/compact.md");
+/// How the instruction begins: what tells a summary request from a turn's.
+pub const INSTRUCTION_MARK: &str = "[Compaction request]";
 
-/// Longest piece of one message kept in the transcript: the summary needs
-/// what was done and found, not whole files.
-const PART_CHARS: usize = 2_000;
 /// Tokens asked for the summary itself.
 const SUMMARY_TOKENS: u64 = 1_024;
+/// Room kept for the parts of the instruction besides the prompt (the
+/// scope, the update note, the focus's own words are counted apart).
+const INSTRUCTION_EXTRA_CHARS: u64 = 800;
 
 #[derive(Debug, Error)]
 pub enum CompactError {
@@ -26,6 +34,8 @@ pub enum CompactError {
     Cancelled,
     #[error("the model returned an empty summary; the context is unchanged")]
     Empty,
+    #[error("the conversation does not leave room to ask for a summary; the context is unchanged")]
+    NoRoom,
     #[error("summarizing failed ({0}); the context is unchanged")]
     Provider(#[from] ProviderError),
     #[error(transparent)]
@@ -56,9 +66,6 @@ pub struct SummaryWanted<'a> {
     pub focus: Option<&'a str>,
     /// Each piece of the summary as the model writes it.
     pub on_text: &'a (dyn Fn(&str) + Send + Sync),
-    /// The session's cache key, as its turns send it: the summary request
-    /// goes where they go (llama.cpp: the session's slot).
-    pub cache_key: Option<&'a str>,
 }
 
 impl Default for SummaryWanted<'_> {
@@ -66,138 +73,161 @@ impl Default for SummaryWanted<'_> {
         Self {
             focus: None,
             on_text: &|_| {},
-            cache_key: None,
         }
     }
 }
 
-/// Summarize the oldest `entries` with the session's model and put the
-/// summary in their place. The one compaction routine: `/compact`, `/context
-/// summarize` and the automatic one before a request that would not fit.
+/// The request the conversation was last sent with, which the summary
+/// request continues: its model, system prompt, tools, tool choice,
+/// reasoning, window and cache key are sent again as they are; its
+/// messages and output limit are replaced. A turn's
+/// `TurnInput::request_prefix()` is one.
+#[derive(Clone, Copy)]
+pub struct LastRequest<'a> {
+    /// The provider the conversation's requests go to.
+    pub provider: &'a dyn Provider,
+    pub request: &'a ChatRequest,
+}
+
+/// A compaction made on a copy of the context: the context after it, the
+/// operation (for the store: applied to the context it was made on, it
+/// gives `context`) and what the context reports of it (for the user).
+#[derive(Debug)]
+pub struct Recompacted {
+    pub context: ContextManager,
+    pub op: ContextOp,
+    pub report: String,
+}
+
+/// Summarize the oldest `entries` (from [`compactable`]) of `context` and
+/// return the context with the summary in their place; `context` itself is
+/// not touched, so a compaction that fails or is cancelled (`cancel`)
+/// changes nothing. Usable between turns: it needs only the provider and
+/// the request the conversation was last sent with.
+pub async fn compact_context(
+    last: LastRequest<'_>,
+    context: &ContextManager,
+    entries: usize,
+    wanted: SummaryWanted<'_>,
+    budget: &ContextBudget,
+    cancel: &CancellationToken,
+) -> Result<Recompacted, CompactError> {
+    let plan = plan(last.request, context, entries, wanted.focus, budget)?;
+    let summary = summarize(last.provider, plan.request, cancel, wanted.on_text).await?;
+    let policy = ElidePolicy {
+        latest_max_chars: (budget.compact_at() / 2 * 4) as usize,
+    };
+    let op = ContextOp::Compact {
+        entries: plan.summarized,
+        summary,
+        elided: policy.choose(&context.entries()[plan.summarized..]),
+    };
+    let mut compacted = context.clone();
+    let report = compacted.apply(&op)?;
+    Ok(Recompacted {
+        context: compacted,
+        op,
+        report,
+    })
+}
+
+/// [`compact_context`] in place, inside a turn or a command: the context
+/// changes only if the compaction is made.
 pub async fn compact(
     context: &mut ContextManager,
     entries: usize,
-    provider: &dyn Provider,
-    model: &str,
+    last: LastRequest<'_>,
     wanted: SummaryWanted<'_>,
     budget: &ContextBudget,
     cancel: &CancellationToken,
 ) -> Result<Compacted, CompactError> {
-    let request = ChatRequest {
-        cache_key: wanted.cache_key.map(str::to_string),
-        ..request(
-            model,
-            &context.entries()[..entries],
-            wanted.focus,
-            budget,
-            &context.estimator,
-        )
-    };
-    let summary = summarize(provider, request, cancel, wanted.on_text).await?;
-    let op = ContextOp::Compact { entries, summary };
-    let report = context.apply(&op)?;
-    Ok(Compacted { op, report })
+    let made = compact_context(last, context, entries, wanted, budget, cancel).await?;
+    *context = made.context;
+    Ok(Compacted {
+        op: made.op,
+        report: made.report,
+    })
 }
 
-/// The entries as a transcript, each part cut to `PART_CHARS`, the whole
-/// cut (oldest first) to `max_chars`.
-fn transcript(entries: &[Entry], max_chars: usize) -> String {
-    let mut blocks: Vec<String> = Vec::new();
-    for entry in entries {
-        for message in &entry.messages {
-            for part in &message.parts {
-                let who = match message.role {
-                    Role::User => "User",
-                    Role::Assistant => "Assistant",
-                };
-                let block = match part {
-                    Part::Text { text } => match text.strip_prefix(SUMMARY_PREFIX) {
-                        Some(summary) => {
-                            format!("Summary of what came before:\n{}", summary.trim())
-                        }
-                        None => format!("{who}: {}", shorten(text)),
-                    },
-                    Part::Image { .. } => format!("{who}: [image]"),
-                    Part::ToolCall {
-                        name, arguments, ..
-                    } => format!("Assistant called tool `{name}` with {}", shorten(arguments)),
-                    Part::ToolResult {
-                        content, is_error, ..
-                    } => format!(
-                        "Tool {}: {}",
-                        if *is_error { "error" } else { "result" },
-                        shorten(content)
-                    ),
-                    Part::Thinking { .. } | Part::RedactedThinking { .. } => continue,
-                };
-                blocks.push(block);
-            }
-        }
-    }
-    // Too long even so: the oldest blocks go; the latest matter most.
-    let mut total: usize = blocks.iter().map(|b| b.len() + 2).sum();
-    let mut skip = 0;
-    while total > max_chars && skip < blocks.len() {
-        total -= blocks[skip].len() + 2;
-        skip += 1;
-    }
-    let mut out = String::new();
-    if skip > 0 {
-        out.push_str("[… earliest part of the conversation omitted …]\n\n");
-    }
-    out.push_str(&blocks[skip..].join("\n\n"));
-    out
+/// A summary request and how many of the oldest entries its summary replaces.
+struct Plan {
+    request: ChatRequest,
+    summarized: usize,
 }
 
-fn shorten(text: &str) -> String {
-    if text.len() <= PART_CHARS {
-        return text.to_string();
-    }
-    let mut cut = PART_CHARS;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{} […{} more characters]", &text[..cut], text.len() - cut)
-}
-
-/// The summarizing request, sized to fit the window.
-fn request(
-    model: &str,
-    entries: &[Entry],
+/// The summary request: the last request's prefix, the context's messages
+/// (less a trailing prompt not answered yet, which is kept anyway; less
+/// the latest entries if the whole would not fit the session's budget)
+/// and the instruction.
+fn plan(
+    last: &ChatRequest,
+    context: &ContextManager,
+    entries: usize,
     focus: Option<&str>,
     budget: &ContextBudget,
-    estimator: &TokenEstimator,
-) -> ChatRequest {
+) -> Result<Plan, CompactError> {
+    let all = context.entries();
     let answer = SUMMARY_TOKENS.min(budget.window / 4);
-    let room_tokens = budget
-        .window
-        .saturating_sub(answer)
-        .saturating_sub(estimator.tokens(COMPACT_PROMPT.len() as u64) + 64);
-    // Tokens → chars with the learned drift, and a margin for its error.
-    let max_chars = (room_tokens as f64 * 4.0 / estimator.drift.max(0.25) * 0.9) as usize;
-    let mut text = String::from("Summarize this conversation as instructed.\n\n");
-    if let Some(focus) = focus.map(str::trim).filter(|f| !f.is_empty()) {
+    let focus = focus.map(str::trim).filter(|f| !f.is_empty());
+    let instruction_chars =
+        (COMPACT_PROMPT.len() + focus.map_or(0, str::len)) as u64 + INSTRUCTION_EXTRA_CHARS;
+    let fixed = budget::fixed_chars(last.system.as_deref(), &last.tools) + instruction_chars;
+    // What every request of the session is held to (the reserve covers
+    // the summary, which is at most a quarter of the window too).
+    let room = budget.limit();
+    let mut end = all.len();
+    if end > entries && all.last().is_some_and(|e| e.kind == EntryKind::User) {
+        end -= 1;
+    }
+    let mut chars: u64 = fixed + all[..end].iter().map(|e| e.chars).sum::<u64>();
+    while end > 0 && context.estimator.tokens(chars) > room {
+        end -= 1;
+        chars -= all[end].chars;
+    }
+    let summarized = entries.min(end);
+    if !all[..summarized]
+        .iter()
+        .any(|e| e.kind != EntryKind::Summary)
+    {
+        return Err(CompactError::NoRoom);
+    }
+    let mut messages: Vec<_> = (all[..end].iter())
+        .flat_map(|e| e.messages.iter().cloned())
+        .collect();
+    let text = instruction(all, summarized, end, focus);
+    messages.push(std::sync::Arc::new(Message::user_text(text)));
+    let request = ChatRequest {
+        messages,
+        max_output_tokens: Some(answer as u32),
+        ..last.clone()
+    };
+    Ok(Plan {
+        request,
+        summarized,
+    })
+}
+
+/// The instruction: the prompt, then what this summary covers.
+fn instruction(all: &[Entry], summarized: usize, end: usize, focus: Option<&str>) -> String {
+    let mut text = COMPACT_PROMPT.trim().to_string();
+    if all.first().is_some_and(|e| e.kind == EntryKind::Summary) {
+        text.push_str(
+            "\n\nThe conversation starts with the summary written at the previous compaction. Update this summary with what follows it: write one summary that keeps everything it says (unless later turns made it obsolete) and adds what happened since.",
+        );
+    }
+    if summarized < end {
+        let kept: usize = all[summarized..end].iter().map(|e| e.messages.len()).sum();
         text.push_str(&format!(
-            "The user asks the summary to focus on: {focus}\n\n"
+            "\n\nThe last {kept} messages above (from the one beginning “{}”) stay in the context word for word after your summary: summarize what comes before them, and mention them only as far as the rest needs it.",
+            all[summarized].preview(60)
         ));
     }
-    text.push_str("<conversation>\n");
-    text.push_str(&transcript(
-        entries,
-        max_chars.saturating_sub(text.len() + 40),
-    ));
-    text.push_str("\n</conversation>");
-    ChatRequest {
-        model: model.to_string(),
-        system: Some(COMPACT_PROMPT.trim().to_string()),
-        messages: vec![std::sync::Arc::new(Message::user_text(text))],
-        tools: Vec::new(),
-        tool_choice: ToolChoice::None,
-        max_output_tokens: Some(answer as u32),
-        context_window: Some(budget.window),
-        reasoning: None,
-        cache_key: None,
+    if let Some(focus) = focus {
+        text.push_str(&format!(
+            "\n\nThe user asks the summary to focus on: {focus}"
+        ));
     }
+    text
 }
 
 /// Ask the model for the summary. Thinking is ignored; only text counts.
@@ -236,4 +266,292 @@ async fn summarize(
         return Err(CompactError::Empty);
     }
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use futures::future::BoxFuture;
+
+    use super::*;
+    use crate::model::{Part, Role, ToolDefinition};
+    use crate::providers::settings::ProviderSettings;
+    use crate::providers::{EventStream, FinishReason, ModelInfo, ToolChoice};
+
+    /// Answers every request with `answer` (an error if None), and keeps
+    /// the requests.
+    struct Summarizer {
+        answer: Option<&'static str>,
+        seen: Mutex<Vec<ChatRequest>>,
+        config: ProviderSettings,
+    }
+
+    impl Summarizer {
+        fn new(answer: Option<&'static str>) -> Self {
+            Self {
+                answer,
+                seen: Mutex::default(),
+                config: ProviderSettings::local_ollama(),
+            }
+        }
+    }
+
+    impl Provider for Summarizer {
+        fn config(&self) -> &ProviderSettings {
+            &self.config
+        }
+        fn stream_chat(
+            &self,
+            request: ChatRequest,
+        ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
+            self.seen.lock().unwrap().push(request);
+            let answer = self.answer;
+            Box::pin(async move {
+                let Some(text) = answer else {
+                    return Err(ProviderError::Setup {
+                        provider: "p".into(),
+                        detail: "down".into(),
+                    });
+                };
+                let events = vec![
+                    Ok(ProviderEvent::TextDelta(text.into())),
+                    Ok(ProviderEvent::Finish(FinishReason::Stop)),
+                ];
+                Ok(futures::stream::iter(events).boxed())
+            })
+        }
+        fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
+            Box::pin(async { Ok(Vec::new()) })
+        }
+    }
+
+    fn turn_request() -> ChatRequest {
+        ChatRequest {
+            model: "m".into(),
+            system: Some("You are Crucible.".into()),
+            messages: Vec::new(),
+            tools: vec![ToolDefinition {
+                name: "read_file".into(),
+                description: "Read a file".into(),
+                parameters: serde_json::json!({"type": "object"}),
+            }],
+            tool_choice: ToolChoice::Auto,
+            max_output_tokens: None,
+            context_window: Some(32_768),
+            reasoning: None,
+            cache_key: Some("session-1".into()),
+        }
+    }
+
+    /// `turns` questions, each answered after a read_file call whose
+    /// output is `output` chars; then a question not answered yet.
+    fn conversation(context: &mut ContextManager, from: usize, turns: usize, output: usize) {
+        for n in from..from + turns {
+            context.push(Arc::new(Message::user_text(format!("question {n}"))));
+            let id = format!("call-{n}");
+            context.push(Arc::new(Message {
+                role: Role::Assistant,
+                parts: vec![Part::ToolCall {
+                    id: id.clone(),
+                    name: "read_file".into(),
+                    arguments: format!(r#"{{"path":"file{n}.rs"}}"#),
+                }],
+            }));
+            context.push(Arc::new(Message {
+                role: Role::User,
+                parts: vec![Part::ToolResult {
+                    call_id: id,
+                    content: format!("output {n} {}", "x".repeat(output)),
+                    is_error: false,
+                }],
+            }));
+            context.push(Arc::new(Message::assistant_text(format!("answer {n}"))));
+        }
+    }
+
+    fn texts(request: &ChatRequest) -> String {
+        let mut all = String::new();
+        for message in &request.messages {
+            for part in &message.parts {
+                match part {
+                    Part::Text { text } => all.push_str(text),
+                    Part::ToolResult { content, .. } => all.push_str(content),
+                    _ => {}
+                }
+                all.push('\n');
+            }
+        }
+        all
+    }
+
+    async fn run(
+        provider: &Summarizer,
+        context: &ContextManager,
+        cancel: &CancellationToken,
+    ) -> Result<Recompacted, CompactError> {
+        let request = turn_request();
+        let last = LastRequest {
+            provider,
+            request: &request,
+        };
+        let budget = ContextBudget::new(32_768, 4_096, 0.8);
+        let entries = compactable(context, 2).unwrap();
+        let wanted = SummaryWanted::default();
+        compact_context(last, context, entries, wanted, &budget, cancel).await
+    }
+
+    #[tokio::test]
+    async fn the_summary_request_is_the_last_request_with_the_instruction_last() {
+        let mut context = ContextManager::new();
+        conversation(&mut context, 0, 4, 100);
+        context.push(Arc::new(Message::user_text("the latest question")));
+        let provider = Summarizer::new(Some("SUMMARY ONE"));
+        let made = run(&provider, &context, &CancellationToken::new())
+            .await
+            .unwrap();
+        let seen = provider.seen.lock().unwrap();
+        let sent = &seen[0];
+        let turn = turn_request();
+        assert_eq!(
+            (
+                &sent.system,
+                &sent.tools,
+                &sent.tool_choice,
+                &sent.cache_key
+            ),
+            (
+                &turn.system,
+                &turn.tools,
+                &turn.tool_choice,
+                &turn.cache_key
+            )
+        );
+        // Every message as the turn sent it, the same Arcs, but the
+        // question not answered yet; then the instruction.
+        let history = context.messages();
+        let (instruction, before) = sent.messages.split_last().unwrap();
+        assert_eq!(before.len(), history.len() - 1);
+        assert!(before.iter().zip(&history).all(|(a, b)| Arc::ptr_eq(a, b)));
+        assert_eq!(instruction.role, Role::User);
+        let instruction = instruction.text();
+        assert!(instruction.starts_with(INSTRUCTION_MARK), "{instruction}");
+        assert!(
+            instruction.contains("The last 4 messages above"),
+            "{instruction}"
+        );
+        assert!(
+            !instruction.contains("Update this summary"),
+            "{instruction}"
+        );
+        assert_eq!(sent.max_output_tokens, Some(1_024));
+        // The compacted context: the summary, then the kept turns.
+        let kinds: Vec<&str> = (made.context.entries().iter())
+            .map(|e| e.kind.label())
+            .collect();
+        assert_eq!(kinds, ["summary", "user", "tools", "assistant", "user"]);
+        assert!(made.context.messages()[0].text().contains("SUMMARY ONE"));
+        assert!(matches!(made.op, ContextOp::Compact { entries: 9, .. }));
+        // The op gives the same context when replayed on the old one.
+        let mut replayed = context.clone();
+        replayed.apply(&made.op).unwrap();
+        assert_eq!(replayed.messages(), made.context.messages());
+    }
+
+    #[tokio::test]
+    async fn the_next_summary_updates_the_first_and_reads_old_outputs_as_stubs() {
+        let mut context = ContextManager::new();
+        conversation(&mut context, 0, 4, 3_000);
+        let provider = Summarizer::new(Some("SUMMARY ONE"));
+        let first = run(&provider, &context, &CancellationToken::new())
+            .await
+            .unwrap();
+        // Kept: turns 2 and 3; turn 2's output (not the latest turn's) is a stub.
+        let mut context = first.context;
+        let ContextOp::Compact { elided, .. } = &first.op else {
+            panic!("{:?}", first.op)
+        };
+        assert_eq!(elided, &["call-2"]);
+        assert!(
+            first.report.contains("1 older tool output"),
+            "{}",
+            first.report
+        );
+        conversation(&mut context, 4, 3, 200);
+        context.push(Arc::new(Message::user_text("the latest question")));
+
+        let provider = Summarizer::new(Some("SUMMARY TWO"));
+        let second = run(&provider, &context, &CancellationToken::new())
+            .await
+            .unwrap();
+        let seen = provider.seen.lock().unwrap();
+        let sent = texts(&seen[0]);
+        // The earlier summary, not the turns it replaced; turn 2's output as its stub.
+        assert!(sent.contains("SUMMARY ONE"), "{sent}");
+        assert!(
+            !sent.contains("question 0") && !sent.contains("output 1"),
+            "{sent}"
+        );
+        assert!(
+            sent.contains(r#"[read_file {"path":"file2.rs"} → 3,009 bytes, elided]"#),
+            "{sent}"
+        );
+        assert!(sent.contains(&format!("output 3 {}", "x".repeat(3_000))));
+        let instruction = seen[0].messages.last().unwrap().text();
+        assert!(instruction.contains("Update this summary"), "{instruction}");
+        // One summary: the new one, folded over the old.
+        let summaries: Vec<String> = (second.context.entries().iter())
+            .filter(|e| e.kind == EntryKind::Summary)
+            .map(|e| e.messages[0].text())
+            .collect();
+        assert_eq!(summaries.len(), 1);
+        assert!(summaries[0].contains("SUMMARY TWO"));
+        assert!(!summaries[0].contains("SUMMARY ONE"));
+    }
+
+    #[tokio::test]
+    async fn a_failed_or_cancelled_compaction_changes_nothing() {
+        let mut context = ContextManager::new();
+        conversation(&mut context, 0, 4, 100);
+        let before = context.clone();
+        let request = turn_request();
+        let budget = ContextBudget::new(32_768, 4_096, 0.8);
+        let failing = Summarizer::new(None);
+        let cancelled = CancellationToken::new();
+        cancelled.cancel();
+        for (provider, cancel) in [
+            (&failing, CancellationToken::new()),
+            (&Summarizer::new(Some("S")), cancelled),
+            (&Summarizer::new(Some("  ")), CancellationToken::new()),
+        ] {
+            let last = LastRequest {
+                provider,
+                request: &request,
+            };
+            let wanted = SummaryWanted::default();
+            let outcome = compact(&mut context, 9, last, wanted, &budget, &cancel).await;
+            assert!(outcome.is_err());
+            assert_eq!(context, before);
+        }
+    }
+
+    #[test]
+    fn what_does_not_fit_the_window_is_left_out_from_the_end() {
+        let mut context = ContextManager::new();
+        conversation(&mut context, 0, 6, 5_000);
+        let budget = ContextBudget::new(8_192, 2_048, 0.8);
+        let entries = compactable(&context, 2).unwrap();
+        let plan = plan(&turn_request(), &context, entries, Some("the API"), &budget).unwrap();
+        let sent = plan.request.messages.len() - 1;
+        assert!(sent < context.messages().len(), "{sent}");
+        assert_eq!(plan.request.messages[..sent], context.messages()[..sent]);
+        assert!(plan.summarized <= entries);
+        let instruction = plan.request.messages[sent].text();
+        assert!(instruction.ends_with("focus on: the API"), "{instruction}");
+        let chars = budget::fixed_chars(plan.request.system.as_deref(), &plan.request.tools)
+            + (plan.request.messages.iter())
+                .map(|m| budget::message_chars(m))
+                .sum::<u64>();
+        assert!(chars / 4 + 1_024 <= 8_192, "{chars}");
+    }
 }

@@ -288,21 +288,17 @@ async fn summarize(
     on_text: &(dyn Fn(&str) + Send + Sync),
     cancel: &CancellationToken,
 ) -> Result<compact::Compacted, CompactError> {
-    let model = &input.session.model;
     let wanted = compact::SummaryWanted {
         focus: None,
         on_text,
-        cache_key: model.cache_key.as_deref(),
+    };
+    // The summary continues the request the session's turns send (and the
+    // warm-up sent), so the server's cache serves all but the instruction.
+    let prefix = input.request_prefix();
+    let last = compact::LastRequest {
+        provider: &*input.session.model.provider,
+        request: &prefix,
     };
     let budget = input.budget();
-    compact::compact(
-        context,
-        entries,
-        &*model.provider,
-        &model.name,
-        wanted,
-        &budget,
-        cancel,
-    )
-    .await
+    compact::compact(context, entries, last, wanted, &budget, cancel).await
 }

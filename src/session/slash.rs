@@ -237,18 +237,15 @@ impl JobRun {
         let wanted = compact::SummaryWanted {
             focus: focus.as_deref(),
             on_text: &on_text,
-            cache_key: ready.session.model.cache_key.as_deref(),
         };
-        let compacted = compact::compact(
-            &mut self.context,
-            entries,
-            &*ready.session.model.provider,
-            &ready.session.model.name,
-            wanted,
-            &budget,
-            cancel,
-        )
-        .await;
+        // The request as a turn sends it, which the summary continues.
+        let last = ready.request_prefix();
+        let last = compact::LastRequest {
+            provider: &*ready.session.model.provider,
+            request: &last,
+        };
+        let compacted =
+            compact::compact(&mut self.context, entries, last, wanted, &budget, cancel).await;
         let outcome = match compacted {
             Ok(compact::Compacted { op, report }) => {
                 self.text.push_str(&report);

@@ -330,7 +330,12 @@ mirrored_enum! {
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
     #[serde(tag = "op", rename_all = "snake_case")]
     pub enum ContextOp = context::ContextOp {
-        Compact { entries: usize, summary: String },
+        Compact {
+            entries: usize,
+            summary: String,
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            elided: Vec<String>,
+        },
         Drop { start: usize, count: usize },
         Checkpoint { name: String },
         Rollback { name: String },

@@ -300,6 +300,7 @@ mod tests {
         compacted.push(StoredEvent::context(&ContextOp::Compact {
             entries: 4,
             summary: "summary".into(),
+            elided: Vec::new(),
         }));
         compacted.push(prompt("three"));
         let restored = context_from(&compacted);
@@ -364,6 +365,7 @@ mod tests {
             op(ContextOp::Compact {
                 entries: 2,
                 summary: "s".into(),
+                elided: Vec::new(),
             }),
             text("a2"),
             round(vec![Message::assistant_text("a2")]),
@@ -513,5 +515,32 @@ mod tests {
         let title = title_from(&Message::user_text(long)).unwrap();
         assert_eq!(title.chars().count(), 80);
         assert!(title_from(&Message::user_text("   ")).is_none());
+    }
+
+    /// A compaction line written before stubs existed reads as one without
+    /// any; one with stubs writes them and replays them.
+    #[test]
+    fn compaction_lines_with_and_without_stubs_read_back() {
+        let old: StoredEvent = serde_json::from_str(
+            r#"{"event":"context","op":{"op":"compact","entries":2,"summary":"s"}}"#,
+        )
+        .unwrap();
+        let op = ContextOp::Compact {
+            entries: 2,
+            summary: "s".into(),
+            elided: Vec::new(),
+        };
+        assert_eq!(old, StoredEvent::context(&op));
+        let line = serde_json::to_string(&old).unwrap();
+        assert!(!line.contains("elided"), "{line}");
+        let stubbed = ContextOp::Compact {
+            entries: 2,
+            summary: "s".into(),
+            elided: vec!["c1".into()],
+        };
+        let line = serde_json::to_string(&StoredEvent::context(&stubbed)).unwrap();
+        assert!(line.contains(r#""elided":["c1"]"#), "{line}");
+        let back: StoredEvent = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, StoredEvent::context(&stubbed));
     }
 }

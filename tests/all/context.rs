@@ -4,10 +4,19 @@
 
 mod between_turns;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+
 use crate::support::context::{
     SUMMARY, all_text, config_with, is_compaction, reported_tokens, talkative_model,
 };
-use crate::support::harness::{self, Agent, LlmServer, agent_text, thought_text, updates};
+use crate::support::harness::{
+    self, Agent, LlmServer, Recorded, Reply, Split, agent_text, openai_stream, thought_text,
+    updates,
+};
+use crate::support::wait::wait_until;
 
 #[tokio::test]
 async fn a_long_conversation_is_compacted_at_the_threshold_and_every_request_fits() {
@@ -187,4 +196,153 @@ async fn a_failed_compaction_leaves_the_context_as_it_was() {
     let report = agent_text(&seen, &session);
     assert!(report.contains("in 6 entries"), "{report}");
     assert!(!report.contains("summary"), "{report}");
+}
+
+/// A model that reads `notesN.txt` before answering "question N", and
+/// answers the n-th compaction request with "SUMMARY… number n".
+fn reading_model() -> impl Fn(&Recorded) -> Reply {
+    let summaries = Arc::new(AtomicUsize::new(0));
+    move |request| {
+        if request.path.ends_with("/models") {
+            return harness::models_reply(&["test-model"]);
+        }
+        let messages = request.body["messages"].as_array().unwrap();
+        let last = messages.last().unwrap();
+        let (delta, finish) = if is_compaction(request) {
+            let n = summaries.fetch_add(1, Ordering::SeqCst) + 1;
+            (json!({"content": format!("{SUMMARY} number {n}")}), "stop")
+        } else if last["role"] == "user" {
+            let question = last["content"].as_str().unwrap_or_default();
+            let n = question.trim_start_matches("question ");
+            let arguments = json!({"path": format!("notes{n}.txt")}).to_string();
+            let call = json!({"index": 0, "id": format!("call_{}", messages.len()), "type": "function",
+                "function": {"name": "read_file", "arguments": arguments}});
+            (json!({"tool_calls": [call]}), "tool_calls")
+        } else {
+            (json!({"content": "Read it."}), "stop")
+        };
+        Reply::stream(openai_stream(&[delta], finish, (100, 10)), Split::Whole)
+    }
+}
+
+/// The messages of a request as JSON text, one string each.
+fn message_texts(request: &Recorded) -> Vec<String> {
+    (request.body["messages"].as_array().unwrap().iter())
+        .map(Value::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn compaction_continues_the_cached_conversation_and_folds_into_one_summary() {
+    let server = LlmServer::start(reading_model()).await;
+    let config = config_with(&server.base_url(), 32_768, "");
+    let mut agent = Agent::spawn(&config).await;
+    for n in 0..5 {
+        let text = format!("content-{n} ").repeat(100);
+        std::fs::write(agent.cwd().join(format!("notes{n}.txt")), text).unwrap();
+    }
+    let session = agent.start_session().await;
+    for n in 0..3 {
+        let (_, response) = agent.prompt(&session, &format!("question {n}")).await;
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    }
+    let (seen, _) = agent.prompt(&session, "/compact").await;
+    assert!(agent_text(&seen, &session).contains("Summarized"));
+    let chat = server.chat_requests();
+    let (first, before) = (&chat[chat.len() - 1], &chat[chat.len() - 2]);
+    assert!(is_compaction(first) && !is_compaction(before));
+    // The last request, unchanged, then its answer and the instruction.
+    for key in ["tools", "model"] {
+        assert_eq!(first.body[key], before.body[key], "`{key}` changed");
+    }
+    let (asked, summarizing) = (message_texts(before), message_texts(first));
+    assert_eq!(summarizing[..asked.len()], asked[..]);
+    assert_eq!(summarizing.len(), asked.len() + 2);
+    assert!(all_text(first).contains("content-0"));
+
+    for n in 3..5 {
+        agent.prompt(&session, &format!("question {n}")).await;
+    }
+    let (seen, _) = agent.prompt(&session, "/compact").await;
+    assert!(agent_text(&seen, &session).contains("Summarized"));
+    let second = server.chat_requests().last().cloned().unwrap();
+    assert!(is_compaction(&second));
+    let text = all_text(&second);
+    // The earlier summary, not the turns it replaced; the output of a
+    // turn kept then (but not the latest) as its stub.
+    assert!(text.contains(&format!("{SUMMARY} number 1")), "{text}");
+    assert!(
+        !text.contains("question 0") && !text.contains("content-0"),
+        "{text}"
+    );
+    assert!(!text.contains("content-1"), "{text}");
+    assert!(
+        text.contains(r#"[read_file {\"path\":\"notes1.txt\"} → 1,000 bytes, elided]"#)
+            || text.contains(r#"[read_file {"path":"notes1.txt"} → "#),
+        "{text}"
+    );
+    assert!(text.contains("Update this summary"), "{text}");
+
+    // One summary, the new one; a restart rebuilds the same context.
+    let (seen, _) = agent.prompt(&session, "/context").await;
+    let report = agent_text(&seen, &session);
+    assert_eq!(report.matches(" summary ").count(), 1, "{report}");
+    assert!(
+        report.contains("number 2") && !report.contains("number 1"),
+        "{report}"
+    );
+    agent
+        .wait_saved(&session, "two compactions", |events| {
+            (events.iter())
+                .filter(|e| e["event"] == "context" && e["op"]["op"] == "compact")
+                .count()
+                >= 2
+        })
+        .await;
+    agent.kill().await;
+    let mut again = Agent::spawn_sharing(&config, &agent).await;
+    again.initialize().await;
+    let (_, response) = again.load(&session, agent.cwd()).await;
+    assert!(response.get("result").is_some(), "{response}");
+    let (seen, _) = again.prompt(&session, "/context").await;
+    assert_eq!(agent_text(&seen, &session), report);
+}
+
+#[tokio::test]
+async fn a_cancelled_compaction_leaves_the_context_and_the_store_unchanged() {
+    let server = LlmServer::start(|request| {
+        if request.path.ends_with("/models") {
+            return harness::models_reply(&["test-model"]);
+        }
+        if is_compaction(request) {
+            return Reply::stream(harness::stream_head(&["SUMM"]), Split::Whole).hanging();
+        }
+        talkative_model(20)(request)
+    })
+    .await;
+    let mut agent = Agent::spawn(&config_with(&server.base_url(), 32_768, "")).await;
+    let session = agent.start_session().await;
+    for n in 0..3 {
+        agent.prompt(&session, &format!("question {n}")).await;
+    }
+    let (seen, _) = agent.prompt(&session, "/context").await;
+    let before = agent_text(&seen, &session);
+    let history = agent.saved_events(&session).len();
+    let id = agent.start_prompt(&session, "/compact").await;
+    wait_until("the summary request", || {
+        server.chat_requests().iter().any(is_compaction)
+    })
+    .await;
+    agent
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    let (_, response) = agent.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    let (seen, _) = agent.prompt(&session, "/context").await;
+    assert_eq!(agent_text(&seen, &session), before);
+    let stored = agent.saved_events(&session);
+    assert!(
+        !stored[history..].iter().any(|e| e["event"] == "context"),
+        "{stored:?}"
+    );
 }

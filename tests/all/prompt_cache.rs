@@ -198,6 +198,87 @@ async fn every_request_begins_with_the_one_before_it_byte_for_byte() {
 }
 
 #[tokio::test]
+async fn a_summary_request_continues_the_request_before_it_with_its_cache_hints() {
+    for wire in WIRES {
+        let server = LlmServer::start(move |request| {
+            if wire.is_metadata(&request.path) {
+                return wire.models();
+            }
+            wire.stream("text", Split::Whole)
+        })
+        .await;
+        let model = match wire {
+            Wire::Anthropic => "claude-test-model",
+            _ => "test-model",
+        };
+        // The cache key asked for, so that it is sent to this OpenAI-style server.
+        let cache_key = match wire {
+            Wire::OpenAi => "prompt_cache_key = true\n",
+            _ => "",
+        };
+        let config = format!(
+            "[chat]\ndefault_provider = \"p\"\n\n[llm.providers.p]\ntype = \"{}\"\nendpoint = \"{}\"\ndefault_model = \"{model}\"\napi_key = \"k\"\nretry_base_delay_ms = 20\n{cache_key}",
+            wire.kind(),
+            wire.endpoint(&server)
+        );
+        let mut agent = Agent::spawn(&config).await;
+        let session = agent.start_session().await;
+        for turn in 1..=2 {
+            agent.prompt(&session, &format!("question {turn}")).await;
+        }
+        let (seen, _) = agent.prompt(&session, "/compact").await;
+        let report = agent_text(&seen, &session);
+        assert!(report.contains("Summarized"), "{wire:?}: {report}");
+        let chat = server.chat_requests();
+        let (before, summary) = (
+            without_breakpoints(&chat[chat.len() - 2].body),
+            &chat[chat.len() - 1].body,
+        );
+        // Anthropic: the breakpoints are where a turn puts them, the latest on the instruction.
+        if wire == Wire::Anthropic {
+            let marks = summary.to_string().matches("cache_control").count();
+            assert_eq!(marks, 3, "{summary}");
+            let last = summary["messages"].as_array().unwrap().last().unwrap();
+            assert!(last.to_string().contains("cache_control"), "{last}");
+        }
+        let summary = without_breakpoints(summary);
+        for key in [
+            "system",
+            "tools",
+            "model",
+            "prompt_cache_key",
+            "tool_choice",
+        ] {
+            assert_eq!(
+                before.get(key),
+                summary.get(key),
+                "{wire:?}: `{key}` changed"
+            );
+        }
+        if wire == Wire::OpenAi {
+            assert_eq!(summary["prompt_cache_key"], session.as_str());
+        }
+        let (old, new) = (
+            before["messages"].as_array().unwrap(),
+            summary["messages"].as_array().unwrap(),
+        );
+        assert_eq!(
+            serde_json::to_string(&old[..]).unwrap(),
+            serde_json::to_string(&new[..old.len()]).unwrap(),
+            "{wire:?}: an earlier message changed"
+        );
+        // Only the answer and the instruction are new.
+        assert_eq!(new.len(), old.len() + 2, "{wire:?}");
+        assert!(
+            new.last()
+                .unwrap()
+                .to_string()
+                .contains("[Compaction request]")
+        );
+    }
+}
+
+#[tokio::test]
 async fn compaction_keeps_the_system_prompt_and_tools_as_they_were() {
     let server = LlmServer::chat(talkative_model(3000)).await;
     let mut agent = Agent::spawn(&config_with(&server.base_url(), 4096, "")).await;

@@ -31,9 +31,17 @@ pub fn tool_names(request: &Recorded) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Whether a request is the agent asking for a compaction summary.
+/// How the agent's compaction instruction begins.
+pub const COMPACTION_MARK: &str = "[Compaction request]";
+
+/// Whether a request is the agent asking for a compaction summary: its
+/// last message is the instruction (a user message).
 pub fn is_compaction(request: &Recorded) -> bool {
-    system_text(request).starts_with("You write the working memory")
+    let last = request.body["messages"].as_array().and_then(|m| m.last());
+    last.is_some_and(|m| {
+        m["role"] == "user"
+            && (m["content"].as_str()).is_some_and(|text| text.starts_with(COMPACTION_MARK))
+    })
 }
 
 /// Tokens the fake server reports for a request: its body, chars/4.
