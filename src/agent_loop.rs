@@ -30,7 +30,9 @@ mod fit;
 mod keep_alive;
 pub mod loop_guard;
 mod model_call;
+mod steering;
 pub use fallback::{Fallback, Switched};
+pub use steering::{SteeredMessage, SteeringInbox};
 use fit::fit;
 use loop_guard::{LoopGuard, LoopGuardSettings};
 use model_call::{CallEnd, CallResult, Limits, call_model};
@@ -43,6 +45,8 @@ pub enum Journal {
     Round(Vec<Arc<Message>>),
     /// A compaction or drop, applied to the context before the next call.
     Op(ContextOp),
+    /// A user message that joined the turn, after the rounds before it.
+    Steered(SteeredMessage),
 }
 
 pub type JournalFn = Arc<dyn Fn(Journal) + Send + Sync>;
@@ -68,6 +72,8 @@ pub struct TurnInput {
     pub tool_context: ToolContext,
     /// Told of every round and context operation of this turn as it happens.
     pub journal: Option<JournalFn>,
+    /// Messages the user sends while the turn runs, taken before each request.
+    pub steering: Option<Arc<dyn SteeringInbox>>,
 }
 
 /// What the session lends each of its turns: settings and handles that
@@ -186,6 +192,7 @@ pub async fn run_turn(
         if let Some(stop) = stop_before_call(&input, turn.requests, &turn.usage, emit) {
             break Ok(stop);
         }
+        turn.take_steered(&input);
         turn.requests += 1;
         if let ControlFlow::Break(result) = turn.round(&mut input, emit).await {
             break result;

@@ -93,6 +93,7 @@ fn input(provider: Arc<Scripted>, cancel: CancellationToken) -> TurnInput {
         tools: ToolRegistry::builtin(),
         tool_context: ToolContext::local(std::env::temp_dir()),
         journal: None,
+        steering: None,
     }
 }
 

@@ -102,6 +102,7 @@ async fn session_from(
         lineage: None,
         notices: Vec::new(),
         client_prompt: None,
+        idempotency_keys: Default::default(),
     };
     let shared = Shared {
         runtime: Arc::new(runtime::AgentRuntime::new(None, defaults.subagents)),
