@@ -32,10 +32,10 @@ pub mod loop_guard;
 mod model_call;
 mod steering;
 pub use fallback::{Fallback, Switched};
-pub use steering::{SteeredMessage, SteeringInbox};
 use fit::fit;
 use loop_guard::{LoopGuard, LoopGuardSettings};
 use model_call::{CallEnd, CallResult, Limits, call_model};
+pub use steering::{SteeredMessage, SteeringInbox};
 
 /// What a turn reports for the session store the moment it happens, so a
 /// crash loses only the round in flight.

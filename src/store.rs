@@ -31,5 +31,6 @@ pub use disk::{Metadata, PromptIds, StoredEvent, StoredUpdate};
 pub use files::{ArchiveMark, ListPage, OpenSession, Store, StoreError, list_page};
 pub use recorder::{Recorder, Settings, Titled};
 pub use views::{
-    Restored, context_from, files_from, keys_from, replay_from, replay_part, todos_from, totals_from,
+    Restored, context_from, files_from, keys_from, replay_from, replay_part, todos_from,
+    totals_from,
 };

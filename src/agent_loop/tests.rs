@@ -516,6 +516,7 @@ fn assert_replays(start: ContextManager, journal: &Mutex<Vec<Journal>>, end: &Co
             Journal::Op(op) => {
                 replayed.apply(op).unwrap();
             }
+            Journal::Steered(steered) => replayed.push(Arc::clone(&steered.message)),
         }
     }
     assert_eq!(replayed.messages(), end.messages());
@@ -612,6 +613,7 @@ async fn a_tool_result_that_passes_the_threshold_compacts_before_the_next_call()
             Journal::Round(_) => "answer",
             Journal::Op(ContextOp::Compact { .. }) => "compact",
             Journal::Op(_) => "other op",
+            Journal::Steered(_) => "steered",
         })
         .collect();
     assert_eq!(kinds, ["tool round", "compact", "answer"]);
@@ -631,3 +633,5 @@ async fn a_tool_result_that_passes_the_threshold_compacts_before_the_next_call()
     assert!(parts.iter().any(|p| matches!(p, Part::ToolCall { .. })));
     assert!(parts.iter().any(|p| matches!(p, Part::ToolResult { .. })));
 }
+
+mod steering;

@@ -75,7 +75,10 @@ impl SessionActor {
                     self.conversation.keys.insert(key, message_id);
                 }
             }
-            Err(refused) => reject(*refused, SessionError::SteeringFull(self.services.id.clone())),
+            Err(refused) => reject(
+                *refused,
+                SessionError::SteeringFull(self.services.id.clone()),
+            ),
         }
     }
 

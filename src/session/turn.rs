@@ -15,8 +15,8 @@ use super::cursors;
 use super::runtime::with_children;
 use super::settings::Settings;
 use super::shared::{Defaults, Journaled, Shared, TurnKind};
-use super::subagents::TurnDelegator;
 use super::steering::TurnInbox;
+use super::subagents::TurnDelegator;
 use super::{PromptReply, SessionActor, SessionError, TurnEnd};
 use crate::util::lock;
 
@@ -593,7 +593,9 @@ impl SessionActor {
                                 tracing::warn!(%err, "a journaled context operation does not apply");
                             }
                         }
-                        Journal::Steered(steered) => self.conversation.context.push(steered.message),
+                        Journal::Steered(steered) => {
+                            self.conversation.context.push(steered.message)
+                        }
                     }
                 }
                 let detail = crash_detail(err);

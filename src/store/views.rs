@@ -30,7 +30,9 @@ pub fn replay_part(events: &[StoredEvent], prompts_before: usize) -> Vec<Update>
                 message_id,
                 ..
             } => {
-                let message_id = message_id.clone().unwrap_or_else(|| disk::prompt_id(prompts));
+                let message_id = message_id
+                    .clone()
+                    .unwrap_or_else(|| disk::prompt_id(prompts));
                 prompts += 1;
                 out.push(Shown::User(message_id, shown_parts(message)));
             }
@@ -83,7 +85,9 @@ pub fn keys_from(events: &[StoredEvent]) -> HashMap<String, String> {
                 ..
             } => {
                 prompts += 1;
-                let id = message_id.clone().unwrap_or_else(|| disk::prompt_id(prompts - 1));
+                let id = message_id
+                    .clone()
+                    .unwrap_or_else(|| disk::prompt_id(prompts - 1));
                 (idempotency_key, id)
             }
             StoredEvent::SteeredPrompt {
@@ -142,7 +146,8 @@ pub fn context_from(events: &[StoredEvent]) -> Restored {
     for event in events {
         match event {
             // A steered message goes in where it went in live, within its turn.
-            StoredEvent::UserPrompt { message, .. } | StoredEvent::SteeredPrompt { message, .. } => {
+            StoredEvent::UserPrompt { message, .. }
+            | StoredEvent::SteeredPrompt { message, .. } => {
                 close_cut_short(&mut context, &mut open);
                 context.push(Arc::new(message.clone().into()));
                 open = Some(String::new());
