@@ -62,9 +62,11 @@ impl SessionActor {
 
     /// A prompt while a turn runs: into its inbox, if it steers.
     fn steer(&mut self, pending: Pending, when_busy: WhenBusy, turn: &RunningTurn) {
-        // A sender that waits for the turn's end cannot share another's.
+        // A sender that waits for the turn's end cannot share another's;
+        // a built-in command acts on the session, not in the conversation.
         let at_end = matches!(pending.answer, PromptAnswer::AtEnd(_));
-        if when_busy == WhenBusy::Refuse || at_end {
+        let command = crate::commands::from_parts(&pending.content).is_some();
+        if when_busy == WhenBusy::Refuse || at_end || command {
             reject(pending, SessionError::Busy(self.services.id.clone()));
             return;
         }

@@ -293,6 +293,53 @@ mod tests {
     }
 
     #[test]
+    fn prompts_keep_their_saved_ids_and_older_ones_go_by_their_place() {
+        let ids = |id: &str, key: Option<&str>| disk::PromptIds {
+            message_id: id.into(),
+            idempotency_key: key.map(str::to_string),
+        };
+        let at = || "2026-01-01T00:00:00.000Z".to_string();
+        let events = vec![
+            prompt("old"),
+            text("a"),
+            StoredEvent::prompt_with_id(at(), &Message::user_text("new"), &ids("m-new", Some("k"))),
+            text("b"),
+            StoredEvent::steered(at(), &Message::user_text("steer"), &ids("m-steer", None)),
+            text("c"),
+        ];
+        let shown: Vec<(String, PromptOrigin)> = replay_from(&events)
+            .into_iter()
+            .filter_map(|update| match update {
+                Update::UserPrompt(p) => Some((p.message_id, p.origin)),
+                _ => None,
+            })
+            .collect();
+        let replayed = PromptOrigin::Replayed;
+        assert_eq!(
+            shown,
+            [
+                ("prompt-0".into(), replayed),
+                ("m-new".into(), replayed),
+                ("m-steer".into(), replayed),
+            ]
+        );
+        // A part of the history keeps the ids it has in the whole.
+        assert!(matches!(
+            &replay_part(&events[2..], 1)[0],
+            Update::UserPrompt(p) if p.message_id == "m-new"
+        ));
+        assert_eq!(
+            keys_from(&events).get("k").map(String::as_str),
+            Some("m-new")
+        );
+        // The steered message is in the context where it went in.
+        let texts: Vec<String> = (context_from(&events).context.messages().iter())
+            .map(|m| m.text())
+            .collect();
+        assert_eq!(texts, ["old", "a", "new", "b", "steer", "c"]);
+    }
+
+    #[test]
     fn replay_joins_chunks_and_keeps_order() {
         let events = vec![
             prompt("hi"),
