@@ -30,10 +30,12 @@ mod fit;
 mod keep_alive;
 pub mod loop_guard;
 mod model_call;
+mod steering;
 pub use fallback::{Fallback, Switched};
 use fit::fit;
 use loop_guard::{LoopGuard, LoopGuardSettings};
 use model_call::{CallEnd, CallResult, Limits, call_model};
+pub use steering::{SteeredMessage, SteeringInbox};
 
 /// What a turn reports for the session store the moment it happens, so a
 /// crash loses only the round in flight.
@@ -43,6 +45,8 @@ pub enum Journal {
     Round(Vec<Arc<Message>>),
     /// A compaction or drop, applied to the context before the next call.
     Op(ContextOp),
+    /// A user message that joined the turn, after the rounds before it.
+    Steered(SteeredMessage),
 }
 
 pub type JournalFn = Arc<dyn Fn(Journal) + Send + Sync>;
@@ -68,6 +72,8 @@ pub struct TurnInput {
     pub tool_context: ToolContext,
     /// Told of every round and context operation of this turn as it happens.
     pub journal: Option<JournalFn>,
+    /// Messages the user sends while the turn runs, taken before each request.
+    pub steering: Option<Arc<dyn SteeringInbox>>,
 }
 
 /// What the session lends each of its turns: settings and handles that
@@ -193,6 +199,7 @@ pub async fn run_turn(
         if let Some(stop) = stop_before_call(&input, turn.requests, &turn.usage, emit) {
             break Ok(stop);
         }
+        turn.take_steered(&input);
         turn.requests += 1;
         if let ControlFlow::Break(result) = turn.round(&mut input, emit).await {
             break result;

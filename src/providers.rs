@@ -416,6 +416,12 @@ impl Providers {
         Ok(())
     }
 
+    /// Serves `name` with `provider` (a scripted one, in tests).
+    #[cfg(test)]
+    pub fn serve_with(&self, name: &str, provider: Arc<dyn Provider>) {
+        lock(&self.built).insert(name.to_string(), provider);
+    }
+
     pub fn get(&self, name: &str) -> Option<Arc<dyn Provider>> {
         let config = self.config(name)?;
         let mut built = lock(&self.built);

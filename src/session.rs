@@ -8,6 +8,7 @@ mod between_turns;
 mod budget;
 mod cursors;
 mod fallback;
+mod foreground;
 mod live;
 pub mod manager;
 mod permissions_command;
@@ -24,6 +25,7 @@ mod settings;
 mod shared;
 mod skills;
 mod slash;
+mod steering;
 mod subagents;
 mod suggestions;
 #[cfg(test)]
@@ -74,6 +76,16 @@ pub enum SessionError {
         "the turn failed unexpectedly: {0}. The session is still usable; please report this with the log"
     )]
     Crashed(String),
+    #[error(
+        "session {0} already has 16 messages waiting to join the running turn; wait until the turn takes them"
+    )]
+    SteeringFull(String),
+    #[error(
+        "the steering message was not delivered: the turn was cancelled before it could join; send it again as a new prompt"
+    )]
+    SteeringCancelled,
+    #[error("a prompt with idempotency key `{0}` was already taken; it is not sent twice")]
+    Duplicate(String),
 }
 
 /// How a prompt turn ended, and the tokens its model calls used in all.
@@ -267,6 +279,9 @@ pub struct SessionStart {
     pub notices: Vec<Notice>,
     /// The client's `systemPrompt` (a loaded session's saved one).
     pub client_prompt: Option<crate::model::ClientPrompt>,
+    /// The idempotency keys its user messages were saved with, and their
+    /// ids (empty for a new session).
+    pub idempotency_keys: std::collections::HashMap<String, String>,
 }
 
 /// The session manager's handle on an actor.
@@ -341,6 +356,9 @@ struct Conversation {
     budgets: crate::context::spend::Budgets,
     /// The tokens the last prompt turn used.
     last_turn_tokens: u64,
+    /// The idempotency keys its user messages were sent with, and their
+    /// ids: kept for the session's life, and saved with the messages.
+    keys: std::collections::HashMap<String, String>,
     /// The prompt-cache warm-up the first turn waits for.
     warming: Option<prewarm::Warming>,
     /// A prompt has started: the server has read the prefix, no warm-up.
@@ -380,6 +398,7 @@ impl SessionActor {
                 in_turn: false,
                 budgets: budgets.unwrap_or_default(),
                 last_turn_tokens: start.spent.turn_tokens,
+                keys: std::mem::take(&mut start.idempotency_keys),
                 warming: None,
                 prompted: false,
                 suggested: false,
@@ -472,8 +491,12 @@ impl SessionActor {
                 } => {
                     if let Some(turn) = running.take() {
                         let kind = turn.started.kind;
-                        self.finish_turn(turn, outcome);
-                        self.after_turn(kind);
+                        running = self.finish_turn(turn, outcome);
+                        // Messages steered too late start the next turn at
+                        // once; only a session left idle compacts.
+                        if running.is_none() {
+                            self.after_turn(kind);
+                        }
                     }
                 }
                 step = between_turns::next(&mut self.conversation.background) => {
@@ -502,50 +525,11 @@ impl SessionActor {
     /// Cancel the running turn, if any, and wait for it to answer.
     async fn end_turn(&mut self, running: &mut Option<RunningTurn>) {
         self.end_between_turns(running).await;
-        if let Some(mut turn) = running.take() {
+        // Cancelled, it starts no other: what waited is refused.
+        while let Some(mut turn) = running.take() {
             turn.cancel.cancel();
             let outcome = (&mut turn.started.task).await;
-            self.finish_turn(turn, outcome);
-        }
-    }
-
-    /// A prompt: a new turn, or refused while one runs.
-    fn take_prompt(&mut self, submission: PromptSubmission, running: &mut Option<RunningTurn>) {
-        let PromptSubmission {
-            content,
-            request_cancel,
-            answer,
-            ..
-        } = submission;
-        if running.is_some() {
-            answer.refuse(SessionError::Busy(self.services.id.clone()));
-            return;
-        }
-        // A child of the request's token: `$/cancel_request` and
-        // `session/cancel` both stop it.
-        let cancel = request_cancel.child_token();
-        self.begin_turn();
-        self.withdraw_suggestions();
-        match self.start_turn(content, cancel.clone()) {
-            Ok(started) => {
-                let reply = match answer {
-                    PromptAnswer::AtEnd(reply) => Some(reply),
-                    PromptAnswer::AtInsertion(reply) => {
-                        let message_id = uuid::Uuid::new_v4().to_string();
-                        let _ = reply.send(Ok(Inserted { message_id }));
-                        None
-                    }
-                };
-                *running = Some(RunningTurn {
-                    cancel,
-                    reply,
-                    started,
-                })
-            }
-            Err(err) => {
-                self.conversation.in_turn = false;
-                answer.refuse(err);
-            }
+            *running = self.finish_turn(turn, outcome);
         }
     }
 

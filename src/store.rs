@@ -27,7 +27,10 @@ mod recorder;
 mod views;
 
 pub use blobs::{Blobs, MAX_BLOB_BYTES, content_hash};
-pub use disk::{Metadata, StoredEvent, StoredUpdate};
+pub use disk::{Metadata, PromptIds, StoredEvent, StoredUpdate};
 pub use files::{ArchiveMark, ListPage, OpenSession, Store, StoreError, list_page};
 pub use recorder::{Recorder, Settings, Titled};
-pub use views::{Restored, context_from, files_from, replay_from, todos_from, totals_from};
+pub use views::{
+    Restored, context_from, files_from, keys_from, replay_from, replay_part, todos_from,
+    totals_from,
+};

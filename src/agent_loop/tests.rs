@@ -93,6 +93,7 @@ fn input(provider: Arc<Scripted>, cancel: CancellationToken) -> TurnInput {
         tools: ToolRegistry::builtin(),
         tool_context: ToolContext::local(std::env::temp_dir()),
         journal: None,
+        steering: None,
     }
 }
 
@@ -527,6 +528,7 @@ fn assert_replays(start: ContextManager, journal: &Mutex<Vec<Journal>>, end: &Co
             Journal::Op(op) => {
                 replayed.apply(op).unwrap();
             }
+            Journal::Steered(steered) => replayed.push(Arc::clone(&steered.message)),
         }
     }
     assert_eq!(replayed.messages(), end.messages());
@@ -623,6 +625,7 @@ async fn a_tool_result_that_passes_the_threshold_compacts_before_the_next_call()
             Journal::Round(_) => "answer",
             Journal::Op(ContextOp::Compact { .. }) => "compact",
             Journal::Op(_) => "other op",
+            Journal::Steered(_) => "steered",
         })
         .collect();
     assert_eq!(kinds, ["tool round", "compact", "answer"]);
@@ -656,3 +659,5 @@ async fn a_tool_result_that_passes_the_threshold_compacts_before_the_next_call()
     assert!(parts.iter().any(|p| matches!(p, Part::ToolCall { .. })));
     assert!(parts.iter().any(|p| matches!(p, Part::ToolResult { .. })));
 }
+
+mod steering;

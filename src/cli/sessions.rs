@@ -129,9 +129,14 @@ pub fn show(store: &Store, id: &str, output: Output, out: &mut dyn Write) -> Res
     writeln!(out)?;
     for update in store::replay_from(&events) {
         match update {
-            Update::UserMessage(Part::Text { text }) => writeln!(out, "> {text}")?,
-            Update::UserMessage(Part::Image { mime_type, .. }) => {
-                writeln!(out, "> [image {mime_type}]")?
+            Update::UserPrompt(prompt) => {
+                for part in prompt.content {
+                    match part {
+                        Part::Text { text } => writeln!(out, "> {text}")?,
+                        Part::Image { mime_type, .. } => writeln!(out, "> [image {mime_type}]")?,
+                        _ => {}
+                    }
+                }
             }
             Update::Agent(AgentEvent::AgentText(text)) => writeln!(out, "{text}")?,
             Update::Agent(AgentEvent::Thought(text)) => writeln!(out, "(thinking) {text}")?,

@@ -189,8 +189,17 @@ pub(super) fn replay(events: &[StoredEvent], uses: CursorUse) -> Vec<Update> {
     let mut turn: Option<TurnCursors> = None;
     // The events not replayed yet: from `start` to the one at hand.
     let mut start = 0;
-    let flush = |events: &[StoredEvent], turn: &mut Option<TurnCursors>, out: &mut Vec<Update>| {
-        for update in store::replay_from(events) {
+    // The prompts before `start`, so each keeps the id it has in the whole.
+    let mut prompts = 0;
+    let flush = |events: &[StoredEvent],
+                 prompts: &mut usize,
+                 turn: &mut Option<TurnCursors>,
+                 out: &mut Vec<Update>| {
+        let before = *prompts;
+        *prompts += (events.iter())
+            .filter(|event| matches!(event, StoredEvent::UserPrompt { .. }))
+            .count();
+        for update in store::replay_part(events, before) {
             match turn {
                 Some(cursors) => out.extend(cursors.observe(update)),
                 None => out.push(update),
@@ -201,18 +210,18 @@ pub(super) fn replay(events: &[StoredEvent], uses: CursorUse) -> Vec<Update> {
         match event {
             // A new turn: its prompt is replayed with what follows.
             StoredEvent::UserPrompt { .. } => {
-                flush(&events[start..n], &mut turn, &mut out);
+                flush(&events[start..n], &mut prompts, &mut turn, &mut out);
                 (turn, start) = (None, n);
             }
             StoredEvent::TurnEnd { .. } => {
-                flush(&events[start..n], &mut turn, &mut out);
+                flush(&events[start..n], &mut prompts, &mut turn, &mut out);
                 (turn, start) = (None, n + 1);
             }
             _ => {
                 let Some(name) = event.checkpoint().filter(|name| is_cursor(name)) else {
                     continue;
                 };
-                flush(&events[start..n], &mut turn, &mut out);
+                flush(&events[start..n], &mut prompts, &mut turn, &mut out);
                 start = n + 1;
                 match &mut turn {
                     None => turn = Some(TurnCursors::new(name.to_string(), uses)),
@@ -221,7 +230,7 @@ pub(super) fn replay(events: &[StoredEvent], uses: CursorUse) -> Vec<Update> {
             }
         }
     }
-    flush(&events[start..], &mut turn, &mut out);
+    flush(&events[start..], &mut prompts, &mut turn, &mut out);
     out
 }
 
@@ -337,7 +346,15 @@ mod tests {
                 fork: true,
             })
         };
-        let user = |text: &str| Update::UserMessage(crate::model::Part::Text { text: text.into() });
+        let mut n = 0;
+        let mut user = |text: &str| {
+            n += 1;
+            Update::UserPrompt(crate::client::UserPrompt {
+                message_id: format!("prompt-{}", n - 1),
+                content: vec![crate::model::Part::Text { text: text.into() }],
+                origin: crate::client::PromptOrigin::Replayed,
+            })
+        };
         let tagged = |id: &str, event: AgentEvent| Update::Tagged {
             message_id: id.into(),
             event,

@@ -55,6 +55,8 @@ struct ReadSession {
     files: crate::context::rewind::FileHistory,
     spent: crate::context::spend::Totals,
     todos: Vec<crate::events::TodoItem>,
+    /// The idempotency keys its user messages were saved with.
+    keys: std::collections::HashMap<String, String>,
 }
 
 /// Where a session works and with what: its directories, what the client
@@ -118,6 +120,7 @@ fn read_stored(
         files: store::files_from(&events),
         spent: store::totals_from(&events),
         todos: store::todos_from(&events),
+        keys: store::keys_from(&events),
         restored,
     })
 }
@@ -137,6 +140,7 @@ fn stored_start(
         files,
         spent,
         todos,
+        keys,
     } = read;
     let mut notices = Vec::new();
     if let Some(broken) = &metadata.broken {
@@ -176,6 +180,7 @@ fn stored_start(
         lineage: None,
         notices,
         client_prompt: system_prompt,
+        idempotency_keys: keys,
     };
     (start, replay)
 }
@@ -558,6 +563,7 @@ impl SessionManager {
             lineage: None,
             notices: Vec::new(),
             client_prompt: None,
+            idempotency_keys: Default::default(),
         }
     }
 

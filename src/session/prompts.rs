@@ -106,6 +106,7 @@ impl SessionActor {
         let (turn, journaled) = self.turn_context(TurnKind::Prompt)?;
         let mut context = self.conversation.context.clone();
         let turn_cancel = cancel;
+        let inbox = std::sync::Arc::clone(&turn.inbox);
         let files = std::sync::Arc::clone(&self.services.files);
         let task = tokio::spawn(async move {
             let emit = turn.emitter();
@@ -158,6 +159,7 @@ impl SessionActor {
             task: tokio_util::task::AbortOnDropHandle::new(task),
             kind: TurnKind::Prompt,
             journaled,
+            inbox,
         })
     }
 }

@@ -175,6 +175,13 @@ impl SessionActor {
                 match &entry {
                     Journal::Round(messages) => recorder.round(messages),
                     Journal::Op(op) => recorder.context_op(op),
+                    Journal::Steered(steered) => recorder.steered(
+                        &steered.message,
+                        &store::PromptIds {
+                            message_id: steered.message_id.clone(),
+                            idempotency_key: steered.idempotency_key.clone(),
+                        },
+                    ),
                 }
             }
             lock(&kept).push(entry);
@@ -195,7 +202,7 @@ impl SessionActor {
         title
     }
 
-    pub(super) fn record_prompt(&mut self) {
+    pub(super) fn record_prompt(&mut self, ids: &store::PromptIds) {
         let last = self
             .conversation
             .context
@@ -205,7 +212,7 @@ impl SessionActor {
         let (Some(recorder), Some(message)) = (self.services.recorder.as_ref(), last) else {
             return;
         };
-        if let Some(store::Titled { title, updated_at }) = recorder.prompt(message) {
+        if let Some(store::Titled { title, updated_at }) = recorder.prompt_with_id(message, ids) {
             self.send(Update::SessionInfo {
                 title: Some(title),
                 updated_at,

@@ -78,6 +78,7 @@ impl SessionActor {
         let job = self.command_job(command);
         let (turn, journaled) = self.turn_context(TurnKind::Command)?;
         let roots = self.services.roots();
+        let inbox = std::sync::Arc::clone(&turn.inbox);
         let context = self.conversation.context.clone();
         let task = tokio::spawn(async move {
             let emit = turn.emitter();
@@ -104,6 +105,7 @@ impl SessionActor {
             task: tokio_util::task::AbortOnDropHandle::new(task),
             kind: TurnKind::Command,
             journaled,
+            inbox,
         })
     }
 

@@ -211,6 +211,7 @@ impl TurnDelegator {
             additional_directories: parent.roots.to_vec(),
             notices: Vec::new(),
             client_prompt: None,
+            idempotency_keys: Default::default(),
             client: ClientAbilities::default(),
             mcp_servers: Vec::new(),
             settings,

@@ -66,6 +66,16 @@ async fn session_from(
     save_failure: Option<String>,
     recorder: Option<crate::store::Recorder>,
 ) -> Fixture {
+    session_served(client, save_failure, recorder, None).await
+}
+
+/// A session whose provider `local` is `served`, where given.
+async fn session_served(
+    client: RecordingClient,
+    save_failure: Option<String>,
+    recorder: Option<crate::store::Recorder>,
+    served: Option<Arc<dyn crate::providers::Provider>>,
+) -> Fixture {
     let endpoint = silent_server().await;
     let text = format!(
         "[chat]\ndefault_provider = \"local\"\n\n[llm.providers.local]\ntype = \"openai\"\nendpoint = \"{endpoint}\"\ndefault_model = \"test-model\"\ncontext_window = 32768\n\n[llm.providers.other]\ntype = \"openai\"\nendpoint = \"{endpoint}\"\ndefault_model = \"other-default\"\ncontext_window = 32768\n"
@@ -102,11 +112,16 @@ async fn session_from(
         lineage: None,
         notices: Vec::new(),
         client_prompt: None,
+        idempotency_keys: Default::default(),
     };
+    let providers = Arc::new(Providers::new(config.providers.clone()));
+    if let Some(served) = served {
+        providers.serve_with("local", served);
+    }
     let shared = Shared {
         runtime: Arc::new(runtime::AgentRuntime::new(None, defaults.subagents)),
         defaults: Arc::new(defaults),
-        providers: Arc::new(Providers::new(config.providers.clone())),
+        providers,
         client: Arc::clone(&client) as Arc<dyn ClientSink>,
     };
     Fixture {
@@ -262,9 +277,15 @@ async fn a_client_that_reads_one_line_per_request_hears_of_changes_in_its_next_t
             .iter()
             .any(|u| matches!(u, Update::AvailableCommands(_)))
     );
-    // The turn's own answer comes after them.
+    // The turn's own answer comes after them (then its end, which v1 does not show).
+    assert_eq!(
+        updates.last(),
+        Some(&Update::State(crate::client::SessionState::Idle(
+            StopReason::EndTurn
+        )))
+    );
     assert!(
-        matches!(updates.last(), Some(Update::Agent(_))),
+        matches!(updates.iter().rev().nth(1), Some(Update::Agent(_))),
         "{updates:?}"
     );
 }
@@ -450,3 +471,5 @@ async fn a_panic_in_the_session_itself_stops_it_alone_and_is_marked_in_the_store
     assert!(broken.detail.contains("a bug"), "{broken:?}");
     assert!(crashed, "the history holds the crash");
 }
+
+mod steering;

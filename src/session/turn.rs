@@ -15,6 +15,7 @@ use super::cursors;
 use super::runtime::with_children;
 use super::settings::Settings;
 use super::shared::{Defaults, Journaled, Shared, TurnKind};
+use super::steering::TurnInbox;
 use super::subagents::TurnDelegator;
 use super::{PromptReply, SessionActor, SessionError, TurnEnd};
 use crate::util::lock;
@@ -50,6 +51,8 @@ pub(super) struct Started {
     /// prompt turn records its own as they happen).
     pub kind: TurnKind,
     pub journaled: Journaled,
+    /// Messages sent while it runs, for its loop's next safe point.
+    pub inbox: Arc<TurnInbox>,
 }
 
 /// What a turn reads of its session: handles that live as long as the
@@ -103,6 +106,8 @@ pub(super) struct TurnContext {
     pub budgets: crate::context::spend::Budgets,
     /// The turn's cursors, for a client that takes them.
     cursors: Option<cursors::Shared>,
+    /// Where messages for this turn wait (steering).
+    pub inbox: Arc<TurnInbox>,
 }
 
 /// The tools a turn offers the model, and the skills it names among them.
@@ -188,6 +193,7 @@ impl TurnContext {
             tools,
             tool_context: self.tool_context,
             journal: Some(self.journal),
+            steering: Some(self.inbox),
         }
     }
 
@@ -363,6 +369,10 @@ impl SessionActor {
             journal: self.journal(Arc::clone(&journaled)),
             budgets: self.budgets(),
             cursors: None,
+            inbox: Arc::new(TurnInbox::new(
+                Arc::clone(&services.client),
+                services.id.clone(),
+            )),
         };
         Ok((context, journaled))
     }
@@ -430,6 +440,7 @@ impl SessionActor {
         &mut self,
         content: Vec<Part>,
         cancel: CancellationToken,
+        ids: &crate::store::PromptIds,
     ) -> Result<Started, SessionError> {
         self.services.tally.reset();
         self.refresh_skills();
@@ -446,12 +457,13 @@ impl SessionActor {
             role: Role::User,
             parts: content,
         }));
-        self.record_prompt();
+        self.record_prompt(ids);
         (self.services.files).set_turn(self.conversation.context.last_turn());
         turn.cursors = self.prompt_cursor();
         let context = self.conversation.context.clone();
         let warming = self.conversation.warming.take();
         self.conversation.prompted = true;
+        let inbox = Arc::clone(&turn.inbox);
         // A task of its own: a panic inside a turn must not take the session with it.
         let task = tokio::spawn(async move {
             let emit = turn.emitter();
@@ -502,6 +514,7 @@ impl SessionActor {
             task: AbortOnDropHandle::new(task),
             kind: TurnKind::Prompt,
             journaled,
+            inbox,
         })
     }
 
@@ -526,12 +539,13 @@ impl SessionActor {
         Some(cursors::TurnCursors::new(id, uses).shared())
     }
 
+    /// The turn's end: saved and taken into the session; then the next
+    /// turn, if messages wait for one.
     pub(super) fn finish_turn(
         &mut self,
         turn: RunningTurn,
         outcome: Result<TurnOutcome, tokio::task::JoinError>,
-    ) {
-        let reply = turn.reply;
+    ) -> Option<RunningTurn> {
         let result = match outcome {
             Ok(outcome) => {
                 let children = self.services.tally.take_usage();
@@ -579,6 +593,9 @@ impl SessionActor {
                                 tracing::warn!(%err, "a journaled context operation does not apply");
                             }
                         }
+                        Journal::Steered(steered) => {
+                            self.conversation.context.push(steered.message)
+                        }
                     }
                 }
                 let detail = crash_detail(err);
@@ -586,10 +603,7 @@ impl SessionActor {
                 Err(SessionError::Crashed(detail))
             }
         };
-        self.conversation.in_turn = false;
-        if let Some(reply) = reply {
-            let _ = reply.send(result);
-        }
+        self.turn_ended(turn, result)
     }
 }
 

@@ -112,10 +112,27 @@ fn first_version() -> u32 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum StoredEvent {
-    /// The user's prompt, as the model got it (images kept).
+    /// The user's prompt, as the model got it (images kept): a turn starts.
     UserPrompt {
         at: String,
         message: Message,
+        /// The id the client knows it by; a prompt saved before ids were
+        /// kept has none and goes by its place ([`prompt_id`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+        /// The client's key for the submission, so a retry after a
+        /// restart still inserts nothing.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        idempotency_key: Option<String>,
+    },
+    /// A user message that joined a running turn (steering), where it went
+    /// in: after the round before it, before the next.
+    SteeredPrompt {
+        at: String,
+        message: Message,
+        message_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        idempotency_key: Option<String>,
     },
     /// Something the client was shown.
     Update {
@@ -168,6 +185,19 @@ pub enum StoredEvent {
     /// A kind this version does not know (from a newer one): skipped.
     #[serde(other)]
     Unknown,
+}
+
+/// What a user message is known by: its id, and the client's key for it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PromptIds {
+    pub message_id: String,
+    pub idempotency_key: Option<String>,
+}
+
+/// The id of a prompt saved without one: its place among the history's
+/// prompts (`n` from 0), the same on every load.
+pub fn prompt_id(n: usize) -> String {
+    format!("prompt-{n}")
 }
 
 impl StoredEvent {
@@ -475,6 +505,28 @@ impl StoredEvent {
         Self::UserPrompt {
             at,
             message: message.clone().into(),
+            message_id: None,
+            idempotency_key: None,
+        }
+    }
+
+    /// A prompt with the id it is known by (and the key it was sent with).
+    pub fn prompt_with_id(at: String, message: &model::Message, ids: &PromptIds) -> Self {
+        Self::UserPrompt {
+            at,
+            message: message.clone().into(),
+            message_id: Some(ids.message_id.clone()),
+            idempotency_key: ids.idempotency_key.clone(),
+        }
+    }
+
+    /// A message that joined the running turn.
+    pub fn steered(at: String, message: &model::Message, ids: &PromptIds) -> Self {
+        Self::SteeredPrompt {
+            at,
+            message: message.clone().into(),
+            message_id: ids.message_id.clone(),
+            idempotency_key: ids.idempotency_key.clone(),
         }
     }
 

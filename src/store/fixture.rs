@@ -67,11 +67,25 @@ fn the_fixture_reencodes_byte_for_byte() {
 
 /// A replayed update reduced to what identifies it, in the terms of the
 /// ACP notification the original binary sent for it.
-fn identify(update: &Update) -> Value {
+/// A replayed prompt is one chunk per part, as ACP v1 shows it.
+fn identify(update: &Update) -> Vec<Value> {
+    let text = |kind: &str, text: &str| json!([kind, text]);
+    let Update::UserPrompt(prompt) = update else {
+        return vec![identify_one(update)];
+    };
+    assert_eq!(prompt.origin, crate::client::PromptOrigin::Replayed);
+    (prompt.content.iter())
+        .map(|part| match part {
+            Part::Text { text: t } => text("user_message_chunk", t),
+            Part::Image { data, .. } => text("user_message_chunk", data),
+            other => panic!("not a replayed part: {other:?}"),
+        })
+        .collect()
+}
+
+fn identify_one(update: &Update) -> Value {
     let text = |kind: &str, text: &str| json!([kind, text]);
     match update {
-        Update::UserMessage(Part::Text { text: t }) => text("user_message_chunk", t),
-        Update::UserMessage(Part::Image { data, .. }) => text("user_message_chunk", data),
         Update::Agent(AgentEvent::AgentText(t)) => text("agent_message_chunk", t),
         Update::Agent(AgentEvent::Thought(t)) => text("agent_thought_chunk", t),
         Update::Agent(AgentEvent::ToolCall(call)) => {
@@ -115,7 +129,7 @@ fn identify_notification(update: &Value) -> Value {
 #[test]
 fn the_fixture_replays_what_the_original_binary_replayed() {
     let (_, events) = read();
-    let replay: Vec<Value> = replay_from(&events).iter().map(identify).collect();
+    let replay: Vec<Value> = replay_from(&events).iter().flat_map(identify).collect();
     let expected: Vec<Value> =
         serde_json::from_str::<Vec<Value>>(&expected("expected_replay.json"))
             .unwrap()

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 use super::StoreError;
-use super::disk::{Metadata, StoredEvent};
+use super::disk::{Metadata, PromptIds, StoredEvent};
 use super::files::{OpenSession, PLAN, now_rfc3339, remove_file, write_atomic, write_metadata};
 use super::views::title_from;
 use crate::client::{
@@ -138,6 +138,22 @@ impl Recorder {
     /// session: then the title is returned, for the client.
     pub fn prompt(&self, message: &Message) -> Option<Titled> {
         self.append(StoredEvent::prompt(now_rfc3339(), message));
+        self.title_from_prompt(message)
+    }
+
+    /// [`Recorder::prompt`] with the id the message is known by.
+    pub fn prompt_with_id(&self, message: &Message, ids: &PromptIds) -> Option<Titled> {
+        self.append(StoredEvent::prompt_with_id(now_rfc3339(), message, ids));
+        self.title_from_prompt(message)
+    }
+
+    /// A message that joined the running turn, where it went in.
+    pub fn steered(&self, message: &Message, ids: &PromptIds) {
+        self.append(StoredEvent::steered(now_rfc3339(), message, ids));
+    }
+
+    /// The first prompt names the session: then the title is returned.
+    fn title_from_prompt(&self, message: &Message) -> Option<Titled> {
         if self.lock().title.is_some() {
             return None;
         }
@@ -413,6 +429,7 @@ fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str, health: &
                     if matches!(
                         event,
                         StoredEvent::UserPrompt { .. }
+                            | StoredEvent::SteeredPrompt { .. }
                             | StoredEvent::Round { .. }
                             | StoredEvent::Rewound { .. }
                             | StoredEvent::RewindUndone { .. }
@@ -760,8 +777,12 @@ mod tests {
         assert_eq!(
             replay,
             vec![
-                Update::UserMessage(crate::model::Part::Text {
-                    text: "hello".into()
+                Update::UserPrompt(crate::client::UserPrompt {
+                    message_id: "prompt-0".into(),
+                    content: vec![crate::model::Part::Text {
+                        text: "hello".into()
+                    }],
+                    origin: crate::client::PromptOrigin::Replayed,
                 }),
                 Update::Agent(AgentEvent::AgentText("abc".into())),
             ]

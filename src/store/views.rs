@@ -3,8 +3,10 @@
 
 use std::sync::Arc;
 
+use std::collections::HashMap;
+
 use super::disk::{self, StoredEvent, StoredUpdate};
-use crate::client::Update;
+use crate::client::{PromptOrigin, Update, UserPrompt};
 use crate::context::rewind::FileHistory;
 use crate::context::spend::Totals;
 use crate::context::{ContextManager, ContextOp};
@@ -13,16 +15,32 @@ use crate::model::{Message, Role};
 /// The updates that show the conversation again, in the order the client
 /// first saw them, with consecutive chunks joined.
 pub fn replay_from(events: &[StoredEvent]) -> Vec<Update> {
+    replay_part(events, 0)
+}
+
+/// [`replay_from`] for a part of a history that has `prompts_before`
+/// prompts before it, so each prompt keeps the id it has in the whole.
+pub fn replay_part(events: &[StoredEvent], prompts_before: usize) -> Vec<Update> {
     let mut out: Vec<Shown> = Vec::new();
+    let mut prompts = prompts_before;
     for event in events {
         match event {
-            StoredEvent::UserPrompt { message, .. } => {
-                for part in &message.parts {
-                    if matches!(part, disk::Part::Text { .. } | disk::Part::Image { .. }) {
-                        out.push(Shown::User(part.clone()));
-                    }
-                }
+            StoredEvent::UserPrompt {
+                message,
+                message_id,
+                ..
+            } => {
+                let message_id = message_id
+                    .clone()
+                    .unwrap_or_else(|| disk::prompt_id(prompts));
+                prompts += 1;
+                out.push(Shown::User(message_id, shown_parts(message)));
             }
+            StoredEvent::SteeredPrompt {
+                message,
+                message_id,
+                ..
+            } => out.push(Shown::User(message_id.clone(), shown_parts(message))),
             StoredEvent::Update { update } => {
                 if let Some(Shown::Agent(last)) = out.last_mut()
                     && last.coalesce(update)
@@ -36,15 +54,60 @@ pub fn replay_from(events: &[StoredEvent]) -> Vec<Update> {
     }
     out.into_iter()
         .map(|item| match item {
-            Shown::User(part) => Update::UserMessage(part.into()),
+            Shown::User(message_id, parts) => Update::UserPrompt(UserPrompt {
+                message_id,
+                content: parts.into_iter().map(Into::into).collect(),
+                origin: PromptOrigin::Replayed,
+            }),
             Shown::Agent(update) => Update::Agent(update.into_event()),
         })
         .collect()
 }
 
-/// What the client was shown: the user's prompt, or the agent's updates.
+/// The parts of a prompt the user is shown again: its text and images.
+fn shown_parts(message: &disk::Message) -> Vec<disk::Part> {
+    (message.parts.iter())
+        .filter(|part| matches!(part, disk::Part::Text { .. } | disk::Part::Image { .. }))
+        .cloned()
+        .collect()
+}
+
+/// The idempotency keys the history's user messages were sent with, and
+/// their message ids: a retry after a restart still inserts nothing.
+pub fn keys_from(events: &[StoredEvent]) -> HashMap<String, String> {
+    let mut keys = HashMap::new();
+    let mut prompts = 0;
+    for event in events {
+        let (key, message_id) = match event {
+            StoredEvent::UserPrompt {
+                idempotency_key,
+                message_id,
+                ..
+            } => {
+                prompts += 1;
+                let id = message_id
+                    .clone()
+                    .unwrap_or_else(|| disk::prompt_id(prompts - 1));
+                (idempotency_key, id)
+            }
+            StoredEvent::SteeredPrompt {
+                idempotency_key,
+                message_id,
+                ..
+            } => (idempotency_key, message_id.clone()),
+            _ => continue,
+        };
+        if let Some(key) = key {
+            keys.insert(key.clone(), message_id);
+        }
+    }
+    keys
+}
+
+/// What the client was shown: a user message (its id and parts), or the
+/// agent's updates.
 enum Shown {
-    User(disk::Part),
+    User(String, Vec<disk::Part>),
     Agent(StoredUpdate),
 }
 
@@ -82,7 +145,9 @@ pub fn context_from(events: &[StoredEvent]) -> Restored {
     };
     for event in events {
         match event {
-            StoredEvent::UserPrompt { message, .. } => {
+            // A steered message goes in where it went in live, within its turn.
+            StoredEvent::UserPrompt { message, .. }
+            | StoredEvent::SteeredPrompt { message, .. } => {
                 close_cut_short(&mut context, &mut open);
                 context.push(Arc::new(message.clone().into()));
                 open = Some(String::new());
@@ -228,6 +293,53 @@ mod tests {
     }
 
     #[test]
+    fn prompts_keep_their_saved_ids_and_older_ones_go_by_their_place() {
+        let ids = |id: &str, key: Option<&str>| disk::PromptIds {
+            message_id: id.into(),
+            idempotency_key: key.map(str::to_string),
+        };
+        let at = || "2026-01-01T00:00:00.000Z".to_string();
+        let events = vec![
+            prompt("old"),
+            text("a"),
+            StoredEvent::prompt_with_id(at(), &Message::user_text("new"), &ids("m-new", Some("k"))),
+            text("b"),
+            StoredEvent::steered(at(), &Message::user_text("steer"), &ids("m-steer", None)),
+            text("c"),
+        ];
+        let shown: Vec<(String, PromptOrigin)> = replay_from(&events)
+            .into_iter()
+            .filter_map(|update| match update {
+                Update::UserPrompt(p) => Some((p.message_id, p.origin)),
+                _ => None,
+            })
+            .collect();
+        let replayed = PromptOrigin::Replayed;
+        assert_eq!(
+            shown,
+            [
+                ("prompt-0".into(), replayed),
+                ("m-new".into(), replayed),
+                ("m-steer".into(), replayed),
+            ]
+        );
+        // A part of the history keeps the ids it has in the whole.
+        assert!(matches!(
+            &replay_part(&events[2..], 1)[0],
+            Update::UserPrompt(p) if p.message_id == "m-new"
+        ));
+        assert_eq!(
+            keys_from(&events).get("k").map(String::as_str),
+            Some("m-new")
+        );
+        // The steered message is in the context where it went in.
+        let texts: Vec<String> = (context_from(&events).context.messages().iter())
+            .map(|m| m.text())
+            .collect();
+        assert_eq!(texts, ["old", "a", "new", "b", "steer", "c"]);
+    }
+
+    #[test]
     fn replay_joins_chunks_and_keeps_order() {
         let events = vec![
             prompt("hi"),
@@ -252,7 +364,11 @@ mod tests {
         assert_eq!(replay.len(), 5, "{replay:?}");
         assert_eq!(
             replay[0],
-            Update::UserMessage(Part::Text { text: "hi".into() })
+            Update::UserPrompt(UserPrompt {
+                message_id: "prompt-0".into(),
+                content: vec![Part::Text { text: "hi".into() }],
+                origin: PromptOrigin::Replayed,
+            })
         );
         assert_eq!(
             replay[1],

@@ -46,7 +46,10 @@ pub fn store_error(err: StoreError) -> RpcError {
 
 pub fn session_error(err: SessionError) -> RpcError {
     match &err {
-        SessionError::Busy(_) => RpcError::new(INVALID_REQUEST, err.to_string()),
+        SessionError::Busy(_)
+        | SessionError::SteeringFull(_)
+        | SessionError::SteeringCancelled
+        | SessionError::Duplicate(_) => RpcError::new(INVALID_REQUEST, err.to_string()),
         SessionError::UnknownOption(..) | SessionError::UnknownValue { .. } => {
             RpcError::invalid_params(err.to_string())
         }
