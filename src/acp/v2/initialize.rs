@@ -113,7 +113,7 @@ pub fn client_info(request: &v2::InitializeRequest) -> ClientInfo {
 /// terminal sign-in for a client that runs it.
 pub fn response(unstable: Unstable, client: &ClientInfo) -> serde_json::Result<Value> {
     let auth_methods = if client.terminal_auth {
-        convert(&crate::acp::auth::methods())?
+        sign_in_methods()
     } else {
         Vec::new()
     };
@@ -131,6 +131,16 @@ pub fn response(unstable: Unstable, client: &ClientInfo) -> serde_json::Result<V
         },
         auth_methods,
     })
+}
+
+/// The terminal method v1 offers, as v2 writes it (`auth/login` takes it).
+fn sign_in_methods() -> Vec<v2::AuthMethod> {
+    use crate::acp::auth::{SETUP_DESCRIPTION, SETUP_METHOD, SETUP_NAME};
+    vec![v2::AuthMethod::Terminal(
+        v2::AuthMethodTerminal::new(SETUP_METHOD, SETUP_NAME)
+            .description(SETUP_DESCRIPTION.to_string())
+            .args(vec!["setup".to_string()]),
+    )]
 }
 
 /// `v2::InitializeResponse` as written, with `capabilities.session.steering`

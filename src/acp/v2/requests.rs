@@ -130,12 +130,31 @@ fn place(
         additional_directories: (additional_directories.iter())
             .map(|path| path.0.clone())
             .collect(),
-        mcp_servers: convert::params(method, &mcp_servers)?,
+        mcp_servers: (mcp_servers.iter())
+            .map(|server| mcp_server(method, server))
+            .collect::<Result<_, _>>()?,
         system_prompt: system_prompt
             .map(|prompt| convert::params(method, prompt))
             .transpose()?,
         config_options: convert::params(method, &config_options)?,
     })
+}
+
+/// v2 tags a stdio server (`type: "stdio"`) and may leave empty lists
+/// out; v1 does neither: the rest is alike.
+fn mcp_server(method: &str, server: &v2::McpServer) -> Result<v1::McpServer, RpcError> {
+    match server {
+        v2::McpServer::Stdio(stdio) => Ok(v1::McpServer::Stdio(
+            v1::McpServerStdio::new(stdio.name.clone(), stdio.command.0.clone())
+                .args(stdio.args.clone())
+                .env(convert::params(method, &stdio.env)?),
+        )),
+        v2::McpServer::Http(http) => Ok(v1::McpServer::Http(
+            v1::McpServerHttp::new(http.name.clone(), http.url.clone())
+                .headers(convert::params(method, &http.headers)?),
+        )),
+        other => convert::params(method, other),
+    }
 }
 
 fn new_session(router: &mut Router, request: v2::NewSessionRequest, responder: Responder) {
