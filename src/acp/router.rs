@@ -41,9 +41,9 @@ mod stored;
 
 pub(in crate::acp) use answers::{session_answer, session_error};
 pub use capabilities::{ClientInfo, initialize_response, initialize_response_with, sign_in_for};
-pub(in crate::acp) use reopen::{NewAnswer, Reopen};
 pub use params::parse;
 pub(super) use params::tolerate;
+pub(in crate::acp) use reopen::{NewAnswer, Reopen};
 
 /// A request's handler, its params still raw (see [`Router::dispatch`]).
 type Handler = Box<dyn FnOnce(&mut Router, &str, Value, Responder)>;
@@ -368,7 +368,11 @@ impl Router {
         });
     }
 
-    pub(in crate::acp) fn close_session(&mut self, request: acp::CloseSessionRequest, responder: Responder) {
+    pub(in crate::acp) fn close_session(
+        &mut self,
+        request: acp::CloseSessionRequest,
+        responder: Responder,
+    ) {
         let Some(session) = self.sessions.remove(&request.session_id.0) else {
             return responder.respond(Err(self.not_running(&request.session_id.0)));
         };

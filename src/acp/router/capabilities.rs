@@ -74,14 +74,22 @@ impl ClientInfo {
 }
 
 impl Router {
-    pub(in crate::acp) fn initialize(&mut self, request: acp::InitializeRequest, responder: Responder) {
+    pub(in crate::acp) fn initialize(
+        &mut self,
+        request: acp::InitializeRequest,
+        responder: Responder,
+    ) {
         let client = ClientInfo::from_request(&request);
         let response = initialize_response_with(self.sessions.unstable());
         responder.respond_with(Ok(sign_in_for(response, &client)));
         self.client = Some(client);
     }
 
-    pub(in crate::acp) fn authenticate(&mut self, request: acp::AuthenticateRequest, responder: Responder) {
+    pub(in crate::acp) fn authenticate(
+        &mut self,
+        request: acp::AuthenticateRequest,
+        responder: Responder,
+    ) {
         let (providers, _) = self.sessions.providers();
         responder.respond_with(crate::acp::auth::authenticate(
             &request,

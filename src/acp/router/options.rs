@@ -168,7 +168,11 @@ impl Router {
         Ok(options)
     }
 
-    pub(in crate::acp) fn set_title(&mut self, request: acp::SetSessionTitleRequest, responder: Responder) {
+    pub(in crate::acp) fn set_title(
+        &mut self,
+        request: acp::SetSessionTitleRequest,
+        responder: Responder,
+    ) {
         let Some(session) = self.sessions.get(&request.session_id.0) else {
             return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
         };

@@ -108,11 +108,7 @@ impl Router {
         answer: ReopenAnswer,
         responder: Responder,
     ) {
-        let choices = self.client_choices(
-            how,
-            request.system_prompt,
-            &request.config_options,
-        );
+        let choices = self.client_choices(how, request.system_prompt, &request.config_options);
         let choices = match choices {
             Ok(choices) => choices,
             Err(err) => return responder.respond(Err(err)),
@@ -129,7 +125,11 @@ impl Router {
         self.reopen(how, target, place, choices, (answer, responder));
     }
 
-    pub(in crate::acp) fn fork_session(&mut self, request: acp::ForkSessionRequest, responder: Responder) {
+    pub(in crate::acp) fn fork_session(
+        &mut self,
+        request: acp::ForkSessionRequest,
+        responder: Responder,
+    ) {
         self.fork_as(request, reopened, responder);
     }
 

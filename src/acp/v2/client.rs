@@ -67,8 +67,8 @@ impl NegotiatedClient {
                 .await;
             self.send_v2(&session_id, &Update::State(SessionState::Running));
             let answer = answer.map_err(|err| ClientError::Failed(err.to_string()))?;
-            let response: v2::RequestPermissionResponse = serde_json::from_value(answer)
-                .map_err(|err| {
+            let response: v2::RequestPermissionResponse =
+                serde_json::from_value(answer).map_err(|err| {
                     ClientError::Failed(format!(
                         "its answer to session/request_permission could not be read: {err}"
                     ))
@@ -183,13 +183,19 @@ mod tests {
         let client = NegotiatedClient::new(connection, protocol.clone());
         client.send("s", Update::Agent(AgentEvent::AgentText("hi".into())));
         let v1 = next(&mut lines).await;
-        assert_eq!(v1["params"]["update"]["sessionUpdate"], "agent_message_chunk");
+        assert_eq!(
+            v1["params"]["update"]["sessionUpdate"],
+            "agent_message_chunk"
+        );
         assert!(v1["params"]["update"].get("messageId").is_none(), "{v1}");
         protocol.set(Version::V2);
         client.send("s", Update::Agent(AgentEvent::AgentText("hi".into())));
         let v2 = next(&mut lines).await;
         assert_eq!(v2["method"], "session/update");
-        assert_eq!(v2["params"]["update"]["sessionUpdate"], "agent_message_chunk");
+        assert_eq!(
+            v2["params"]["update"]["sessionUpdate"],
+            "agent_message_chunk"
+        );
         assert!(v2["params"]["update"]["messageId"].is_string(), "{v2}");
         client.send("s", Update::State(SessionState::Idle(StopReason::EndTurn)));
         let idle = next(&mut lines).await;

@@ -79,7 +79,7 @@ fn negotiate_v1(params: Value, unstable: Unstable) -> Negotiated {
 }
 
 fn negotiate_v2(params: Value, unstable: Unstable) -> Negotiated {
-    match router::parse::<v2::InitializeRequest>(METHOD, params) {
+    match router::parse::<v2::InitializeRequest>(METHOD, params.clone()) {
         Ok(request) => {
             let client = client_info(&request);
             Negotiated {
@@ -88,8 +88,12 @@ fn negotiate_v2(params: Value, unstable: Unstable) -> Negotiated {
                 client: Some(client),
             }
         }
-        // The client asked for v2: it reads the error as v2 speaks it too.
-        Err(err) => failed(Version::V1, err),
+        // A higher version in a v1 request (no `info`) is a v1 client
+        // trying its luck: it gets v1, as before v2 existed.
+        Err(v2_error) => match negotiate_v1(params, unstable) {
+            negotiated @ Negotiated { answer: Ok(_), .. } => negotiated,
+            _ => failed(Version::V1, v2_error),
+        },
     }
 }
 
@@ -99,8 +103,7 @@ pub fn client_info(request: &v2::InitializeRequest) -> ClientInfo {
     let caps = &request.capabilities;
     let info = ClientInfo {
         elicitation: (caps.elicitation.as_ref()).is_some_and(|e| e.form.is_some()),
-        prompt_suggestions: (caps.session.as_ref())
-            .is_some_and(|s| s.prompt_suggestions.is_some()),
+        prompt_suggestions: (caps.session.as_ref()).is_some_and(|s| s.prompt_suggestions.is_some()),
         terminal_auth: (caps.auth.as_ref()).is_some_and(|auth| auth.terminal.is_some()),
         name: Some(request.info.name.clone()),
         ..ClientInfo::default()
@@ -251,8 +254,14 @@ mod tests {
         }
         assert!(value.get("agentCapabilities").is_none(), "{value}");
         assert!(session.get("steering").is_none(), "steering is opt-in");
-        let (version, value) = answer(json!({"protocolVersion": 7, "info": {"name": "x", "version": "1"}}), Unstable::default());
-        assert_eq!((version, value["protocolVersion"].clone()), (Version::V2, json!(2)));
+        let (version, value) = answer(
+            json!({"protocolVersion": 7, "info": {"name": "x", "version": "1"}}),
+            Unstable::default(),
+        );
+        assert_eq!(
+            (version, value["protocolVersion"].clone()),
+            (Version::V2, json!(2))
+        );
         let (version, value) = answer(json!({"protocolVersion": 1}), Unstable::default());
         assert_eq!(version, Version::V1);
         assert_eq!(
@@ -288,10 +297,19 @@ mod tests {
         assert!(session["fork"].is_object());
         assert_eq!(value["authMethods"][0]["type"], "terminal");
         assert_eq!(value["authMethods"][0]["methodId"], "setup");
-        // A v2 client that forgot its `info` is told which field.
-        let err = negotiate(json!({"protocolVersion": 2}), Unstable::default())
-            .answer
-            .unwrap_err();
+        // A v1 request asking for more is answered in v1, as before;
+        // one that is neither is told v2's missing field.
+        let (version, value) = answer(json!({"protocolVersion": 7}), Unstable::default());
+        assert_eq!(
+            (version, value["protocolVersion"].clone()),
+            (Version::V1, json!(1))
+        );
+        let err = negotiate(
+            json!({"protocolVersion": 2, "clientCapabilities": 3}),
+            Unstable::default(),
+        )
+        .answer
+        .unwrap_err();
         assert!(err.message.contains("info"), "{}", err.message);
     }
 

@@ -63,15 +63,17 @@ mod tests {
         assert_eq!(value["subject"]["type"], "tool_call");
         assert_eq!(value["subject"]["toolCall"]["toolCallId"], "call-1");
         assert_eq!(value["subject"]["toolCall"]["kind"], "execute");
-        assert!(value.get("toolCall").is_none(), "v1's field is gone: {value}");
+        assert!(
+            value.get("toolCall").is_none(),
+            "v1's field is gone: {value}"
+        );
         let options = value["options"].as_array().unwrap();
         assert!(options.iter().any(|o| o["kind"] == "allow_once"), "{value}");
         // And the answer back.
         let first = options[0]["optionId"].as_str().unwrap().to_string();
-        let answer: v2::RequestPermissionResponse = serde_json::from_value(
-            json!({"outcome": {"outcome": "selected", "optionId": first}}),
-        )
-        .unwrap();
+        let answer: v2::RequestPermissionResponse =
+            serde_json::from_value(json!({"outcome": {"outcome": "selected", "optionId": first}}))
+                .unwrap();
         assert!(choice(answer).is_ok());
         let cancelled: v2::RequestPermissionResponse =
             serde_json::from_value(json!({"outcome": {"outcome": "cancelled"}})).unwrap();

@@ -10,7 +10,9 @@ use super::convert;
 use crate::acp::router::{Router, session_error};
 use crate::acp::translate;
 use crate::model::Part;
-use crate::session::{Inserted, PromptAnswer, PromptSubmission, SessionError, SessionMsg, WhenBusy};
+use crate::session::{
+    Inserted, PromptAnswer, PromptSubmission, SessionError, SessionMsg, WhenBusy,
+};
 use crate::transport::{Responder, RpcError};
 
 /// v2 prompt content as the model will see it (v2 kept v1's content
@@ -85,11 +87,14 @@ mod tests {
             assert!(err.message.contains("idempotencyKey"), "{}", err.message);
         }
         let longest = "é".repeat(255);
-        assert!(crate::acp::router::parse::<v2::PromptRequest>(
-            "session/prompt",
-            json!({"sessionId": "s", "prompt": [], "idempotencyKey": longest}),
-        )
-        .is_ok(), "255 characters are fine, whatever their bytes");
+        assert!(
+            crate::acp::router::parse::<v2::PromptRequest>(
+                "session/prompt",
+                json!({"sessionId": "s", "prompt": [], "idempotencyKey": longest}),
+            )
+            .is_ok(),
+            "255 characters are fine, whatever their bytes"
+        );
     }
 
     #[test]

@@ -81,12 +81,12 @@ pub fn request(router: &mut Router, method: &str, params: Value, responder: Resp
 fn v2_handler<Req: DeserializeOwned + 'static>(
     handler: fn(&mut Router, Req, Responder),
 ) -> Handler {
-    Box::new(move |router, method, params, responder| {
-        match router::parse::<Req>(method, params) {
+    Box::new(
+        move |router, method, params, responder| match router::parse::<Req>(method, params) {
             Ok(request) => handler(router, request, responder),
             Err(err) => responder.respond(Err(err)),
-        }
-    })
+        },
+    )
 }
 
 /// v1's handler for a request whose v2 params it reads once checked as v2.

@@ -71,15 +71,15 @@ fn state_update(state: &SessionState) -> v2::StateUpdate {
         SessionState::RequiresAction => {
             v2::StateUpdate::RequiresAction(v2::RequiresActionStateUpdate::new())
         }
-        SessionState::Idle(stop) => v2::StateUpdate::Idle(
-            v2::IdleStateUpdate::new().stop_reason(match stop {
+        SessionState::Idle(stop) => {
+            v2::StateUpdate::Idle(v2::IdleStateUpdate::new().stop_reason(match stop {
                 StopReason::EndTurn => v2::StopReason::EndTurn,
                 StopReason::MaxTokens => v2::StopReason::MaxTokens,
                 StopReason::MaxTurnRequests => v2::StopReason::MaxTurnRequests,
                 StopReason::Refusal => v2::StopReason::Refusal,
                 StopReason::Cancelled => v2::StopReason::Cancelled,
-            }),
-        ),
+            }))
+        }
     }
 }
 
