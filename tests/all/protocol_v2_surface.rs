@@ -138,3 +138,57 @@ async fn protocol_v2_false_answers_a_v2_client_in_v1() {
         "{response}"
     );
 }
+
+#[tokio::test]
+async fn a_v2_resume_replays_from_the_start_only_when_asked() {
+    let server = server().await;
+    let mut agent = Agent::spawn(&config_for(&server, "test-model")).await;
+    initialize_v2(&mut agent).await;
+    let cwd = agent.cwd();
+    let (_, created) = agent.call("session/new", json!({"cwd": cwd})).await;
+    let session = created["result"]["sessionId"].as_str().unwrap().to_string();
+    agent
+        .call(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "remember me"}]}),
+        )
+        .await;
+    agent.wait_for_update("agent_message_chunk").await;
+    let (_, closed) = agent
+        .call("session/close", json!({"sessionId": session}))
+        .await;
+    assert!(closed.get("result").is_some(), "{closed}");
+    let (replayed, resumed) = agent
+        .call(
+            "session/resume",
+            json!({"sessionId": session, "cwd": cwd, "replayFrom": {"type": "start"}}),
+        )
+        .await;
+    assert!(resumed["result"]["configOptions"].is_array(), "{resumed}");
+    assert!(resumed["result"].get("modes").is_none(), "{resumed}");
+    let user_text: Vec<&Value> = replayed
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "user_message_chunk")
+        .collect();
+    assert!(
+        user_text.iter().any(
+            |m| m["params"]["update"]["content"]["text"] == "remember me"
+                && m["params"]["update"]["messageId"].is_string()
+        ),
+        "the history comes before the answer: {replayed:?}"
+    );
+    // Without `replayFrom`, nothing is replayed.
+    agent
+        .call("session/close", json!({"sessionId": session}))
+        .await;
+    let (replayed, resumed) = agent
+        .call("session/resume", json!({"sessionId": session, "cwd": cwd}))
+        .await;
+    assert!(resumed.get("result").is_some(), "{resumed}");
+    assert!(
+        !replayed
+            .iter()
+            .any(|m| m["params"]["update"]["sessionUpdate"] == "user_message_chunk"),
+        "{replayed:?}"
+    );
+}

@@ -13,6 +13,8 @@ use crate::events::{AgentEvent, StopReason};
 pub struct SessionUpdates {
     /// The agent message being written, and how many there were.
     agent_message: Option<String>,
+    /// The replayed user message being written (replays carry no id yet).
+    user_message: Option<String>,
     messages: u64,
 }
 
@@ -23,7 +25,19 @@ impl SessionUpdates {
 
     pub fn translate(&mut self, update: &Update) -> Vec<v2::SessionUpdate> {
         match update {
+            Update::UserMessage(crate::model::Part::Text { text }) => {
+                self.agent_message = None;
+                let id = self
+                    .user_message
+                    .get_or_insert_with(|| uuid::Uuid::new_v4().to_string())
+                    .clone();
+                vec![v2::SessionUpdate::UserMessageChunk(v2::ContentChunk::new(
+                    v2::ContentBlock::from(text.clone()),
+                    id,
+                ))]
+            }
             Update::Agent(AgentEvent::AgentText(text)) => {
+                self.user_message = None;
                 let id = self.agent_message_id();
                 vec![v2::SessionUpdate::AgentMessageChunk(v2::ContentChunk::new(
                     v2::ContentBlock::from(text.clone()),
