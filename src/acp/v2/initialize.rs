@@ -105,6 +105,8 @@ pub fn client_info(request: &v2::InitializeRequest) -> ClientInfo {
         elicitation: (caps.elicitation.as_ref()).is_some_and(|e| e.form.is_some()),
         prompt_suggestions: (caps.session.as_ref()).is_some_and(|s| s.prompt_suggestions.is_some()),
         terminal_auth: (caps.auth.as_ref()).is_some_and(|auth| auth.terminal.is_some()),
+        // v2 has plans by id only (`plan_update`, `plan_removed`).
+        plans: true,
         name: Some(request.info.name.clone()),
         ..ClientInfo::default()
     };
@@ -319,6 +321,7 @@ mod tests {
         let info = client_info(&request);
         assert!(!info.read_text_file && !info.write_text_file && !info.terminal);
         assert!(info.elicitation);
+        assert!(info.plans, "v2 has plans by id only");
         assert_eq!(info.name.as_deref(), Some("zed"));
     }
 }
