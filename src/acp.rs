@@ -4,13 +4,15 @@
 //! with ACP requests and notifications, [`translate`] maps the agent's own
 //! types to ACP's and back, and [`mcp_spec`] reads the client's MCP server
 //! entries. [`handshake`] answers `initialize` before the agent is built.
-//! A new ACP version touches this module and the transport, nothing else.
+//! A new ACP version touches this module and the transport, nothing else:
+//! [`v2`] serves ACP v2 beside v1, chosen per connection ([`protocol`]).
 
 pub mod auth;
 pub mod client;
 pub mod handshake;
 pub mod mcp_relay;
 pub mod mcp_spec;
+pub mod protocol;
 pub mod router;
 pub mod system_prompt;
 pub mod translate;
@@ -32,7 +34,7 @@ pub enum Service {
 impl Service {
     pub fn handle(&mut self, message: Incoming) {
         match self {
-            Service::Ready(router) => router.handle(message),
+            Service::Ready(router) => v2::handle(router, message),
             Service::Unconfigured(service) => service.handle(message),
         }
     }

@@ -57,7 +57,7 @@ use crate::tools::repeats::LoopGuardSettings;
 use crate::tools::sandbox::SandboxSettings;
 use crate::tools::sensitive::SensitiveFiles;
 use error::invalid;
-pub use unstable::Unstable;
+pub use unstable::{ProtocolV2, Unstable};
 
 /// Model calls per turn when the config does not say.
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 25;
@@ -170,7 +170,15 @@ impl Config {
     /// features, is answered before the config is read only when it cannot.
     /// A file that cannot be read turns nothing on: the config's error says why.
     pub fn may_enable_unstable(path: &Path) -> bool {
-        const MAY: [&[u8]; 6] = [b"unstable", b"include", b"{file:", b"{dir:", b"\\u", b"\\U"];
+        const MAY: [&[u8]; 7] = [
+            b"unstable",
+            b"protocol_v2",
+            b"include",
+            b"{file:",
+            b"{dir:",
+            b"\\u",
+            b"\\U",
+        ];
         std::fs::read(path).is_ok_and(|text| {
             MAY.iter()
                 .any(|needle| text.windows(needle.len()).any(|window| window == *needle))
@@ -276,7 +284,8 @@ fn compose(
     mut report: ConfigReport,
 ) -> Result<Config, ConfigError> {
     let unstable =
-        unstable::validate_unstable(raw.acp.as_mut().and_then(|acp| acp.unstable.take()), path)?;
+        unstable::validate_unstable(raw.acp.as_mut().and_then(|acp| acp.unstable.take()), path)?
+            .with_protocol_v2(raw.acp.as_mut().and_then(|acp| acp.protocol_v2.take()));
     let chat = raw.chat.unwrap_or_default();
     let mut raw_llm = raw.llm.unwrap_or_default();
     let permissions = permissions::validate(raw.permissions.unwrap_or_default(), raw.acp, path)?;
@@ -389,6 +398,7 @@ mod tests {
         for (text, may) in [
             ("[llm.providers.local]\ntype = \"ollama\"\n", false),
             ("[acp]\nunstable = [\"status\"]\n", true),
+            ("[acp]\nprotocol_v2 = false\n", true),
             ("[include]\nacp = \"acp.toml\"\n", true),
             ("acp = \"{file:acp.toml}\"\n", true),
             ("[acp]\n\"\\u0075nstable\" = [\"status\"]\n", true),

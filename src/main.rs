@@ -191,9 +191,18 @@ async fn serve(
     let (connection, lines) = Connection::new();
     let mut writer =
         transport::spawn_stdout_writer(lines).context("cannot start the stdout writer thread")?;
-    let mut service = match config.and_then(|config| sessions(&config, &connection, &data_dir)) {
+    // The version `initialize` settles, shared by the router and the sessions' client.
+    let protocol = acp::protocol::Protocol::new(handshake.version);
+    let client: Arc<dyn ClientSink> = Arc::new(acp::v2::client::NegotiatedClient::new(
+        connection.clone(),
+        protocol.clone(),
+    ));
+    let sessions = config.and_then(|config| sessions(&config, client.clone(), &data_dir));
+    let mut service = match sessions {
         Ok(sessions) => Service::Ready(Box::new(
-            Router::new(connection, sessions).after_handshake(handshake.client),
+            Router::new(connection, sessions)
+                .with_protocol(protocol, client)
+                .after_handshake(handshake.client),
         )),
         Err(why) => {
             tracing::error!("{why}");
@@ -243,14 +252,13 @@ async fn serve(
 /// The session manager the config describes.
 fn sessions(
     config: &Config,
-    connection: &Connection,
+    sink: Arc<dyn ClientSink>,
     data_dir: &std::path::Path,
 ) -> anyhow::Result<SessionManager> {
     let defaults = Defaults::from_config(config).ok_or_else(|| {
         anyhow::anyhow!("no default provider is configured; add an [llm.providers.NAME] table (see `crucible-agent config init`)")
     })?;
     let providers = Arc::new(Providers::new(config.providers.clone()));
-    let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());
     let store = Arc::new(Store::new(data_dir));
     Ok(SessionManager::new(providers, sink, defaults)
         .with_store(store, config.default_agent.clone()))

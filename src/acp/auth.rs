@@ -16,14 +16,15 @@ pub const SETUP_METHOD: &str = "setup";
 /// ACP's `auth_required` error code.
 const AUTH_REQUIRED: i32 = -32000;
 
+/// The terminal method's name and description, as clients show them.
+pub const SETUP_NAME: &str = "Set up in a terminal";
+pub const SETUP_DESCRIPTION: &str = "Finds local model servers, asks for a hosted provider's key where one is needed, and writes the config";
+
 /// What `initialize` offers: a terminal running `crucible-agent setup`.
 pub fn methods() -> Vec<acp::AuthMethod> {
     vec![acp::AuthMethod::Terminal(
-        acp::AuthMethodTerminal::new(SETUP_METHOD, "Set up in a terminal")
-            .description(
-                "Finds local model servers, asks for a hosted provider's key where one is needed, and writes the config"
-                    .to_string(),
-            )
+        acp::AuthMethodTerminal::new(SETUP_METHOD, SETUP_NAME)
+            .description(SETUP_DESCRIPTION.to_string())
             .args(vec!["setup".to_string()]),
     )]
 }

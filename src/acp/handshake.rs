@@ -6,17 +6,21 @@
 
 use std::io::Write;
 
-use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;
 
-use super::router::{self, ClientInfo};
-use crate::transport::{self, Incoming, RpcError};
+use super::protocol::Version;
+use super::router::ClientInfo;
+use super::v2::initialize::{Negotiated, negotiate};
+use crate::config::Unstable;
+use crate::transport::{self, Incoming};
 
 /// What the early answer leaves for the router.
 #[derive(Debug, Default)]
 pub struct Handshake {
     /// What the client said in `initialize`, if it was answered here.
     pub client: Option<ClientInfo>,
+    /// The version `initialize` settled (v1 when there was none).
+    pub version: Version,
     /// A first message that was not `initialize`, for the router to handle.
     pub pending: Option<Incoming>,
 }
@@ -26,45 +30,36 @@ pub struct Handshake {
 pub fn answer_first(first: Incoming, output: &mut impl Write) -> std::io::Result<Handshake> {
     let Incoming::Request { id, method, params } = first else {
         return Ok(Handshake {
-            client: None,
             pending: Some(first),
+            ..Handshake::default()
         });
     };
     if method != "initialize" {
         return Ok(Handshake {
-            client: None,
             pending: Some(Incoming::Request { id, method, params }),
+            ..Handshake::default()
         });
     }
-    let (client, answer) = initialize(params);
-    transport::respond_now(output, &id, &answer)?;
+    let negotiated = initialize(params);
+    transport::respond_now(output, &id, &negotiated.answer)?;
     Ok(Handshake {
-        client,
+        client: negotiated.client,
+        version: negotiated.version,
         pending: None,
     })
 }
 
 /// `initialize` answered from its raw params, as the router would answer
-/// it, with what the client said about itself when the params were good.
-pub(super) fn initialize(params: Value) -> (Option<ClientInfo>, Result<Value, RpcError>) {
-    const METHOD: &str = "initialize";
-    let request = router::tolerate(METHOD, params)
-        .and_then(|params| router::parse::<acp::InitializeRequest>(METHOD, params));
-    match request {
-        Ok(request) => {
-            let client = ClientInfo::from_request(&request);
-            let response = router::sign_in_for(router::initialize_response(), &client);
-            let answer = serde_json::to_value(response)
-                .map_err(|err| RpcError::internal(format!("could not encode the result: {err}")));
-            (Some(client), answer)
-        }
-        Err(err) => (None, Err(err)),
-    }
+/// it with no unstable feature on (a config that may turn one on is read
+/// first, and the router answers): v2 to a client that asks for it.
+pub(super) fn initialize(params: Value) -> Negotiated {
+    negotiate(params, Unstable::default())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::acp::router;
     use crate::transport::jsonrpc::parse_line;
 
     fn first(line: &str) -> (Handshake, Vec<Value>) {
@@ -94,6 +89,18 @@ mod tests {
         assert!(client.terminal);
         assert_eq!(client.name.as_deref(), Some("zed"));
         assert!(handshake.pending.is_none());
+        assert_eq!(handshake.version, Version::V1);
+    }
+
+    #[test]
+    fn a_v2_initialize_is_answered_in_v2_and_settles_the_version() {
+        let (handshake, out) = first(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2,"info":{"name":"zed","version":"1"}}}"#,
+        );
+        assert_eq!(out[0]["result"]["protocolVersion"], 2, "{}", out[0]);
+        assert!(out[0]["result"]["capabilities"]["session"].is_object());
+        assert_eq!(handshake.version, Version::V2);
+        assert!(!handshake.client.unwrap().terminal);
     }
 
     #[test]

@@ -18,15 +18,16 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::mcp_relay::McpRelay;
+use super::protocol::Protocol;
 use super::translate;
-use crate::client::{ClientAbilities, CursorUse};
+use crate::client::{ClientAbilities, ClientSink, CursorUse, SelectOption};
 use crate::events::StopReason;
 use crate::mcp::Relay;
 use crate::model::ClientPrompt;
 use crate::session::manager::SessionManager;
 use crate::session::{Delivery, OpenRequest, PromptSubmission, SessionError, SessionMsg};
 use crate::transport::{Connection, Inbound, Incoming, Responder, RpcError};
-use answers::{session_error, with_models};
+use answers::with_models;
 use params::{check_roots, session_servers};
 
 mod answers;
@@ -37,19 +38,25 @@ mod providers;
 mod reopen;
 mod stored;
 
+pub(in crate::acp) use answers::{session_answer, session_error};
 pub use capabilities::{
     ClientInfo, Extras, initialize_response, initialize_response_with, sign_in_for,
 };
 pub use params::parse;
 pub(super) use params::tolerate;
+pub(in crate::acp) use reopen::{NewAnswer, Reopen};
 
 /// A request's handler, its params still raw (see [`Router::dispatch`]).
 type Handler = Box<dyn FnOnce(&mut Router, &str, Value, Responder)>;
 
 pub struct Router {
-    connection: Connection,
-    sessions: SessionManager,
-    client: Option<ClientInfo>,
+    pub(in crate::acp) connection: Connection,
+    pub(in crate::acp) sessions: SessionManager,
+    pub(in crate::acp) client: Option<ClientInfo>,
+    /// The version this connection speaks (shared with its client port).
+    pub(in crate::acp) protocol: Protocol,
+    /// Where a load's replay goes: the sessions' client port, unrecorded.
+    pub(in crate::acp) replay: Arc<dyn ClientSink>,
     /// Done when the last load or resume has sent its replay and answer:
     /// the next one waits for it, so replays never interleave and each
     /// answer follows its own replay.
@@ -62,11 +69,21 @@ impl Router {
     pub fn new(connection: Connection, sessions: SessionManager) -> Self {
         Self {
             mcp_relay: McpRelay::new(connection.clone()),
+            replay: Arc::new(connection.clone()),
             connection,
             sessions,
             client: None,
+            protocol: Protocol::default(),
             last_reopen: None,
         }
+    }
+
+    /// The connection's version, shared with `client`, the sessions'
+    /// client port (which also takes the replays of loads).
+    pub fn with_protocol(mut self, protocol: Protocol, client: Arc<dyn ClientSink>) -> Self {
+        self.protocol = protocol;
+        self.replay = client;
+        self
     }
 
     /// A router for a client whose `initialize` was already answered
@@ -187,7 +204,7 @@ impl Router {
         }
     }
 
-    fn cancel_turn(&mut self, cancel: acp::CancelNotification) {
+    pub(in crate::acp) fn cancel_turn(&mut self, cancel: acp::CancelNotification) {
         match self.sessions.get(&cancel.session_id.0) {
             Some(session) => {
                 session.send(SessionMsg::Cancel);
@@ -197,7 +214,7 @@ impl Router {
     }
 
     /// A request's `systemPrompt` (stable since ACP 1.20: every client may send one).
-    fn client_prompt(
+    pub(in crate::acp) fn client_prompt(
         &self,
         method: &str,
         prompt: Option<acp::SystemPrompt>,
@@ -206,7 +223,7 @@ impl Router {
     }
 
     /// The error for a request to a session that is not open here.
-    fn not_running(&self, id: &str) -> RpcError {
+    pub(in crate::acp) fn not_running(&self, id: &str) -> RpcError {
         if self.sessions.stopped(id) {
             RpcError::session_stopped(id)
         } else {
@@ -215,6 +232,17 @@ impl Router {
     }
 
     fn new_session(&mut self, request: acp::NewSessionRequest, responder: Responder) {
+        self.open_new(request, v1_new_answer, responder);
+    }
+
+    /// `session/new` in either version: `answer` writes the answer from
+    /// the new session's id and options.
+    pub(in crate::acp) fn open_new(
+        &mut self,
+        request: acp::NewSessionRequest,
+        answer: NewAnswer,
+        responder: Responder,
+    ) {
         let relay = self.acp_relay();
         let checked = session_servers(
             "session/new",
@@ -253,10 +281,7 @@ impl Router {
                 return responder
                     .respond(Err(RpcError::internal("the new session stopped at once")));
             };
-            let response = acp::NewSessionResponse::new(id)
-                .modes(translate::mode_state(&options))
-                .config_options(translate::config_options(&options));
-            match with_models(response, &options, extras) {
+            match answer(&id, &options, extras) {
                 Ok(value) => responder.respond(Ok(value)),
                 Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
             }
@@ -266,7 +291,7 @@ impl Router {
     }
 
     /// When the client takes updates, as its name tells.
-    fn delivery(&self) -> Delivery {
+    pub(in crate::acp) fn delivery(&self) -> Delivery {
         if self.client.as_ref().is_some_and(ClientInfo::interleaves) {
             Delivery::Interleaved
         } else {
@@ -275,14 +300,14 @@ impl Router {
     }
 
     /// What serves `acp` MCP servers, when `[acp] unstable` names `mcp_over_acp`.
-    fn acp_relay(&self) -> Option<Relay> {
+    pub(in crate::acp) fn acp_relay(&self) -> Option<Relay> {
         self.sessions
             .unstable()
             .mcp_over_acp
             .then(|| self.mcp_relay.relay())
     }
 
-    fn abilities(&self) -> ClientAbilities {
+    pub(in crate::acp) fn abilities(&self) -> ClientAbilities {
         self.client
             .as_ref()
             .map(|info| ClientAbilities {
@@ -339,7 +364,11 @@ impl Router {
         });
     }
 
-    fn close_session(&mut self, request: acp::CloseSessionRequest, responder: Responder) {
+    pub(in crate::acp) fn close_session(
+        &mut self,
+        request: acp::CloseSessionRequest,
+        responder: Responder,
+    ) {
         let Some(session) = self.sessions.remove(&request.session_id.0) else {
             return responder.respond(Err(self.not_running(&request.session_id.0)));
         };
@@ -348,6 +377,15 @@ impl Router {
             responder.respond_with(Ok(acp::CloseSessionResponse::new()));
         });
     }
+}
+
+/// The v1 answer to `session/new`: modes beside the config options, and
+/// the old session-model extension's `models` (for clients that take it).
+fn v1_new_answer(id: &str, options: &[SelectOption], extras: Extras) -> serde_json::Result<Value> {
+    let response = acp::NewSessionResponse::new(id.to_string())
+        .modes(translate::mode_state(options))
+        .config_options(translate::config_options(options));
+    with_models(response, options, extras)
 }
 
 /// A notification's params parsed for `handler`; a bad one has no one to

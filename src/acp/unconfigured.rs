@@ -42,7 +42,7 @@ impl Unconfigured {
             value.map_err(|err| RpcError::internal(format!("could not encode the result: {err}")))
         };
         match method {
-            "initialize" => super::handshake::initialize(params).1,
+            "initialize" => super::handshake::initialize(params).answer,
             "logout" => encode(serde_json::to_value(acp::LogoutResponse::new())),
             _ => Err(RpcError::new(
                 INTERNAL_ERROR,

@@ -116,6 +116,8 @@ pub struct RawAcp {
     pub agents: Option<BTreeMap<String, RawAcpAgent>>,
     /// Unstable ACP features to turn on (this agent's own key).
     pub unstable: Option<Vec<String>>,
+    /// Whether clients asking for ACP v2 get it (this agent's own key).
+    pub protocol_v2: Option<bool>,
     #[serde(flatten)]
     pub other: BTreeMap<String, toml::Value>,
 }

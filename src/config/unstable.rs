@@ -37,6 +37,31 @@ pub struct Unstable {
     /// `prompt_suggestions_update`: the next prompt a turn's end makes
     /// likely, for clients that take them (`session.promptSuggestions`).
     pub prompt_suggestions: bool,
+    /// ACP v2 steering: a `session/prompt` sent during a turn joins it
+    /// (advertised as `session.steering` to v2 clients).
+    pub steering: bool,
+    /// `[acp] protocol_v2`: whether a client asking for ACP v2 gets it.
+    pub protocol_v2: ProtocolV2,
+}
+
+/// `[acp] protocol_v2 = true|false`: ACP v2 offered to the clients that
+/// ask for it (the default), or every client answered with v1.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ProtocolV2 {
+    #[default]
+    Offered,
+    Off,
+}
+
+impl Unstable {
+    /// With `[acp] protocol_v2` as written (unset: offered).
+    pub(super) fn with_protocol_v2(mut self, written: Option<bool>) -> Self {
+        self.protocol_v2 = match written {
+            Some(false) => ProtocolV2::Off,
+            Some(true) | None => ProtocolV2::Offered,
+        };
+        self
+    }
 }
 
 /// The names `[acp] unstable` takes.
@@ -52,6 +77,7 @@ const KNOWN: &[&str] = &[
     "providers",
     "set_title",
     "status",
+    "steering",
     "subagents",
     "usage",
 ];
@@ -78,6 +104,7 @@ pub(super) fn validate_unstable(
             "archive" => unstable.archive = true,
             "options" => unstable.options = true,
             "prompt_suggestions" => unstable.prompt_suggestions = true,
+            "steering" => unstable.steering = true,
             other => {
                 return Err(invalid(
                     path,

@@ -105,18 +105,26 @@ impl Extras {
 
 impl Router {
     /// What this client gets beyond the stable schema (see [`Extras`]).
-    pub(super) fn extras(&self) -> Extras {
+    pub(in crate::acp) fn extras(&self) -> Extras {
         Extras::for_client(self.client.as_ref(), self.sessions.unstable())
     }
 
-    pub(super) fn initialize(&mut self, request: acp::InitializeRequest, responder: Responder) {
+    pub(in crate::acp) fn initialize(
+        &mut self,
+        request: acp::InitializeRequest,
+        responder: Responder,
+    ) {
         let client = ClientInfo::from_request(&request);
         let response = initialize_response_with(self.sessions.unstable());
         responder.respond_with(Ok(sign_in_for(response, &client)));
         self.client = Some(client);
     }
 
-    pub(super) fn authenticate(&mut self, request: acp::AuthenticateRequest, responder: Responder) {
+    pub(in crate::acp) fn authenticate(
+        &mut self,
+        request: acp::AuthenticateRequest,
+        responder: Responder,
+    ) {
         let (providers, _) = self.sessions.providers();
         responder.respond_with(crate::acp::auth::authenticate(
             &request,
@@ -124,7 +132,7 @@ impl Router {
         ));
     }
 
-    pub(super) fn auth_status(&mut self, _: acp::AuthStatusRequest, responder: Responder) {
+    pub(in crate::acp) fn auth_status(&mut self, _: acp::AuthStatusRequest, responder: Responder) {
         let (providers, _) = self.sessions.providers();
         responder.respond_with(Ok(crate::acp::auth::status(&providers)));
     }

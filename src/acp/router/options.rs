@@ -82,7 +82,7 @@ impl Router {
     /// (from the saved settings for a saved session), so the answers cannot
     /// drift apart. A probe saves nothing, starts no MCP server, is not
     /// listed and never speaks.
-    pub(super) fn session_options(
+    pub(in crate::acp) fn session_options(
         &mut self,
         request: acp::SessionOptionsRequest,
         responder: Responder,
@@ -140,7 +140,7 @@ impl Router {
     /// ignored, as before this agent knew them (the client should not send
     /// them to an agent that does not advertise `sessionCapabilities.options`).
     /// Boolean values are skipped: every option here is a select.
-    pub(super) fn initial_options(
+    pub(in crate::acp) fn initial_options(
         &self,
         method: &str,
         given: &[acp::InitialSessionConfigOption],
@@ -168,7 +168,11 @@ impl Router {
         Ok(options)
     }
 
-    pub(super) fn set_title(&mut self, request: acp::SetSessionTitleRequest, responder: Responder) {
+    pub(in crate::acp) fn set_title(
+        &mut self,
+        request: acp::SetSessionTitleRequest,
+        responder: Responder,
+    ) {
         let Some(session) = self.sessions.get(&request.session_id.0) else {
             return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
         };

@@ -105,7 +105,11 @@ pub fn settings_for<'a>(
 }
 
 impl Router {
-    pub(super) fn list_providers(&mut self, _: acp::ListProvidersRequest, responder: Responder) {
+    pub(in crate::acp) fn list_providers(
+        &mut self,
+        _: acp::ListProvidersRequest,
+        responder: Responder,
+    ) {
         let (providers, default) = self.sessions.providers();
         let listed = providers
             .all()
@@ -115,7 +119,11 @@ impl Router {
         responder.respond_with(Ok(acp::ListProvidersResponse::new(listed)));
     }
 
-    pub(super) fn set_provider(&mut self, request: acp::SetProviderRequest, responder: Responder) {
+    pub(in crate::acp) fn set_provider(
+        &mut self,
+        request: acp::SetProviderRequest,
+        responder: Responder,
+    ) {
         let (providers, _) = self.sessions.providers();
         let name = request.provider_id.0.to_string();
         let Some(base) = providers.configured(&name) else {
@@ -137,7 +145,7 @@ impl Router {
         responder.respond_with(answer.map(|()| acp::SetProviderResponse::new()));
     }
 
-    pub(super) fn disable_provider(
+    pub(in crate::acp) fn disable_provider(
         &mut self,
         request: acp::DisableProviderRequest,
         responder: Responder,

@@ -13,7 +13,7 @@ use super::answers::{store_error, with_models};
 use super::capabilities::Extras;
 use super::params::{check_roots, session_servers};
 use crate::acp::translate;
-use crate::client::{ClientSink, SelectOption};
+use crate::client::SelectOption;
 use crate::model::ClientPrompt;
 use crate::session::manager::Replay;
 use crate::session::{InitialOption, OpenRequest, SessionMsg};
@@ -23,9 +23,12 @@ use crate::transport::{Responder, RpcError};
 /// the client first, `session/resume` does not; `session/fork` (unstable)
 /// resumes a copy under a new id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Reopen {
+pub enum Reopen {
     Load,
     Resume,
+    /// ACP v2's `session/resume` with `replayFrom: {type: "start"}`: a
+    /// load by another name.
+    ResumeReplaying,
     Fork,
 }
 
@@ -33,11 +36,19 @@ impl Reopen {
     fn method(self) -> &'static str {
         match self {
             Reopen::Load => "session/load",
-            Reopen::Resume => "session/resume",
+            Reopen::Resume | Reopen::ResumeReplaying => "session/resume",
             Reopen::Fork => "session/fork",
         }
     }
 }
+
+/// How `session/new`'s answer is written (v1 or v2), from the new
+/// session's id and options.
+pub type NewAnswer = fn(&str, &[SelectOption], Extras) -> serde_json::Result<Value>;
+
+/// How a reopen's answer is written (v1 or v2), from how it reopened, the
+/// session's id and its options.
+pub type ReopenAnswer = fn(Reopen, &str, &[SelectOption], Extras) -> serde_json::Result<Value>;
 
 /// What a reopen applies on top of the saved session: the client's system
 /// prompt, and the initial config options in order.
@@ -78,19 +89,27 @@ impl Router {
             additional_directories: request.additional_directories,
             mcp_servers: &request.mcp_servers,
         };
-        self.reopen(Reopen::Load, target, place, choices, responder);
+        self.reopen(Reopen::Load, target, place, choices, (reopened, responder));
     }
 
-    pub(super) fn resume_session(
+    pub(in crate::acp) fn resume_session(
         &mut self,
         request: acp::ResumeSessionRequest,
         responder: Responder,
     ) {
-        let choices = self.client_choices(
-            Reopen::Resume,
-            request.system_prompt,
-            &request.config_options,
-        );
+        self.resume_as(request, Reopen::Resume, reopened, responder);
+    }
+
+    /// `session/resume` in either version: `how` says whether the history
+    /// is replayed first, `answer` writes the answer.
+    pub(in crate::acp) fn resume_as(
+        &mut self,
+        request: acp::ResumeSessionRequest,
+        how: Reopen,
+        answer: ReopenAnswer,
+        responder: Responder,
+    ) {
+        let choices = self.client_choices(how, request.system_prompt, &request.config_options);
         let choices = match choices {
             Ok(choices) => choices,
             Err(err) => return responder.respond(Err(err)),
@@ -104,10 +123,24 @@ impl Router {
             additional_directories: request.additional_directories,
             mcp_servers: &request.mcp_servers,
         };
-        self.reopen(Reopen::Resume, target, place, choices, responder);
+        self.reopen(how, target, place, choices, (answer, responder));
     }
 
-    pub(super) fn fork_session(&mut self, request: acp::ForkSessionRequest, responder: Responder) {
+    pub(in crate::acp) fn fork_session(
+        &mut self,
+        request: acp::ForkSessionRequest,
+        responder: Responder,
+    ) {
+        self.fork_as(request, reopened, responder);
+    }
+
+    /// `session/fork` in either version: `answer` writes the answer.
+    pub(in crate::acp) fn fork_as(
+        &mut self,
+        request: acp::ForkSessionRequest,
+        answer: ReopenAnswer,
+        responder: Responder,
+    ) {
         let choices =
             self.client_choices(Reopen::Fork, request.system_prompt, &request.config_options);
         let choices = match choices {
@@ -132,7 +165,7 @@ impl Router {
             additional_directories: request.additional_directories,
             mcp_servers: &request.mcp_servers,
         };
-        self.reopen(Reopen::Fork, target, place, choices, responder);
+        self.reopen(Reopen::Fork, target, place, choices, (answer, responder));
     }
 
     /// The client's system prompt and initial config options for a reopen,
@@ -158,7 +191,7 @@ impl Router {
         target: Target,
         place: Place,
         choices: ClientChoices,
-        responder: Responder,
+        (answer, responder): (ReopenAnswer, Responder),
     ) {
         let relay = self.acp_relay();
         let checked = session_servers(how.method(), &place.cwd, place.mcp_servers, relay.as_ref())
@@ -178,7 +211,7 @@ impl Router {
         let delivery = self.delivery();
         let loaded = match how {
             Reopen::Fork => self.sessions.fork(target.id, target.at, request),
-            Reopen::Load => self
+            Reopen::Load | Reopen::ResumeReplaying => self
                 .sessions
                 .load(target.id, request, Replay::Conversation)
                 .map(|(tx, loading)| (target.id.to_string(), tx, loading)),
@@ -194,7 +227,7 @@ impl Router {
         // Asked now, so the session answers it before any prompt sent after this request.
         let (reply, options) = oneshot::channel();
         let _ = tx.send(SessionMsg::Options { reply });
-        let connection = self.connection.clone();
+        let client = self.replay.clone();
         let extras = self.extras();
         let (done, next) = oneshot::channel();
         let previous = self.last_reopen.replace(next);
@@ -213,9 +246,9 @@ impl Router {
             };
             // The replay goes straight to the client: it is not recorded again.
             for update in updates {
-                connection.send(&id, update);
+                client.send(&id, update);
             }
-            match reopened(how, &id, &options, extras) {
+            match answer(how, &id, &options, extras) {
                 Ok(value) => responder.respond(Ok(value)),
                 Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
             }
@@ -243,7 +276,7 @@ fn reopened(
             options,
             extras,
         ),
-        Reopen::Resume => with_models(
+        Reopen::Resume | Reopen::ResumeReplaying => with_models(
             acp::ResumeSessionResponse::new()
                 .modes(modes)
                 .config_options(config),

@@ -17,7 +17,7 @@ use crate::transport::{Responder, RpcError};
 const LIST_PAGE_SIZE: usize = 50;
 
 impl Router {
-    pub(super) fn list_sessions(
+    pub(in crate::acp) fn list_sessions(
         &mut self,
         request: acp::ListSessionsRequest,
         responder: Responder,
@@ -75,7 +75,7 @@ impl Router {
         });
     }
 
-    pub(super) fn delete_session(
+    pub(in crate::acp) fn delete_session(
         &mut self,
         request: acp::DeleteSessionRequest,
         responder: Responder,
@@ -115,7 +115,7 @@ impl Router {
     }
 
     /// Open here, saved on disk, or unknown.
-    pub(super) fn session_status(
+    pub(in crate::acp) fn session_status(
         &mut self,
         request: acp::SessionStatusRequest,
         responder: Responder,
@@ -140,7 +140,7 @@ impl Router {
 
     /// `session/archive`: closed here first (as `session/close` would),
     /// then marked in its metadata; its files stay.
-    pub(super) fn archive_session(
+    pub(in crate::acp) fn archive_session(
         &mut self,
         request: acp::ArchiveSessionRequest,
         responder: Responder,
@@ -160,7 +160,7 @@ impl Router {
     }
 
     /// `session/unarchive`: the mark gone, the session lists and loads again.
-    pub(super) fn unarchive_session(
+    pub(in crate::acp) fn unarchive_session(
         &mut self,
         request: acp::UnarchiveSessionRequest,
         responder: Responder,

@@ -1,0 +1,82 @@
+//! Permission questions as ACP v2 asks them: a required `title` and the
+//! tool call as a typed `subject`; the answer read as v1 reads it (the
+//! outcome's shape did not change).
+
+use agent_client_protocol_schema::{v1, v2};
+
+use super::convert::convert;
+use crate::acp::translate;
+use crate::client::{ClientError, PermissionChoice};
+use crate::events::ToolCallInfo;
+
+/// The question whether `call` may run, with the choices v1 offers.
+pub fn request(session_id: &str, call: &ToolCallInfo) -> v2::RequestPermissionRequest {
+    let v1 = translate::permission_request(session_id, call);
+    let options: Vec<v2::PermissionOption> = convert(&v1.options).unwrap_or_else(|err| {
+        tracing::error!(%err, "permission options not written as v2");
+        Vec::new()
+    });
+    let tool_call = convert::<_, v2::ToolCallUpdate>(&translate::tool_call(call))
+        .unwrap_or_else(|_| v2::ToolCallUpdate::new(call.id.clone()).title(call.title.clone()));
+    v2::RequestPermissionRequest::new(session_id.to_string(), title(call), options).subject(
+        v2::RequestPermissionSubject::ToolCall(Box::new(v2::ToolCallPermissionSubject::new(
+            tool_call,
+        ))),
+    )
+}
+
+/// What the client shows as the question.
+fn title(call: &ToolCallInfo) -> String {
+    if call.title.is_empty() {
+        format!("Allow {}?", call.name)
+    } else {
+        format!("Allow {}?", call.title)
+    }
+}
+
+/// The user's answer, as the agent knows it.
+pub fn choice(response: v2::RequestPermissionResponse) -> Result<PermissionChoice, ClientError> {
+    let response: v1::RequestPermissionResponse = convert(&response)
+        .map_err(|err| ClientError::Failed(format!("its permission answer: {err}")))?;
+    translate::permission_choice(response).map_err(|err| ClientError::Failed(err.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::ToolKind;
+    use serde_json::json;
+
+    #[test]
+    fn a_v2_permission_request_has_a_title_and_the_call_as_its_subject() {
+        let call = ToolCallInfo {
+            id: "call-1".into(),
+            name: "shell".into(),
+            title: "Run `make test`".into(),
+            kind: ToolKind::Execute,
+            raw_input: json!({"command": "make test"}),
+            locations: Vec::new(),
+        };
+        let value = serde_json::to_value(request("s1", &call)).unwrap();
+        assert_eq!(value["sessionId"], "s1");
+        assert_eq!(value["title"], "Allow Run `make test`?");
+        assert_eq!(value["subject"]["type"], "tool_call");
+        assert_eq!(value["subject"]["toolCall"]["toolCallId"], "call-1");
+        assert_eq!(value["subject"]["toolCall"]["kind"], "execute");
+        assert!(
+            value.get("toolCall").is_none(),
+            "v1's field is gone: {value}"
+        );
+        let options = value["options"].as_array().unwrap();
+        assert!(options.iter().any(|o| o["kind"] == "allow_once"), "{value}");
+        // And the answer back.
+        let first = options[0]["optionId"].as_str().unwrap().to_string();
+        let answer: v2::RequestPermissionResponse =
+            serde_json::from_value(json!({"outcome": {"outcome": "selected", "optionId": first}}))
+                .unwrap();
+        assert!(choice(answer).is_ok());
+        let cancelled: v2::RequestPermissionResponse =
+            serde_json::from_value(json!({"outcome": {"outcome": "cancelled"}})).unwrap();
+        assert_eq!(choice(cancelled), Ok(PermissionChoice::Cancelled));
+    }
+}
