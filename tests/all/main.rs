@@ -53,6 +53,7 @@ mod prompt_suggestions;
 mod prompted_tools;
 mod prompts;
 mod protocol;
+mod protocol_v2;
 mod provider_errors;
 mod provider_types;
 mod providers;

@@ -654,7 +654,13 @@ impl Agent {
                 // stdout must carry protocol messages only.
                 let value: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|_| json!({"NOT_PROTOCOL": line.clone()}));
-                if value.get("jsonrpc") != Some(&json!("2.0")) {
+                // A JSON-RPC batch's answer is one array of answers.
+                let is_batch = value.as_array().is_some_and(|entries| {
+                    entries
+                        .iter()
+                        .all(|entry| entry.get("jsonrpc") == Some(&json!("2.0")))
+                });
+                if value.get("jsonrpc") != Some(&json!("2.0")) && !is_batch {
                     let _ = tx.send(json!({"NOT_PROTOCOL": line}));
                     continue;
                 }
