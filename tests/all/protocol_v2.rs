@@ -17,7 +17,7 @@ use crate::support::harness::{
     openai_stream, scripted_model, stream_head, text_stream,
 };
 use crate::support::v2::{
-    answer_position, initialize_v2_params, messages, position, states, tool_calls, v2_parse,
+    answer_position, initialize_v2_params, messages, only_tool_call, position, states, v2_parse,
     v2_updates, with_steering,
 };
 
@@ -238,19 +238,21 @@ async fn a_tool_call_is_upserts_ending_completed_with_its_diff_and_its_permissio
         "v1's bare toolCall: {asked}"
     );
     assert_eq!(params["subject"]["type"], "tool_call", "{asked}");
-    assert_eq!(
-        params["subject"]["toolCall"]["toolCallId"], "call_0",
-        "{asked}"
-    );
     log.extend(agent.until_idle(&session).await);
 
     let updates = v2_updates(&log, &session);
     assert!(updates.iter().all(|u| u["sessionUpdate"] != "tool_call"));
+    let (id, call) = only_tool_call(&log, &session);
+    // The question is about that call.
+    assert_eq!(
+        params["subject"]["toolCall"]["toolCallId"],
+        id.as_str(),
+        "{asked}"
+    );
     let first = &updates[position(&updates, "the tool call", |u| {
-        u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == "call_0"
+        u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == id.as_str()
     })];
     assert!(first["title"].is_string(), "created with a title: {first}");
-    let call = &tool_calls(&log, &session)["call_0"];
     assert_eq!(call["status"], "completed", "{call}");
     let diff = call["content"]
         .as_array()
@@ -360,24 +362,25 @@ async fn turn_in_a_slow_tool() -> (LlmServer, Agent, String, Vec<Value>, String)
     // The command runs (this update is taken out of what the test sees).
     agent
         .wait_for(|m| {
-            m["params"]["update"]["toolCallId"] == "call_0"
+            m["params"]["update"]["sessionUpdate"] == "tool_call_update"
                 && m["params"]["update"]["status"] == "in_progress"
         })
         .await;
     (server, agent, session, log, id)
 }
 
-/// Where in `log` `session`'s tool call `call_0` was reported completed.
+/// Where in `log` the (one) tool call was reported completed.
 fn completed_at(log: &[Value]) -> usize {
     log.iter()
         .position(|m| {
-            m["params"]["update"]["toolCallId"] == "call_0"
+            m["params"]["update"]["sessionUpdate"] == "tool_call_update"
                 && m["params"]["update"]["status"] == "completed"
         })
-        .unwrap_or_else(|| panic!("call_0 never completed: {log:#?}"))
+        .unwrap_or_else(|| panic!("the tool call never completed: {log:#?}"))
 }
 
-/// The user messages of a chat request after its tool result, as texts.
+/// The user messages of a chat request after its tool result (`call_0`,
+/// the model's id for its first call), as texts.
 fn user_texts_after_the_tool_result(request: &Recorded) -> Vec<String> {
     let sent = request.body["messages"].as_array().unwrap();
     let tool = sent
@@ -432,8 +435,8 @@ async fn a_prompt_sent_during_a_slow_tool_joins_the_turn_after_the_tool() {
     assert_eq!(conversation.last().unwrap().role, "agent");
     assert!(inserted < conversation.len() - 1, "{conversation:?}");
     let updates = v2_updates(&log, &session);
-    let tool_done = position(&updates, "call_0 completed", |u| {
-        u["toolCallId"] == "call_0" && u["status"] == "completed"
+    let tool_done = position(&updates, "the tool call completed", |u| {
+        u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed"
     });
     let shown = position(&updates, "the steered user_message", |u| {
         u["messageId"] == steered.as_str()
@@ -541,7 +544,7 @@ async fn a_steering_prompt_leaves_a_pending_permission_question_alone() {
         "{log:#?}"
     );
     log.extend(agent.until_idle(&session).await);
-    let call = &tool_calls(&log, &session)["call_0"];
+    let (_, call) = only_tool_call(&log, &session);
     assert_eq!(call["status"], "completed", "{call}");
     assert!(call.to_string().contains("asked"), "{call}");
     assert_eq!(states(&log, &session).last().unwrap(), "idle:end_turn");
@@ -636,7 +639,7 @@ async fn after_a_restart_resume_replays_the_steered_message_where_it_went_in() {
     // In place: after the tool call, before the final answer.
     let updates = v2_updates(&replayed, &session);
     let tool = position(&updates, "the replayed tool call", |u| {
-        u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == "call_0"
+        u["sessionUpdate"] == "tool_call_update"
     });
     let shown = position(&updates, "the replayed steered message", |u| {
         u["messageId"] == steered.as_str()
@@ -645,8 +648,5 @@ async fn after_a_restart_resume_replays_the_steered_message_where_it_went_in() {
         u["messageId"] == live.last().unwrap().message_id.as_str()
     });
     assert!(tool < shown && shown < answer_text, "{updates:#?}");
-    assert_eq!(
-        tool_calls(&replayed, &session)["call_0"]["status"],
-        "completed"
-    );
+    assert_eq!(only_tool_call(&replayed, &session).1["status"], "completed");
 }

@@ -654,13 +654,13 @@ impl Agent {
                 // stdout must carry protocol messages only.
                 let value: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|_| json!({"NOT_PROTOCOL": line.clone()}));
-                // A JSON-RPC batch's answer is one array of answers.
-                let is_batch = value.as_array().is_some_and(|entries| {
-                    entries
-                        .iter()
-                        .all(|entry| entry.get("jsonrpc") == Some(&json!("2.0")))
-                });
-                if value.get("jsonrpc") != Some(&json!("2.0")) && !is_batch {
+                // A batch's answers come as one array line of them.
+                let message = |v: &Value| v.get("jsonrpc") == Some(&json!("2.0"));
+                let protocol = match &value {
+                    Value::Array(entries) => !entries.is_empty() && entries.iter().all(message),
+                    value => message(value),
+                };
+                if !protocol {
                     let _ = tx.send(json!({"NOT_PROTOCOL": line}));
                     continue;
                 }

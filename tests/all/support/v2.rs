@@ -271,6 +271,14 @@ pub fn tool_calls(all: &[Value], session: &str) -> BTreeMap<String, Value> {
     calls
 }
 
+/// `session`'s one tool call (its agent-given `toolCallId`, and the call as
+/// [`tool_calls`] builds it); fails the test unless there is exactly one.
+pub fn only_tool_call(all: &[Value], session: &str) -> (String, Value) {
+    let calls = tool_calls(all, session);
+    assert_eq!(calls.len(), 1, "not one tool call: {calls:#?}");
+    calls.into_iter().next().unwrap()
+}
+
 /// Where (the index among `session`'s updates) the first update for which
 /// `pred` holds is; fails the test when none does.
 pub fn position(updates: &[Value], what: &str, pred: impl Fn(&Value) -> bool) -> usize {
