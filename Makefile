@@ -1,7 +1,7 @@
 # crucible-agent: common tasks. `make demo` is the quickest way to see the agent work.
 CARGO ?= cargo
 
-.PHONY: build test e2e bench fuzz fmt demo llm-server clean dist dist-check docs mdbook picture
+.PHONY: build test e2e bench bench-long fuzz fmt demo llm-server clean dist dist-check docs mdbook picture
 
 # The shipped binary (statically linked on Linux/glibc: see scripts/build.sh),
 # at target/release/crucible-agent.
@@ -25,8 +25,17 @@ e2e:
 	CARGO=$(CARGO) bash scripts/e2e.sh
 
 # Benchmarks side by side with codex-acp; prints a table, writes bench/results.md.
+# Ends with bench-long's session (BENCH_LONG=0 leaves it out).
 bench:
 	CARGO=$(CARGO) bash scripts/bench.sh
+
+# The 30-turn session on the real local model (llama-server + SmolLM2, about
+# 15-30 minutes): per request the tokens processed and reused, the slot, the
+# compactions and warm-ups; per turn the time to first token. Replaces its
+# section of bench/results.md. BENCH_AGENT=path runs another build,
+# BENCH_LABEL names the run, BENCH_PAUSE the seconds between prompts (10).
+bench-long:
+	CARGO=$(CARGO) bash scripts/bench.sh long
 
 # A long fuzz run: 10^6 inputs per target (`make test` runs 256 each).
 # FUZZ_CASES=N to change it.

@@ -19,6 +19,7 @@ class Agent:
         self.next_id = 0
         self.pending = {}
         self.listeners = {}  # session id -> callback(update, t_ns)
+        self.timeout = 120  # seconds a request may take (a long local turn may need more)
 
     async def start(self):
         self.t_spawn = time.perf_counter()
@@ -59,7 +60,7 @@ class Agent:
         f = asyncio.get_running_loop().create_future()
         self.pending[i] = f
         self._write({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
-        msg, t = await asyncio.wait_for(f, 120)
+        msg, t = await asyncio.wait_for(f, self.timeout)
         if "error" in msg:
             raise RuntimeError(f"{self.kind} {method}: {msg['error']}")
         return msg["result"], t

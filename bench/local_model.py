@@ -83,11 +83,14 @@ class Proxy:
         up_w.write(head[:-2] + b"Connection: close\r\n\r\n" + body)
         await up_w.drain()
         data = bytearray()
+        first_token = None
         while True:
             chunk = await up_r.read(65536)
             if not chunk:
                 break
             data += chunk
+            if first_token is None and re.search(rb'"content":"[^"]', chunk):
+                first_token = time.perf_counter() - start
             # The agent may hang up once it has what it needs (the finish
             # and usage): the call is still recorded.
             if not writer.is_closing():
@@ -126,7 +129,10 @@ class Proxy:
             "status": int(data[9:12] or 0) if data.startswith(b"HTTP/") else None,
             "warmup": request.get("max_tokens") == 1,
             "compaction": isinstance(system, str) and system.startswith(COMPACTION_MARK),
+            "started": start,
             "seconds": time.perf_counter() - start,
+            "first_token": first_token,
+            "id_slot": request.get("id_slot"),
             "timings": timings or {},
             "prompt_tokens": prompt_tokens or (timings or {}).get("prompt_n"),
             "tail": None if timings else text[-400:].decode(errors="replace"),

@@ -6,6 +6,9 @@
 # compare only within one run).
 #   BENCH_QUICK=1 make bench    fewer repetitions (about 3 minutes instead of 10)
 #   BENCH_LOCAL=0 make bench    without the local-model section (a real llama-server)
+#   BENCH_LONG=0 make bench     without the 30-turn session on the local model
+#   make bench-long             only that session (scripts/bench.sh long);
+#                               BENCH_AGENT, BENCH_LABEL, BENCH_PAUSE as in the Makefile
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CARGO=${CARGO:-cargo}
@@ -14,6 +17,25 @@ CODEX_VERSION=0.16.0
 CODEX_NPM="$CACHE/codex-acp"
 CODEX_PKG="$CODEX_NPM/node_modules/@zed-industries/codex-acp-linux-x64"
 AGENT="${CARGO_TARGET_DIR:-target}/release/crucible-agent"
+
+# The 30-turn session on the real local model (bench/long_session.py).
+long_session() {
+  local agent=${BENCH_AGENT:-$AGENT}
+  echo "== bench: 30-turn session on the local model (load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
+  bash scripts/llm-server.sh build >/dev/null
+  python3 bench/long_session.py "$agent" scripts/llm-server.sh --pause "${BENCH_PAUSE:-10}" \
+    --label "${BENCH_LABEL:-$(git rev-parse --short HEAD 2>/dev/null || echo latest) ($agent)}" \
+    --out bench/results.md
+}
+
+if [ "${1:-}" = long ]; then
+  if [ -z "${BENCH_AGENT:-}" ]; then
+    echo "== bench: building the release binary"
+    CARGO="$CARGO" bash scripts/build.sh >/dev/null
+  fi
+  long_session
+  exit 0
+fi
 
 die() { printf 'bench: error: %s\n' "$*" >&2; exit 1; }
 command -v python3 >/dev/null 2>&1 || die "python3 is not installed"
@@ -44,4 +66,8 @@ if [ "${BENCH_LOCAL:-1}" != 0 ]; then
   bash scripts/llm-server.sh build >/dev/null
   python3 bench/local_model.py "$AGENT" scripts/llm-server.sh --codex "$CODEX_PKG/bin/codex-acp" \
     --out bench/results.md
+fi
+
+if [ "${BENCH_LONG:-1}" != 0 ]; then
+  long_session
 fi

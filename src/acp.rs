@@ -15,6 +15,7 @@ pub mod router;
 pub mod system_prompt;
 pub mod translate;
 pub mod unconfigured;
+pub mod v2;
 
 pub use router::Router;
 pub use unconfigured::Unconfigured;

@@ -20,6 +20,7 @@ pub mod rate_limit;
 pub mod reasoning;
 pub mod retry;
 pub mod settings;
+pub mod slots;
 pub mod stream;
 #[cfg(test)]
 mod testing;
@@ -308,6 +309,9 @@ pub trait Provider: Send + Sync {
     ) -> BoxFuture<'a, Result<Option<u64>, ProviderError>> {
         Box::pin(async { Ok(None) })
     }
+    /// The session that sent `cache_key` ended: what the provider kept
+    /// for it (a llama.cpp slot, see `slots`) may go.
+    fn session_ended(&self, _cache_key: &str) {}
 }
 
 /// Window used when neither the config nor the server says.
@@ -493,6 +497,14 @@ impl Providers {
             self.lock_windows().insert(key, window);
         }
         window
+    }
+
+    /// The session that sent `cache_key` ended: every provider it may have
+    /// used forgets it.
+    pub fn session_ended(&self, cache_key: &str) {
+        for provider in lock(&self.built).values() {
+            provider.session_ended(cache_key);
+        }
     }
 
     fn lock_windows(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), u64>> {

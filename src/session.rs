@@ -477,6 +477,8 @@ impl SessionActor {
         if let Some(recorder) = &self.services.recorder {
             recorder.close().await;
         }
+        // Its server slot (llama.cpp) may go to the next session.
+        self.services.providers.session_ended(&self.services.id);
         // MCP servers are children of the session: stop them with it
         // (a delegated agent's belong to its parent, who goes on).
         let manager = (self.services.owns_mcp)

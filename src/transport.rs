@@ -5,8 +5,10 @@
 //! Agent→client requests get ids of their own and a pending map of oneshot
 //! senders that the reader resolves when the answer comes back. Every
 //! client→agent request is owed one answer (a [`Responder`]), which carries
-//! the request's cancellation (`$/cancel_request`).
+//! the request's cancellation (`$/cancel_request`); a batch's requests are
+//! owed one array of answers ([`batch`]).
 
+mod batch;
 pub mod jsonrpc;
 mod outgoing;
 
@@ -23,6 +25,8 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use batch::AnswerTo;
+pub use batch::Inbound;
 pub use jsonrpc::{Incoming, RpcError};
 pub use outgoing::{MAX_QUEUED_BYTES, Outgoing};
 
@@ -231,10 +235,22 @@ pub struct Responder {
     method: String,
     cancel: CancellationToken,
     generation: u64,
+    /// Dropped after the answer is in: the last of a batch writes its array.
+    to: AnswerTo,
 }
 
 impl Responder {
+    /// The answer owed to a request that came on a line of its own.
     pub fn new(id: RequestId, connection: Connection, method: impl Into<String>) -> Self {
+        Self::answering(id, connection, method, AnswerTo::Line)
+    }
+
+    fn answering(
+        id: RequestId,
+        connection: Connection,
+        method: impl Into<String>,
+        to: AnswerTo,
+    ) -> Self {
         let cancel = CancellationToken::new();
         let generation = {
             let mut in_flight = lock(&connection.in_flight);
@@ -255,6 +271,7 @@ impl Responder {
             method: method.into(),
             cancel,
             generation,
+            to,
         }
     }
 
@@ -265,7 +282,7 @@ impl Responder {
 
     pub fn respond(mut self, result: Result<Value, RpcError>) {
         self.answered = true;
-        self.connection.respond(&self.id, result);
+        self.connection.answer(&self.id, &result, &self.to);
     }
 
     pub fn respond_with<T: Serialize>(self, result: Result<T, RpcError>) {
@@ -281,12 +298,13 @@ impl Drop for Responder {
     fn drop(&mut self) {
         if !self.answered {
             tracing::error!(method = %self.method, id = %self.id, "request dropped without an answer");
-            self.connection.respond(
+            self.connection.answer(
                 &self.id,
-                Err(RpcError::internal(format!(
+                &Err(RpcError::internal(format!(
                     "{} ended without an answer; this is a bug in crucible-agent, please report it with the log",
                     self.method
                 ))),
+                &self.to,
             );
         }
         let mut in_flight = lock(&self.connection.in_flight);

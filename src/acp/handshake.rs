@@ -118,6 +118,12 @@ mod tests {
         assert!(
             matches!(handshake.pending, Some(Incoming::Request { ref method, .. }) if method == "session/new")
         );
+        // A batch, even one with `initialize` in it, is the router's to answer whole.
+        let (handshake, out) = first(
+            r#"[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}]"#,
+        );
+        assert!(out.is_empty());
+        assert!(matches!(handshake.pending, Some(Incoming::Batch(_))));
         let (handshake, out) = first("not json");
         assert!(out.is_empty());
         assert!(matches!(handshake.pending, Some(Incoming::Invalid { .. })));

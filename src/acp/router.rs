@@ -13,7 +13,6 @@
 use std::sync::Arc;
 
 use agent_client_protocol_schema::v1 as acp;
-use agent_client_protocol_schema::v1::RequestId;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -26,7 +25,7 @@ use crate::mcp::Relay;
 use crate::model::ClientPrompt;
 use crate::session::manager::SessionManager;
 use crate::session::{Delivery, OpenRequest, PromptSubmission, SessionError, SessionMsg};
-use crate::transport::{Connection, Incoming, Responder, RpcError};
+use crate::transport::{Connection, Inbound, Incoming, Responder, RpcError};
 use answers::{session_error, with_models};
 use params::{check_roots, session_servers};
 
@@ -38,7 +37,9 @@ mod providers;
 mod reopen;
 mod stored;
 
-pub use capabilities::{ClientInfo, initialize_response, initialize_response_with, sign_in_for};
+pub use capabilities::{
+    ClientInfo, Extras, initialize_response, initialize_response_with, sign_in_for,
+};
 pub use params::parse;
 pub(super) use params::tolerate;
 
@@ -79,20 +80,17 @@ impl Router {
         self.client.as_ref()
     }
 
+    /// One line's message (or batch of them; see [`Connection::receive`]).
     pub fn handle(&mut self, message: Incoming) {
-        match message {
-            Incoming::Request { id, method, params } => {
-                let responder = Responder::new(id, self.connection.clone(), method.clone());
-                self.request(&method, params, responder);
-            }
-            Incoming::Notification { method, params } => self.notification(&method, params),
-            Incoming::Response { id, result } => self.connection.resolve(&id, result),
-            Incoming::Invalid { id, error } => {
-                tracing::warn!(code = error.code, message = %error.message, "invalid message from client");
-                self.connection
-                    .respond(&id.unwrap_or(RequestId::Null), Err(error));
-            }
-        }
+        let connection = self.connection.clone();
+        connection.receive(message, |inbound| match inbound {
+            Inbound::Request {
+                method,
+                params,
+                responder,
+            } => self.request(&method, params, responder),
+            Inbound::Notification { method, params } => self.notification(&method, params),
+        });
     }
 
     /// The client is gone: stop every session, answering their turns.
@@ -249,6 +247,7 @@ impl Router {
         let (reply, options) = oneshot::channel();
         session.send(SessionMsg::Options { reply });
         let tx = session.tx.clone();
+        let extras = self.extras();
         tokio::spawn(async move {
             let Ok(options) = options.await else {
                 return responder
@@ -257,7 +256,7 @@ impl Router {
             let response = acp::NewSessionResponse::new(id)
                 .modes(translate::mode_state(&options))
                 .config_options(translate::config_options(&options));
-            match with_models(response, &options) {
+            match with_models(response, &options, extras) {
                 Ok(value) => responder.respond(Ok(value)),
                 Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
             }
@@ -314,10 +313,7 @@ impl Router {
         };
         // The client's `$/cancel_request` for this prompt cancels the turn.
         let request_cancel = responder.cancellation().child_token();
-        // Unstable in the schema, so asked for; Crucible's client (it sends
-        // no clientInfo) reads it and always gets it.
-        let with_usage = self.sessions.unstable().usage
-            || self.client.as_ref().is_some_and(|info| info.name.is_none());
+        let with_usage = self.extras().usage;
         let (reply, answer) = oneshot::channel();
         session.send(SessionMsg::Prompt(PromptSubmission::answered_at_end(
             content,

@@ -8,7 +8,7 @@ use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;
 
 use crate::transport::jsonrpc::INTERNAL_ERROR;
-use crate::transport::{Connection, Incoming, RpcError};
+use crate::transport::{Connection, Inbound, Incoming, RpcError};
 
 pub struct Unconfigured {
     connection: Connection,
@@ -24,19 +24,17 @@ impl Unconfigured {
     }
 
     pub fn handle(&mut self, message: Incoming) {
-        match message {
-            Incoming::Request { id, method, params } => {
-                let answer = self.answer(&method, params);
-                self.connection.respond(&id, answer);
-            }
-            Incoming::Response { id, result } => self.connection.resolve(&id, result),
-            Incoming::Invalid { id, error } => self
-                .connection
-                .respond(&id.unwrap_or(acp::RequestId::Null), Err(error)),
-            Incoming::Notification { method, .. } => {
+        let connection = self.connection.clone();
+        connection.receive(message, |inbound| match inbound {
+            Inbound::Request {
+                method,
+                params,
+                responder,
+            } => responder.respond(self.answer(&method, params)),
+            Inbound::Notification { method, .. } => {
                 tracing::debug!(%method, "notification ignored: the config cannot be used");
             }
-        }
+        });
     }
 
     fn answer(&self, method: &str, params: Value) -> Result<Value, RpcError> {

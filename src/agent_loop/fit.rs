@@ -43,6 +43,7 @@ pub(super) async fn fit(
         let wanted = compact::SummaryWanted {
             focus: None,
             on_text: &on_text,
+            cache_key: input.session.model.cache_key.as_deref(),
         };
         let compacted = compact::compact(
             context,

@@ -18,6 +18,9 @@ pub struct Unstable {
     pub providers: bool,
     /// The turn's token usage in the `session/prompt` answer.
     pub usage: bool,
+    /// The old session-model extension's `models` beside `configOptions`
+    /// in session answers.
+    pub models: bool,
     /// Delegated agents as sessions of their own (`subagent_update`,
     /// `session_message`), even for a client that does not say it takes them.
     pub subagents: bool,
@@ -43,6 +46,7 @@ const KNOWN: &[&str] = &[
     "cursors",
     "fork",
     "mcp_over_acp",
+    "models",
     "options",
     "prompt_suggestions",
     "providers",
@@ -67,6 +71,7 @@ pub(super) fn validate_unstable(
             "subagents" => unstable.subagents = true,
             "providers" => unstable.providers = true,
             "usage" => unstable.usage = true,
+            "models" => unstable.models = true,
             "cursors" => unstable.cursors = true,
             "mcp_over_acp" => unstable.mcp_over_acp = true,
             "auth_status" => unstable.auth_status = true,

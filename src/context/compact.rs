@@ -48,13 +48,17 @@ pub fn compactable(context: &ContextManager, keep_recent: usize) -> Option<usize
         .or_else(|| context.compactable(1))
 }
 
-/// What the summary is asked to focus on, and who hears it as it streams.
+/// What the summary is asked to focus on, who hears it as it streams, and
+/// whose cache it goes to.
 #[derive(Clone, Copy)]
 pub struct SummaryWanted<'a> {
     /// The user's focus (`/compact FOCUS`).
     pub focus: Option<&'a str>,
     /// Each piece of the summary as the model writes it.
     pub on_text: &'a (dyn Fn(&str) + Send + Sync),
+    /// The session's cache key, as its turns send it: the summary request
+    /// goes where they go (llama.cpp: the session's slot).
+    pub cache_key: Option<&'a str>,
 }
 
 impl Default for SummaryWanted<'_> {
@@ -62,6 +66,7 @@ impl Default for SummaryWanted<'_> {
         Self {
             focus: None,
             on_text: &|_| {},
+            cache_key: None,
         }
     }
 }
@@ -78,13 +83,16 @@ pub async fn compact(
     budget: &ContextBudget,
     cancel: &CancellationToken,
 ) -> Result<Compacted, CompactError> {
-    let request = request(
-        model,
-        &context.entries()[..entries],
-        wanted.focus,
-        budget,
-        &context.estimator,
-    );
+    let request = ChatRequest {
+        cache_key: wanted.cache_key.map(str::to_string),
+        ..request(
+            model,
+            &context.entries()[..entries],
+            wanted.focus,
+            budget,
+            &context.estimator,
+        )
+    };
     let summary = summarize(provider, request, cancel, wanted.on_text).await?;
     let op = ContextOp::Compact { entries, summary };
     let report = context.apply(&op)?;

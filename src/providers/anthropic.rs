@@ -15,6 +15,7 @@ use super::Reasoning;
 use super::http::{ModelListError, WireFormat};
 use super::lenient::Lenient;
 use super::settings::ProviderSettings;
+use super::slots::SlotId;
 use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder};
 use super::{
     ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice, Usage,
@@ -39,7 +40,12 @@ impl WireFormat for AnthropicFormat {
     // The list is paged (20 by default); one page of the maximum size holds them all.
     const MODELS_PATH: &'static str = "/v1/models?limit=1000";
 
-    fn request_text(&self, request: &ChatRequest, settings: &ProviderSettings) -> String {
+    fn request_text(
+        &self,
+        request: &ChatRequest,
+        settings: &ProviderSettings,
+        _slot: Option<SlotId>,
+    ) -> String {
         json!(messages_request(request, settings)).to_string()
     }
 
@@ -987,7 +993,7 @@ mod tests {
         let requests = capture_requests();
         assert_eq!(requests.len(), expected.len());
         for ((request, settings), expected) in requests.iter().zip(expected) {
-            let text = AnthropicFormat.request_text(request, settings);
+            let text = AnthropicFormat.request_text(request, settings, None);
             assert_eq!(text, expected);
         }
     }
@@ -1018,6 +1024,7 @@ mod tests {
             keep_alive: serde_json::Value::Null,
             prewarm: None,
             prompt_cache_key: None,
+            pin_slots: None,
             tool_calling: Default::default(),
             model_tool_calling: Default::default(),
         }

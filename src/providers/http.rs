@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::overflow::in_window;
 use super::settings::{KeySource, ProviderSettings};
+use super::slots::{Props, ServerSlots, SlotId, SlotList, server_root};
 use super::stream::{WireDecoder, event_stream};
 use super::{ChatRequest, EventStream, ModelInfo, Provider, ProviderError};
 use crate::util::{error_chain, truncate};
@@ -30,8 +32,17 @@ pub trait WireFormat: Send + Sync + 'static {
     /// The model list, after the endpoint.
     const MODELS_PATH: &'static str;
 
-    /// The JSON text of a streamed chat request.
-    fn request_text(&self, request: &ChatRequest, settings: &ProviderSettings) -> String;
+    /// Whether the body can name a llama.cpp server slot (`id_slot`).
+    const CHOOSES_SLOT: bool = false;
+
+    /// The JSON text of a streamed chat request, on server slot `slot`
+    /// where the format can say so.
+    fn request_text(
+        &self,
+        request: &ChatRequest,
+        settings: &ProviderSettings,
+        slot: Option<SlotId>,
+    ) -> String;
 
     /// The server's model list.
     fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, ModelListError>;
@@ -66,6 +77,8 @@ pub struct HttpProvider<W> {
     settings: ProviderSettings,
     client: OnceLock<reqwest::Client>,
     wire: W,
+    /// llama.cpp's slots, and which session asks for which.
+    slots: ServerSlots,
 }
 
 impl<W: WireFormat + Default> HttpProvider<W> {
@@ -74,6 +87,7 @@ impl<W: WireFormat + Default> HttpProvider<W> {
             settings,
             client: OnceLock::new(),
             wire: W::default(),
+            slots: ServerSlots::default(),
         }
     }
 }
@@ -100,6 +114,10 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
     ) -> BoxFuture<'a, Result<Option<u64>, ProviderError>> {
         Box::pin(self.window(model))
     }
+
+    fn session_ended(&self, cache_key: &str) {
+        self.slots.release(cache_key);
+    }
 }
 
 impl<W: WireFormat> HttpProvider<W> {
@@ -119,7 +137,8 @@ impl<W: WireFormat> HttpProvider<W> {
         } else {
             request
         };
-        let body = self.wire.request_text(&request, &self.settings);
+        let slot = self.slot_for(&request).await;
+        let body = self.wire.request_text(&request, &self.settings, slot);
         let sent = self
             .send(
                 self.authorized(client.post(&url))
@@ -131,7 +150,13 @@ impl<W: WireFormat> HttpProvider<W> {
         let window = request.context_window;
         let response = match sent {
             Ok(response) => response,
-            Err(err) => return Err(in_window(self.with_listing(err).await, window)),
+            Err(err) => {
+                if slot.is_some() {
+                    // Perhaps no such slot any more: a restarted server.
+                    self.slots.recount();
+                }
+                return Err(in_window(self.with_listing(err).await, window));
+            }
         };
         let events = event_stream(
             response,
@@ -142,6 +167,49 @@ impl<W: WireFormat> HttpProvider<W> {
         Ok(events
             .map(move |item| item.map_err(|err| in_window(err, window)))
             .boxed())
+    }
+
+    /// The llama.cpp slot `request`'s session keeps, where the server is
+    /// llama.cpp (its slots asked once, here) and the settings allow it.
+    async fn slot_for(&self, request: &ChatRequest) -> Option<SlotId> {
+        if !W::CHOOSES_SLOT || !self.settings.pins_slots() {
+            return None;
+        }
+        let key = request.cache_key.as_deref()?;
+        if self.slots.needs_count() {
+            match self.slot_count().await {
+                Ok(total) => self.slots.counted(total),
+                // Not reached: asked again with the next request.
+                Err(err) => tracing::debug!(%err, "llama.cpp slots not asked"),
+            }
+        }
+        self.slots.slot_for(key)
+    }
+
+    /// `total_slots` of llama-server's `/props`, else the length of its
+    /// `/slots` (older servers, or `/props` turned off); None when neither
+    /// says. Err only when the server could not be reached.
+    async fn slot_count(&self) -> Result<Option<u32>, ProviderError> {
+        let client = self.client()?;
+        let root = server_root(&self.settings.endpoint);
+        let props = self
+            .fetch_json(self.authorized(client.get(format!("{root}/props"))))
+            .await;
+        if let Err(err @ ProviderError::Unreachable { .. }) = props {
+            return Err(err);
+        }
+        let total = (props.ok())
+            .and_then(|body| Props::deserialize(body).ok())
+            .and_then(|props| props.total_slots.into_option());
+        if total.is_some() {
+            return Ok(total);
+        }
+        let list = self
+            .fetch_json(self.authorized(client.get(format!("{root}/slots"))))
+            .await;
+        Ok((list.ok())
+            .and_then(|body| SlotList::deserialize(body).ok())
+            .and_then(|list| u32::try_from(list.0.len()).ok()))
     }
 
     async fn models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
@@ -230,6 +298,7 @@ impl<W: WireFormat> HttpProvider<W> {
             .send()
             .await
             .map_err(|err| connect_error(&self.settings, &err))?;
+        self.slots.observe(response.headers());
         if response.status().is_success() {
             return Ok(response);
         }

@@ -16,6 +16,7 @@ use super::function_tools::function_tools;
 use super::http::{ModelListError, WireFormat};
 use super::lenient::Lenient;
 use super::settings::ProviderSettings;
+use super::slots::SlotId;
 use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder};
 use super::{
     ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice, Usage,
@@ -39,7 +40,12 @@ impl WireFormat for OllamaFormat {
     const CHAT_PATH: &'static str = "/api/chat";
     const MODELS_PATH: &'static str = "/api/tags";
 
-    fn request_text(&self, request: &ChatRequest, settings: &ProviderSettings) -> String {
+    fn request_text(
+        &self,
+        request: &ChatRequest,
+        settings: &ProviderSettings,
+        _slot: Option<SlotId>,
+    ) -> String {
         // Ollama takes sampling settings under `options`, beside num_ctx.
         let body = chat_body(request, settings.temperature, Some(&settings.keep_alive));
         json!(body).to_string()
@@ -745,13 +751,14 @@ mod tests {
         let mut settings = ProviderSettings::local_ollama();
         settings.temperature = Some(0.5);
         let sent: Value =
-            serde_json::from_str(&OllamaFormat.request_text(&chat, &settings)).unwrap();
+            serde_json::from_str(&OllamaFormat.request_text(&chat, &settings, None)).unwrap();
         assert_eq!(
             sent["options"],
             json!({"num_ctx": 16384, "num_predict": 1024, "temperature": 0.5})
         );
         let sent: Value =
-            serde_json::from_str(&OllamaFormat.request_text(&request(vec![]), &settings)).unwrap();
+            serde_json::from_str(&OllamaFormat.request_text(&request(vec![]), &settings, None))
+                .unwrap();
         assert_eq!(sent["options"], json!({"temperature": 0.5}));
     }
 

@@ -17,6 +17,7 @@ use super::function_tools::{FunctionKind, function_tools};
 use super::http::{ModelListError, WireFormat};
 use super::lenient::Lenient;
 use super::settings::ProviderSettings;
+use super::slots::SlotId;
 use super::stream::{Decoded, Framing, Progress, StreamError, WireDecoder};
 use super::{
     ChatRequest, FinishReason, Message, ModelInfo, Part, ProviderEvent, Role, ToolChoice, Usage,
@@ -37,10 +38,21 @@ impl WireFormat for OpenAiFormat {
     type Decoder = StreamDecoder;
     const CHAT_PATH: &'static str = "/chat/completions";
     const MODELS_PATH: &'static str = "/models";
+    const CHOOSES_SLOT: bool = true;
 
-    fn request_text(&self, request: &ChatRequest, settings: &ProviderSettings) -> String {
+    fn request_text(
+        &self,
+        request: &ChatRequest,
+        settings: &ProviderSettings,
+        slot: Option<SlotId>,
+    ) -> String {
         let cache_key = (request.cache_key.as_deref()).filter(|_| settings.sends_cache_key());
-        request_text(request, settings.temperature, cache_key, &self.encoded)
+        let extras = Extras {
+            temperature: settings.temperature,
+            cache_key,
+            slot,
+        };
+        request_text(request, &extras, &self.encoded)
     }
 
     fn parse_models(&self, body: &Value) -> Result<Vec<ModelInfo>, ModelListError> {
@@ -57,31 +69,31 @@ pub fn request_body(request: &ChatRequest) -> Value {
     for message in &request.messages {
         encode_message(message, &mut messages);
     }
-    let mut body = json!(envelope(request, None, None));
+    let mut body = json!(envelope(request, &Extras::default()));
     body["messages"] = Value::Array(messages);
     body
 }
 
-/// [`request_body`] as the text sent, with the configured `temperature`,
-/// the `prompt_cache_key` for servers that take one, and past messages
-/// copied from `cache` instead of encoded again.
-pub fn request_text(
-    request: &ChatRequest,
-    temperature: Option<f64>,
-    cache_key: Option<&str>,
-    cache: &EncodedMessages,
-) -> String {
+/// What the sent body adds to [`request_body`]: the configured
+/// `temperature`, the `prompt_cache_key` for servers that take one, and
+/// llama.cpp's `id_slot`.
+#[derive(Debug, Default)]
+pub struct Extras<'a> {
+    pub temperature: Option<f64>,
+    pub cache_key: Option<&'a str>,
+    pub slot: Option<SlotId>,
+}
+
+/// [`request_body`] as the text sent, with its [`Extras`], and past
+/// messages copied from `cache` instead of encoded again.
+pub fn request_text(request: &ChatRequest, extras: &Extras, cache: &EncodedMessages) -> String {
     let past = cache.join(&request.messages, encode_message);
     let items = match &request.system {
         Some(system) if past.is_empty() => system_message(system).to_string(),
         Some(system) => format!("{},{past}", system_message(system)),
         None => past,
     };
-    with_array_field(
-        &json!(envelope(request, temperature, cache_key)),
-        "messages",
-        &items,
-    )
+    with_array_field(&json!(envelope(request, extras)), "messages", &items)
 }
 
 fn system_message(system: &str) -> Value {
@@ -89,11 +101,7 @@ fn system_message(system: &str) -> Value {
 }
 
 /// Everything in the body but the messages.
-fn envelope<'a>(
-    request: &'a ChatRequest,
-    temperature: Option<f64>,
-    cache_key: Option<&'a str>,
-) -> Envelope<'a> {
+fn envelope<'a>(request: &'a ChatRequest, extras: &Extras<'a>) -> Envelope<'a> {
     let tool_choice = match &request.tool_choice {
         _ if request.tools.is_empty() => None,
         ToolChoice::Auto => Some(wire::ToolChoice::Mode(ChoiceMode::Auto)),
@@ -111,9 +119,10 @@ fn envelope<'a>(
             include_usage: true,
         },
         max_tokens: request.max_output_tokens,
-        temperature,
+        temperature: extras.temperature,
         reasoning_effort: request.reasoning.and_then(Reasoning::effort),
-        prompt_cache_key: cache_key,
+        prompt_cache_key: extras.cache_key,
+        id_slot: extras.slot,
         tools: function_tools(&request.tools),
         tool_choice,
     }
@@ -665,19 +674,21 @@ mod tests {
                 cache_key: None,
             };
             let sent: Value =
-                serde_json::from_str(&request_text(&request, None, None, &cache)).unwrap();
+                serde_json::from_str(&request_text(&request, &Extras::default(), &cache)).unwrap();
             assert_eq!(sent, request_body(&request), "turn {turn}");
             assert!(sent.get("prompt_cache_key").is_none());
-            // The configured temperature and the cache key are the differences.
-            let warm: Value = serde_json::from_str(&request_text(
-                &request,
-                Some(0.3),
-                Some("session-1"),
-                &cache,
-            ))
-            .unwrap();
+            assert!(sent.get("id_slot").is_none());
+            // The configured temperature, the cache key and the slot are the differences.
+            let extras = Extras {
+                temperature: Some(0.3),
+                cache_key: Some("session-1"),
+                slot: Some(SlotId(1)),
+            };
+            let warm: Value =
+                serde_json::from_str(&request_text(&request, &extras, &cache)).unwrap();
             assert_eq!(warm["temperature"], 0.3);
             assert_eq!(warm["prompt_cache_key"], "session-1");
+            assert_eq!(warm["id_slot"], 1);
             assert_eq!(warm["messages"], sent["messages"]);
             messages.push(Arc::new(Message::assistant_text(format!("answer {turn}"))));
         }

@@ -79,6 +79,9 @@ pub struct RawProvider {
     /// OpenAI-compatible: send `prompt_cache_key` (the session id), for
     /// servers that accept it (default: api.openai.com only).
     pub prompt_cache_key: Option<bool>,
+    /// llama.cpp: keep each session on one of the server's slots
+    /// (`id_slot`), where the server reports them (default: on).
+    pub pin_slots: Option<bool>,
     /// How the models get their tools: "auto", "native" or "prompted".
     pub tool_calling: Option<String>,
     /// `[llm.providers.NAME.models."MODEL"]`: settings of one model.
@@ -156,6 +159,8 @@ pub struct ProviderSettings {
     pub prewarm: Option<bool>,
     /// `prompt_cache_key` as written; see [`ProviderSettings::sends_cache_key`].
     pub prompt_cache_key: Option<bool>,
+    /// `pin_slots` as written; see [`ProviderSettings::pins_slots`].
+    pub pin_slots: Option<bool>,
     /// `tool_calling`: how the provider's models get their tools.
     pub tool_calling: ToolCalling,
     /// `models."MODEL".tool_calling`: where a model differs from the provider.
@@ -189,6 +194,7 @@ impl ProviderSettings {
             keep_alive: serde_json::json!(DEFAULT_KEEP_ALIVE),
             prewarm: None,
             prompt_cache_key: None,
+            pin_slots: None,
             tool_calling: ToolCalling::default(),
             model_tool_calling: BTreeMap::new(),
         }
@@ -218,6 +224,12 @@ impl ProviderSettings {
                 && reqwest::Url::parse(&self.endpoint)
                     .is_ok_and(|url| url.host_str() == Some("api.openai.com"))
         })
+    }
+
+    /// Whether a session keeps one llama.cpp server slot: as written, else
+    /// yes (only a server that names itself llama.cpp is ever asked).
+    pub fn pins_slots(&self) -> bool {
+        self.pin_slots.unwrap_or(true)
     }
 
     /// The environment variable its type's key lives in, if any.
@@ -309,7 +321,7 @@ impl Surroundings<'_> {
     }
 }
 
-const KNOWN_SETTINGS_FIX: &str = "Known settings: type, endpoint, default_model, api_key, api_key_file, context_window, max_output_tokens (or max_tokens), temperature, available_models, timeout_secs, connect_timeout_secs, max_retries, retry_base_delay_ms, retry_max_delay_secs, max_wait_secs, fallback, keep_alive, prewarm, prompt_cache_key, tool_calling, models (and Crucible's trust_level, name). Remove or rename it.";
+const KNOWN_SETTINGS_FIX: &str = "Known settings: type, endpoint, default_model, api_key, api_key_file, context_window, max_output_tokens (or max_tokens), temperature, available_models, timeout_secs, connect_timeout_secs, max_retries, retry_base_delay_ms, retry_max_delay_secs, max_wait_secs, fallback, keep_alive, prewarm, prompt_cache_key, pin_slots, tool_calling, models (and Crucible's trust_level, name). Remove or rename it.";
 
 /// Validate the table `[llm.providers.NAME]`. Findings that do not stop the
 /// agent go to `warnings`.
@@ -399,6 +411,7 @@ pub fn validate_at(
         keep_alive: table.keep_alive(raw.keep_alive)?,
         prewarm: raw.prewarm,
         prompt_cache_key: raw.prompt_cache_key,
+        pin_slots: raw.pin_slots,
         tool_calling: table.tool_calling("tool_calling", raw.tool_calling.as_deref())?,
         model_tool_calling: table.model_tool_calling(raw.models)?,
     })
@@ -815,6 +828,8 @@ mod tests {
         );
         assert!(!written.prewarms());
         assert!(written.sends_cache_key());
+        assert!(local.pins_slots() && hosted.pins_slots());
+        assert!(!with("type = \"openai\"\napi_key = \"k\"\npin_slots = false").pins_slots());
     }
 
     #[test]

@@ -237,6 +237,7 @@ impl JobRun {
         let wanted = compact::SummaryWanted {
             focus: focus.as_deref(),
             on_text: &on_text,
+            cache_key: ready.session.model.cache_key.as_deref(),
         };
         let compacted = compact::compact(
             &mut self.context,

@@ -1,5 +1,5 @@
-//! JSON-RPC 2.0 framing: one JSON object per line. Parsing is pure so it is
-//! tested without any I/O.
+//! JSON-RPC 2.0 framing: one message per line, a JSON object or a batch
+//! (an array of them). Parsing is pure so it is tested without any I/O.
 
 use agent_client_protocol_schema::v1::RequestId;
 use serde::Serialize;
@@ -96,6 +96,10 @@ pub enum Incoming {
         id: Option<RequestId>,
         error: RpcError,
     },
+    /// A non-empty array of messages on one line (JSON-RPC 2.0 batch): its
+    /// requests are answered together, in one array. An entry is never
+    /// itself a batch; invalid entries carry no id (the batch rules).
+    Batch(Vec<Incoming>),
 }
 
 /// Parse one line. Blank lines are `None`.
@@ -113,7 +117,23 @@ pub fn parse_line(line: &[u8]) -> Option<Incoming> {
             });
         }
     };
-    Some(classify(value))
+    Some(match value {
+        Value::Array(entries) if entries.is_empty() => Incoming::Invalid {
+            id: None,
+            error: RpcError::invalid_request("an empty batch (a batch needs at least one message)"),
+        },
+        Value::Array(entries) => Incoming::Batch(entries.into_iter().map(batch_entry).collect()),
+        value => classify(value),
+    })
+}
+
+/// One entry of a batch: an invalid one is answered with `id: null`, as
+/// the batch rules ask, whatever id it had.
+fn batch_entry(value: Value) -> Incoming {
+    match classify(value) {
+        Incoming::Invalid { error, .. } => Incoming::Invalid { id: None, error },
+        entry => entry,
+    }
 }
 
 fn classify(value: Value) -> Incoming {
@@ -121,7 +141,7 @@ fn classify(value: Value) -> Incoming {
         return Incoming::Invalid {
             id: None,
             error: RpcError::invalid_request(
-                "expected one JSON object per line (batches are not supported)",
+                "expected a JSON object (a request, a notification or a response), or a batch of them",
             ),
         };
     };
@@ -303,7 +323,8 @@ mod tests {
         let table = [
             (r#"{"jsonrpc":"2.0","id":1,"#, PARSE_ERROR, false),
             ("not json", PARSE_ERROR, false),
-            ("[1,2]", INVALID_REQUEST, false),
+            ("[]", INVALID_REQUEST, false),
+            ("5", INVALID_REQUEST, false),
             (r#"{"id":1,"method":"x"}"#, INVALID_REQUEST, true),
             (
                 r#"{"jsonrpc":"2.0","id":1,"method":5}"#,
@@ -326,6 +347,34 @@ mod tests {
                 other => panic!("{line} parsed as {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_batch_is_its_entries_with_invalid_ones_answered_without_an_id() {
+        let batch = parse(
+            r#"[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":2,"result":{}},1,{"id":3,"method":"x"},{"foo":"boo"},[]]"#,
+        );
+        let Incoming::Batch(entries) = batch else {
+            panic!("not a batch: {batch:?}");
+        };
+        assert_eq!(entries.len(), 7);
+        assert!(matches!(&entries[0], Incoming::Request { method, .. } if method == "a"));
+        assert!(matches!(&entries[1], Incoming::Notification { method, .. } if method == "n"));
+        assert!(matches!(
+            &entries[2],
+            Incoming::Response { result: Ok(_), .. }
+        ));
+        for invalid in &entries[3..] {
+            assert!(
+                matches!(invalid, Incoming::Invalid { id: None, error } if error.code == INVALID_REQUEST),
+                "{invalid:?}"
+            );
+        }
+        // Broken JSON is one parse error, batch or not.
+        assert!(matches!(
+            parse(r#"[{"jsonrpc":"2.0","id":1,"method":"a"},"#),
+            Incoming::Invalid { error, .. } if error.code == PARSE_ERROR
+        ));
     }
 
     #[test]

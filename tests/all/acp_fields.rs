@@ -1,6 +1,9 @@
 //! ACP 1.15.1 fields on the updates a turn sends: the tool's `name` on
 //! `tool_call` and `tool_call_update`, and the session's `cost` on
-//! `usage_update` when the config prices the model (none otherwise).
+//! `usage_update` when the config prices the model (none otherwise); and
+//! fields outside the stable v1 schema (`models`, the prompt answer's
+//! `usage`) only for a client that asks (Crucible's gets them unasked:
+//! crucible_client.rs).
 
 use serde_json::json;
 
@@ -53,4 +56,45 @@ async fn without_a_price_no_cost_is_sent() {
     let usage = tool_updates(&seen, "usage_update");
     assert!(!usage.is_empty());
     assert!(usage.iter().all(|u| u.get("cost").is_none()), "{usage:?}");
+}
+
+#[tokio::test]
+async fn models_and_usage_go_only_to_a_client_that_asks() {
+    let opt_in = "\n[acp]\nunstable = [\"models\", \"usage\"]\n";
+    for (extra_config, asked) in [("", false), (opt_in, true)] {
+        let server = LlmServer::start(scripted_model(Vec::new())).await;
+        let config = format!("{}{extra_config}", config_for(&server, "test-model"));
+        let mut agent = Agent::spawn(&config).await;
+        agent.initialize().await;
+        let cwd = agent.cwd();
+        let (_, new) = agent
+            .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .await;
+        assert!(new["result"]["configOptions"].is_array(), "{new}");
+        assert_eq!(new["result"].get("models").is_some(), asked, "{new}");
+        if asked {
+            assert_eq!(new["result"]["models"]["currentModelId"], "test-model");
+        }
+        let session = new["result"]["sessionId"].as_str().unwrap().to_string();
+        let (_, answer) = agent.prompt(&session, "hi").await;
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+        assert_eq!(answer["result"].get("usage").is_some(), asked, "{answer}");
+        // A resumed session's answer follows the same rule.
+        let (_, closed) = agent
+            .call("session/close", json!({"sessionId": session}))
+            .await;
+        assert!(closed.get("result").is_some(), "{closed}");
+        let (_, resumed) = agent
+            .call(
+                "session/resume",
+                json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+            )
+            .await;
+        assert!(resumed["result"]["configOptions"].is_array(), "{resumed}");
+        assert_eq!(
+            resumed["result"].get("models").is_some(),
+            asked,
+            "{resumed}"
+        );
+    }
 }

@@ -22,6 +22,7 @@ mod budgets;
 mod acp_fields;
 mod acp_v1_20;
 mod backpressure;
+mod batches;
 
 mod cancel;
 mod cli;
@@ -65,6 +66,7 @@ mod rewind;
 #[cfg(target_os = "linux")]
 mod sandbox;
 mod secrets;
+mod server_slots;
 mod sessions;
 mod setup;
 mod skills;

@@ -5,6 +5,7 @@
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::capabilities::Extras;
 use crate::acp::translate;
 use crate::client::SelectOption;
 use crate::session::SessionError;
@@ -55,13 +56,17 @@ pub fn session_error(err: SessionError) -> RpcError {
     }
 }
 
-/// A session answer with the old session-model extension's `models` field
-/// beside `configOptions`.
+/// A session answer, with the old session-model extension's `models` field
+/// beside `configOptions` for a client that gets it.
 pub fn with_models(
     response: impl serde::Serialize,
     options: &[SelectOption],
+    extras: Extras,
 ) -> serde_json::Result<Value> {
     let mut value = serde_json::to_value(response)?;
+    if !extras.models {
+        return Ok(value);
+    }
     if let (Value::Object(fields), Some(models)) = (&mut value, translate::session_models(options))
     {
         fields.insert("models".into(), models);
@@ -91,8 +96,19 @@ mod tests {
                 })
                 .to_vec(),
         }];
-        let value = with_models(acp::NewSessionResponse::new("s1"), &options).unwrap();
+        let with = Extras {
+            models: true,
+            usage: false,
+        };
+        let value = with_models(acp::NewSessionResponse::new("s1"), &options, with).unwrap();
         assert_eq!(value["sessionId"], "s1");
+        let without = with_models(
+            acp::NewSessionResponse::new("s1"),
+            &options,
+            Extras::default(),
+        )
+        .unwrap();
+        assert!(without.get("models").is_none(), "{without}");
         assert_eq!(value["models"]["currentModelId"], "b");
         assert_eq!(
             value["models"]["availableModels"],

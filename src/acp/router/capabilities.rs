@@ -71,9 +71,44 @@ impl ClientInfo {
     pub(super) fn interleaves(&self) -> bool {
         self.name.is_some()
     }
+
+    /// Crucible's own client: it sends no `clientInfo` (one that names
+    /// itself `crucible` is the same client, later).
+    fn is_crucible(&self) -> bool {
+        self.name.as_deref().is_none_or(|name| name == "crucible")
+    }
+}
+
+/// The fields outside the stable v1 schema a client gets. The one rule:
+/// Crucible's client reads them and gets them all; any other client gets
+/// each only when `[acp] unstable` names it, never without asking (the
+/// protocol's conformance kit flags unknown fields).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Extras {
+    /// The old session-model extension's `models` beside `configOptions`
+    /// in the session/new, load, resume and fork answers (`models`).
+    pub models: bool,
+    /// The turn's token totals as `usage` in the `session/prompt` answer
+    /// (`usage`).
+    pub usage: bool,
+}
+
+impl Extras {
+    pub fn for_client(client: Option<&ClientInfo>, unstable: crate::config::Unstable) -> Self {
+        let crucible = client.is_some_and(ClientInfo::is_crucible);
+        Self {
+            models: crucible || unstable.models,
+            usage: crucible || unstable.usage,
+        }
+    }
 }
 
 impl Router {
+    /// What this client gets beyond the stable schema (see [`Extras`]).
+    pub(super) fn extras(&self) -> Extras {
+        Extras::for_client(self.client.as_ref(), self.sessions.unstable())
+    }
+
     pub(super) fn initialize(&mut self, request: acp::InitializeRequest, responder: Responder) {
         let client = ClientInfo::from_request(&request);
         let response = initialize_response_with(self.sessions.unstable());
@@ -169,6 +204,54 @@ pub fn sign_in_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extras_go_to_crucibles_client_and_to_others_only_when_named() {
+        let named = |name: Option<&str>| ClientInfo {
+            name: name.map(str::to_string),
+            ..ClientInfo::default()
+        };
+        let none = crate::config::Unstable::default();
+        let all = Extras {
+            models: true,
+            usage: true,
+        };
+        let table = [
+            (Some(named(None)), none, all),
+            (Some(named(Some("crucible"))), none, all),
+            (Some(named(Some("zed"))), none, Extras::default()),
+            (None, none, Extras::default()),
+            (
+                Some(named(Some("zed"))),
+                crate::config::Unstable {
+                    usage: true,
+                    ..none
+                },
+                Extras {
+                    usage: true,
+                    models: false,
+                },
+            ),
+            (
+                Some(named(Some("zed"))),
+                crate::config::Unstable {
+                    models: true,
+                    ..none
+                },
+                Extras {
+                    usage: false,
+                    models: true,
+                },
+            ),
+        ];
+        for (client, unstable, expected) in table {
+            assert_eq!(
+                Extras::for_client(client.as_ref(), unstable),
+                expected,
+                "{client:?} {unstable:?}"
+            );
+        }
+    }
 
     #[test]
     fn initialize_advertises_only_what_works() {

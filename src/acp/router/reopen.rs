@@ -10,6 +10,7 @@ use tokio::sync::oneshot;
 
 use super::Router;
 use super::answers::{store_error, with_models};
+use super::capabilities::Extras;
 use super::params::{check_roots, session_servers};
 use crate::acp::translate;
 use crate::client::{ClientSink, SelectOption};
@@ -194,6 +195,7 @@ impl Router {
         let (reply, options) = oneshot::channel();
         let _ = tx.send(SessionMsg::Options { reply });
         let connection = self.connection.clone();
+        let extras = self.extras();
         let (done, next) = oneshot::channel();
         let previous = self.last_reopen.replace(next);
         tokio::spawn(async move {
@@ -213,7 +215,7 @@ impl Router {
             for update in updates {
                 connection.send(&id, update);
             }
-            match reopened(how, &id, &options) {
+            match reopened(how, &id, &options, extras) {
                 Ok(value) => responder.respond(Ok(value)),
                 Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
             }
@@ -223,7 +225,12 @@ impl Router {
 }
 
 /// The answer to a load or a resume: where the session's settings stand.
-fn reopened(how: Reopen, id: &str, options: &[SelectOption]) -> serde_json::Result<Value> {
+fn reopened(
+    how: Reopen,
+    id: &str,
+    options: &[SelectOption],
+    extras: Extras,
+) -> serde_json::Result<Value> {
     let (modes, config) = (
         translate::mode_state(options),
         translate::config_options(options),
@@ -234,18 +241,21 @@ fn reopened(how: Reopen, id: &str, options: &[SelectOption]) -> serde_json::Resu
                 .modes(modes)
                 .config_options(config),
             options,
+            extras,
         ),
         Reopen::Resume => with_models(
             acp::ResumeSessionResponse::new()
                 .modes(modes)
                 .config_options(config),
             options,
+            extras,
         ),
         Reopen::Fork => with_models(
             acp::ForkSessionResponse::new(id.to_string())
                 .modes(modes)
                 .config_options(config),
             options,
+            extras,
         ),
     }
 }

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::providers::function_tools::{FunctionKind, FunctionTool};
 use crate::providers::lenient::Lenient;
+use crate::providers::slots::SlotId;
 
 /// Everything in the body but the messages (which are encoded apart, once
 /// per message, see `providers::encoded`).
@@ -25,6 +26,10 @@ pub struct Envelope<'a> {
     pub reasoning_effort: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_cache_key: Option<&'a str>,
+    /// llama.cpp: the server slot to run on, so a session's requests find
+    /// their prefix in that slot's cache (see `providers::slots`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id_slot: Option<SlotId>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<FunctionTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -263,6 +268,7 @@ mod tests {
             temperature: Some(0.5),
             reasoning_effort: Some("low"),
             prompt_cache_key: Some("s"),
+            id_slot: Some(SlotId(1)),
             tools: vec![FunctionTool::new(&tool)],
             tool_choice: Some(ToolChoice::Function {
                 kind: FunctionKind::Function,
@@ -278,6 +284,7 @@ mod tests {
         before["temperature"] = json!(0.5);
         before["reasoning_effort"] = json!("low");
         before["prompt_cache_key"] = json!("s");
+        before["id_slot"] = json!(1);
         before["tools"] = json!([{"type": "function", "function": {"name": "read_file", "description": "reads", "parameters": {"type": "object"}}}]);
         before["tool_choice"] = json!({ "type": "function", "function": { "name": "read_file" } });
         assert_eq!(json!(envelope).to_string(), before.to_string());
