@@ -5,7 +5,8 @@
 #      acpx (npm), the Python ACP SDK (PyPI) and the TypeScript ACP SDK (npm);
 #   2. a real LLM: llama-server with SmolLM2-135M (tests/all/real_llm.rs, and
 #      tests/all/context_real_llm.rs: the token estimate vs its count), built
-#      and cached on first use (~7 minutes on 2 cores);
+#      and cached on first use (~7 minutes on 2 cores); the TypeScript SDK's
+#      ACP v2 client (e2e/ts_sdk_v2_client.mjs) prompts it over v2;
 #   3. real MCP servers from npm (tests/all/mcp.rs).
 # The last two run the ignored tests of one module of the `all` test binary
 # each (cargo test --test all MODULE:: -- --ignored); a test name filter is a
@@ -124,6 +125,9 @@ if ! python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$PORT/h
   LLM_STARTED=1
 fi
 bash scripts/llm-server.sh start "$PORT"
+# ACP v2 with an independent client: the TypeScript SDK's experimental v2 side
+# (PyPI's SDK stops at v1 here), one prompt against the real model.
+run_part ts-sdk-v2 node e2e/ts_sdk_v2_client.mjs "$TS_SDK" "$AGENT" "http://127.0.0.1:$PORT" smollm2-135m
 set +e
 # A 135M model on 2 CPU cores reads the agent's ~2.4k-token system prompt and
 # tool definitions in several seconds: wait for it longer than the hermetic tests do.

@@ -54,6 +54,7 @@ mod prompt_suggestions;
 mod prompted_tools;
 mod prompts;
 mod protocol;
+mod protocol_v2;
 mod protocol_v2_surface;
 mod provider_errors;
 mod provider_types;
