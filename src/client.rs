@@ -164,6 +164,8 @@ pub enum Update {
     /// The session's foreground state (ACP v2 `state_update`; v1 has none:
     /// there the prompt's answer ends the turn).
     State(SessionState),
+    /// The replay a resume asked for is over (ACP v2 `replay_complete`).
+    ReplayComplete,
     /// The session's title or last activity changed (ACP `session_info_update`).
     SessionInfo {
         title: Option<String>,
@@ -229,6 +231,9 @@ pub enum SessionState {
     RequiresAction,
     /// Ready for a prompt; the foreground work that ended, and why.
     Idle(StopReason),
+    /// Ready for a prompt, with no work just ended: the state a resumed
+    /// session reports after its replay (a snapshot, not a completion).
+    Ready,
 }
 
 /// The plan the session keeps as a todo list (the `todo` tool's).

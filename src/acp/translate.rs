@@ -80,7 +80,7 @@ pub fn session_updates(update: &Update) -> Vec<acp::SessionUpdate> {
             };
         }
         // v1 has no foreground state: the prompt's answer ends the turn.
-        Update::State(_) => return Vec::new(),
+        Update::State(_) | Update::ReplayComplete => return Vec::new(),
         Update::SessionInfo { title, updated_at } => {
             let mut info = acp::SessionInfoUpdate::new().updated_at(updated_at.clone());
             if let Some(title) = title {

@@ -13,7 +13,7 @@ use super::answers::{store_error, with_models};
 use super::capabilities::Extras;
 use super::params::{check_roots, session_servers};
 use crate::acp::translate;
-use crate::client::SelectOption;
+use crate::client::{SelectOption, SessionState, Update};
 use crate::model::ClientPrompt;
 use crate::session::manager::Replay;
 use crate::session::{InitialOption, OpenRequest, SessionMsg};
@@ -247,6 +247,14 @@ impl Router {
             // The replay goes straight to the client: it is not recorded again.
             for update in updates {
                 client.send(&id, update);
+            }
+            // v2 (v1 has neither): the replay's end, then the state the
+            // session resumes in, both before the answer.
+            if how == Reopen::ResumeReplaying {
+                client.send(&id, Update::ReplayComplete);
+            }
+            if matches!(how, Reopen::Resume | Reopen::ResumeReplaying) {
+                client.send(&id, Update::State(SessionState::Ready));
             }
             match answer(how, &id, &options, extras) {
                 Ok(value) => responder.respond(Ok(value)),

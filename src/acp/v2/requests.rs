@@ -345,12 +345,13 @@ mod tests {
                 description: None,
             }],
         }];
-        let value = new_answer("s1", &options).unwrap();
+        let value = new_answer("s1", &options, Extras::default()).unwrap();
         assert_eq!(value["sessionId"], "s1");
         assert!(value.get("modes").is_none() && value.get("models").is_none());
         assert_eq!(value["configOptions"][0]["configId"], "mode");
         assert_eq!(value["configOptions"][0]["category"], "mode");
-        let value = reopen_answer(Reopen::ResumeReplaying, "s1", &options).unwrap();
+        let value =
+            reopen_answer(Reopen::ResumeReplaying, "s1", &options, Extras::default()).unwrap();
         assert!(value.get("sessionId").is_none());
         assert_eq!(value["configOptions"][0]["currentValue"], "act");
     }

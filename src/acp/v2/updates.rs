@@ -72,6 +72,7 @@ impl SessionUpdates {
                 None => return Vec::new(),
             },
             Update::State(state) => v2::SessionUpdate::StateUpdate(state_update(*state)),
+            Update::ReplayComplete => v2::SessionUpdate::ReplayComplete(v2::ReplayComplete::new()),
             Update::ConfigOptions(options) => v2::SessionUpdate::ConfigOptionUpdate(
                 v2::ConfigOptionUpdate::new(config_options(options)),
             ),
@@ -248,6 +249,7 @@ fn state_update(state: SessionState) -> v2::StateUpdate {
         SessionState::Idle(reason) => {
             v2::StateUpdate::Idle(v2::IdleStateUpdate::new().stop_reason(stop_reason(reason)))
         }
+        SessionState::Ready => v2::StateUpdate::Idle(v2::IdleStateUpdate::new()),
     }
 }
 
