@@ -152,9 +152,7 @@ impl PromptAnswer {
             PromptAnswer::AtEnd(reply) => {
                 let _ = reply.send(Err(err));
             }
-            PromptAnswer::AtInsertion(reply) => {
-                let _ = reply.send(Err(err));
-            }
+            PromptAnswer::AtInsertion(reply) => reply.send(Err(err)),
         }
     }
 }
@@ -165,7 +163,48 @@ pub struct Inserted {
     pub message_id: String,
 }
 
-pub type InsertReply = oneshot::Sender<Result<Inserted, SessionError>>;
+/// What a prompt answered at insertion hears: called once, by the session
+/// itself, as the message goes in (or is refused), so the answer is out
+/// before anything the session shows after it (an `Idle` after a cancel's
+/// refusals above all). One dropped unanswered tells the session stopped.
+pub struct InsertReply(std::sync::Mutex<Option<InsertAnswer>>);
+
+type InsertAnswer = Box<dyn FnOnce(Result<Inserted, SessionError>) + Send>;
+
+impl InsertReply {
+    pub fn new(answer: impl FnOnce(Result<Inserted, SessionError>) + Send + 'static) -> Self {
+        Self(std::sync::Mutex::new(Some(Box::new(answer))))
+    }
+
+    /// Answered through a channel (tests, and callers that wait).
+    pub fn channel() -> (Self, oneshot::Receiver<Result<Inserted, SessionError>>) {
+        let (reply, answer) = oneshot::channel();
+        let reply = Self::new(move |result| {
+            let _ = reply.send(result);
+        });
+        (reply, answer)
+    }
+
+    pub fn send(self, result: Result<Inserted, SessionError>) {
+        if let Some(answer) = self.take() {
+            answer(result);
+        }
+    }
+
+    fn take(&self) -> Option<InsertAnswer> {
+        crate::util::lock(&self.0).take()
+    }
+}
+
+impl Drop for InsertReply {
+    fn drop(&mut self) {
+        if let Some(answer) = self.take() {
+            answer(Err(SessionError::Crashed(
+                "the session stopped before the message went in".into(),
+            )));
+        }
+    }
+}
 
 pub enum SessionMsg {
     Prompt(PromptSubmission),

@@ -35,7 +35,7 @@ impl SessionActor {
             match answer {
                 PromptAnswer::AtInsertion(reply) => {
                     let message_id = message_id.clone();
-                    let _ = reply.send(Ok(Inserted { message_id }));
+                    reply.send(Ok(Inserted { message_id }));
                 }
                 PromptAnswer::AtEnd(reply) => {
                     let _ = reply.send(Err(SessionError::Duplicate(key.clone())));

@@ -34,7 +34,7 @@ impl Pending {
         match self.answer {
             PromptAnswer::AtEnd(reply) => Some(reply),
             PromptAnswer::AtInsertion(reply) => {
-                let _ = reply.send(Ok(Inserted {
+                reply.send(Ok(Inserted {
                     message_id: self.message_id,
                 }));
                 None

@@ -590,6 +590,12 @@ async fn a_prompt_sent_as_the_turn_ends_without_a_safe_point_runs_as_a_new_promp
     let session = agent.start_session_v2().await;
     let prompt = agent.start_prompt_v2(&session, "first").await;
     let (mut log, _) = agent.prompt_ack(prompt).await;
+    // The answer comes as the message goes in, before the model is asked:
+    // steer only once the first request is at the model, past the safe point.
+    crate::support::wait::wait_until("the first model request", || {
+        server.chat_requests().len() == 1
+    })
+    .await;
     let steer = agent.start_prompt_v2(&session, "second").await;
     // The model answers without a tool call: no safe point comes.
     gate.notify_one();

@@ -166,16 +166,29 @@ async fn a_v2_resume_replays_from_the_start_only_when_asked() {
         .await;
     assert!(resumed["result"]["configOptions"].is_array(), "{resumed}");
     assert!(resumed["result"].get("modes").is_none(), "{resumed}");
+    // The user's message, whole (`user_message`) or in chunks, with its id.
     let user_text: Vec<&Value> = replayed
         .iter()
-        .filter(|m| m["params"]["update"]["sessionUpdate"] == "user_message_chunk")
+        .filter(|m| is_user_message(&m["params"]["update"]))
         .collect();
     assert!(
-        user_text.iter().any(
-            |m| m["params"]["update"]["content"]["text"] == "remember me"
-                && m["params"]["update"]["messageId"].is_string()
-        ),
+        user_text.iter().any(|m| {
+            let update = &m["params"]["update"];
+            (update["content"]["text"] == "remember me"
+                || update["content"][0]["text"] == "remember me")
+                && update["messageId"].is_string()
+        }),
         "the history comes before the answer: {replayed:?}"
+    );
+    // Then the replay's end and the state the session resumes in.
+    let kinds: Vec<&Value> = replayed
+        .iter()
+        .map(|m| &m["params"]["update"]["sessionUpdate"])
+        .collect();
+    assert_eq!(
+        kinds[kinds.len() - 2..],
+        [&json!("replay_complete"), &json!("state_update")],
+        "{replayed:?}"
     );
     // Without `replayFrom`, nothing is replayed.
     agent
@@ -188,7 +201,20 @@ async fn a_v2_resume_replays_from_the_start_only_when_asked() {
     assert!(
         !replayed
             .iter()
-            .any(|m| m["params"]["update"]["sessionUpdate"] == "user_message_chunk"),
+            .any(|m| is_user_message(&m["params"]["update"])),
         "{replayed:?}"
     );
+    // Only the state snapshot, which a resume always sends.
+    assert!(
+        replayed
+            .iter()
+            .all(|m| m["params"]["update"]["sessionUpdate"] == "state_update"
+                || m["params"]["update"]["sessionUpdate"] == "available_commands_update"
+                || m["params"]["update"]["sessionUpdate"] == "config_option_update"),
+        "{replayed:?}"
+    );
+}
+
+fn is_user_message(update: &Value) -> bool {
+    update["sessionUpdate"] == "user_message" || update["sessionUpdate"] == "user_message_chunk"
 }

@@ -159,7 +159,7 @@ async fn each_session_keeps_its_own_slot_for_its_warm_up_turns_and_compaction() 
     let ours = server.chat_bodies();
     assert!(
         ours.iter()
-            .any(|body| body.contains("You write the working memory")),
+            .any(|body| body.contains("[Compaction request]")),
         "no compaction: {ours:?}"
     );
     let second = agent.new_session().await;

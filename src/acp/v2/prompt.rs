@@ -4,14 +4,13 @@
 //! turn runs joins it instead of being refused.
 
 use agent_client_protocol_schema::{v1, v2};
-use tokio::sync::oneshot;
 
 use super::convert;
 use crate::acp::router::{Router, session_error};
 use crate::acp::translate;
 use crate::model::Part;
 use crate::session::{
-    Inserted, PromptAnswer, PromptSubmission, SessionError, SessionMsg, WhenBusy,
+    InsertReply, Inserted, PromptAnswer, PromptSubmission, SessionError, SessionMsg, WhenBusy,
 };
 use crate::transport::{Responder, RpcError};
 
@@ -30,28 +29,23 @@ pub fn prompt(router: &mut Router, request: v2::PromptRequest, responder: Respon
         Ok(content) => content,
         Err(err) => return responder.respond(Err(err)),
     };
+    // The turn outlives this request: only `session/cancel` ends it.
+    let request_cancel = responder.cancellation().child_token();
     let when_busy = if router.sessions.unstable().steering {
         WhenBusy::Steer
     } else {
         WhenBusy::Refuse
     };
-    let (reply, answer) = oneshot::channel();
+    // Answered by the session as the message goes in, so the answer
+    // precedes what the session shows next.
+    let reply = InsertReply::new(move |inserted| responder.respond_with(answered(inserted)));
     session.send(SessionMsg::Prompt(PromptSubmission {
         content,
-        // The turn outlives this request: only `session/cancel` ends it.
-        request_cancel: responder.cancellation().child_token(),
+        request_cancel,
         idempotency_key: request.idempotency_key.map(|key| key.as_str().to_string()),
         when_busy,
         answer: PromptAnswer::AtInsertion(reply),
     }));
-    tokio::spawn(async move {
-        let inserted = answer.await.unwrap_or_else(|_| {
-            Err(SessionError::Crashed(
-                "the session stopped before answering".into(),
-            ))
-        });
-        responder.respond_with(answered(inserted));
-    });
 }
 
 fn answered(inserted: Result<Inserted, SessionError>) -> Result<v2::PromptResponse, RpcError> {

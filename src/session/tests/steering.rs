@@ -117,7 +117,7 @@ type Insertion = oneshot::Receiver<Result<Inserted, SessionError>>;
 
 impl Fixture {
     fn submit(&self, text: &str, key: Option<&str>) -> Insertion {
-        let (reply, answer) = oneshot::channel();
+        let (reply, answer) = InsertReply::channel();
         self.session.send(SessionMsg::Prompt(PromptSubmission {
             content: vec![Part::Text { text: text.into() }],
             request_cancel: CancellationToken::new(),
