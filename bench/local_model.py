@@ -46,7 +46,19 @@ PROMPTS = [
     "What is a pointer?",
     "Explain caching in one line.",
 ]
-COMPACTION_MARK = "You write the working memory"
+# A summary request continues the conversation: its last message is the
+# instruction (prompts/compact.md), which begins with this.
+COMPACTION_MARK = "[Compaction request]"
+
+
+def is_compaction(messages):
+    """Whether a chat request is a compaction's summary request."""
+    if not messages or messages[-1].get("role") != "user":
+        return False
+    content = messages[-1].get("content", "")
+    if isinstance(content, list):
+        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return isinstance(content, str) and content.startswith(COMPACTION_MARK)
 
 
 class Proxy:
@@ -123,12 +135,11 @@ class Proxy:
         if found:
             prompt_tokens = int(found.group(1))
         messages = request.get("messages", [])
-        system = messages[0].get("content", "") if messages and messages[0].get("role") == "system" else ""
         self.calls.append({
             "path": head.split(b" ", 2)[1].decode(),
             "status": int(data[9:12] or 0) if data.startswith(b"HTTP/") else None,
             "warmup": request.get("max_tokens") == 1,
-            "compaction": isinstance(system, str) and system.startswith(COMPACTION_MARK),
+            "compaction": is_compaction(messages),
             "started": start,
             "seconds": time.perf_counter() - start,
             "first_token": first_token,
