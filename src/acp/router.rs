@@ -38,7 +38,7 @@ mod providers;
 mod reopen;
 mod stored;
 
-pub(in crate::acp) use answers::{session_answer, session_error};
+pub(in crate::acp) use answers::session_error;
 pub use capabilities::{
     ClientInfo, Extras, initialize_response, initialize_response_with, sign_in_for,
 };

@@ -12,6 +12,7 @@ use super::Router;
 use super::answers::{session_answer, store_error};
 use super::params::{check_cwd, check_roots, prefixed};
 use crate::acp::translate;
+use crate::client::SelectOption;
 use crate::session::{InitialOption, SessionHandle, SessionMsg};
 use crate::transport::{Responder, RpcError};
 
@@ -21,26 +22,41 @@ impl Router {
         request: acp::SetSessionConfigOptionRequest,
         responder: Responder,
     ) {
-        let Some(session) = self.sessions.get(&request.session_id.0) else {
-            return responder.respond(Err(self.not_running(&request.session_id.0)));
+        let value = request.value.as_value_id().map(|value| value.0.to_string());
+        let option = request.config_id.0.to_string();
+        self.set_option(&request.session_id.0, option, value, responder, |options| {
+            acp::SetSessionConfigOptionResponse::new(translate::config_options(options))
+        });
+    }
+
+    /// `session/set_config_option` in either version: `value` is None for
+    /// a boolean (no option here takes one); `answer` writes the session's
+    /// options as the version has them.
+    pub(in crate::acp) fn set_option<A: serde::Serialize + Send + 'static>(
+        &mut self,
+        session_id: &str,
+        option: String,
+        value: Option<String>,
+        responder: Responder,
+        answer: fn(&[SelectOption]) -> A,
+    ) {
+        let Some(session) = self.sessions.get(session_id) else {
+            return responder.respond(Err(self.not_running(session_id)));
         };
-        let Some(value) = request.value.as_value_id() else {
+        let Some(value) = value else {
             return responder.respond(Err(RpcError::invalid_params(format!(
-                "value: option `{}` takes one of its listed value ids, not a boolean",
-                request.config_id
+                "value: option `{option}` takes one of its listed value ids, not a boolean"
             ))));
         };
-        let (reply, answer) = oneshot::channel();
+        let (reply, options) = oneshot::channel();
         session.send(SessionMsg::SetOption {
-            id: request.config_id.0.to_string(),
-            value: value.0.to_string(),
+            id: option,
+            value,
             reply,
         });
         tokio::spawn(async move {
-            let answer = session_answer(answer).await.map(|options| {
-                acp::SetSessionConfigOptionResponse::new(translate::config_options(&options))
-            });
-            responder.respond_with(answer);
+            let options = session_answer(options).await;
+            responder.respond_with(options.map(|options| answer(&options)));
         });
     }
 

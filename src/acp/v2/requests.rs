@@ -8,15 +8,13 @@ use agent_client_protocol_schema::{v1, v2};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tokio::sync::oneshot;
 
 use super::convert::{self, convert};
 use super::initialize::negotiate;
 use super::prompt;
 use super::updates;
-use crate::acp::router::{self, Extras, Reopen, Router, session_answer};
+use crate::acp::router::{self, Extras, Reopen, Router};
 use crate::client::SelectOption;
-use crate::session::SessionMsg;
 use crate::transport::{Responder, RpcError};
 
 /// A v2 request's handler, its params still raw.
@@ -267,26 +265,10 @@ fn set_config_option(
     request: v2::SetSessionConfigOptionRequest,
     responder: Responder,
 ) {
-    let Some(session) = router.sessions.get(&request.session_id.0) else {
-        return responder.respond(Err(router.not_running(&request.session_id.0)));
-    };
-    let Some(value) = request.value.as_id() else {
-        return responder.respond(Err(RpcError::invalid_params(format!(
-            "session/set_config_option: field `value`: option `{}` takes one of its listed value ids, not a boolean",
-            request.config_id
-        ))));
-    };
-    let (reply, answer) = oneshot::channel();
-    session.send(SessionMsg::SetOption {
-        id: request.config_id.0.to_string(),
-        value: value.0.to_string(),
-        reply,
-    });
-    tokio::spawn(async move {
-        let answer = session_answer(answer).await.map(|options| {
-            v2::SetSessionConfigOptionResponse::new(updates::config_options(&options))
-        });
-        responder.respond_with(answer);
+    let value = request.value.as_id().map(|value| value.0.to_string());
+    let option = request.config_id.0.to_string();
+    router.set_option(&request.session_id.0, option, value, responder, |options| {
+        v2::SetSessionConfigOptionResponse::new(updates::config_options(options))
     });
 }
 
