@@ -27,7 +27,7 @@ pub(super) async fn fit(
         return Ok(());
     }
     let keep = settings.keep_recent_turns;
-    if let Some(entries) = compact::compactable(context, keep) {
+    if let Some(entries) = compact::compactable(context, keep, budget.window) {
         let id = compaction_id();
         emit(AgentEvent::Compaction(Compaction::Started {
             id: id.clone(),

@@ -22,8 +22,13 @@ pub const COMPACT_PROMPT: &str = include_str!("../../prompts/compact.md");
 /// How the instruction begins: what tells a summary request from a turn's.
 pub const INSTRUCTION_MARK: &str = "[Compaction request]";
 
-/// Tokens asked for the summary itself.
-const SUMMARY_TOKENS: u64 = 1_024;
+/// Tokens asked for the summary itself: a sixteenth of the window, within
+/// these bounds. A small local window gets a short summary, which is
+/// written in seconds and leaves room for turns before the next compaction.
+const SUMMARY_TOKENS: std::ops::RangeInclusive<u64> = 128..=1_024;
+/// The turns kept verbatim take at most this share of the window (fewer
+/// turns are kept, the latest always).
+const KEPT_SHARE_OF_WINDOW: u64 = 8;
 /// Room kept for the parts of the instruction besides the prompt (the
 /// scope, the update note, the focus's own words are counted apart).
 const INSTRUCTION_EXTRA_CHARS: u64 = 800;
@@ -51,11 +56,23 @@ pub struct Compacted {
 }
 
 /// How many of the oldest entries a compaction would summarize: all but
-/// the `keep_recent` latest turns, or at least all but the latest one.
-pub fn compactable(context: &ContextManager, keep_recent: usize) -> Option<usize> {
-    context
-        .compactable(keep_recent)
-        .or_else(|| context.compactable(1))
+/// the `keep_recent` latest turns, fewer of them where they would take
+/// more than an eighth of `window`, and at least all but the latest one.
+pub fn compactable(context: &ContextManager, keep_recent: usize, window: u64) -> Option<usize> {
+    let kept_cap = window / KEPT_SHARE_OF_WINDOW;
+    let all = context.entries();
+    (1..=keep_recent.max(1)).rev().find_map(|keep| {
+        let entries = context.compactable(keep)?;
+        let kept: u64 = all[entries..].iter().map(|e| e.chars).sum();
+        (keep == 1 || context.estimator.tokens(kept) <= kept_cap).then_some(entries)
+    })
+}
+
+/// The summary's output limit for a window of `window` tokens.
+fn summary_tokens(window: u64) -> u64 {
+    (window / 16)
+        .clamp(*SUMMARY_TOKENS.start(), *SUMMARY_TOKENS.end())
+        .min(window / 4)
 }
 
 /// What the summary is asked to focus on, who hears it as it streams, and
@@ -167,7 +184,7 @@ fn plan(
     budget: &ContextBudget,
 ) -> Result<Plan, CompactError> {
     let all = context.entries();
-    let answer = SUMMARY_TOKENS.min(budget.window / 4);
+    let answer = summary_tokens(budget.window);
     let focus = focus.map(str::trim).filter(|f| !f.is_empty());
     let instruction_chars =
         (COMPACT_PROMPT.len() + focus.map_or(0, str::len)) as u64 + INSTRUCTION_EXTRA_CHARS;
@@ -194,7 +211,7 @@ fn plan(
     let mut messages: Vec<_> = (all[..end].iter())
         .flat_map(|e| e.messages.iter().cloned())
         .collect();
-    let text = instruction(all, summarized, end, focus);
+    let text = instruction(all, summarized, end, focus, answer);
     messages.push(std::sync::Arc::new(Message::user_text(text)));
     let request = ChatRequest {
         messages,
@@ -208,8 +225,20 @@ fn plan(
 }
 
 /// The instruction: the prompt, then what this summary covers.
-fn instruction(all: &[Entry], summarized: usize, end: usize, focus: Option<&str>) -> String {
+fn instruction(
+    all: &[Entry],
+    summarized: usize,
+    end: usize,
+    focus: Option<&str>,
+    answer_tokens: u64,
+) -> String {
     let mut text = COMPACT_PROMPT.trim().to_string();
+    // About three words in four tokens, rounded down to tens: a summary
+    // that ends by itself instead of being cut at the limit.
+    let words = (answer_tokens * 3 / 4 / 10 * 10).max(50);
+    text.push_str(&format!(
+        "\n- Write at most about {words} words: the summary is cut off there."
+    ));
     if all.first().is_some_and(|e| e.kind == EntryKind::Summary) {
         text.push_str(
             "\n\nThe conversation starts with the summary written at the previous compaction. Update this summary with what follows it: write one summary that keeps everything it says (unless later turns made it obsolete) and adds what happened since.",
@@ -396,7 +425,7 @@ mod tests {
             request: &request,
         };
         let budget = ContextBudget::new(32_768, 4_096, 0.8);
-        let entries = compactable(context, 2).unwrap();
+        let entries = compactable(context, 2, 32_768).unwrap();
         let wanted = SummaryWanted::default();
         compact_context(last, context, entries, wanted, &budget, cancel).await
     }
@@ -536,11 +565,39 @@ mod tests {
     }
 
     #[test]
+    fn a_small_window_asks_for_a_short_summary_and_keeps_fewer_turns() {
+        let mut context = ContextManager::new();
+        // Six turns of about 390 tokens each (3 entries a turn).
+        conversation(&mut context, 0, 6, 1_500);
+        // A hosted window keeps the two latest turns and asks for 1,024 tokens.
+        assert_eq!(compactable(&context, 2, 131_072), Some(12));
+        let big = ContextBudget::new(131_072, 4_096, 0.8);
+        let plan_big = plan(&turn_request(), &context, 12, None, &big).unwrap();
+        assert_eq!(plan_big.request.max_output_tokens, Some(1_024));
+        let instruction = plan_big.request.messages.last().unwrap().text();
+        assert!(instruction.contains("at most about 760 words"), "{instruction}");
+        // A 4k local window: two such turns would be a fifth of it, so only
+        // the latest stays; the summary gets a sixteenth of the window.
+        assert_eq!(compactable(&context, 2, 4_096), Some(15));
+        let small = ContextBudget::new(4_096, 1_024, 0.8);
+        let plan_small = plan(&turn_request(), &context, 15, None, &small).unwrap();
+        assert_eq!(plan_small.request.max_output_tokens, Some(256));
+        let instruction = plan_small.request.messages.last().unwrap().text();
+        assert!(instruction.contains("at most about 190 words"), "{instruction}");
+        // Kept turns that fit an eighth of the window stay as configured.
+        let mut short = ContextManager::new();
+        conversation(&mut short, 0, 6, 100);
+        assert_eq!(compactable(&short, 2, 4_096), Some(12));
+        assert_eq!(summary_tokens(2_048), 128);
+        assert_eq!(summary_tokens(8_192), 512);
+    }
+
+    #[test]
     fn what_does_not_fit_the_window_is_left_out_from_the_end() {
         let mut context = ContextManager::new();
         conversation(&mut context, 0, 6, 5_000);
         let budget = ContextBudget::new(8_192, 2_048, 0.8);
-        let entries = compactable(&context, 2).unwrap();
+        let entries = compactable(&context, 2, 8_192).unwrap();
         let plan = plan(&turn_request(), &context, entries, Some("the API"), &budget).unwrap();
         let sent = plan.request.messages.len() - 1;
         assert!(sent < context.messages().len(), "{sent}");

@@ -232,7 +232,7 @@ impl Job {
         if used <= at || self.cancel.is_cancelled() {
             return;
         }
-        let Some(entries) = compact::compactable(context, keep) else {
+        let Some(entries) = compact::compactable(context, keep, budget.window) else {
             return;
         };
         let id = compaction_id();

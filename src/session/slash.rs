@@ -217,13 +217,13 @@ impl JobRun {
         cancel: &CancellationToken,
     ) {
         let keep = ready.session.limits.context_settings.keep_recent_turns;
-        let Some(entries) = compact::compactable(&self.context, keep) else {
+        let budget = ready.budget();
+        let Some(entries) = compact::compactable(&self.context, keep, budget.window) else {
             self.text.push_str(
                 "Nothing to compact yet: only the latest turn (or an existing summary) is in the context.",
             );
             return;
         };
-        let budget = ready.budget();
         let id = compaction_id();
         let step = |step| emit(AgentEvent::Compaction(step));
         step(Compaction::Started {
