@@ -325,6 +325,16 @@ impl ContextManager {
         starts
     }
 
+    /// The tokens of the latest user turn: its prompt and all that
+    /// followed it.
+    pub fn latest_turn_tokens(&self) -> u64 {
+        let chars = self.entries[self.latest_turn()..]
+            .iter()
+            .map(|e| e.chars)
+            .sum();
+        self.estimator.tokens(chars)
+    }
+
     /// Where the latest user turn starts (never dropped nor summarized).
     fn latest_turn(&self) -> usize {
         self.entries

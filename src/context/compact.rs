@@ -68,6 +68,17 @@ pub fn compactable(context: &ContextManager, keep_recent: usize, window: u64) ->
     })
 }
 
+/// The most tokens the conversation (with the fixed prompt) may take for a
+/// summary request to carry all of it: the window less the summary's
+/// answer and the instruction. Past this, the latest entries are left out
+/// of the summary request and a compaction frees little.
+pub fn whole_summary_limit(budget: &ContextBudget, estimator: &budget::TokenEstimator) -> u64 {
+    let instruction = COMPACT_PROMPT.len() as u64 + INSTRUCTION_EXTRA_CHARS;
+    (budget.window)
+        .saturating_sub(summary_tokens(budget.window))
+        .saturating_sub(estimator.tokens(instruction))
+}
+
 /// The summary's output limit for a window of `window` tokens.
 fn summary_tokens(window: u64) -> u64 {
     (window / 16)
@@ -189,9 +200,8 @@ fn plan(
     let instruction_chars =
         (COMPACT_PROMPT.len() + focus.map_or(0, str::len)) as u64 + INSTRUCTION_EXTRA_CHARS;
     let fixed = budget::fixed_chars(last.system.as_deref(), &last.tools) + instruction_chars;
-    // What every request of the session is held to (the reserve covers
-    // the summary, which is at most a quarter of the window too).
-    let room = budget.limit();
+    // The window less the summary's own answer (at most a quarter of it).
+    let room = budget.window.saturating_sub(answer);
     let mut end = all.len();
     if end > entries && all.last().is_some_and(|e| e.kind == EntryKind::User) {
         end -= 1;
@@ -575,7 +585,10 @@ mod tests {
         let plan_big = plan(&turn_request(), &context, 12, None, &big).unwrap();
         assert_eq!(plan_big.request.max_output_tokens, Some(1_024));
         let instruction = plan_big.request.messages.last().unwrap().text();
-        assert!(instruction.contains("at most about 760 words"), "{instruction}");
+        assert!(
+            instruction.contains("at most about 760 words"),
+            "{instruction}"
+        );
         // A 4k local window: two such turns would be a fifth of it, so only
         // the latest stays; the summary gets a sixteenth of the window.
         assert_eq!(compactable(&context, 2, 4_096), Some(15));
@@ -583,7 +596,10 @@ mod tests {
         let plan_small = plan(&turn_request(), &context, 15, None, &small).unwrap();
         assert_eq!(plan_small.request.max_output_tokens, Some(256));
         let instruction = plan_small.request.messages.last().unwrap().text();
-        assert!(instruction.contains("at most about 190 words"), "{instruction}");
+        assert!(
+            instruction.contains("at most about 190 words"),
+            "{instruction}"
+        );
         // Kept turns that fit an eighth of the window stay as configured.
         let mut short = ContextManager::new();
         conversation(&mut short, 0, 6, 100);
@@ -609,6 +625,8 @@ mod tests {
             + (plan.request.messages.iter())
                 .map(|m| budget::message_chars(m))
                 .sum::<u64>();
-        assert!(chars / 4 + 1_024 <= 8_192, "{chars}");
+        // The prompt and the summary's answer (a sixteenth) fit the window.
+        assert_eq!(plan.request.max_output_tokens, Some(512));
+        assert!(chars / 4 + 512 <= 8_192, "{chars}");
     }
 }

@@ -227,7 +227,14 @@ impl Job {
         let fixed_chars = budget::fixed_chars(input.system.as_deref(), &input.tools.definitions());
         let context = &input.context;
         let used = context.estimator.tokens(fixed_chars) + context.tokens();
-        let at = (budget.window as f64 * self.share) as u64;
+        // Also before a next turn the size of this one would not fit (it
+        // would compact inside the turn, the user waiting), or would leave
+        // a summary request no room to carry the whole conversation.
+        let latest = context.latest_turn_tokens();
+        let whole = compact::whole_summary_limit(&budget, &context.estimator);
+        let at = ((budget.window as f64 * self.share) as u64)
+            .min(budget.limit().saturating_sub(latest))
+            .min(whole.saturating_sub(latest));
         let keep = input.session.limits.context_settings.keep_recent_turns;
         if used <= at || self.cancel.is_cancelled() {
             return;

@@ -17,7 +17,7 @@ use crucible_agent::providers::{
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::support::harness::{Agent, Wire, agent_text, updates};
+use crate::support::harness::{Agent, Wire, agent_text, thought_text, updates};
 
 const MODEL: &str = "smollm2-135m";
 
@@ -470,4 +470,84 @@ async fn prompted_smollm2_calls_tools_from_text_without_required_or_a_prefill() 
         "PROMPTED SMOLLM2: {parsed} of {} prompts gave a call the agent parsed and ran; {unparsed} more tried a call that did not parse",
         PROMPTED_TASKS.len()
     );
+}
+
+/// Issue 41: a session long enough to compact twice between turns, on the
+/// real model and its real prompt cache, with the default
+/// `compact_between_turns` (70 % of the 4,096-token slot). Each prompt
+/// carries a paragraph of background, so a compaction comes within a few
+/// turns. Every turn ends with `end_turn`, the turns right after each
+/// compaction included (at temperature 0 the model answers these one-line
+/// questions well within its tokens), no request is cut to fit, and each
+/// compaction is saved.
+#[tokio::test]
+#[ignore = "needs a real llama-server: run `make e2e`"]
+async fn a_session_long_enough_to_compact_twice_ends_every_turn_with_end_turn() {
+    let config = format!(
+        "[chat]\ndefault_provider = \"real\"\n[llm.providers.real]\ntype = \"openai\"\nendpoint = \"{}\"\ndefault_model = \"{MODEL}\"\nmax_output_tokens = 200\ntemperature = 0\ncontext_window = 4096\n[agent]\ndefault_mode = \"plan\"\n",
+        endpoint(Wire::OpenAi)
+    );
+    let mut agent = Agent::spawn(&config).await;
+    let session = agent.start_session().await;
+    let countries = [
+        "France", "Italy", "Spain", "Japan", "Egypt", "Canada", "Peru", "Kenya", "Norway", "India",
+        "Chile", "Greece", "Mexico", "Poland", "Turkey", "Brazil", "Ghana", "Nepal", "Cuba",
+        "Iran", "Laos", "Mali", "Oman", "Chad",
+    ];
+    let background = "We are writing a list of capital cities, one country at a time, to print \
+        on a card for a geography class. The card keeps every answer in the order we found it, \
+        with the country first and its capital after it, one line each. The class is for \
+        children of about ten, so the card must be plain: no dates, no population figures, no \
+        history, only the two names. The teacher will read the card aloud at the start of each \
+        lesson and ask the children to repeat the capital after the country. When the list is \
+        long enough it will be split over two cards, one for each half of the term, and the \
+        children will get a copy to take home. ";
+    let mut compacted_after = Vec::new();
+    for (turn, country) in countries.iter().enumerate() {
+        let text = format!(
+            "{background}Next on the list is {country}. What is the capital of {country}? \
+             Answer in one short sentence."
+        );
+        let (seen, response) = agent.prompt(&session, &text).await;
+        let stop = response["result"]["stopReason"].as_str();
+        let answer = agent_text(&seen, &session);
+        let thoughts = thought_text(&seen, &session);
+        eprintln!(
+            "long session: turn {} ({country}): {stop:?}, {} compaction(s) saved; answer {answer:?}; thoughts {thoughts:?}",
+            turn + 1,
+            saved_compactions(&agent, &session)
+        );
+        assert_eq!(
+            stop,
+            Some("end_turn"),
+            "turn {} ({country}), after {} compaction(s): {response}",
+            turn + 1,
+            compacted_after.len()
+        );
+        assert!(
+            !answer.contains("[Context full"),
+            "turn {}: {answer}",
+            turn + 1
+        );
+        // One more turn after the second compaction: the compacted context answers too.
+        if compacted_after.len() >= 2 {
+            break;
+        }
+        compacted_after.resize(saved_compactions(&agent, &session), turn + 1);
+    }
+    assert!(
+        compacted_after.len() >= 2,
+        "{} compaction(s) in {} turns",
+        compacted_after.len(),
+        countries.len()
+    );
+}
+
+/// The compactions saved in `session`'s history.
+fn saved_compactions(agent: &Agent, session: &str) -> usize {
+    agent
+        .saved_events(session)
+        .iter()
+        .filter(|e| e["event"] == "context" && e["op"]["op"] == "compact")
+        .count()
 }

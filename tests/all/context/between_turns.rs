@@ -19,10 +19,10 @@ use crate::support::wait::wait_until;
 const WINDOW: u64 = 32_768;
 const WAIT_NOTICE: &str = "Finishing the context compaction before your prompt";
 
-/// A model that answers briefly, except the prompt starting with "fill":
+/// A model that answers briefly, except the prompts starting with "fill":
 /// its answer takes the context to about 76 % of the window (past the 70 %
-/// of a compaction between turns, short of what would not fit). Summaries
-/// come from `summary`.
+/// of a compaction between turns, short of what would not fit), and
+/// "grow": to about 55 %. Summaries come from `summary`.
 fn model(summary: impl Fn() -> Reply + Send + Sync + 'static) -> impl Fn(&Recorded) -> Reply {
     move |request| {
         if request.path.ends_with("/models") {
@@ -31,8 +31,13 @@ fn model(summary: impl Fn() -> Reply + Send + Sync + 'static) -> impl Fn(&Record
         if is_compaction(request) {
             return summary();
         }
-        let text = if request.last_user_text().starts_with("fill") {
-            let target = WINDOW * 76 / 100;
+        let share = match request.last_user_text() {
+            text if text.starts_with("fill") => Some(76),
+            text if text.starts_with("grow") => Some(55),
+            _ => None,
+        };
+        let text = if let Some(share) = share {
+            let target = WINDOW * share / 100;
             let room = target.saturating_sub(reported_tokens(request));
             "lorem ipsum ".repeat((room * 4 / 12) as usize)
         } else {
@@ -147,6 +152,33 @@ async fn a_prompt_during_the_compaction_waits_for_it_and_its_warm_up_and_starts_
                 .any(|e| e["event"] == "context" && e["op"]["op"] == "compact")
         })
         .await;
+}
+
+#[tokio::test]
+async fn a_turn_below_the_threshold_compacts_when_another_like_it_would_not_fit() {
+    let server = LlmServer::start(model(summary_reply)).await;
+    let mut agent = Agent::spawn(&config_with(&server.base_url(), WINDOW, "")).await;
+    let session = agent.start_session().await;
+    server.wait_warmups(1).await;
+    // A short turn leaves the context far below 70 %: nothing to do.
+    let (_, response) = agent.prompt(&session, "question 0").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    // Then a turn that adds half the window: the context ends at about
+    // 55 %, below 70 %, but the next turn of that size would not fit
+    // (the limit is the window less the 4,096-token reserve, 87.5 %).
+    let (_, response) = agent.prompt(&session, "grow the context").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let (_, response) = agent.prompt(&session, "after the big turn").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let chat = server.chat_requests();
+    let compactions: Vec<_> = chat.iter().filter(|r| is_compaction(r)).collect();
+    assert_eq!(compactions.len(), 1, "one compaction, after the big turn");
+    let after = chat.last().unwrap();
+    assert_eq!(after.last_user_text(), "after the big turn");
+    assert!(compactions[0].arrived <= after.arrived);
+    let text = all_text(after);
+    assert!(text.contains(SUMMARY), "{text}");
+    assert!(!text.contains("question 0"), "{text}");
 }
 
 #[tokio::test]
