@@ -156,8 +156,6 @@ pub enum Update {
     CurrentMode(String),
     /// The slash commands the session offers (ACP `available_commands_update`).
     AvailableCommands(Vec<CommandInfo>),
-    /// Part of a user prompt, shown again when a session is loaded.
-    UserMessage(Part),
     /// A user message the conversation took in, with the id it is known by
     /// (ACP v2 `messageId`; v1 shows only a replayed one, as chunks).
     UserPrompt(UserPrompt),

@@ -70,7 +70,6 @@ pub fn session_updates(update: &Update) -> Vec<acp::SessionUpdate> {
         Update::CurrentMode(id) => {
             acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(id.clone()))
         }
-        Update::UserMessage(part) => user_message_chunk(part),
         // v1 echoes no live prompt (the client sent it) and never steers;
         // a stored one is shown again part by part.
         Update::UserPrompt(prompt) => {

@@ -64,13 +64,6 @@ impl SessionUpdates {
                     ),
                 )
             }
-            Update::UserMessage(part) => match content_block(part) {
-                Some(block) => v2::SessionUpdate::UserMessageChunk(v2::ContentChunk::new(
-                    block,
-                    self.messages.user_part(),
-                )),
-                None => return Vec::new(),
-            },
             Update::State(state) => v2::SessionUpdate::StateUpdate(state_update(*state)),
             Update::ReplayComplete => v2::SessionUpdate::ReplayComplete(v2::ReplayComplete::new()),
             Update::ConfigOptions(options) => v2::SessionUpdate::ConfigOptionUpdate(

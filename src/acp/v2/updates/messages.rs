@@ -25,10 +25,6 @@ pub(super) struct MessageIds {
     count: u32,
     /// The agent message or thought chunks go to now.
     open: Option<(Stream, String)>,
-    /// User messages seen as parts without an id (the old replay shape).
-    user_parts: u32,
-    /// The id of the user message such parts go to now.
-    open_user: Option<String>,
 }
 
 impl MessageIds {
@@ -37,8 +33,6 @@ impl MessageIds {
             turn: BEFORE_ANY_PROMPT.to_string(),
             count: 0,
             open: None,
-            user_parts: 0,
-            open_user: None,
         }
     }
 
@@ -47,26 +41,11 @@ impl MessageIds {
         self.turn = message_id.to_string();
         self.count = 0;
         self.open = None;
-        self.open_user = None;
-    }
-
-    /// The id of a user message's part that came without one: consecutive
-    /// parts are one message.
-    pub(super) fn user_part(&mut self) -> String {
-        if let Some(id) = &self.open_user {
-            return id.clone();
-        }
-        self.user_parts += 1;
-        let id = format!("user-{}", self.user_parts);
-        self.user_message(&id);
-        self.open_user = Some(id.clone());
-        id
     }
 
     /// The id of a chunk of `stream`: the open message's while chunks of
     /// the same stream follow each other, else a new one.
     pub(super) fn chunk(&mut self, stream: Stream) -> String {
-        self.open_user = None;
         if let Some((open, id)) = &self.open
             && *open == stream
         {
@@ -86,6 +65,5 @@ impl MessageIds {
     /// chunk starts a new message.
     pub(super) fn boundary(&mut self) {
         self.open = None;
-        self.open_user = None;
     }
 }

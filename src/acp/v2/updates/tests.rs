@@ -182,23 +182,20 @@ fn a_replay_through_a_fresh_translation_gives_the_same_ids() {
 }
 
 #[test]
-fn old_replayed_user_parts_are_one_message_and_tagged_chunks_keep_their_id() {
+fn a_replayed_image_prompt_is_one_message_and_tagged_chunks_keep_their_id() {
     let updates = [
-        Update::UserMessage(Part::Text { text: "see".into() }),
-        Update::UserMessage(Part::Image {
-            mime_type: "image/png".into(),
-            data: "AAAA".into(),
+        Update::UserPrompt(UserPrompt {
+            message_id: "u1".into(),
+            content: vec![
+                Part::Text { text: "see".into() },
+                Part::Image {
+                    mime_type: "image/png".into(),
+                    data: "AAAA".into(),
+                },
+            ],
+            origin: PromptOrigin::Replayed,
         }),
         text("A cat."),
-        // Not the user's to be shown: nothing.
-        Update::UserMessage(Part::ToolResult {
-            call_id: "c0".into(),
-            content: "result".into(),
-            is_error: false,
-        }),
-        Update::UserMessage(Part::Text {
-            text: "again".into(),
-        }),
         Update::Tagged {
             message_id: "msg-7".into(),
             event: AgentEvent::AgentText("Tagged.".into()),
@@ -206,14 +203,12 @@ fn old_replayed_user_parts_are_one_message_and_tagged_chunks_keep_their_id() {
     ];
     let wire = feed(&mut SessionUpdates::new(), &updates);
     assert_eq!(
-        wire[1],
-        json!({"sessionUpdate": "user_message_chunk", "messageId": "user-1",
-            "content": {"type": "image", "mimeType": "image/png", "data": "AAAA"}})
+        wire[0],
+        json!({"sessionUpdate": "user_message", "messageId": "u1",
+            "content": [{"type": "text", "text": "see"},
+                {"type": "image", "mimeType": "image/png", "data": "AAAA"}]})
     );
-    assert_eq!(
-        chunk_ids(&wire),
-        ["user-1", "user-1", "user-1:m1", "user-2", "msg-7"]
-    );
+    assert_eq!(chunk_ids(&wire), ["u1", "u1:m1", "msg-7"]);
 }
 
 #[test]
