@@ -84,6 +84,8 @@ pub enum SessionError {
         "the steering message was not delivered: the turn was cancelled before it could join; send it again as a new prompt"
     )]
     SteeringCancelled,
+    #[error("the request was cancelled before its message joined the turn; nothing was sent")]
+    RequestCancelled,
     #[error("a prompt with idempotency key `{0}` was already taken; it is not sent twice")]
     Duplicate(String),
 }
@@ -513,6 +515,7 @@ impl SessionActor {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<SessionMsg>) {
         let mut running: Option<RunningTurn> = None;
         loop {
+            let steered = foreground::steered_requests(running.as_ref());
             tokio::select! {
                 msg = rx.recv() => {
                     let Some(msg) = msg else { break };
@@ -540,6 +543,9 @@ impl SessionActor {
                 }
                 step = between_turns::next(&mut self.conversation.background) => {
                     self.between_turns_step(step, &mut running);
+                }
+                () = foreground::steered_request_cancelled(&steered) => {
+                    self.withdraw_steered(running.as_ref());
                 }
             }
         }

@@ -13,6 +13,7 @@ use super::{
 use crate::client::{PromptOrigin, SessionState, Update};
 use crate::events::{AgentEvent, Notice, Severity, StopReason};
 use crate::store::PromptIds;
+use tokio_util::sync::CancellationToken;
 
 impl SessionActor {
     /// A prompt: a retry answered with its first id, a steering message
@@ -202,5 +203,35 @@ impl SessionActor {
 fn answer(reply: Option<PromptReply>, result: Result<TurnEnd, SessionError>) {
     if let Some(reply) = reply {
         let _ = reply.send(result);
+    }
+}
+
+/// The request tokens of the messages waiting in the running turn's inbox.
+pub(super) fn steered_requests(running: Option<&RunningTurn>) -> Vec<CancellationToken> {
+    running.map_or_else(Vec::new, |turn| turn.started.inbox.waiting_requests())
+}
+
+/// Resolves when one of `waiting` (from [`steered_requests`]) is cancelled
+/// (`$/cancel_request`); never, when none waits.
+pub(super) async fn steered_request_cancelled(waiting: &[CancellationToken]) {
+    if waiting.is_empty() {
+        return std::future::pending().await;
+    }
+    let cancels = waiting.iter().map(|token| Box::pin(token.cancelled()));
+    futures::future::select_all(cancels).await;
+}
+
+impl SessionActor {
+    /// Waiting messages whose request was cancelled leave the inbox,
+    /// refused (-32800), with their idempotency keys: a retry may send them.
+    pub(super) fn withdraw_steered(&mut self, running: Option<&RunningTurn>) {
+        let Some(turn) = running else { return };
+        for pending in turn.started.inbox.withdraw_cancelled() {
+            let id = pending.message_id.clone();
+            self.conversation
+                .keys
+                .retain(|_, message_id| *message_id != id);
+            reject(pending, SessionError::RequestCancelled);
+        }
     }
 }

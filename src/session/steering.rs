@@ -82,6 +82,24 @@ impl TurnInbox {
         Ok(())
     }
 
+    /// The request tokens of the messages still waiting.
+    pub fn waiting_requests(&self) -> Vec<CancellationToken> {
+        (lock(&self.pending).iter())
+            .map(|pending| pending.request_cancel.clone())
+            .collect()
+    }
+
+    /// The waiting messages whose request was cancelled (`$/cancel_request`),
+    /// taken out of the inbox: they will not go in.
+    pub fn withdraw_cancelled(&self) -> Vec<Pending> {
+        let mut pending = lock(&self.pending);
+        let (cancelled, left): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut *pending)
+            .into_iter()
+            .partition(|waiting| waiting.request_cancel.is_cancelled());
+        *pending = left.into();
+        cancelled
+    }
+
     /// What the turn did not take, in order: the turn is over.
     pub fn drain(&self) -> Vec<Pending> {
         let mut left: Vec<Pending> = lock(&self.taken).drain(..).collect();

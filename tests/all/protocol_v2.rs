@@ -499,6 +499,39 @@ async fn a_steering_prompt_pending_at_cancel_gets_an_error_before_idle() {
 }
 
 #[tokio::test]
+async fn a_waiting_steering_prompt_whose_request_is_cancelled_is_refused_at_once() {
+    let (server, mut agent, session, mut log, _) = turn_in_a_slow_tool().await;
+    let dropped = agent.start_prompt_v2(&session, "forget this").await;
+    let kept = agent.start_prompt_v2(&session, "keep this").await;
+    agent
+        .notify("$/cancel_request", json!({"requestId": dropped}))
+        .await;
+    log.extend(agent.until_answer(dropped).await);
+    let answered = answer_position(&log, dropped);
+    assert_eq!(log[answered]["error"]["code"], -32800, "{}", log[answered]);
+    // At once: the tool still runs, the other message still waits.
+    assert!(
+        log.iter()
+            .all(|m| m.get("method").is_some() || m["id"] != kept),
+        "{log:#?}"
+    );
+    std::fs::write(agent.cwd().join("release"), "").unwrap();
+    log.extend(agent.until_idle(&session).await);
+    let at = answer_position(&log, kept);
+    assert!(log[at]["result"]["messageId"].is_string(), "{}", log[at]);
+    assert_eq!(states(&log, &session).last().unwrap(), "idle:end_turn");
+    // Only the other one reached the model, and the conversation.
+    let chat = server.chat_requests();
+    assert_eq!(user_texts_after_the_tool_result(&chat[1]), ["keep this"]);
+    assert!(
+        messages(&log, &session)
+            .iter()
+            .all(|m| m.text != "forget this"),
+        "{log:#?}"
+    );
+}
+
+#[tokio::test]
 async fn at_most_sixteen_steering_prompts_wait_then_one_more_is_refused() {
     let (_server, mut agent, session, mut log, _) = turn_in_a_slow_tool().await;
     let mut waiting = Vec::new();

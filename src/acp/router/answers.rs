@@ -56,6 +56,7 @@ pub fn session_error(err: SessionError) -> RpcError {
         SessionError::Provider(provider) => RpcError::new(INTERNAL_ERROR, err.to_string())
             .with_data(serde_json::json!({ "kind": "provider", "detail": provider.to_string() })),
         SessionError::Crashed(_) => RpcError::internal(err.to_string()),
+        SessionError::RequestCancelled => RpcError::request_cancelled(),
     }
 }
 
