@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use crate::support::context::{SUMMARY, all_text, config_with, is_compaction, reported_tokens};
+use crate::support::context::{
+    SUMMARY, all_text, config_with, is_compaction, reported_tokens, saved_compactions,
+};
 use crate::support::harness::{
     Agent, LlmServer, Recorded, Reply, Split, models_reply, openai_stream, thought_text,
 };
@@ -82,15 +84,6 @@ fn messages(request: &Recorded) -> Vec<Value> {
         .as_array()
         .cloned()
         .unwrap_or_default()
-}
-
-/// The compaction events saved in `session`'s history.
-fn saved_compactions(agent: &Agent, session: &str) -> usize {
-    agent
-        .saved_events(session)
-        .iter()
-        .filter(|e| e["event"] == "context" && e["op"]["op"] == "compact")
-        .count()
 }
 
 #[tokio::test]

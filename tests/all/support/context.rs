@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::harness::{Recorded, Reply, Split, models_reply, openai_stream};
+use super::harness::{Agent, Recorded, Reply, Split, models_reply, openai_stream};
 
 pub const SUMMARY: &str = "SUMMARY-OF-EARLIER-TURNS";
 
@@ -98,4 +98,13 @@ pub fn config_with(base_url: &str, window: u64, extra: &str) -> String {
     format!(
         "[chat]\ndefault_provider = \"local\"\n\n[llm.providers.local]\ntype = \"openai\"\nendpoint = \"{base_url}\"\ndefault_model = \"test-model\"\ncontext_window = {window}\nretry_base_delay_ms = 20\n\n{extra}\n"
     )
+}
+
+/// The compactions saved in `session`'s history.
+pub fn saved_compactions(agent: &Agent, session: &str) -> usize {
+    agent
+        .saved_events(session)
+        .iter()
+        .filter(|e| e["event"] == "context" && e["op"]["op"] == "compact")
+        .count()
 }
