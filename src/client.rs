@@ -47,6 +47,9 @@ pub trait ClientSink: Send + Sync {
     /// Stop the command; the terminal stays until it is released.
     fn kill_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()>;
     fn release_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()>;
+    /// The session was closed (`session/close`, delete, archive; told
+    /// before the close is answered): what the client kept for it may go.
+    fn session_ended(&self, _session_id: &str) {}
     /// Ask the user a question in a form of the editor's (ACP elicitation);
     /// only for clients that offer it ([`ClientAbilities::ask_user`]).
     fn ask_user(&self, _question: Question) -> ClientFuture<'_, Answer> {

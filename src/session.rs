@@ -521,6 +521,10 @@ impl SessionActor {
                     let Some(msg) = msg else { break };
                     if let Some(closing) = self.handle(msg, &mut running) {
                         self.end_turn(&mut running).await;
+                        // What the client port kept for it (v2's translation
+                        // state) goes before the close is answered, so a
+                        // resume that follows starts afresh, untouched.
+                        self.services.client.session_ended(&self.services.id);
                         let _ = closing.send(());
                         break;
                     }

@@ -568,6 +568,11 @@ impl ClientSink for ChildClient {
         self.parent.room()
     }
 
+    /// The child's own updates went to the parent's client under its id.
+    fn session_ended(&self, _session_id: &str) {
+        self.parent.session_ended(&self.child_id);
+    }
+
     fn send(&self, _session_id: &str, update: Update) {
         if self.expose && matches!(update, Update::Agent(_)) {
             self.parent.send(&self.child_id, update.clone());

@@ -552,6 +552,10 @@ impl ClientSink for RecordingSink {
         self.inner.room()
     }
 
+    fn session_ended(&self, session_id: &str) {
+        self.inner.session_ended(session_id);
+    }
+
     // Requests are not history: they pass straight through.
     fn request_permission(
         &self,

@@ -99,6 +99,12 @@ impl ClientSink for NegotiatedClient {
         Box::pin(self.connection.room())
     }
 
+    /// Its translation state goes; a resume starts a fresh one, which
+    /// gives a replay the same ids.
+    fn session_ended(&self, session_id: &str) {
+        lock(&self.sessions).remove(session_id);
+    }
+
     fn ask_user(&self, question: Question) -> ClientFuture<'_, Answer> {
         // `elicitation/create` kept its form shape in v2; offered only to
         // clients whose `initialize` has `elicitation.form`.
@@ -204,6 +210,20 @@ mod tests {
         assert_eq!(idle["params"]["update"]["sessionUpdate"], "state_update");
         assert_eq!(idle["params"]["update"]["state"], "idle");
         assert_eq!(idle["params"]["update"]["stopReason"], "end_turn");
+    }
+
+    #[tokio::test]
+    async fn an_ended_session_leaves_no_translation_state_behind() {
+        let (connection, mut lines) = Connection::new();
+        let client = NegotiatedClient::new(connection, Protocol::new(Version::V2));
+        for session in ["s1", "s2"] {
+            client.send(session, Update::Agent(AgentEvent::AgentText("hi".into())));
+            next(&mut lines).await;
+        }
+        assert_eq!(lock(&client.sessions).len(), 2);
+        client.session_ended("s1");
+        let kept: Vec<String> = lock(&client.sessions).keys().cloned().collect();
+        assert_eq!(kept, ["s2"]);
     }
 
     #[tokio::test]
