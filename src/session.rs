@@ -548,7 +548,8 @@ impl SessionActor {
                 step = between_turns::next(&mut self.conversation.background) => {
                     self.between_turns_step(step, &mut running);
                 }
-                () = foreground::steered_request_cancelled(&steered) => {
+                // `$/cancel_request` for a steering message still waiting.
+                () = crate::util::any_cancelled(&steered) => {
                     self.withdraw_steered(running.as_ref());
                 }
             }

@@ -25,6 +25,19 @@ pub fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
+/// Resolves when any of `tokens` is cancelled; never, when there is none.
+pub async fn any_cancelled<'a>(
+    tokens: impl IntoIterator<Item = &'a tokio_util::sync::CancellationToken>,
+) {
+    let cancels: Vec<_> = (tokens.into_iter())
+        .map(|token| Box::pin(token.cancelled()))
+        .collect();
+    if cancels.is_empty() {
+        return std::future::pending().await;
+    }
+    futures::future::select_all(cancels).await;
+}
+
 /// Reads `lock`, also after a thread panicked while writing it (as [`lock`]).
 pub fn lock_read<T>(lock: &std::sync::RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     lock.read().unwrap_or_else(|poison| poison.into_inner())

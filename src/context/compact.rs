@@ -73,10 +73,14 @@ pub fn compactable(context: &ContextManager, keep_recent: usize, window: u64) ->
 /// answer and the instruction. Past this, the latest entries are left out
 /// of the summary request and a compaction frees little.
 pub fn whole_summary_limit(budget: &ContextBudget, estimator: &budget::TokenEstimator) -> u64 {
-    let instruction = COMPACT_PROMPT.len() as u64 + INSTRUCTION_EXTRA_CHARS;
     (budget.window)
         .saturating_sub(summary_tokens(budget.window))
-        .saturating_sub(estimator.tokens(instruction))
+        .saturating_sub(estimator.tokens(instruction_chars(None)))
+}
+
+/// The most the instruction can take, in chars, with the user's `focus`.
+fn instruction_chars(focus: Option<&str>) -> u64 {
+    (COMPACT_PROMPT.len() + focus.map_or(0, str::len)) as u64 + INSTRUCTION_EXTRA_CHARS
 }
 
 /// The summary's output limit for a window of `window` tokens.
@@ -197,9 +201,7 @@ fn plan(
     let all = context.entries();
     let answer = summary_tokens(budget.window);
     let focus = focus.map(str::trim).filter(|f| !f.is_empty());
-    let instruction_chars =
-        (COMPACT_PROMPT.len() + focus.map_or(0, str::len)) as u64 + INSTRUCTION_EXTRA_CHARS;
-    let fixed = budget::fixed_chars(last.system.as_deref(), &last.tools) + instruction_chars;
+    let fixed = budget::fixed_chars(last.system.as_deref(), &last.tools) + instruction_chars(focus);
     // The window less the summary's own answer (at most a quarter of it).
     let room = budget.window.saturating_sub(answer);
     let mut end = all.len();

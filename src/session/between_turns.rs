@@ -56,18 +56,15 @@ pub(super) async fn next(background: &mut Option<Background>) -> Step {
     let Some(background) = background else {
         return std::future::pending().await;
     };
-    let watch_requests = !background.cancel.is_cancelled() && !background.waiting.is_empty();
-    let waiting = &background.waiting;
-    let request_cancelled = async move {
-        if !watch_requests {
-            return std::future::pending().await;
-        }
-        let cancels = (waiting.iter()).map(|waiting| Box::pin(waiting.request_cancel.cancelled()));
-        futures::future::select_all(cancels).await;
-    };
+    // Once cancelled, the waiting prompts' requests are no longer watched.
+    let watched = (!background.cancel.is_cancelled())
+        .then_some(&background.waiting)
+        .into_iter()
+        .flatten()
+        .map(|waiting| &waiting.request_cancel);
     tokio::select! {
         step = background.steps.recv() => step.unwrap_or(Step::Done),
-        () = request_cancelled => Step::RequestCancelled,
+        () = crate::util::any_cancelled(watched) => Step::RequestCancelled,
     }
 }
 

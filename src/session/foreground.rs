@@ -211,16 +211,6 @@ pub(super) fn steered_requests(running: Option<&RunningTurn>) -> Vec<Cancellatio
     running.map_or_else(Vec::new, |turn| turn.started.inbox.waiting_requests())
 }
 
-/// Resolves when one of `waiting` (from [`steered_requests`]) is cancelled
-/// (`$/cancel_request`); never, when none waits.
-pub(super) async fn steered_request_cancelled(waiting: &[CancellationToken]) {
-    if waiting.is_empty() {
-        return std::future::pending().await;
-    }
-    let cancels = waiting.iter().map(|token| Box::pin(token.cancelled()));
-    futures::future::select_all(cancels).await;
-}
-
 impl SessionActor {
     /// Waiting messages whose request was cancelled leave the inbox,
     /// refused (-32800), with their idempotency keys: a retry may send them.
