@@ -98,7 +98,7 @@ fn main() -> ExitCode {
 fn early_handshake() -> std::io::Result<Handshake> {
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
-    match transport::read_first_message(&mut input)? {
+    match transport::stdio::read_first_message(&mut input)? {
         Some(first) => acp::handshake::answer_first(first, &mut std::io::stdout().lock()),
         None => Ok(Handshake::default()),
     }
@@ -189,8 +189,8 @@ async fn serve(
     handshake: Handshake,
 ) -> anyhow::Result<()> {
     let (connection, lines) = Connection::new();
-    let mut writer =
-        transport::spawn_stdout_writer(lines).context("cannot start the stdout writer thread")?;
+    let mut writer = transport::stdio::spawn_stdout_writer(lines)
+        .context("cannot start the stdout writer thread")?;
     // The version `initialize` settles, shared by the router and the sessions' client.
     let protocol = acp::protocol::Protocol::new(handshake.version);
     let client: Arc<dyn ClientSink> = Arc::new(acp::v2::client::NegotiatedClient::new(
@@ -215,7 +215,7 @@ async fn serve(
     }
     let stdin = tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin());
     let read_result = tokio::select! {
-        result = transport::run_reader(stdin, |message| service.handle(message)) => result,
+        result = transport::stdio::run_reader(stdin, |message| service.handle(message)) => result,
         // The client closed stdout: nobody is listening any more. The
         // writer finds out when a write fails; the watch, at once.
         written = &mut writer => {
@@ -223,7 +223,7 @@ async fn serve(
             service.shutdown().await;
             return Ok(());
         }
-        () = transport::stdout_closed() => {
+        () = transport::stdio::stdout_closed() => {
             tracing::info!("the client closed stdout");
             service.shutdown().await;
             return Ok(());

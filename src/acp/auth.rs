@@ -9,12 +9,13 @@ use agent_client_protocol_schema::v1 as acp;
 use crate::providers::Providers;
 use crate::providers::settings::credentials::{self, Credential, SignIn};
 use crate::transport::RpcError;
+use crate::transport::jsonrpc::ErrorCode;
 
 /// The id of the terminal method: the client runs this binary with `setup`.
 pub const SETUP_METHOD: &str = "setup";
 
 /// ACP's `auth_required` error code.
-const AUTH_REQUIRED: i32 = -32000;
+const AUTH_REQUIRED: ErrorCode = ErrorCode(-32000);
 
 /// The terminal method's name and description, as clients show them.
 pub const SETUP_NAME: &str = "Set up in a terminal";
@@ -131,7 +132,10 @@ mod tests {
             err.message
         );
         let err = authenticate(&request("oauth"), &SignIn::Ready).unwrap_err();
-        assert_eq!(err.code, crate::transport::jsonrpc::INVALID_PARAMS);
+        assert_eq!(
+            err.code,
+            crate::transport::jsonrpc::ErrorCode::INVALID_PARAMS
+        );
         assert!(err.message.contains("`setup`"), "{}", err.message);
     }
 }

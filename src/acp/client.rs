@@ -14,7 +14,7 @@ use crate::client::{
     ReadTextFile, TerminalExit, TerminalId, TerminalOutput, Update, WriteTextFile,
 };
 use crate::events::ToolCallInfo;
-use crate::transport::jsonrpc::RESOURCE_NOT_FOUND;
+use crate::transport::jsonrpc::ErrorCode;
 use crate::transport::{Connection, RequestError};
 
 impl ClientSink for Connection {
@@ -152,9 +152,11 @@ fn client_error(err: RequestError) -> ClientError {
 }
 
 /// Editors say "not found" in their own words, not always with the code.
-fn means_not_found(code: i32, message: &str) -> bool {
+fn means_not_found(code: ErrorCode, message: &str) -> bool {
     let lower = message.to_ascii_lowercase();
-    code == RESOURCE_NOT_FOUND || lower.contains("not found") || lower.contains("no such file")
+    code == ErrorCode::RESOURCE_NOT_FOUND
+        || lower.contains("not found")
+        || lower.contains("no such file")
 }
 
 /// Written out, as it always was: `acp::CreateTerminalRequest` would leave
@@ -373,15 +375,21 @@ mod tests {
     async fn client_errors_become_port_errors() {
         let table = [
             (
-                Err(RpcError::new(RESOURCE_NOT_FOUND, "gone")),
+                Err(RpcError::new(ErrorCode::RESOURCE_NOT_FOUND, "gone")),
                 ClientError::NotFound("gone".into()),
             ),
             (
-                Err(RpcError::new(-32603, "ENOENT: no such file or directory")),
+                Err(RpcError::new(
+                    ErrorCode::INTERNAL_ERROR,
+                    "ENOENT: no such file or directory",
+                )),
                 ClientError::NotFound("ENOENT: no such file or directory".into()),
             ),
             (
-                Err(RpcError::new(-32603, "permission denied")),
+                Err(RpcError::new(
+                    ErrorCode::INTERNAL_ERROR,
+                    "permission denied",
+                )),
                 ClientError::Failed("permission denied".into()),
             ),
             (

@@ -28,25 +28,27 @@ pub struct Handshake {
 /// Answer the client's first message on `output` if it is `initialize`;
 /// any other message is handed back untouched.
 pub fn answer_first(first: Incoming, output: &mut impl Write) -> std::io::Result<Handshake> {
-    let Incoming::Request { id, method, params } = first else {
+    let Some(request) = first
+        .as_request()
+        .filter(|request| is_initialize(&request.method))
+    else {
         return Ok(Handshake {
             pending: Some(first),
             ..Handshake::default()
         });
     };
-    if method != "initialize" {
-        return Ok(Handshake {
-            pending: Some(Incoming::Request { id, method, params }),
-            ..Handshake::default()
-        });
-    }
-    let negotiated = initialize(params);
-    transport::respond_now(output, &id, &negotiated.answer)?;
+    let negotiated = initialize(request.params.clone());
+    transport::stdio::respond_now(output, &request.id, &negotiated.answer)?;
     Ok(Handshake {
         client: negotiated.client,
         version: negotiated.version,
         pending: None,
     })
+}
+
+/// Whether `method` is the handshake's.
+fn is_initialize(method: &str) -> bool {
+    method == "initialize"
 }
 
 /// `initialize` answered from its raw params, as the router would answer
@@ -60,7 +62,7 @@ pub(super) fn initialize(params: Value) -> Negotiated {
 mod tests {
     use super::*;
     use crate::acp::router;
-    use crate::transport::jsonrpc::parse_line;
+    use crate::transport::jsonrpc::parse as parse_line;
 
     fn first(line: &str) -> (Handshake, Vec<Value>) {
         let mut out = Vec::new();
@@ -123,7 +125,11 @@ mod tests {
             first(r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}"#);
         assert!(out.is_empty());
         assert!(
-            matches!(handshake.pending, Some(Incoming::Request { ref method, .. }) if method == "session/new")
+            handshake
+                .pending
+                .as_ref()
+                .and_then(Incoming::as_request)
+                .is_some_and(|r| r.method == "session/new")
         );
         // A batch, even one with `initialize` in it, is the router's to answer whole.
         let (handshake, out) = first(
@@ -133,6 +139,6 @@ mod tests {
         assert!(matches!(handshake.pending, Some(Incoming::Batch(_))));
         let (handshake, out) = first("not json");
         assert!(out.is_empty());
-        assert!(matches!(handshake.pending, Some(Incoming::Invalid { .. })));
+        assert!(matches!(handshake.pending, Some(Incoming::Invalid(_))));
     }
 }

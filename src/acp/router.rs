@@ -404,7 +404,7 @@ mod tests {
     use crate::config::Config;
     use crate::providers::Providers;
     use crate::session::Defaults;
-    use crate::transport::jsonrpc::parse_line;
+    use crate::transport::jsonrpc::parse as parse_line;
 
     fn router() -> (Router, crate::transport::Outgoing) {
         let (connection, lines) = Connection::new();

@@ -7,7 +7,7 @@
 use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;
 
-use crate::transport::jsonrpc::INTERNAL_ERROR;
+use crate::transport::jsonrpc::ErrorCode;
 use crate::transport::{Connection, Inbound, Incoming, RpcError};
 
 pub struct Unconfigured {
@@ -45,7 +45,7 @@ impl Unconfigured {
             "initialize" => super::handshake::initialize(params).answer,
             "logout" => encode(serde_json::to_value(acp::LogoutResponse::new())),
             _ => Err(RpcError::new(
-                INTERNAL_ERROR,
+                ErrorCode::INTERNAL_ERROR,
                 format!("crucible-agent cannot start: {}", self.why),
             )
             .with_data(serde_json::json!({ "method": method }))),
@@ -56,7 +56,7 @@ impl Unconfigured {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::jsonrpc::parse_line;
+    use crate::transport::jsonrpc::parse as parse_line;
 
     #[tokio::test]
     async fn the_handshake_works_and_everything_else_names_the_config_error() {

@@ -16,16 +16,21 @@ pub mod requests;
 pub mod updates;
 
 use super::router::Router;
+use crate::transport::jsonrpc::{Message, Request};
 use crate::transport::{Incoming, Responder};
 
 /// One message from the client, on a connection of either version.
 pub fn handle(router: &mut Router, message: Incoming) {
     match message {
-        Incoming::Request { id, method, params } if method == "initialize" => {
+        Incoming::Message(Message::Request(Request { id, method, params }))
+            if method == "initialize" =>
+        {
             let responder = Responder::new(id, router.connection.clone(), method);
             requests::initialize(router, params, responder);
         }
-        Incoming::Request { id, method, params } if router.protocol.is_v2() => {
+        Incoming::Message(Message::Request(Request { id, method, params }))
+            if router.protocol.is_v2() =>
+        {
             let responder = Responder::new(id, router.connection.clone(), method.clone());
             requests::request(router, &method, params, responder);
         }

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol_schema::v1::RequestId;
 use serde_json::Value;
 
+use super::jsonrpc::{Invalid, Message, Notification, Request, Response};
 use super::{Connection, Incoming, Responder, RpcError};
 use crate::util::lock;
 
@@ -74,10 +75,10 @@ impl Drop for BatchAnswers {
 }
 
 impl Connection {
-    /// Take one line's message, handing each request and notification in
-    /// it to `handle`, in order (see the module doc).
-    pub fn receive(&self, message: Incoming, mut handle: impl FnMut(Inbound)) {
-        match message {
+    /// Take what one unit from the carrier held, handing each request and
+    /// notification in it to `handle`, in order (see the module doc).
+    pub fn receive(&self, incoming: Incoming, mut handle: impl FnMut(Inbound)) {
+        match incoming {
             Incoming::Batch(entries) => {
                 let batch = Arc::new(BatchAnswers {
                     connection: self.clone(),
@@ -87,36 +88,40 @@ impl Connection {
                     self.receive_one(entry, AnswerTo::Batch(Arc::clone(&batch)), &mut handle);
                 }
             }
-            message => self.receive_one(message, AnswerTo::Line, &mut handle),
+            Incoming::Message(message) => {
+                self.receive_one(Ok(message), AnswerTo::Line, &mut handle)
+            }
+            Incoming::Invalid(invalid) => {
+                self.receive_one(Err(invalid), AnswerTo::Line, &mut handle)
+            }
         }
     }
 
-    fn receive_one(&self, message: Incoming, to: AnswerTo, handle: &mut impl FnMut(Inbound)) {
-        match message {
-            Incoming::Request { id, method, params } => handle(Inbound::Request {
+    fn receive_one(
+        &self,
+        entry: Result<Message, Invalid>,
+        to: AnswerTo,
+        handle: &mut impl FnMut(Inbound),
+    ) {
+        match entry {
+            Ok(Message::Request(Request { id, method, params })) => handle(Inbound::Request {
                 responder: Responder::answering(id, self.clone(), method.clone(), to),
                 method,
                 params,
             }),
-            Incoming::Notification { method, params } => {
+            Ok(Message::Notification(Notification { method, params })) => {
                 handle(Inbound::Notification { method, params })
             }
-            Incoming::Response { id, result } => self.resolve(&id, result),
-            Incoming::Invalid { id, error } => {
-                tracing::warn!(code = error.code, message = %error.message, "invalid message from client");
+            Ok(Message::Response(Response { id, result })) => self.resolve(&id, result),
+            Err(Invalid { id, error }) => {
+                tracing::warn!(code = %error.code, message = %error.message, "invalid message from client");
                 self.answer(&id.unwrap_or(RequestId::Null), &Err(error), &to);
             }
-            // The parser never nests batches; were one to come, it is one invalid entry.
-            Incoming::Batch(_) => self.answer(
-                &RequestId::Null,
-                &Err(RpcError::invalid_request("a batch inside a batch")),
-                &to,
-            ),
         }
     }
 
     pub(super) fn answer(&self, id: &RequestId, result: &Result<Value, RpcError>, to: &AnswerTo) {
-        let line = super::jsonrpc::response_line(id, result);
+        let line = super::jsonrpc::encode_response(id, result);
         match to {
             AnswerTo::Line => self.send_line(line),
             AnswerTo::Batch(batch) => batch.add(line),
@@ -127,19 +132,16 @@ impl Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::jsonrpc::{INVALID_REQUEST, parse_line};
+    use crate::transport::jsonrpc::{ErrorCode, parse};
     use serde_json::json;
 
     /// Feed `line`, keeping the requests' responders and the notifications' methods.
     fn receive(connection: &Connection, line: &str) -> (Vec<Responder>, Vec<String>) {
         let (mut responders, mut notified) = (Vec::new(), Vec::new());
-        connection.receive(
-            parse_line(line.as_bytes()).unwrap(),
-            |inbound| match inbound {
-                Inbound::Request { responder, .. } => responders.push(responder),
-                Inbound::Notification { method, .. } => notified.push(method),
-            },
-        );
+        connection.receive(parse(line.as_bytes()).unwrap(), |inbound| match inbound {
+            Inbound::Request { responder, .. } => responders.push(responder),
+            Inbound::Notification { method, .. } => notified.push(method),
+        });
         (responders, notified)
     }
 
@@ -169,7 +171,10 @@ mod tests {
         let by_id = |id: Value| answers.iter().find(|a| a["id"] == id).unwrap();
         assert_eq!(by_id(json!(1))["result"], "slow");
         assert_eq!(by_id(json!("b"))["result"], "fast");
-        assert_eq!(by_id(Value::Null)["error"]["code"], INVALID_REQUEST);
+        assert_eq!(
+            by_id(Value::Null)["error"]["code"],
+            ErrorCode::INVALID_REQUEST.0
+        );
     }
 
     #[test]
@@ -185,7 +190,12 @@ mod tests {
         receive(&connection, "[]");
         let out = written(&mut lines);
         assert_eq!(out.len(), 1);
-        assert_eq!(out[0]["error"]["code"], INVALID_REQUEST, "{}", out[0]);
+        assert_eq!(
+            out[0]["error"]["code"],
+            ErrorCode::INVALID_REQUEST.0,
+            "{}",
+            out[0]
+        );
         assert_eq!(out[0]["id"], Value::Null);
     }
 

@@ -22,7 +22,7 @@ use crucible_agent::providers::dialects::{AnswerEnd, TextCallDecoder, repair};
 use crucible_agent::providers::stream::WireDecoder;
 use crucible_agent::providers::{anthropic, ollama, openai};
 use crucible_agent::store::{Store, context_from, replay_from};
-use crucible_agent::transport::jsonrpc::parse_line;
+use crucible_agent::transport::jsonrpc::parse;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -543,7 +543,7 @@ proptest! {
         json_value().prop_map(|v| v.to_string().into_bytes()),
         (json_value(), mutation()).prop_map(|(v, m)| apply(&v.to_string(), &m).into_bytes()),
     ]) {
-        let _ = parse_line(&line);
+        let _ = parse(&line);
     }
 
     #[test]

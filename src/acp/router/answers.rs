@@ -11,7 +11,7 @@ use crate::client::SelectOption;
 use crate::session::SessionError;
 use crate::store::StoreError;
 use crate::transport::RpcError;
-use crate::transport::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST, RESOURCE_NOT_FOUND};
+use crate::transport::jsonrpc::ErrorCode;
 
 /// A session actor's answer, or why there is none.
 pub async fn session_answer<T>(
@@ -27,13 +27,13 @@ pub async fn session_answer<T>(
 pub fn store_error(err: StoreError) -> RpcError {
     match &err {
         StoreError::NotFound(id) => RpcError::new(
-            RESOURCE_NOT_FOUND,
+            ErrorCode::RESOURCE_NOT_FOUND,
             format!(
                 "Resource not found: no stored session `{id}`; session/list shows the stored ones"
             ),
         ),
         StoreError::Locked { .. } | StoreError::Archived(_) => {
-            RpcError::new(INVALID_REQUEST, err.to_string())
+            RpcError::new(ErrorCode::INVALID_REQUEST, err.to_string())
         }
         StoreError::UnknownCheckpoint { .. } => RpcError::invalid_params(format!(
             "cursorId: {err}; send a cursor this agent announced in a cursor_update"
@@ -49,12 +49,15 @@ pub fn session_error(err: SessionError) -> RpcError {
         SessionError::Busy(_)
         | SessionError::SteeringFull(_)
         | SessionError::SteeringCancelled
-        | SessionError::Duplicate(_) => RpcError::new(INVALID_REQUEST, err.to_string()),
+        | SessionError::Duplicate(_) => RpcError::new(ErrorCode::INVALID_REQUEST, err.to_string()),
         SessionError::UnknownOption(..) | SessionError::UnknownValue { .. } => {
             RpcError::invalid_params(err.to_string())
         }
-        SessionError::Provider(provider) => RpcError::new(INTERNAL_ERROR, err.to_string())
-            .with_data(serde_json::json!({ "kind": "provider", "detail": provider.to_string() })),
+        SessionError::Provider(provider) => {
+            RpcError::new(ErrorCode::INTERNAL_ERROR, err.to_string()).with_data(
+                serde_json::json!({ "kind": "provider", "detail": provider.to_string() }),
+            )
+        }
         SessionError::Crashed(_) => RpcError::internal(err.to_string()),
         SessionError::RequestCancelled => RpcError::request_cancelled(),
     }

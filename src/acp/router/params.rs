@@ -122,7 +122,10 @@ mod tests {
     fn param_errors_name_the_field() {
         let err =
             parse::<acp::NewSessionRequest>("session/new", json!({"mcpServers": []})).unwrap_err();
-        assert_eq!(err.code, crate::transport::jsonrpc::INVALID_PARAMS);
+        assert_eq!(
+            err.code,
+            crate::transport::jsonrpc::ErrorCode::INVALID_PARAMS
+        );
         assert!(err.message.contains("cwd"), "{}", err.message);
         let err = parse::<acp::PromptRequest>(
             "session/prompt",
@@ -161,7 +164,10 @@ mod tests {
             json!({"sessionId": "s", "content": [{"type": "text", "text": "hi"}]}),
         )
         .unwrap_err();
-        assert_eq!(err.code, crate::transport::jsonrpc::INVALID_PARAMS);
+        assert_eq!(
+            err.code,
+            crate::transport::jsonrpc::ErrorCode::INVALID_PARAMS
+        );
         assert!(err.message.contains("`content`"), "{}", err.message);
     }
 

@@ -77,7 +77,10 @@ mod tests {
                 json!({"sessionId": "s", "prompt": [], "idempotencyKey": key}),
             )
             .unwrap_err();
-            assert_eq!(err.code, crate::transport::jsonrpc::INVALID_PARAMS);
+            assert_eq!(
+                err.code,
+                crate::transport::jsonrpc::ErrorCode::INVALID_PARAMS
+            );
             assert!(err.message.contains("idempotencyKey"), "{}", err.message);
         }
         let longest = "é".repeat(255);
@@ -102,6 +105,9 @@ mod tests {
         .unwrap();
         assert_eq!(value, json!({"messageId": "m1"}));
         let err = answered(Err(SessionError::Busy("s".into()))).unwrap_err();
-        assert_eq!(err.code, crate::transport::jsonrpc::INVALID_REQUEST);
+        assert_eq!(
+            err.code,
+            crate::transport::jsonrpc::ErrorCode::INVALID_REQUEST
+        );
     }
 }
