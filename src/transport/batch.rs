@@ -88,35 +88,35 @@ impl Connection {
                     self.receive_one(entry, AnswerTo::Batch(Arc::clone(&batch)), &mut handle);
                 }
             }
-            Incoming::Message(message) => {
-                self.receive_one(Ok(message), AnswerTo::Line, &mut handle)
-            }
-            Incoming::Invalid(invalid) => {
-                self.receive_one(Err(invalid), AnswerTo::Line, &mut handle)
-            }
+            single => self.receive_one(single, AnswerTo::Line, &mut handle),
         }
     }
 
-    fn receive_one(
-        &self,
-        entry: Result<Message, Invalid>,
-        to: AnswerTo,
-        handle: &mut impl FnMut(Inbound),
-    ) {
+    fn receive_one(&self, entry: Incoming, to: AnswerTo, handle: &mut impl FnMut(Inbound)) {
         match entry {
-            Ok(Message::Request(Request { id, method, params })) => handle(Inbound::Request {
-                responder: Responder::answering(id, self.clone(), method.clone(), to),
-                method,
-                params,
-            }),
-            Ok(Message::Notification(Notification { method, params })) => {
+            Incoming::Message(Message::Request(Request { id, method, params })) => {
+                handle(Inbound::Request {
+                    responder: Responder::answering(id, self.clone(), method.clone(), to),
+                    method,
+                    params,
+                })
+            }
+            Incoming::Message(Message::Notification(Notification { method, params })) => {
                 handle(Inbound::Notification { method, params })
             }
-            Ok(Message::Response(Response { id, result })) => self.resolve(&id, result),
-            Err(Invalid { id, error }) => {
+            Incoming::Message(Message::Response(Response { id, result })) => {
+                self.resolve(&id, result)
+            }
+            Incoming::Invalid(Invalid { id, error }) => {
                 tracing::warn!(code = %error.code, message = %error.message, "invalid message from client");
                 self.answer(&id.unwrap_or(RequestId::Null), &Err(error), &to);
             }
+            // The parser never nests batches; were one to come, it is one invalid entry.
+            Incoming::Batch(_) => self.answer(
+                &RequestId::Null,
+                &Err(RpcError::invalid_request("a batch inside a batch")),
+                &to,
+            ),
         }
     }
 

@@ -192,7 +192,7 @@ pub enum Incoming {
     /// A non-empty array of messages (a JSON-RPC 2.0 batch): its requests
     /// are answered together, in one array. An entry is never itself a
     /// batch; invalid entries carry no id (the batch rules).
-    Batch(Vec<Result<Message, Invalid>>),
+    Batch(Vec<Incoming>),
 }
 
 impl Incoming {
@@ -205,15 +205,6 @@ impl Incoming {
         match self {
             Self::Message(Message::Request(request)) => Some(request),
             _ => None,
-        }
-    }
-}
-
-impl From<Result<Message, Invalid>> for Incoming {
-    fn from(message: Result<Message, Invalid>) -> Self {
-        match message {
-            Ok(message) => Self::Message(message),
-            Err(invalid) => Self::Invalid(invalid),
         }
     }
 }
@@ -257,30 +248,26 @@ struct Envelope {
 
 impl Envelope {
     /// The typed message, or what is wrong with it.
-    fn classify(self) -> Result<Message, Invalid> {
+    fn classify(self) -> Incoming {
         let id = match self.id {
             Member::Absent => None,
             Member::Valid(id) => Some(id),
-            Member::Malformed => {
-                return Err(invalid(None, "`id` must be a string, an integer or null"));
-            }
+            Member::Malformed => return invalid(None, "`id` must be a string, an integer or null"),
         };
         if !matches!(self.jsonrpc, Member::Valid(JsonRpcVersion)) {
-            return Err(invalid(id, "`jsonrpc` must be \"2.0\""));
+            return invalid(id, "`jsonrpc` must be \"2.0\"");
         }
         let params = self.params.unwrap_or(Value::Null);
-        match (self.method, id) {
-            (Member::Valid(method), Some(id)) => {
-                Ok(Message::Request(Request { id, method, params }))
+        let message = match (self.method, id) {
+            (Member::Valid(method), Some(id)) => Message::Request(Request { id, method, params }),
+            (Member::Valid(method), None) => Message::Notification(Notification { method, params }),
+            (Member::Malformed, id) => return invalid(id, "`method` must be a string"),
+            (Member::Absent, None) => {
+                return invalid(
+                    None,
+                    "a message needs `method` (request) or `id` (response)",
+                );
             }
-            (Member::Valid(method), None) => {
-                Ok(Message::Notification(Notification { method, params }))
-            }
-            (Member::Malformed, id) => Err(invalid(id, "`method` must be a string")),
-            (Member::Absent, None) => Err(invalid(
-                None,
-                "a message needs `method` (request) or `id` (response)",
-            )),
             (Member::Absent, Some(id)) => {
                 let result = match (self.error, self.result) {
                     (Member::Valid(error), _) => Err(error),
@@ -289,27 +276,25 @@ impl Envelope {
                     )),
                     (Member::Absent, Some(result)) => Ok(result),
                     (Member::Absent, None) => {
-                        return Err(invalid(Some(id), "a response needs `result` or `error`"));
+                        return invalid(Some(id), "a response needs `result` or `error`");
                     }
                 };
-                Ok(Message::Response(Response { id, result }))
+                Message::Response(Response { id, result })
             }
-        }
+        };
+        Incoming::Message(message)
     }
 }
 
-fn invalid(id: Option<RequestId>, detail: &str) -> Invalid {
-    Invalid {
-        id,
-        error: RpcError::invalid_request(detail),
-    }
+fn invalid(id: Option<RequestId>, detail: &str) -> Incoming {
+    Incoming::invalid(id, RpcError::invalid_request(detail))
 }
 
 /// One batch entry: an object, or anything else (answered as invalid).
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum Entry {
-    Object(Envelope),
+    Object(Box<Envelope>),
     Other(serde::de::IgnoredAny),
 }
 
@@ -331,7 +316,7 @@ pub fn parse(bytes: &[u8]) -> Option<Incoming> {
             Err(err) => Incoming::invalid(None, RpcError::parse_error(err)),
         },
         b'{' => match serde_json::from_slice::<Envelope>(trimmed) {
-            Ok(envelope) => envelope.classify().into(),
+            Ok(envelope) => envelope.classify(),
             Err(err) => Incoming::invalid(None, RpcError::parse_error(err)),
         },
         _ => match serde_json::from_slice::<serde::de::IgnoredAny>(trimmed) {
@@ -343,16 +328,13 @@ pub fn parse(bytes: &[u8]) -> Option<Incoming> {
 
 /// An invalid batch entry is answered with `id: null`, as the batch rules
 /// ask, whatever id it had.
-fn batch_entry(entry: Entry) -> Result<Message, Invalid> {
+fn batch_entry(entry: Entry) -> Incoming {
     match entry {
-        Entry::Object(envelope) => envelope.classify().map_err(|invalid| Invalid {
-            id: None,
-            error: invalid.error,
-        }),
-        Entry::Other(_) => Err(Invalid {
-            id: None,
-            error: RpcError::invalid_request(NOT_AN_OBJECT),
-        }),
+        Entry::Object(envelope) => match envelope.classify() {
+            Incoming::Invalid(Invalid { error, .. }) => Incoming::invalid(None, error),
+            entry => entry,
+        },
+        Entry::Other(_) => Incoming::invalid(None, RpcError::invalid_request(NOT_AN_OBJECT)),
     }
 }
 
@@ -538,15 +520,17 @@ mod tests {
             panic!("not a batch: {batch:?}");
         };
         assert_eq!(entries.len(), 7);
-        assert!(matches!(&entries[0], Ok(Message::Request(r)) if r.method == "a"));
-        assert!(matches!(&entries[1], Ok(Message::Notification(n)) if n.method == "n"));
+        assert!(matches!(&entries[0], Incoming::Message(Message::Request(r)) if r.method == "a"));
+        assert!(
+            matches!(&entries[1], Incoming::Message(Message::Notification(n)) if n.method == "n")
+        );
         assert!(matches!(
             &entries[2],
-            Ok(Message::Response(Response { result: Ok(_), .. }))
+            Incoming::Message(Message::Response(Response { result: Ok(_), .. }))
         ));
         for entry in &entries[3..] {
             assert!(
-                matches!(entry, Err(Invalid { id: None, error }) if error.code == ErrorCode::INVALID_REQUEST),
+                matches!(entry, Incoming::Invalid(Invalid { id: None, error }) if error.code == ErrorCode::INVALID_REQUEST),
                 "{entry:?}"
             );
         }
