@@ -1,22 +1,30 @@
 //! The Agent Client Protocol adapter: the only place that speaks ACP.
-//! [`router`] turns the client's requests into messages for the sessions,
-//! [`client`] implements the client port ([`crate::client::ClientSink`])
-//! with ACP requests and notifications, [`translate`] maps the agent's own
-//! types to ACP's and back, and [`mcp_spec`] reads the client's MCP server
-//! entries. [`handshake`] answers `initialize` before the agent is built.
-//! A new ACP version touches this module and the transport, nothing else:
-//! [`v2`] serves ACP v2 beside v1, chosen per connection ([`protocol`]).
+//! Each version is a codec beside the other ([`v1`], [`v2`]; chosen per
+//! connection by `initialize`, [`protocol`]): it declares its methods once
+//! ([`methods`]), reads its wire into the neutral [`request::Request`],
+//! and writes the answers back. [`router`] serves each neutral request
+//! with one handler, whatever version it came in. [`client`] implements
+//! the client port ([`crate::client::ClientSink`]) with ACP requests and
+//! notifications, [`translate`] (v1) and `v2::updates` map the agent's
+//! events to ACP updates, [`readers`] and [`mcp_spec`] read what both
+//! versions write alike. [`handshake`] answers `initialize` before the
+//! agent is built.
 
 pub mod auth;
 pub mod client;
 pub mod handshake;
 pub mod mcp_relay;
 pub mod mcp_spec;
+pub mod methods;
+pub mod permission;
 pub mod protocol;
+pub mod readers;
+pub mod request;
 pub mod router;
 pub mod system_prompt;
 pub mod translate;
 pub mod unconfigured;
+pub mod v1;
 pub mod v2;
 
 pub use router::Router;
@@ -34,7 +42,7 @@ pub enum Service {
 impl Service {
     pub fn handle(&mut self, message: Incoming) {
         match self {
-            Service::Ready(router) => v2::handle(router, message),
+            Service::Ready(router) => router.handle(message),
             Service::Unconfigured(service) => service.handle(message),
         }
     }

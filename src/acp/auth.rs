@@ -43,18 +43,14 @@ pub fn state(providers: &Providers) -> SignIn {
 /// this only says whether it left the agent ready: no error when no key is
 /// missing; `auth_required` naming the missing ones otherwise. An id this
 /// agent did not offer is refused.
-pub fn authenticate(
-    request: &acp::AuthenticateRequest,
-    state: &SignIn,
-) -> Result<acp::AuthenticateResponse, RpcError> {
-    if request.method_id.0.as_ref() != SETUP_METHOD {
+pub fn authenticate(method_id: &str, state: &SignIn) -> Result<(), RpcError> {
+    if method_id != SETUP_METHOD {
         return Err(RpcError::invalid_params(format!(
-            "authenticate: field `methodId`: `{}` is not a method this agent offers; use `{SETUP_METHOD}` (initialize lists it under authMethods)",
-            request.method_id.0
+            "field `methodId`: `{method_id}` is not a method this agent offers; use `{SETUP_METHOD}` (initialize lists it under authMethods)"
         )));
     }
     match state {
-        SignIn::NotRequired | SignIn::Ready => Ok(acp::AuthenticateResponse::new()),
+        SignIn::NotRequired | SignIn::Ready => Ok(()),
         SignIn::Missing(missing) => Err(RpcError::new(
             AUTH_REQUIRED,
             format!(
@@ -76,13 +72,36 @@ fn describe_missing(missing: &[(String, Option<String>)]) -> String {
         .join(", ")
 }
 
+/// The sign-in state, as `auth/status` (unstable) tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    NotRequired,
+    Authenticated,
+    Unauthenticated,
+}
+
+/// A hosted provider as an account: where its key comes from, or which
+/// one is missing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub name: String,
+    pub description: String,
+}
+
+/// What `auth/status` answers, in either version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub state: State,
+    pub accounts: Vec<Account>,
+}
+
 /// `auth/status` (unstable): the state, and each hosted provider as an
 /// account saying where its key comes from or which one is missing.
-pub fn status(providers: &Providers) -> acp::AuthStatusResponse {
+pub fn status(providers: &Providers) -> Status {
     let state = match state(providers) {
-        SignIn::NotRequired => acp::AuthState::NotRequired,
-        SignIn::Ready => acp::AuthState::Authenticated,
-        SignIn::Missing(_) => acp::AuthState::Unauthenticated,
+        SignIn::NotRequired => State::NotRequired,
+        SignIn::Ready => State::Authenticated,
+        SignIn::Missing(_) => State::Unauthenticated,
     };
     let accounts = providers
         .all()
@@ -98,20 +117,16 @@ pub fn status(providers: &Providers) -> acp::AuthStatusResponse {
                     "no API key: run `crucible-agent setup`".to_string()
                 }
             };
-            Some(acp::AuthAccount::new(name).description(description))
+            Some(Account { name, description })
         })
         .collect();
-    acp::AuthStatusResponse::new(state).accounts(accounts)
+    Status { state, accounts }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn request(id: &str) -> acp::AuthenticateRequest {
-        serde_json::from_value(json!({ "methodId": id })).unwrap()
-    }
 
     #[test]
     fn the_terminal_method_runs_setup_and_authenticate_says_whether_it_is_done() {
@@ -121,17 +136,17 @@ mod tests {
             json!([{"type": "terminal", "id": "setup", "name": "Set up in a terminal",
                 "description": methods[0]["description"], "args": ["setup"]}])
         );
-        assert!(authenticate(&request("setup"), &SignIn::NotRequired).is_ok());
-        assert!(authenticate(&request("setup"), &SignIn::Ready).is_ok());
+        assert!(authenticate("setup", &SignIn::NotRequired).is_ok());
+        assert!(authenticate("setup", &SignIn::Ready).is_ok());
         let missing = SignIn::Missing(vec![("claude".into(), Some("ANTHROPIC_API_KEY".into()))]);
-        let err = authenticate(&request("setup"), &missing).unwrap_err();
+        let err = authenticate("setup", &missing).unwrap_err();
         assert_eq!(err.code, AUTH_REQUIRED);
         assert!(
             err.message.contains("`claude` (ANTHROPIC_API_KEY)"),
             "{}",
             err.message
         );
-        let err = authenticate(&request("oauth"), &SignIn::Ready).unwrap_err();
+        let err = authenticate("oauth", &SignIn::Ready).unwrap_err();
         assert_eq!(
             err.code,
             crate::transport::jsonrpc::ErrorCode::INVALID_PARAMS

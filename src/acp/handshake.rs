@@ -48,7 +48,7 @@ pub fn answer_first(first: Incoming, output: &mut impl Write) -> std::io::Result
 
 /// Whether `method` is the handshake's.
 fn is_initialize(method: &str) -> bool {
-    method == "initialize"
+    method == agent_client_protocol_schema::v1::AGENT_METHOD_NAMES.initialize
 }
 
 /// `initialize` answered from its raw params, as the router would answer

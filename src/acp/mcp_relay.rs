@@ -45,7 +45,7 @@ impl McpRelay {
         };
         let mut subscribers = lock(&self.subscribers);
         let Some(senders) = subscribers.get_mut(&server) else {
-            tracing::debug!(%server, "mcp/message for a server no session uses");
+            tracing::debug!(%server, "a relayed MCP message for a server no session uses");
             return;
         };
         senders.retain(|sender| sender.send(message.clone()).is_ok());
@@ -72,7 +72,7 @@ impl AcpRelay for McpRelay {
         let connection = self.connection.clone();
         Box::pin(async move {
             let answer = connection
-                .request_cancellable("mcp/message", &request)
+                .request_cancellable(acp::CLIENT_METHOD_NAMES.mcp_message, &request)
                 .await
                 .map_err(|err| RelayError::Connection(err.to_string()))?;
             let response: acp::MessageMcpResponse = serde_json::from_value(answer)

@@ -1,83 +1,124 @@
-//! The client's `mcpServers` entries (ACP) as the agent's own
-//! [`McpServerSpec`]s.
+//! The client's `mcpServers` entries (ACP v1 and v2) as the agent's own
+//! [`McpServerSpec`]s: each version's entry read into a [`McpWanted`],
+//! then made a spec for the session.
 
 use std::path::Path;
 
-use agent_client_protocol_schema::v1 as acp;
+use agent_client_protocol_schema::{v1, v2};
 
+use crate::acp::request::McpWanted;
 use crate::mcp::{McpServerSpec, McpTransport, Relay, SpecError};
 
-/// An ACP `mcpServers` entry, with stdio servers started in `cwd` (the
+/// A wanted server as a spec, with stdio servers started in `cwd` (the
 /// session's directory: ACP gives them none of their own). `acp` entries
 /// are served over `relay`, and refused without one (`mcp_over_acp` off).
 pub fn server_spec(
-    server: &acp::McpServer,
+    server: McpWanted,
     cwd: &Path,
     relay: Option<&Relay>,
 ) -> Result<McpServerSpec, SpecError> {
     let spec = match (server, relay) {
-        (acp::McpServer::Acp(entry), Some(relay)) => {
-            let spec = McpServerSpec::acp(&entry.name, entry.server_id.0.as_ref(), relay.clone());
-            spec.validate()?;
-            spec
+        (McpWanted::Acp { name, server_id }, Some(relay)) => {
+            McpServerSpec::acp(&name, &server_id, relay.clone())
         }
-        _ => spec_of(server)?,
+        (McpWanted::Acp { name, .. } | McpWanted::Unsupported { name }, _) => {
+            return Err(SpecError::UnsupportedTransport { name });
+        }
+        (McpWanted::Spec(spec), _) => *spec,
     };
+    spec.validate()?;
     Ok(match spec.transport {
         McpTransport::Stdio { cwd: None, .. } => spec.with_cwd(cwd),
         _ => spec,
     })
 }
 
-fn spec_of(server: &acp::McpServer) -> Result<McpServerSpec, SpecError> {
-    let with_headers = |spec: McpServerSpec, headers: &[acp::HttpHeader]| {
-        headers.iter().fold(spec, |spec, header| {
-            spec.with_header(&header.name, &header.value)
-        })
-    };
-    let spec = match server {
-        acp::McpServer::Stdio(stdio) => stdio.env.iter().fold(
-            McpServerSpec::stdio(&stdio.name, &stdio.command).with_args(stdio.args.iter().cloned()),
-            |spec, var| spec.with_env(&var.name, &var.value),
-        ),
-        acp::McpServer::Http(http) => {
-            with_headers(McpServerSpec::http(&http.name, &http.url), &http.headers)
-        }
-        acp::McpServer::Sse(sse) => {
-            with_headers(McpServerSpec::sse(&sse.name, &sse.url), &sse.headers)
-        }
-        // The enum is non-exhaustive (e.g. the unstable `acp` transport).
-        #[allow(unreachable_patterns)]
-        _ => {
-            return Err(SpecError::UnsupportedTransport {
-                name: acp_name(server),
-            });
-        }
-    };
-    spec.validate()?;
-    Ok(spec)
+/// `headers` (name, value) on `spec`.
+fn with_headers<'a>(
+    spec: McpServerSpec,
+    headers: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> McpServerSpec {
+    headers
+        .into_iter()
+        .fold(spec, |spec, (name, value)| spec.with_header(name, value))
 }
 
-/// The name of an entry of a kind this code does not know, via its JSON.
-fn acp_name(server: &acp::McpServer) -> String {
-    /// Every kind of entry has a name.
-    #[derive(serde::Deserialize)]
-    struct Named {
-        name: String,
+/// A stdio server's spec from its command line and environment.
+fn stdio<'a>(
+    name: &str,
+    command: &Path,
+    args: &[String],
+    env: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> McpServerSpec {
+    env.into_iter().fold(
+        McpServerSpec::stdio(name, command).with_args(args.iter().cloned()),
+        |spec, (name, value)| spec.with_env(name, value),
+    )
+}
+
+/// A v1 `mcpServers` entry, read.
+pub fn read_v1(server: &v1::McpServer) -> McpWanted {
+    McpWanted::Spec(Box::new(match server {
+        v1::McpServer::Stdio(entry) => stdio(
+            &entry.name,
+            &entry.command,
+            &entry.args,
+            entry.env.iter().map(|var| (&var.name, &var.value)),
+        ),
+        v1::McpServer::Http(http) => with_headers(
+            McpServerSpec::http(&http.name, &http.url),
+            http.headers.iter().map(|h| (&h.name, &h.value)),
+        ),
+        v1::McpServer::Sse(sse) => with_headers(
+            McpServerSpec::sse(&sse.name, &sse.url),
+            sse.headers.iter().map(|h| (&h.name, &h.value)),
+        ),
+        v1::McpServer::Acp(entry) => {
+            return McpWanted::Acp {
+                name: entry.name.clone(),
+                server_id: entry.server_id.0.to_string(),
+            };
+        }
+        _ => return unsupported(),
+    }))
+}
+
+/// A v2 `mcpServers` entry, read.
+pub fn read_v2(server: &v2::McpServer) -> McpWanted {
+    McpWanted::Spec(Box::new(match server {
+        v2::McpServer::Stdio(entry) => stdio(
+            &entry.name,
+            &entry.command.0,
+            &entry.args,
+            entry.env.iter().map(|var| (&var.name, &var.value)),
+        ),
+        v2::McpServer::Http(http) => with_headers(
+            McpServerSpec::http(&http.name, &http.url),
+            http.headers.iter().map(|h| (&h.name, &h.value)),
+        ),
+        v2::McpServer::Acp(entry) => {
+            return McpWanted::Acp {
+                name: entry.name.clone(),
+                server_id: entry.server_id.0.to_string(),
+            };
+        }
+        _ => return unsupported(),
+    }))
+}
+
+/// An entry of a kind this schema has and this agent does not speak.
+fn unsupported() -> McpWanted {
+    McpWanted::Unsupported {
+        name: String::new(),
     }
-    serde_json::to_value(server)
-        .ok()
-        .and_then(|value| serde_json::from_value::<Named>(value).ok())
-        .map(|named| named.name)
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parse(json: serde_json::Value) -> acp::McpServer {
-        serde_json::from_value(json).unwrap()
+    fn parse(json: serde_json::Value) -> McpWanted {
+        read_v1(&serde_json::from_value(json).unwrap())
     }
 
     #[test]
@@ -88,7 +129,7 @@ mod tests {
             "args": ["server.js", "/tmp"],
             "env": [{"name": "TOKEN", "value": "x"}]
         }));
-        let spec = server_spec(&server, Path::new("/work/project"), None).unwrap();
+        let spec = server_spec(server, Path::new("/work/project"), None).unwrap();
         assert_eq!(
             spec,
             McpServerSpec::stdio("fs", "/usr/bin/node")
@@ -105,7 +146,7 @@ mod tests {
             "headers": [{"name": "Authorization", "value": "Bearer t"}]
         }));
         assert_eq!(
-            spec_of(&http).unwrap(),
+            server_spec(http, Path::new("/x"), None).unwrap(),
             McpServerSpec::http("web", "http://127.0.0.1:1/mcp")
                 .with_header("Authorization", "Bearer t")
         );
@@ -113,7 +154,7 @@ mod tests {
             "type": "sse", "name": "old", "url": "https://example.com/sse", "headers": []
         }));
         assert_eq!(
-            server_spec(&sse, Path::new("/x"), None).unwrap(),
+            server_spec(sse, Path::new("/x"), None).unwrap(),
             McpServerSpec::sse("old", "https://example.com/sse")
         );
     }
@@ -146,16 +187,17 @@ mod tests {
     fn acp_entries_need_the_relay_and_a_server_id() {
         let entry = parse(serde_json::json!({"type": "acp", "name": "ed", "serverId": "s1"}));
         assert_eq!(
-            server_spec(&entry, Path::new("/x"), None).unwrap_err(),
+            server_spec(entry, Path::new("/x"), None).unwrap_err(),
             SpecError::UnsupportedTransport { name: "ed".into() }
         );
         let relay = Relay(std::sync::Arc::new(Unanswered));
-        let spec = server_spec(&entry, Path::new("/x"), Some(&relay)).unwrap();
+        let entry = parse(serde_json::json!({"type": "acp", "name": "ed", "serverId": "s1"}));
+        let spec = server_spec(entry, Path::new("/x"), Some(&relay)).unwrap();
         assert_eq!(spec, McpServerSpec::acp("ed", "s1", relay.clone()));
         assert_eq!(spec.target(), "acp:s1");
         let blank = parse(serde_json::json!({"type": "acp", "name": "ed", "serverId": " "}));
         assert_eq!(
-            server_spec(&blank, Path::new("/x"), Some(&relay)).unwrap_err(),
+            server_spec(blank, Path::new("/x"), Some(&relay)).unwrap_err(),
             SpecError::EmptyServerId { name: "ed".into() }
         );
     }
@@ -165,20 +207,20 @@ mod tests {
         let bad_url = parse(
             serde_json::json!({"type": "http", "name": "w", "url": "not a url", "headers": []}),
         );
-        let err = spec_of(&bad_url).unwrap_err();
+        let err = server_spec(bad_url, Path::new("/x"), None).unwrap_err();
         assert!(err.to_string().contains("invalid URL `not a url`"), "{err}");
 
         let ftp = parse(
             serde_json::json!({"type": "http", "name": "w", "url": "ftp://x/", "headers": []}),
         );
-        let err = spec_of(&ftp).unwrap_err();
+        let err = server_spec(ftp, Path::new("/x"), None).unwrap_err();
         assert!(err.to_string().contains("only http and https"), "{err}");
 
         let header = parse(serde_json::json!({
             "type": "http", "name": "w", "url": "http://x/", "headers": [{"name": "bad header", "value": "v"}]
         }));
         assert_eq!(
-            spec_of(&header).unwrap_err(),
+            server_spec(header, Path::new("/x"), None).unwrap_err(),
             SpecError::InvalidHeader {
                 name: "w".into(),
                 header: "bad header".into()
@@ -187,12 +229,15 @@ mod tests {
 
         let unnamed =
             parse(serde_json::json!({"name": " ", "command": "x", "args": [], "env": []}));
-        assert_eq!(spec_of(&unnamed).unwrap_err(), SpecError::EmptyName);
+        assert_eq!(
+            server_spec(unnamed, Path::new("/x"), None).unwrap_err(),
+            SpecError::EmptyName
+        );
 
         let no_command =
             parse(serde_json::json!({"name": "n", "command": "", "args": [], "env": []}));
         assert!(matches!(
-            spec_of(&no_command),
+            server_spec(no_command, Path::new("/x"), None),
             Err(SpecError::EmptyCommand { .. })
         ));
     }

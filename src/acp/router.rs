@@ -1,33 +1,36 @@
-//! Method name → handler. Parses params into the ACP schema types, turns
-//! them into messages for the session actors, and owns the answer to every
-//! request (a [`Responder`]). Runs on the reader task and never waits: all
-//! waiting happens in small tasks that hold the responder.
+//! The router: each request read by its version's codec ([`super::v1`],
+//! [`super::v2::requests`]) into the neutral [`Request`], then served by
+//! one handler per method that knows nothing of versions, answering
+//! through the request's [`Reply`]. Runs on the reader task and never
+//! waits: all waiting happens in small tasks that hold the reply.
 //!
 //! This file is the dispatch and the turn (`session/new`, `session/prompt`,
 //! `session/cancel`, `session/close`); the rest is by concept beside it:
 //! `capabilities` (`initialize`, sign-in), `reopen` (load, resume, fork),
 //! `stored` (list, delete, status, archive), `options` (modes, config
-//! options, title), `providers`, with `params` reading params and
-//! `answers` turning results into answers.
+//! options, title), `providers`, with `params` checking params and
+//! `answers` turning the sessions' errors into answers.
 
 use std::sync::Arc;
 
-use agent_client_protocol_schema::v1 as acp;
+use agent_client_protocol_schema::v1::{self as acp, AGENT_METHOD_NAMES as NAMES};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::mcp_relay::McpRelay;
-use super::protocol::Protocol;
-use super::translate;
-use crate::client::{ClientAbilities, ClientSink, CursorUse, SelectOption};
+use super::protocol::{Protocol, Version};
+use super::request::{Opened, Place, PromptReply, Reply, Request, SessionId};
+use crate::client::{ClientAbilities, ClientSink, CursorUse};
 use crate::events::StopReason;
 use crate::mcp::Relay;
-use crate::model::ClientPrompt;
+use crate::model::Part;
 use crate::session::manager::SessionManager;
-use crate::session::{Delivery, OpenRequest, PromptSubmission, SessionError, SessionMsg};
+use crate::session::{
+    Delivery, InsertReply, OpenRequest, PromptAnswer, PromptSubmission, SessionError, SessionMsg,
+    TurnEnd, WhenBusy,
+};
 use crate::transport::{Connection, Inbound, Incoming, Responder, RpcError};
-use answers::with_models;
 use params::{check_roots, session_servers};
 
 mod answers;
@@ -38,16 +41,12 @@ mod providers;
 mod reopen;
 mod stored;
 
-pub(in crate::acp) use answers::session_error;
+pub use super::methods::parse;
+pub(in crate::acp) use answers::{session_error, with_models};
 pub use capabilities::{
     ClientInfo, Extras, initialize_response, initialize_response_with, sign_in_for,
 };
-pub use params::parse;
 pub(super) use params::tolerate;
-pub(in crate::acp) use reopen::{NewAnswer, Reopen};
-
-/// A request's handler, its params still raw (see [`Router::dispatch`]).
-type Handler = Box<dyn FnOnce(&mut Router, &str, Value, Responder)>;
 
 pub struct Router {
     pub(in crate::acp) connection: Connection,
@@ -97,7 +96,8 @@ impl Router {
         self.client.as_ref()
     }
 
-    /// One line's message (or batch of them; see [`Connection::receive`]).
+    /// What one unit from the carrier held (a message or a batch of them;
+    /// see [`Connection::receive`]).
     pub fn handle(&mut self, message: Incoming) {
         let connection = self.connection.clone();
         connection.receive(message, |inbound| match inbound {
@@ -116,77 +116,97 @@ impl Router {
         self.connection.fail_pending();
     }
 
+    /// A request read by the connection's codec, then served.
     fn request(&mut self, method: &str, params: Value, responder: Responder) {
         tracing::debug!(%method, "request");
         let params = match tolerate(method, params) {
             Ok(params) => params,
             Err(err) => return responder.respond(Err(err)),
         };
-        let handler = match method {
-            "initialize" => Self::dispatch(Self::initialize),
-            "authenticate" => Self::dispatch(Self::authenticate),
-            "logout" => return responder.respond_with(Ok(acp::LogoutResponse::new())),
-            "session/new" => Self::dispatch(Self::new_session),
-            "session/prompt" => Self::dispatch(Self::prompt),
-            "session/set_config_option" => Self::dispatch(Self::set_config_option),
-            "session/set_mode" => Self::dispatch(Self::set_mode),
-            "session/set_model" => Self::dispatch(Self::set_model),
-            "session/close" => Self::dispatch(Self::close_session),
-            "session/load" => Self::dispatch(Self::load_session),
-            "session/resume" => Self::dispatch(Self::resume_session),
-            "session/list" => Self::dispatch(Self::list_sessions),
-            "session/delete" => Self::dispatch(Self::delete_session),
-            // Unstable: served only when `[acp] unstable` names them.
-            "session/set_title" if self.sessions.unstable().set_title => {
-                Self::dispatch(Self::set_title)
+        let unstable = self.sessions.unstable();
+        let decoded = match self.protocol.get() {
+            Version::V1 => {
+                let context = super::v1::Context {
+                    unstable,
+                    extras: self.extras(),
+                };
+                super::v1::decode(method, params, responder, &context)
             }
-            "session/status" if self.sessions.unstable().status => {
-                Self::dispatch(Self::session_status)
-            }
-            "session/fork" if self.sessions.unstable().fork => Self::dispatch(Self::fork_session),
-            "providers/list" if self.sessions.unstable().providers => {
-                Self::dispatch(Self::list_providers)
-            }
-            "providers/set" if self.sessions.unstable().providers => {
-                Self::dispatch(Self::set_provider)
-            }
-            "providers/disable" if self.sessions.unstable().providers => {
-                Self::dispatch(Self::disable_provider)
-            }
-            "auth/status" if self.sessions.unstable().auth_status => {
-                Self::dispatch(Self::auth_status)
-            }
-            "session/archive" if self.sessions.unstable().archive => {
-                Self::dispatch(Self::archive_session)
-            }
-            "session/unarchive" if self.sessions.unstable().archive => {
-                Self::dispatch(Self::unarchive_session)
-            }
-            "session/options" if self.sessions.unstable().options => {
-                Self::dispatch(Self::session_options)
-            }
-            _ => return responder.respond(Err(RpcError::method_not_found(method))),
+            Version::V2 => super::v2::requests::decode(method, params, responder, &unstable),
         };
-        handler(self, method, params, responder);
+        if let Some(request) = decoded {
+            self.serve(request);
+        }
     }
 
-    /// The one way into a request handler: its params parsed into the
-    /// handler's type, or an answer with the error naming the offending field.
-    fn dispatch<Req: DeserializeOwned + 'static>(
-        handler: fn(&mut Self, Req, Responder),
-    ) -> Handler {
-        Box::new(
-            move |router, method, params, responder| match parse::<Req>(method, params) {
-                Ok(request) => handler(router, request, responder),
-                Err(err) => responder.respond(Err(err)),
-            },
-        )
+    /// One handler per request, whatever version it came in.
+    fn serve(&mut self, request: Request) {
+        match request {
+            Request::Initialize { params, responder } => self.initialize(params, responder),
+            Request::SignIn { method, reply } => self.sign_in(&method, reply),
+            Request::SignOut(reply) => reply.send(Ok(())),
+            Request::AuthStatus(reply) => self.auth_status(reply),
+            Request::NewSession { place, reply } => self.open_new(place, reply),
+            Request::Reopen {
+                how,
+                session,
+                at,
+                place,
+                reply,
+            } => self.reopen(how, session, at, place, reply),
+            Request::Prompt {
+                session,
+                content,
+                reply,
+            } => self.prompt(&session, content, reply),
+            Request::SetOption {
+                session,
+                option,
+                value,
+                reply,
+            } => self.set_option(&session, option, value, reply),
+            Request::SetMode {
+                session,
+                mode,
+                reply,
+            } => self.set_mode(&session, mode, reply),
+            Request::SetModel {
+                session,
+                model,
+                reply,
+            } => self.set_model(&session, model, reply),
+            Request::SetTitle {
+                session,
+                title,
+                reply,
+            } => self.set_title(&session, &title, reply),
+            Request::Options {
+                session,
+                cwd,
+                additional_directories,
+                reply,
+            } => self.session_options(session, cwd, &additional_directories, reply),
+            Request::Close { session, reply } => self.close_session(&session, reply),
+            Request::Delete { session, reply } => self.delete_session(session, reply),
+            Request::List { query, reply } => self.list_sessions(query, reply),
+            Request::Status { session, reply } => self.session_status(session, reply),
+            Request::Archive {
+                session,
+                mark,
+                reply,
+            } => self.archive_session(session, mark, reply),
+            Request::ListProviders(reply) => self.list_providers(reply),
+            Request::SetProvider { change, reply } => self.set_provider(change, reply),
+            Request::DisableProvider { provider, reply } => self.disable_provider(&provider, reply),
+        }
     }
 
     fn notification(&mut self, method: &str, params: Value) {
         tracing::debug!(%method, "notification");
         match method {
-            "session/cancel" => on_notification(method, params, |cancel| self.cancel_turn(cancel)),
+            m if m == NAMES.session_cancel => {
+                on_notification(method, params, |cancel| self.cancel_turn(cancel))
+            }
             // Fires the token the request's responder carries.
             "$/cancel_request" => {
                 on_notification(method, params, |cancel: acp::CancelRequestNotification| {
@@ -194,7 +214,7 @@ impl Router {
                 })
             }
             // The editor's MCP server speaking for a request of ours.
-            "mcp/message" if self.sessions.unstable().mcp_over_acp => {
+            m if m == NAMES.mcp_message && self.sessions.unstable().mcp_over_acp => {
                 on_notification(method, params, |message: acp::MessageMcpNotification| {
                     self.mcp_relay.deliver(message)
                 })
@@ -204,22 +224,13 @@ impl Router {
         }
     }
 
-    pub(in crate::acp) fn cancel_turn(&mut self, cancel: acp::CancelNotification) {
+    fn cancel_turn(&mut self, cancel: acp::CancelNotification) {
         match self.sessions.get(&cancel.session_id.0) {
             Some(session) => {
                 session.send(SessionMsg::Cancel);
             }
             None => tracing::warn!(session = %cancel.session_id, "cancel for an unknown session"),
         }
-    }
-
-    /// A request's `systemPrompt` (stable since ACP 1.20: every client may send one).
-    pub(in crate::acp) fn client_prompt(
-        &self,
-        method: &str,
-        prompt: Option<acp::SystemPrompt>,
-    ) -> Result<Option<ClientPrompt>, RpcError> {
-        super::system_prompt::read(method, prompt)
     }
 
     /// The error for a request to a session that is not open here.
@@ -231,63 +242,49 @@ impl Router {
         }
     }
 
-    fn new_session(&mut self, request: acp::NewSessionRequest, responder: Responder) {
-        self.open_new(request, v1_new_answer, responder);
-    }
-
-    /// `session/new` in either version: `answer` writes the answer from
-    /// the new session's id and options.
-    pub(in crate::acp) fn open_new(
-        &mut self,
-        request: acp::NewSessionRequest,
-        answer: NewAnswer,
-        responder: Responder,
-    ) {
-        let relay = self.acp_relay();
-        let checked = session_servers(
-            "session/new",
-            &request.cwd,
-            &request.mcp_servers,
-            relay.as_ref(),
-        )
-        .and_then(|servers| Ok((servers, check_roots(&request.additional_directories)?)))
-        .and_then(|checked| {
-            Ok((
-                checked,
-                self.client_prompt("session/new", request.system_prompt)?,
-                self.initial_options("session/new", &request.config_options)?,
-            ))
-        });
-        let ((mcp_servers, roots), client_prompt, initial_options) = match checked {
-            Ok(checked) => checked,
-            Err(err) => return responder.respond(Err(err)),
+    /// `session/new`: the place checked, the session started, answered
+    /// with its id and options; it speaks only after the answer.
+    fn open_new(&mut self, place: Place, reply: Reply<Opened>) {
+        let checked = self.open_request(NAMES.session_new, place);
+        let open = match checked {
+            Ok(open) => open,
+            Err(err) => return reply.fail(err),
         };
         let delivery = self.delivery();
-        let session = self.sessions.create(OpenRequest {
-            cwd: request.cwd,
-            additional_directories: roots,
-            client: self.abilities(),
-            mcp_servers,
-            client_prompt,
-            initial_options,
-        });
+        let session = self.sessions.create(open);
         let id = session.id.clone();
-        let (reply, options) = oneshot::channel();
-        session.send(SessionMsg::Options { reply });
+        let (options_reply, options) = oneshot::channel();
+        session.send(SessionMsg::Options {
+            reply: options_reply,
+        });
         let tx = session.tx.clone();
-        let extras = self.extras();
         tokio::spawn(async move {
             let Ok(options) = options.await else {
-                return responder
-                    .respond(Err(RpcError::internal("the new session stopped at once")));
+                return reply.fail(RpcError::internal("the new session stopped at once"));
             };
-            match answer(&id, &options, extras) {
-                Ok(value) => responder.respond(Ok(value)),
-                Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
-            }
+            reply.send(Ok(Opened { id, options }));
             // Only now may the session speak: its updates must follow this answer.
             let _ = tx.send(SessionMsg::Started { delivery });
         });
+    }
+
+    /// A session request's place checked and made the sessions' own.
+    pub(in crate::acp) fn open_request(
+        &self,
+        method: &str,
+        place: Place,
+    ) -> Result<OpenRequest, RpcError> {
+        let relay = self.acp_relay();
+        let mcp_servers = session_servers(method, &place.cwd, place.mcp_servers, relay.as_ref())?;
+        let additional_directories = check_roots(&place.additional_directories)?;
+        Ok(OpenRequest {
+            cwd: place.cwd,
+            additional_directories,
+            client: self.abilities(),
+            mcp_servers,
+            client_prompt: place.client_prompt,
+            initial_options: self.initial_options(method, place.choices)?,
+        })
     }
 
     /// When the client takes updates, as its name tells.
@@ -328,64 +325,74 @@ impl Router {
             .unwrap_or_default()
     }
 
-    fn prompt(&mut self, request: acp::PromptRequest, responder: Responder) {
-        let Some(session) = self.sessions.get(&request.session_id.0) else {
-            return responder.respond(Err(self.not_running(&request.session_id.0)));
-        };
-        let content = match translate::prompt_parts(request.prompt) {
-            Ok(content) => content,
-            Err(detail) => return responder.respond(Err(RpcError::invalid_params(detail))),
-        };
-        // The client's `$/cancel_request` for this prompt cancels the turn.
-        let request_cancel = responder.cancellation().child_token();
-        let with_usage = self.extras().usage;
-        let (reply, answer) = oneshot::channel();
-        session.send(SessionMsg::Prompt(PromptSubmission::answered_at_end(
-            content,
-            request_cancel.clone(),
-            reply,
-        )));
-        tokio::spawn(async move {
-            let result = match answer.await {
-                Ok(result) => result,
-                Err(_) => Err(SessionError::Crashed(
-                    "the session stopped before answering".into(),
-                )),
+    /// `session/prompt`: v1 is answered when the turn ends, v2 as the
+    /// message goes in (a busy session takes it as steering, when allowed).
+    fn prompt(&mut self, session: &SessionId, content: Vec<Part>, reply: PromptReply) {
+        let Some(handle) = self.sessions.get(session) else {
+            let err = self.not_running(session);
+            return match reply {
+                PromptReply::AtEnd(reply) => reply.fail(err),
+                PromptReply::AtInsertion { reply, .. } => reply.fail(err),
             };
-            let answer = match result {
-                Ok(end) if end.stop == StopReason::Cancelled && request_cancel.is_cancelled() => {
-                    Err(RpcError::request_cancelled())
+        };
+        let submission = match reply {
+            PromptReply::AtEnd(reply) => {
+                // The client's `$/cancel_request` for this prompt cancels the turn.
+                let request_cancel = reply.cancellation().child_token();
+                let (answered, answer) = oneshot::channel();
+                let cancelled = request_cancel.clone();
+                tokio::spawn(async move {
+                    let result: Result<TurnEnd, SessionError> = match answer.await {
+                        Ok(result) => result,
+                        Err(_) => Err(SessionError::Crashed(
+                            "the session stopped before answering".into(),
+                        )),
+                    };
+                    reply.send(match result {
+                        Ok(end)
+                            if end.stop == StopReason::Cancelled && cancelled.is_cancelled() =>
+                        {
+                            Err(RpcError::request_cancelled())
+                        }
+                        Ok(end) => Ok(end),
+                        Err(err) => Err(session_error(err)),
+                    });
+                });
+                PromptSubmission::answered_at_end(content, request_cancel, answered)
+            }
+            PromptReply::AtInsertion {
+                reply,
+                idempotency_key,
+            } => {
+                let request_cancel = reply.cancellation().child_token();
+                let when_busy = if self.sessions.unstable().steering {
+                    WhenBusy::Steer
+                } else {
+                    WhenBusy::Refuse
+                };
+                let inserted =
+                    InsertReply::new(move |inserted| reply.send(inserted.map_err(session_error)));
+                PromptSubmission {
+                    content,
+                    request_cancel,
+                    idempotency_key,
+                    when_busy,
+                    answer: PromptAnswer::AtInsertion(inserted),
                 }
-                Ok(end) => Ok(acp::PromptResponse::new(translate::stop_reason(end.stop))
-                    .usage(end.usage.filter(|_| with_usage).map(translate::turn_usage))),
-                Err(err) => Err(session_error(err)),
-            };
-            responder.respond_with(answer);
-        });
+            }
+        };
+        handle.send(SessionMsg::Prompt(submission));
     }
 
-    pub(in crate::acp) fn close_session(
-        &mut self,
-        request: acp::CloseSessionRequest,
-        responder: Responder,
-    ) {
-        let Some(session) = self.sessions.remove(&request.session_id.0) else {
-            return responder.respond(Err(self.not_running(&request.session_id.0)));
+    pub(in crate::acp) fn close_session(&mut self, session: &SessionId, reply: Reply<()>) {
+        let Some(handle) = self.sessions.remove(session) else {
+            return reply.fail(self.not_running(session));
         };
         tokio::spawn(async move {
-            session.close().await;
-            responder.respond_with(Ok(acp::CloseSessionResponse::new()));
+            handle.close().await;
+            reply.send(Ok(()));
         });
     }
-}
-
-/// The v1 answer to `session/new`: modes beside the config options, and
-/// the old session-model extension's `models` (for clients that take it).
-fn v1_new_answer(id: &str, options: &[SelectOption], extras: Extras) -> serde_json::Result<Value> {
-    let response = acp::NewSessionResponse::new(id.to_string())
-        .modes(translate::mode_state(options))
-        .config_options(translate::config_options(options));
-    with_models(response, options, extras)
 }
 
 /// A notification's params parsed for `handler`; a bad one has no one to

@@ -1,68 +1,39 @@
 //! The `systemPrompt` of session/new, load, resume and fork (stable since
-//! ACP 1.20, advertised as `sessionCapabilities.systemPrompt`): the
-//! client's instructions, checked and turned into the agent's own type.
+//! ACP 1.20, advertised as `sessionCapabilities.systemPrompt`): what this
+//! agent advertises. The prompt itself is read by [`super::readers`].
 
 use agent_client_protocol_schema::v1 as acp;
 
-use crate::model::ClientPrompt;
-use crate::transport::RpcError;
-
-/// What this agent advertises: both modes (`append`, `override`).
-pub fn capabilities() -> acp::SessionSystemPromptCapabilities {
-    acp::SessionSystemPromptCapabilities::new().mode(
-        acp::SessionSystemPromptModeCapabilities::new()
-            .override_(acp::SessionSystemPromptOverrideCapabilities::new()),
-    )
+/// What this agent advertises: both modes (`append`, `override`), in the
+/// version whose schema module is given.
+macro_rules! capabilities {
+    ($version:ident) => {
+        $version::SessionSystemPromptCapabilities::new().mode(
+            $version::SessionSystemPromptModeCapabilities::new()
+                .override_($version::SessionSystemPromptOverrideCapabilities::new()),
+        )
+    };
 }
 
-/// A request's `systemPrompt`. The spec asks an agent that cannot apply
-/// one to refuse the request rather than ignore it: so an unknown mode, a
-/// block other than text and an empty list are all refused (-32602).
-pub fn read(
-    method: &str,
-    prompt: Option<acp::SystemPrompt>,
-) -> Result<Option<ClientPrompt>, RpcError> {
-    let Some(prompt) = prompt else {
-        return Ok(None);
-    };
-    let refuse = |why: String| {
-        Err(RpcError::invalid_params(format!(
-            "{method}: field `systemPrompt`: {why}"
-        )))
-    };
-    let replaces_base = match &prompt.mode {
-        acp::SystemPromptMode::Append => false,
-        acp::SystemPromptMode::Override => true,
-        other => {
-            return refuse(format!(
-                "mode {other:?} is not supported; use `append` or `override`"
-            ));
-        }
-    };
-    if prompt.content.is_empty() {
-        return refuse("`content` is empty; send at least one text block".into());
-    }
-    let mut texts = Vec::new();
-    for (n, block) in prompt.content.iter().enumerate() {
-        match block {
-            acp::ContentBlock::Text(text) => texts.push(text.text.as_str()),
-            _ => {
-                return refuse(format!(
-                    "content[{n}] is not a text block; only text is taken"
-                ));
-            }
-        }
-    }
-    Ok(Some(ClientPrompt {
-        replaces_base,
-        text: texts.join("\n\n"),
-    }))
+pub(crate) use capabilities;
+
+/// What this agent advertises, in v1.
+pub fn v1_capabilities() -> acp::SessionSystemPromptCapabilities {
+    capabilities!(acp)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ClientPrompt;
     use serde_json::json;
+
+    fn read(
+        method: &str,
+        prompt: Option<acp::SystemPrompt>,
+    ) -> Result<Option<ClientPrompt>, crate::transport::RpcError> {
+        crate::acp::readers::v1::system_prompt(method, prompt)
+    }
 
     fn prompt(value: serde_json::Value) -> acp::SystemPrompt {
         serde_json::from_value(value).unwrap()

@@ -5,8 +5,7 @@
 use agent_client_protocol_schema::v1 as acp;
 
 use crate::client::{
-    Answer, CommandInfo, OptionCategory, PermissionChoice, PlanContent, PromptOrigin, Question,
-    SelectOption, Update,
+    Answer, CommandInfo, OptionCategory, PlanContent, PromptOrigin, Question, SelectOption, Update,
 };
 use crate::events::{
     AgentEvent, Compaction, CompactionOutcome, Location, Severity, StopReason, TodoItem,
@@ -233,47 +232,14 @@ pub fn tool_call(call: &ToolCallInfo) -> acp::ToolCall {
 
 /// The question whether `call` may run, with the choices the agent offers.
 pub fn permission_request(session_id: &str, call: &ToolCallInfo) -> acp::RequestPermissionRequest {
-    let options = PermissionChoice::OFFERED
-        .iter()
-        .map(|(choice, id, name)| {
-            let kind = match choice {
-                PermissionChoice::AllowOnce => acp::PermissionOptionKind::AllowOnce,
-                PermissionChoice::AllowAlways
-                | PermissionChoice::AllowInProject
-                | PermissionChoice::AllowEverywhere => acp::PermissionOptionKind::AllowAlways,
-                PermissionChoice::RejectOnce | PermissionChoice::Cancelled => {
-                    acp::PermissionOptionKind::RejectOnce
-                }
-                PermissionChoice::RejectAlways => acp::PermissionOptionKind::RejectAlways,
-            };
-            acp::PermissionOption::new(*id, *name, kind)
-        })
-        .collect();
-    acp::RequestPermissionRequest::new(session_id.to_string(), tool_call(call).into(), options)
+    acp::RequestPermissionRequest::new(
+        session_id.to_string(),
+        tool_call(call).into(),
+        crate::acp::permission::v1::options(),
+    )
 }
 
-/// Why a client's answer to a permission request is not one the agent offered.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotOffered {
-    #[error("it chose `{0}`, which was not offered")]
-    Option(String),
-    #[error("it answered with an outcome this agent does not know")]
-    Outcome,
-}
-
-/// The user's answer; `Err` says why it is not one the agent offered.
-pub fn permission_choice(
-    response: acp::RequestPermissionResponse,
-) -> Result<PermissionChoice, NotOffered> {
-    match response.outcome {
-        acp::RequestPermissionOutcome::Cancelled => Ok(PermissionChoice::Cancelled),
-        acp::RequestPermissionOutcome::Selected(selected) => {
-            PermissionChoice::from_option_id(&selected.option_id.0)
-                .ok_or_else(|| NotOffered::Option(selected.option_id.0.to_string()))
-        }
-        _ => Err(NotOffered::Outcome),
-    }
-}
+pub use crate::acp::permission::v1::choice as permission_choice;
 
 pub fn tool_call_update(progress: &ToolCallProgress) -> acp::ToolCallUpdate {
     let mut fields = acp::ToolCallUpdateFields::new().status(match progress.status {
@@ -502,50 +468,6 @@ pub fn stop_reason(reason: StopReason) -> acp::StopReason {
     }
 }
 
-/// Prompt content as the model will see it. Embedded resources are inlined
-/// with their URI so the model knows where the text came from.
-pub fn prompt_parts(blocks: Vec<acp::ContentBlock>) -> Result<Vec<Part>, String> {
-    let mut parts = Vec::with_capacity(blocks.len());
-    for (index, block) in blocks.into_iter().enumerate() {
-        let part = match block {
-            acp::ContentBlock::Text(text) => Part::Text { text: text.text },
-            acp::ContentBlock::Image(image) => Part::Image {
-                mime_type: image.mime_type,
-                data: image.data,
-            },
-            acp::ContentBlock::Resource(resource) => match resource.resource {
-                acp::EmbeddedResourceResource::TextResourceContents(contents) => Part::Text {
-                    text: format!(
-                        "<context uri=\"{}\">\n{}\n</context>",
-                        contents.uri, contents.text
-                    ),
-                },
-                acp::EmbeddedResourceResource::BlobResourceContents(contents) => {
-                    return Err(format!(
-                        "prompt[{index}]: binary resource {} cannot be sent to the model; attach it as text or an image",
-                        contents.uri
-                    ));
-                }
-                _ => return Err(format!("prompt[{index}]: unsupported resource kind")),
-            },
-            acp::ContentBlock::ResourceLink(link) => Part::Text {
-                text: format!("[{}]({})", link.name, link.uri),
-            },
-            acp::ContentBlock::Audio(_) => {
-                return Err(format!(
-                    "prompt[{index}]: audio is not supported (promptCapabilities.audio is false)"
-                ));
-            }
-            _ => return Err(format!("prompt[{index}]: unsupported content block")),
-        };
-        parts.push(part);
-    }
-    if parts.is_empty() {
-        return Err("prompt: is empty; send at least one content block".into());
-    }
-    Ok(parts)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -751,38 +673,5 @@ mod tests {
                 json!(wire)
             );
         }
-    }
-
-    #[test]
-    fn prompt_blocks_become_parts() {
-        let blocks: Vec<acp::ContentBlock> = serde_json::from_value(json!([
-            {"type":"text","text":"fix this"},
-            {"type":"resource","resource":{"uri":"file:///a.rs","text":"fn main(){}"}},
-            {"type":"resource_link","name":"b.rs","uri":"file:///b.rs"},
-            {"type":"image","mimeType":"image/png","data":"AAAA"}
-        ]))
-        .unwrap();
-        let parts = prompt_parts(blocks).unwrap();
-        assert_eq!(
-            parts[0],
-            Part::Text {
-                text: "fix this".into()
-            }
-        );
-        assert!(
-            matches!(&parts[1], Part::Text { text } if text.contains("file:///a.rs") && text.contains("fn main"))
-        );
-        assert_eq!(
-            parts[2],
-            Part::Text {
-                text: "[b.rs](file:///b.rs)".into()
-            }
-        );
-        assert!(matches!(&parts[3], Part::Image { mime_type, .. } if mime_type == "image/png"));
-        let audio: Vec<acp::ContentBlock> =
-            serde_json::from_value(json!([{"type":"audio","mimeType":"audio/wav","data":"AA"}]))
-                .unwrap();
-        assert!(prompt_parts(audio).unwrap_err().contains("audio"));
-        assert!(prompt_parts(Vec::new()).is_err());
     }
 }

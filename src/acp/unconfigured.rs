@@ -42,7 +42,9 @@ impl Unconfigured {
             value.map_err(|err| RpcError::internal(format!("could not encode the result: {err}")))
         };
         match method {
-            "initialize" => super::handshake::initialize(params).answer,
+            m if m == acp::AGENT_METHOD_NAMES.initialize => {
+                super::handshake::initialize(params).answer
+            }
             "logout" => encode(serde_json::to_value(acp::LogoutResponse::new())),
             _ => Err(RpcError::new(
                 ErrorCode::INTERNAL_ERROR,

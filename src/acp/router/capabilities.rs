@@ -5,6 +5,9 @@
 use agent_client_protocol_schema::v1 as acp;
 
 use super::Router;
+use crate::acp::auth;
+use crate::acp::request::Reply;
+use crate::acp::v2::initialize::negotiate;
 use crate::transport::Responder;
 
 /// What the client said about itself in `initialize`.
@@ -59,7 +62,7 @@ impl ClientInfo {
                     .unwrap_or(false),
             name: request.client_info.as_ref().map(|info| info.name.clone()),
         };
-        tracing::info!(client = ?info, requested = %request.protocol_version, "initialize");
+        tracing::info!(client = ?info, requested = %request.protocol_version, "client initialized");
         info
     }
 
@@ -109,32 +112,24 @@ impl Router {
         Extras::for_client(self.client.as_ref(), self.sessions.unstable())
     }
 
-    pub(in crate::acp) fn initialize(
-        &mut self,
-        request: acp::InitializeRequest,
-        responder: Responder,
-    ) {
-        let client = ClientInfo::from_request(&request);
-        let response = initialize_response_with(self.sessions.unstable());
-        responder.respond_with(Ok(sign_in_for(response, &client)));
-        self.client = Some(client);
+    /// `initialize` on any connection: it settles the version spoken after it.
+    pub(in crate::acp) fn initialize(&mut self, params: serde_json::Value, responder: Responder) {
+        let negotiated = negotiate(params, self.sessions.unstable());
+        if let Some(client) = negotiated.client {
+            self.client = Some(client);
+            self.protocol.set(negotiated.version);
+        }
+        responder.respond(negotiated.answer);
     }
 
-    pub(in crate::acp) fn authenticate(
-        &mut self,
-        request: acp::AuthenticateRequest,
-        responder: Responder,
-    ) {
+    pub(in crate::acp) fn sign_in(&mut self, method_id: &str, reply: Reply<()>) {
         let (providers, _) = self.sessions.providers();
-        responder.respond_with(crate::acp::auth::authenticate(
-            &request,
-            &crate::acp::auth::state(&providers),
-        ));
+        reply.send(auth::authenticate(method_id, &auth::state(&providers)));
     }
 
-    pub(in crate::acp) fn auth_status(&mut self, _: acp::AuthStatusRequest, responder: Responder) {
+    pub(in crate::acp) fn auth_status(&mut self, reply: Reply<auth::Status>) {
         let (providers, _) = self.sessions.providers();
-        responder.respond_with(Ok(crate::acp::auth::status(&providers)));
+        reply.send(Ok(auth::status(&providers)));
     }
 }
 
@@ -156,7 +151,7 @@ pub fn initialize_response() -> acp::InitializeResponse {
                         .close(acp::SessionCloseCapabilities::new())
                         .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new())
                         .delete(acp::SessionDeleteCapabilities::new())
-                        .system_prompt(crate::acp::system_prompt::capabilities()),
+                        .system_prompt(crate::acp::system_prompt::v1_capabilities()),
                 ),
         )
         .agent_info(

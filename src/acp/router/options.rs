@@ -4,180 +4,144 @@
 //! would have) and initial `configOptions`, and the unstable
 //! `session/set_title`.
 
-use agent_client_protocol_schema::v1 as acp;
+use agent_client_protocol_schema::v1::AGENT_METHOD_NAMES as NAMES;
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
 use super::Router;
 use super::answers::{session_answer, store_error};
 use super::params::{check_cwd, check_roots, prefixed};
-use crate::acp::translate;
+use crate::acp::request::{Choice, Reply, SessionId};
 use crate::client::SelectOption;
 use crate::session::{InitialOption, SessionHandle, SessionMsg};
-use crate::transport::{Responder, RpcError};
+use crate::transport::RpcError;
 
 impl Router {
-    pub(super) fn set_config_option(
+    pub(in crate::acp) fn set_option(
         &mut self,
-        request: acp::SetSessionConfigOptionRequest,
-        responder: Responder,
-    ) {
-        let value = request.value.as_value_id().map(|value| value.0.to_string());
-        let option = request.config_id.0.to_string();
-        self.set_option(&request.session_id.0, option, value, responder, |options| {
-            acp::SetSessionConfigOptionResponse::new(translate::config_options(options))
-        });
-    }
-
-    /// `session/set_config_option` in either version: `value` is None for
-    /// a boolean (no option here takes one); `answer` writes the session's
-    /// options as the version has them.
-    pub(in crate::acp) fn set_option<A: serde::Serialize + Send + 'static>(
-        &mut self,
-        session_id: &str,
+        session_id: &SessionId,
         option: String,
         value: Option<String>,
-        responder: Responder,
-        answer: fn(&[SelectOption]) -> A,
+        reply: Reply<Vec<SelectOption>>,
     ) {
         let Some(session) = self.sessions.get(session_id) else {
-            return responder.respond(Err(self.not_running(session_id)));
+            return reply.fail(self.not_running(session_id));
         };
         let Some(value) = value else {
-            return responder.respond(Err(RpcError::invalid_params(format!(
+            return reply.fail(RpcError::invalid_params(format!(
                 "value: option `{option}` takes one of its listed value ids, not a boolean"
-            ))));
+            )));
         };
-        let (reply, options) = oneshot::channel();
+        let (options_reply, options) = oneshot::channel();
         session.send(SessionMsg::SetOption {
             id: option,
             value,
-            reply,
+            reply: options_reply,
         });
         tokio::spawn(async move {
-            let options = session_answer(options).await;
-            responder.respond_with(options.map(|options| answer(&options)));
+            reply.send(session_answer(options).await);
         });
     }
 
-    pub(super) fn set_mode(&mut self, request: acp::SetSessionModeRequest, responder: Responder) {
-        let Some(session) = self.sessions.get(&request.session_id.0) else {
-            return responder.respond(Err(self.not_running(&request.session_id.0)));
+    pub(super) fn set_mode(&mut self, session_id: &SessionId, mode: String, reply: Reply<()>) {
+        let Some(session) = self.sessions.get(session_id) else {
+            return reply.fail(self.not_running(session_id));
         };
-        let (reply, answer) = oneshot::channel();
-        session.send(SessionMsg::SetMode {
-            mode: request.mode_id.0.to_string(),
-            reply,
-        });
+        let (done, answer) = oneshot::channel();
+        session.send(SessionMsg::SetMode { mode, reply: done });
         tokio::spawn(async move {
-            let answer = session_answer(answer)
-                .await
-                .map(|()| acp::SetSessionModeResponse::new());
-            responder.respond_with(answer);
+            reply.send(session_answer(answer).await);
         });
     }
 
-    pub(super) fn set_model(&mut self, request: SetModelRequest, responder: Responder) {
-        let Some(session) = self.sessions.get(&request.session_id) else {
-            return responder.respond(Err(self.not_running(&request.session_id)));
+    pub(super) fn set_model(&mut self, session_id: &SessionId, model: String, reply: Reply<()>) {
+        let Some(session) = self.sessions.get(session_id) else {
+            return reply.fail(self.not_running(session_id));
         };
-        let (reply, answer) = oneshot::channel();
-        session.send(SessionMsg::SetModel {
-            model: request.model_id,
-            reply,
-        });
+        let (done, answer) = oneshot::channel();
+        session.send(SessionMsg::SetModel { model, reply: done });
         tokio::spawn(async move {
-            let answer = session_answer(answer).await.map(|()| serde_json::json!({}));
-            responder.respond(answer);
+            reply.send(session_answer(answer).await);
         });
     }
 
-    /// `session/options`: what `session/new` (or, with a `sessionId`,
-    /// `session/load`) would answer in `modes` and `configOptions`. An open
-    /// session answers for itself; otherwise a probe session computes it
-    /// (from the saved settings for a saved session), so the answers cannot
-    /// drift apart. A probe saves nothing, starts no MCP server, is not
-    /// listed and never speaks.
     pub(in crate::acp) fn session_options(
         &mut self,
-        request: acp::SessionOptionsRequest,
-        responder: Responder,
+        session_id: Option<SessionId>,
+        cwd: std::path::PathBuf,
+        additional_directories: &[std::path::PathBuf],
+        reply: Reply<Vec<SelectOption>>,
     ) {
-        let checked =
-            check_cwd(&request.cwd).and_then(|()| check_roots(&request.additional_directories));
+        let checked = check_cwd(&cwd).and_then(|()| check_roots(additional_directories));
         let roots = match checked {
             Ok(roots) => roots,
-            Err(err) => return responder.respond(Err(prefixed("session/options", err))),
+            Err(err) => return reply.fail(prefixed(NAMES.session_options, err)),
         };
-        let (reply, options) = oneshot::channel();
-        let probe: BoxFuture<'static, Result<Option<SessionHandle>, RpcError>> =
-            match &request.session_id {
-                Some(id) => match self.sessions.get(&id.0) {
-                    Some(session) => {
-                        session.send(SessionMsg::Options { reply });
-                        Box::pin(async { Ok(None) })
-                    }
-                    None => {
-                        let probing =
-                            self.sessions
-                                .probe_stored(&id.0, request.cwd, roots, self.abilities());
-                        Box::pin(async move {
-                            let probe = probing.await.map_err(store_error)?;
-                            probe.send(SessionMsg::Options { reply });
-                            Ok(Some(probe))
-                        })
-                    }
-                },
-                None => {
-                    let probe = self.sessions.probe(request.cwd, roots, self.abilities());
-                    probe.send(SessionMsg::Options { reply });
-                    Box::pin(async { Ok(Some(probe)) })
+        let (options_reply, options) = oneshot::channel();
+        let probe: BoxFuture<'static, Result<Option<SessionHandle>, RpcError>> = match &session_id {
+            Some(id) => match self.sessions.get(id) {
+                Some(session) => {
+                    session.send(SessionMsg::Options {
+                        reply: options_reply,
+                    });
+                    Box::pin(async { Ok(None) })
                 }
-            };
+                None => {
+                    let probing = self.sessions.probe_stored(id, cwd, roots, self.abilities());
+                    Box::pin(async move {
+                        let probe = probing.await.map_err(store_error)?;
+                        probe.send(SessionMsg::Options {
+                            reply: options_reply,
+                        });
+                        Ok(Some(probe))
+                    })
+                }
+            },
+            None => {
+                let probe = self.sessions.probe(cwd, roots, self.abilities());
+                probe.send(SessionMsg::Options {
+                    reply: options_reply,
+                });
+                Box::pin(async { Ok(Some(probe)) })
+            }
+        };
         tokio::spawn(async move {
             let probe = match probe.await {
                 Ok(probe) => probe,
-                Err(err) => return responder.respond(Err(err)),
+                Err(err) => return reply.fail(err),
             };
-            let answer = match options.await {
-                Ok(options) => Ok(acp::SessionOptionsResponse::new()
-                    .modes(translate::mode_state(&options))
-                    .config_options(translate::config_options(&options))),
-                Err(_) => Err(RpcError::internal("the options probe stopped at once")),
-            };
-            // Its mailbox closed, the probe ends.
+            let answer = options
+                .await
+                .map_err(|_| RpcError::internal("the options probe stopped at once"));
             drop(probe);
-            responder.respond_with(answer);
+            reply.send(answer);
         });
     }
 
-    /// A session request's initial `configOptions` as (option, value) pairs,
-    /// in order, when `[acp] unstable` names `options`. Without it they are
-    /// ignored, as before this agent knew them (the client should not send
-    /// them to an agent that does not advertise `sessionCapabilities.options`).
-    /// Boolean values are skipped: every option here is a select.
+    /// The initial config options, when `[acp] unstable` names `options`:
+    /// each once, in order; a value of another kind is skipped.
     pub(in crate::acp) fn initial_options(
         &self,
         method: &str,
-        given: &[acp::InitialSessionConfigOption],
+        given: Vec<Choice>,
     ) -> Result<Vec<InitialOption>, RpcError> {
         if !self.sessions.unstable().options {
             return Ok(Vec::new());
         }
-        let mut seen: Vec<&str> = Vec::new();
+        let mut seen: Vec<String> = Vec::new();
         let mut options = Vec::new();
-        for (n, option) in given.iter().enumerate() {
-            let id = &*option.config_id.0;
-            if seen.contains(&id) {
+        for (n, choice) in given.into_iter().enumerate() {
+            if seen.contains(&choice.option) {
                 return Err(RpcError::invalid_params(format!(
-                    "{method}: field `configOptions[{n}]`: option `{id}` is given twice; give each option once"
+                    "{method}: field `configOptions[{n}]`: option `{}` is given twice; give each option once",
+                    choice.option
                 )));
             }
-            seen.push(id);
-            if let Some(value) = option.value.as_value_id() {
+            seen.push(choice.option.clone());
+            if let Some(value) = choice.value {
                 options.push(InitialOption {
-                    option: id.to_string(),
-                    value: value.0.to_string(),
+                    option: choice.option,
+                    value,
                 });
             }
         }
@@ -186,34 +150,27 @@ impl Router {
 
     pub(in crate::acp) fn set_title(
         &mut self,
-        request: acp::SetSessionTitleRequest,
-        responder: Responder,
+        session_id: &SessionId,
+        title: &str,
+        reply: Reply<String>,
     ) {
-        let Some(session) = self.sessions.get(&request.session_id.0) else {
-            return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
+        let Some(session) = self.sessions.get(session_id) else {
+            return reply.fail(RpcError::session_not_found(session_id));
         };
-        let title = request.title.trim().to_string();
+        let title = title.trim().to_string();
         if title.is_empty() {
-            return responder.respond(Err(RpcError::invalid_params(
-                "session/set_title: field `title` is empty; send the title to show",
-            )));
+            return reply.fail(RpcError::invalid_params(
+                "field `title` is empty; send the title to show",
+            ));
         }
-        let (reply, answer) = oneshot::channel();
-        session.send(SessionMsg::SetTitle { title, reply });
+        let (done, answer) = oneshot::channel();
+        session.send(SessionMsg::SetTitle { title, reply: done });
         tokio::spawn(async move {
-            let answer = match answer.await {
-                Ok(title) => Ok(acp::SetSessionTitleResponse::new(title)),
-                Err(_) => Err(RpcError::internal("the session stopped before answering")),
-            };
-            responder.respond_with(answer);
+            reply.send(
+                answer
+                    .await
+                    .map_err(|_| RpcError::internal("the session stopped before answering")),
+            );
         });
     }
-}
-
-/// `session/set_model`: the old session-model extension, not in the schema.
-#[derive(Debug, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct SetModelRequest {
-    session_id: String,
-    model_id: String,
 }

@@ -5,11 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_client_protocol_schema::v1 as acp;
-use serde::de::DeserializeOwned;
+use agent_client_protocol_schema::v1::AGENT_METHOD_NAMES as NAMES;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::acp::mcp_spec;
+use crate::acp::request::McpWanted;
 use crate::mcp::{McpServerSpec, Relay};
 use crate::transport::RpcError;
 
@@ -20,7 +21,7 @@ pub fn tolerate(method: &str, mut params: Value) -> Result<Value, RpcError> {
         // Version negotiation: whatever the client asks for (a string such
         // as "1", a version we do not know), the answer names the version
         // we speak and the client decides. Only a missing one is refused.
-        "initialize" => {
+        m if m == NAMES.initialize => {
             if let Some(version) = params.get_mut("protocolVersion")
                 && version.as_u64().is_none_or(|v| v > u64::from(u16::MAX))
             {
@@ -29,12 +30,26 @@ pub fn tolerate(method: &str, mut params: Value) -> Result<Value, RpcError> {
             }
             Ok(params)
         }
-        "session/prompt" if params.get("prompt").is_none() && params.get("content").is_some() => {
-            Err(RpcError::invalid_params(
-                "session/prompt: field `content` is not a prompt parameter; send the content blocks as `prompt` (`content` was an early draft's name)",
-            ))
+        m if m == NAMES.session_prompt && EarlyPrompt::is_one(&params) => {
+            Err(RpcError::invalid_params(format!(
+                "{m}: field `content` is not a prompt parameter; send the content blocks as `prompt` (`content` was an early draft's name)"
+            )))
         }
         _ => Ok(params),
+    }
+}
+
+/// A prompt as an early draft of ACP wrote it: `content`, no `prompt`.
+#[derive(serde::Deserialize)]
+struct EarlyPrompt {
+    prompt: Option<serde::de::IgnoredAny>,
+    content: Option<serde::de::IgnoredAny>,
+}
+
+impl EarlyPrompt {
+    fn is_one(params: &Value) -> bool {
+        EarlyPrompt::deserialize(params)
+            .is_ok_and(|early| early.prompt.is_none() && early.content.is_some())
     }
 }
 
@@ -42,12 +57,12 @@ pub fn tolerate(method: &str, mut params: Value) -> Result<Value, RpcError> {
 pub fn session_servers(
     method: &str,
     cwd: &Path,
-    servers: &[acp::McpServer],
+    servers: Vec<McpWanted>,
     relay: Option<&Relay>,
 ) -> Result<Vec<McpServerSpec>, RpcError> {
     check_cwd(cwd)?;
     servers
-        .iter()
+        .into_iter()
         .enumerate()
         .map(|(n, server)| {
             mcp_spec::server_spec(server, cwd, relay).map_err(|err| {
@@ -89,25 +104,6 @@ pub fn check_cwd(cwd: &Path) -> Result<(), RpcError> {
     Ok(())
 }
 
-/// Parse `params` into `T`, naming the offending field on failure.
-pub fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcError> {
-    let params = if params.is_null() {
-        // `initialize` and friends have required fields; let serde name them.
-        Value::Object(Default::default())
-    } else {
-        params
-    };
-    serde_path_to_error::deserialize(params).map_err(|err| {
-        let path = err.path().to_string();
-        let inner = err.into_inner();
-        if path == "." || path.is_empty() {
-            RpcError::invalid_params(format!("{method}: {inner}"))
-        } else {
-            RpcError::invalid_params(format!("{method}: field `{path}`: {inner}"))
-        }
-    })
-}
-
 /// A cwd or root error as the method's own.
 pub fn prefixed(method: &str, err: RpcError) -> RpcError {
     RpcError::invalid_params(format!("{method}: {}", err.message))
@@ -116,6 +112,8 @@ pub fn prefixed(method: &str, err: RpcError) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::acp::methods::parse;
+    use agent_client_protocol_schema::v1 as acp;
     use serde_json::json;
 
     #[test]

@@ -5,82 +5,63 @@
 
 use std::sync::Arc;
 
-use agent_client_protocol_schema::v1 as acp;
-
 use super::Router;
 use super::answers::store_error;
-use crate::acp::translate;
+use crate::acp::request::{ArchiveFilter, ListQuery, Listed, Reply, SessionId, Whereabouts};
 use crate::store::{ArchiveMark, Store, StoreError};
-use crate::transport::{Responder, RpcError};
+use crate::transport::RpcError;
 
 /// Sessions per `session/list` page.
 const LIST_PAGE_SIZE: usize = 50;
 
 impl Router {
-    pub(in crate::acp) fn list_sessions(
-        &mut self,
-        request: acp::ListSessionsRequest,
-        responder: Responder,
-    ) {
+    pub(in crate::acp) fn list_sessions(&mut self, query: ListQuery, reply: Reply<Listed>) {
+        let archive_marks = self.sessions.unstable().archive;
         let Some(store) = self.sessions.store() else {
-            return responder.respond_with(Ok(acp::ListSessionsResponse::new(Vec::new())));
+            let page = crate::store::list_page(Vec::new(), None, None, LIST_PAGE_SIZE);
+            return reply.send(Ok(Listed {
+                page,
+                archive_marks,
+            }));
         };
         // Without the opt-in, archived sessions (from an earlier run that had
         // it) stay out of the list: they cannot be opened.
-        let archive = self.sessions.unstable().archive;
-        let filter = if archive {
-            request.archived.clone().unwrap_or_default()
+        let filter = if archive_marks {
+            query.archived
         } else {
-            acp::SessionArchiveFilter::Exclude
+            Some(ArchiveFilter::Exclude)
         };
         let keep: fn(bool) -> bool = match filter {
-            acp::SessionArchiveFilter::Exclude => |archived| !archived,
-            acp::SessionArchiveFilter::Include => |_| true,
-            acp::SessionArchiveFilter::Only => |archived| archived,
-            _ => {
-                return responder.respond(Err(RpcError::invalid_params(
-                    "session/list: field `archived` is not one of `exclude`, `include`, `only`",
-                )));
+            Some(ArchiveFilter::Exclude) => |archived| !archived,
+            Some(ArchiveFilter::Include) => |_| true,
+            Some(ArchiveFilter::Only) => |archived| archived,
+            None => {
+                return reply.fail(RpcError::invalid_params(
+                    "field `archived` is not one of `exclude`, `include`, `only`",
+                ));
             }
         };
         tokio::spawn(async move {
             let listed = tokio::task::spawn_blocking(move || store.list()).await;
             let mut sessions = match listed {
                 Ok(sessions) => sessions,
-                Err(err) => return responder.respond(Err(RpcError::internal(err.to_string()))),
+                Err(err) => return reply.fail(RpcError::internal(err.to_string())),
             };
             sessions.retain(|s| keep(s.archived));
             let page = crate::store::list_page(
                 sessions,
-                request.cwd.as_deref(),
-                request.cursor.as_deref(),
+                query.cwd.as_deref(),
+                query.cursor.as_deref(),
                 LIST_PAGE_SIZE,
             );
-            let infos = page
-                .sessions
-                .into_iter()
-                .map(|s| {
-                    let meta = translate::list_meta(&s);
-                    acp::SessionInfo::new(s.id, s.cwd)
-                        .additional_directories(s.additional_directories)
-                        .title(s.title)
-                        .updated_at(s.updated_at)
-                        .archived(archive.then_some(s.archived))
-                        .meta(meta)
-                })
-                .collect();
-            responder.respond_with(Ok(
-                acp::ListSessionsResponse::new(infos).next_cursor(page.next_cursor)
-            ));
+            reply.send(Ok(Listed {
+                page,
+                archive_marks,
+            }));
         });
     }
 
-    pub(in crate::acp) fn delete_session(
-        &mut self,
-        request: acp::DeleteSessionRequest,
-        responder: Responder,
-    ) {
-        let id = request.session_id.0.to_string();
+    pub(in crate::acp) fn delete_session(&mut self, id: SessionId, reply: Reply<()>) {
         let open = self.sessions.remove(&id);
         let store = self.sessions.store();
         tokio::spawn(async move {
@@ -102,76 +83,51 @@ impl Router {
                 }
                 None => Err(StoreError::NotFound(id.clone())),
             };
-            let answer = match deleted {
-                Ok(()) => Ok(acp::DeleteSessionResponse::new()),
+            reply.send(match deleted {
                 // Open only in memory (it could not be saved): closing it was
                 // the delete. Not there at all: what the client wanted holds
                 // already, so it succeeds too (the spec's SHOULD).
-                Err(StoreError::NotFound(_)) => Ok(acp::DeleteSessionResponse::new()),
+                Ok(()) | Err(StoreError::NotFound(_)) => Ok(()),
                 Err(err) => Err(store_error(err)),
-            };
-            responder.respond_with(answer);
+            });
         });
     }
 
     /// Open here, saved on disk, or unknown.
-    pub(in crate::acp) fn session_status(
-        &mut self,
-        request: acp::SessionStatusRequest,
-        responder: Responder,
-    ) {
-        let id = request.session_id.0.to_string();
+    pub(in crate::acp) fn session_status(&mut self, id: SessionId, reply: Reply<Whereabouts>) {
         if self.sessions.get(&id).is_some() {
-            return responder.respond_with(Ok(acp::SessionStatusResponse::new(
-                acp::SessionStatus::Open,
-            )));
+            return reply.send(Ok(Whereabouts::Open));
         }
         let store = self.sessions.store();
         tokio::spawn(async move {
             let saved = is_saved(store, id.clone()).await;
-            let answer = if saved {
-                Ok(acp::SessionStatusResponse::new(acp::SessionStatus::Saved))
+            reply.send(if saved {
+                Ok(Whereabouts::Saved)
             } else {
                 Err(RpcError::session_not_found(&id))
-            };
-            responder.respond_with(answer);
+            });
         });
     }
 
     /// `session/archive`: closed here first (as `session/close` would),
-    /// then marked in its metadata; its files stay.
+    /// then marked in its metadata; its files stay. `session/unarchive`:
+    /// the mark gone, the session lists and loads again.
     pub(in crate::acp) fn archive_session(
         &mut self,
-        request: acp::ArchiveSessionRequest,
-        responder: Responder,
+        id: SessionId,
+        mark: ArchiveMark,
+        reply: Reply<()>,
     ) {
-        let id = request.session_id.0.to_string();
-        let open = self.sessions.remove(&id);
+        let open = match mark {
+            ArchiveMark::Archived => self.sessions.remove(&id),
+            ArchiveMark::Active => None,
+        };
         let store = self.sessions.store();
         tokio::spawn(async move {
             if let Some(session) = open {
                 session.close().await;
             }
-            let answer = mark_archived(store, id, ArchiveMark::Archived)
-                .await
-                .map(|()| acp::ArchiveSessionResponse::new());
-            responder.respond_with(answer);
-        });
-    }
-
-    /// `session/unarchive`: the mark gone, the session lists and loads again.
-    pub(in crate::acp) fn unarchive_session(
-        &mut self,
-        request: acp::UnarchiveSessionRequest,
-        responder: Responder,
-    ) {
-        let id = request.session_id.0.to_string();
-        let store = self.sessions.store();
-        tokio::spawn(async move {
-            let answer = mark_archived(store, id, ArchiveMark::Active)
-                .await
-                .map(|()| acp::UnarchiveSessionResponse::new());
-            responder.respond_with(answer);
+            reply.send(mark_archived(store, id, mark).await);
         });
     }
 }

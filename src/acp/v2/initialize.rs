@@ -8,13 +8,12 @@ use agent_client_protocol_schema::{ProtocolVersion, v1};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::convert::convert;
 use crate::acp::protocol::Version;
 use crate::acp::router::{self, ClientInfo};
 use crate::config::{ProtocolV2, Unstable};
 use crate::transport::RpcError;
 
-const METHOD: &str = "initialize";
+const METHOD: &str = v2::AGENT_METHOD_NAMES.initialize;
 
 /// What an `initialize` settled: the version spoken from now on, what the
 /// client said about itself (when its params were good) and the answer.
@@ -193,9 +192,7 @@ fn capabilities(
         .mcp(mcp(unstable))
         .delete(v2::SessionDeleteCapabilities::new())
         .additional_directories(v2::SessionAdditionalDirectoriesCapabilities::new())
-        .system_prompt(convert::<_, v2::SessionSystemPromptCapabilities>(
-            &crate::acp::system_prompt::capabilities(),
-        )?);
+        .system_prompt(crate::acp::system_prompt::capabilities!(v2));
     if unstable.fork {
         session = session.fork(v2::SessionForkCapabilities::new());
     }

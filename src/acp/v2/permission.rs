@@ -2,22 +2,17 @@
 //! tool call as a typed `subject`; the answer read as v1 reads it (the
 //! outcome's shape did not change).
 
-use agent_client_protocol_schema::{v1, v2};
+use agent_client_protocol_schema::v2;
 
-use super::convert::convert;
-use crate::acp::translate;
+use super::updates;
+use crate::acp::permission;
 use crate::client::{ClientError, PermissionChoice};
 use crate::events::ToolCallInfo;
 
 /// The question whether `call` may run, with the choices v1 offers.
 pub fn request(session_id: &str, call: &ToolCallInfo) -> v2::RequestPermissionRequest {
-    let v1 = translate::permission_request(session_id, call);
-    let options: Vec<v2::PermissionOption> = convert(&v1.options).unwrap_or_else(|err| {
-        tracing::error!(%err, "permission options not written as v2");
-        Vec::new()
-    });
-    let tool_call = convert::<_, v2::ToolCallUpdate>(&translate::tool_call(call))
-        .unwrap_or_else(|_| v2::ToolCallUpdate::new(call.id.clone()).title(call.title.clone()));
+    let options = permission::v2::options();
+    let tool_call = updates::tool_call(call);
     v2::RequestPermissionRequest::new(session_id.to_string(), title(call), options).subject(
         v2::RequestPermissionSubject::ToolCall(Box::new(v2::ToolCallPermissionSubject::new(
             tool_call,
@@ -36,9 +31,7 @@ fn title(call: &ToolCallInfo) -> String {
 
 /// The user's answer, as the agent knows it.
 pub fn choice(response: v2::RequestPermissionResponse) -> Result<PermissionChoice, ClientError> {
-    let response: v1::RequestPermissionResponse = convert(&response)
-        .map_err(|err| ClientError::Failed(format!("its permission answer: {err}")))?;
-    translate::permission_choice(response).map_err(|err| ClientError::Failed(err.to_string()))
+    permission::v2::choice(response).map_err(|err| ClientError::Failed(err.to_string()))
 }
 
 #[cfg(test)]

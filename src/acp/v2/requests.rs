@@ -1,316 +1,357 @@
-//! The requests a v2 connection serves: v2 params read (errors name v2's
-//! fields), turned into the router's own calls (the same internal requests
-//! as v1), and answered with v2 types. What v2 removed (`session/load`,
-//! `session/set_mode`, `session/set_model`, `authenticate`, `logout`) is
-//! -32601 here, as is anything unstable the config did not turn on.
+//! ACP v2 as a codec: its requests declared once ([`V2Request`]), read
+//! into the neutral [`Request`] (errors name v2's fields), and answered
+//! with v2 types. What v2 removed (`session/load`, `session/set_mode`,
+//! `session/set_model`, `authenticate`, `logout`, `session/options`) is
+//! not in the table, so it is -32601 here, as is anything unstable the
+//! config did not turn on.
 
-use agent_client_protocol_schema::{v1, v2};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use agent_client_protocol_schema::v2::{self, AGENT_METHOD_NAMES as NAMES};
 use serde_json::Value;
 
-use super::convert::{self, convert};
-use super::initialize::negotiate;
-use super::prompt;
 use super::updates;
-use crate::acp::router::{self, Extras, Reopen, Router};
-use crate::client::SelectOption;
+use crate::acp::auth;
+use crate::acp::mcp_spec;
+use crate::acp::methods::requests;
+use crate::acp::readers::v2 as read;
+use crate::acp::request::{
+    ArchiveFilter, Decoded, ListQuery, Listed, Opened, Place, PromptReply, ProviderChange,
+    ProviderListing, Refusal, Reopen, Reply, Request, Whereabouts,
+};
+use crate::config::Unstable;
+use crate::providers::settings::ProviderKind;
+use crate::session::Inserted;
+use crate::store::ArchiveMark;
 use crate::transport::{Responder, RpcError};
 
-/// A v2 request's handler, its params still raw.
-type Handler = Box<dyn FnOnce(&mut Router, &str, Value, Responder)>;
-
-/// `initialize` on any connection: it settles the version spoken after it.
-pub fn initialize(router: &mut Router, params: Value, responder: Responder) {
-    let negotiated = negotiate(params, router.sessions.unstable());
-    if let Some(client) = negotiated.client {
-        router.client = Some(client);
-        router.protocol.set(negotiated.version);
+requests! {
+    /// Every request ACP v2 serves here.
+    pub enum V2Request {
+        Initialize(Value) = NAMES.initialize;
+        Login(v2::LoginAuthRequest) = NAMES.auth_login;
+        Logout(Value) = NAMES.auth_logout;
+        NewSession(v2::NewSessionRequest) = NAMES.session_new;
+        Resume(v2::ResumeSessionRequest) = NAMES.session_resume;
+        Prompt(v2::PromptRequest) = NAMES.session_prompt;
+        SetConfigOption(v2::SetSessionConfigOptionRequest) = NAMES.session_set_config_option;
+        List(v2::ListSessionsRequest) = NAMES.session_list;
+        Close(v2::CloseSessionRequest) = NAMES.session_close;
+        Delete(v2::DeleteSessionRequest) = NAMES.session_delete;
+        Fork(v2::ForkSessionRequest) = NAMES.session_fork, if fork;
+        SetTitle(v2::SetSessionTitleRequest) = NAMES.session_set_title, if set_title;
+        Status(v2::SessionStatusRequest) = NAMES.session_status, if status;
+        Archive(v2::ArchiveSessionRequest) = NAMES.session_archive, if archive;
+        Unarchive(v2::UnarchiveSessionRequest) = NAMES.session_unarchive, if archive;
+        ListProviders(Value) = NAMES.providers_list, if providers;
+        SetProvider(v2::SetProviderRequest) = NAMES.providers_set, if providers;
+        DisableProvider(v2::DisableProviderRequest) = NAMES.providers_disable, if providers;
+        AuthStatus(Value) = NAMES.auth_status, if auth_status;
     }
-    responder.respond(negotiated.answer);
 }
 
-pub fn request(router: &mut Router, method: &str, params: Value, responder: Responder) {
+/// A v2 request read into the neutral one; `None` when it was answered
+/// with the error its params earn.
+pub fn decode(
+    method: &str,
+    params: Value,
+    responder: Responder,
+    unstable: &Unstable,
+) -> Option<Request> {
     tracing::debug!(%method, "request (ACP v2)");
-    let unstable = router.sessions.unstable();
-    let handler: Handler = match method {
-        "auth/login" => v2_handler(login),
-        "auth/logout" => return responder.respond_with(Ok(v2::LogoutAuthResponse::new())),
-        "session/new" => v2_handler(new_session),
-        "session/resume" => v2_handler(resume_session),
-        "session/prompt" => v2_handler(prompt::prompt),
-        "session/set_config_option" => v2_handler(set_config_option),
-        // Their params and answers kept v1's shape: v1's handlers serve them.
-        "session/list" => via_v1::<v2::ListSessionsRequest, _>(Router::list_sessions),
-        "session/close" => via_v1::<v2::CloseSessionRequest, _>(Router::close_session),
-        "session/delete" => via_v1::<v2::DeleteSessionRequest, _>(Router::delete_session),
-        // Unstable: served only when `[acp] unstable` names them, as in v1.
-        "session/fork" if unstable.fork => v2_handler(fork_session),
-        "session/set_title" if unstable.set_title => {
-            via_v1::<v2::SetSessionTitleRequest, _>(Router::set_title)
+    let request = match V2Request::read(method, params, unstable) {
+        Ok(request) => request,
+        Err(err) => {
+            responder.respond(Err(err));
+            return None;
         }
-        "session/status" if unstable.status => {
-            via_v1::<v2::SessionStatusRequest, _>(Router::session_status)
-        }
-        "session/archive" if unstable.archive => {
-            via_v1::<v2::ArchiveSessionRequest, _>(Router::archive_session)
-        }
-        "session/unarchive" if unstable.archive => {
-            via_v1::<v2::UnarchiveSessionRequest, _>(Router::unarchive_session)
-        }
-        "providers/list" if unstable.providers => {
-            via_v1::<v2::ListProvidersRequest, _>(Router::list_providers)
-        }
-        "providers/set" if unstable.providers => {
-            via_v1::<v2::SetProviderRequest, _>(Router::set_provider)
-        }
-        "providers/disable" if unstable.providers => {
-            via_v1::<v2::DisableProviderRequest, _>(Router::disable_provider)
-        }
-        "auth/status" if unstable.auth_status => {
-            via_v1::<v2::AuthStatusRequest, _>(Router::auth_status)
-        }
-        _ => return responder.respond(Err(RpcError::method_not_found(method))),
     };
-    handler(router, method, params, responder);
-}
-
-/// A handler taking the v2 request type.
-fn v2_handler<Req: DeserializeOwned + 'static>(
-    handler: fn(&mut Router, Req, Responder),
-) -> Handler {
-    Box::new(
-        move |router, method, params, responder| match router::parse::<Req>(method, params) {
-            Ok(request) => handler(router, request, responder),
-            Err(err) => responder.respond(Err(err)),
-        },
-    )
-}
-
-/// v1's handler for a request whose v2 params it reads once checked as v2.
-fn via_v1<V2: DeserializeOwned + Serialize + 'static, V1: DeserializeOwned + 'static>(
-    handler: fn(&mut Router, V1, Responder),
-) -> Handler {
-    Box::new(move |router, method, params, responder| {
-        let request = router::parse::<V2>(method, params)
-            .and_then(|request| convert::params::<_, V1>(method, &request));
-        match request {
-            Ok(request) => handler(router, request, responder),
-            Err(err) => responder.respond(Err(err)),
+    match neutral(request, responder) {
+        Ok(request) => Some(request),
+        Err(refusal) => {
+            refusal.answer();
+            None
         }
+    }
+}
+
+fn neutral(request: V2Request, responder: Responder) -> Decoded {
+    let id = |session: v2::SessionId| session.0.to_string();
+    Ok(match request {
+        V2Request::Initialize(params) => Request::Initialize { params, responder },
+        V2Request::Login(request) => Request::SignIn {
+            method: request.method_id.0.to_string(),
+            reply: Reply::new(responder, |()| v2::LoginAuthResponse::new()),
+        },
+        V2Request::Logout(_) => {
+            Request::SignOut(Reply::new(responder, |()| v2::LogoutAuthResponse::new()))
+        }
+        V2Request::AuthStatus(_) => Request::AuthStatus(Reply::new(responder, auth_status)),
+        V2Request::NewSession(request) => {
+            let place = match place(
+                NAMES.session_new,
+                request.cwd,
+                request.additional_directories,
+                &request.mcp_servers,
+                request.system_prompt,
+                request.config_options,
+            ) {
+                Ok(place) => place,
+                Err(err) => return Err(Refusal::new(responder, err)),
+            };
+            Request::NewSession {
+                place,
+                reply: Reply::new(responder, |opened: Opened| {
+                    v2::NewSessionResponse::new(opened.id.to_string())
+                        .config_options(updates::config_options(&opened.options))
+                }),
+            }
+        }
+        V2Request::Resume(request) => {
+            let how = match &request.replay_from {
+                None => Reopen::Resume,
+                Some(v2::ReplayFrom::Start(_)) => Reopen::ResumeReplaying,
+                Some(_) => {
+                    return Err(Refusal::new(
+                        responder,
+                        RpcError::invalid_params(format!(
+                            "{}: field `replayFrom`: this agent replays from `start` only; send {{\"type\":\"start\"}} or leave it out",
+                            NAMES.session_resume
+                        )),
+                    ));
+                }
+            };
+            reopen(
+                how,
+                id(request.session_id),
+                None,
+                place(
+                    NAMES.session_resume,
+                    request.cwd,
+                    request.additional_directories,
+                    &request.mcp_servers,
+                    request.system_prompt,
+                    request.config_options,
+                ),
+                responder,
+            )?
+        }
+        V2Request::Fork(request) => reopen(
+            Reopen::Fork,
+            id(request.session_id),
+            request.cursor_id.map(|cursor| cursor.0.to_string()),
+            place(
+                NAMES.session_fork,
+                request.cwd,
+                request.additional_directories,
+                &request.mcp_servers,
+                request.system_prompt,
+                request.config_options,
+            ),
+            responder,
+        )?,
+        V2Request::Prompt(request) => {
+            let content = match read::prompt_parts(request.prompt) {
+                Ok(content) => content,
+                Err(err) => {
+                    return Err(Refusal::new(
+                        responder,
+                        RpcError::invalid_params(err.to_string()),
+                    ));
+                }
+            };
+            Request::Prompt {
+                session: id(request.session_id),
+                content,
+                reply: PromptReply::AtInsertion {
+                    reply: Reply::new(responder, |inserted: Inserted| {
+                        v2::PromptResponse::new(inserted.message_id)
+                    }),
+                    idempotency_key: request.idempotency_key.map(|key| key.as_str().to_string()),
+                },
+            }
+        }
+        V2Request::SetConfigOption(request) => Request::SetOption {
+            session: id(request.session_id),
+            option: request.config_id.0.to_string(),
+            value: request.value.as_id().map(|value| value.0.to_string()),
+            reply: Reply::new(responder, |options: Vec<_>| {
+                v2::SetSessionConfigOptionResponse::new(updates::config_options(&options))
+            }),
+        },
+        V2Request::SetTitle(request) => Request::SetTitle {
+            session: id(request.session_id),
+            title: request.title,
+            reply: Reply::new(responder, v2::SetSessionTitleResponse::new),
+        },
+        V2Request::Close(request) => Request::Close {
+            session: id(request.session_id),
+            reply: Reply::new(responder, |()| v2::CloseSessionResponse::new()),
+        },
+        V2Request::Delete(request) => Request::Delete {
+            session: id(request.session_id),
+            reply: Reply::new(responder, |()| v2::DeleteSessionResponse::new()),
+        },
+        V2Request::List(request) => Request::List {
+            query: ListQuery {
+                cwd: request.cwd.map(|cwd| cwd.0),
+                cursor: request.cursor.map(|cursor| cursor.to_string()),
+                archived: match request.archived.unwrap_or_default() {
+                    v2::SessionArchiveFilter::Exclude => Some(ArchiveFilter::Exclude),
+                    v2::SessionArchiveFilter::Include => Some(ArchiveFilter::Include),
+                    v2::SessionArchiveFilter::Only => Some(ArchiveFilter::Only),
+                    _ => None,
+                },
+            },
+            reply: Reply::new(responder, session_list),
+        },
+        V2Request::Status(request) => Request::Status {
+            session: id(request.session_id),
+            reply: Reply::new(responder, |status| {
+                v2::SessionStatusResponse::new(match status {
+                    Whereabouts::Open => v2::SessionStatus::Open,
+                    Whereabouts::Saved => v2::SessionStatus::Saved,
+                })
+            }),
+        },
+        V2Request::Archive(request) => Request::Archive {
+            session: id(request.session_id),
+            mark: ArchiveMark::Archived,
+            reply: Reply::new(responder, |()| v2::ArchiveSessionResponse::new()),
+        },
+        V2Request::Unarchive(request) => Request::Archive {
+            session: id(request.session_id),
+            mark: ArchiveMark::Active,
+            reply: Reply::new(responder, |()| v2::UnarchiveSessionResponse::new()),
+        },
+        V2Request::ListProviders(_) => Request::ListProviders(Reply::new(responder, |listed| {
+            v2::ListProvidersResponse::new(provider_infos(listed))
+        })),
+        V2Request::SetProvider(request) => Request::SetProvider {
+            change: ProviderChange {
+                provider: request.provider_id.0.to_string(),
+                protocol: provider_kind(&request.api_type),
+                base_url: request.base_url,
+                headers: request.headers.into_iter().collect(),
+            },
+            reply: Reply::new(responder, |()| v2::SetProviderResponse::new()),
+        },
+        V2Request::DisableProvider(request) => Request::DisableProvider {
+            provider: request.provider_id.0.to_string(),
+            reply: Reply::new(responder, |()| v2::DisableProviderResponse::new()),
+        },
     })
 }
 
-fn login(router: &mut Router, request: v2::LoginAuthRequest, responder: Responder) {
-    let (providers, _) = router.sessions.providers();
-    let request = v1::AuthenticateRequest::new(request.method_id.0.to_string());
-    let answer = crate::acp::auth::authenticate(&request, &crate::acp::auth::state(&providers))
-        .map(|_| v2::LoginAuthResponse::new());
-    responder.respond_with(answer);
-}
-
-/// The parts of a session request v1 and v2 share, as v1 has them.
-struct Place {
-    additional_directories: Vec<std::path::PathBuf>,
-    mcp_servers: Vec<v1::McpServer>,
-    system_prompt: Option<v1::SystemPrompt>,
-    config_options: Vec<v1::InitialSessionConfigOption>,
-}
-
+/// A session request's shared params, read.
 fn place(
     method: &str,
-    additional_directories: &[v2::AbsolutePath],
+    cwd: v2::AbsolutePath,
+    additional_directories: Vec<v2::AbsolutePath>,
     mcp_servers: &[v2::McpServer],
-    system_prompt: Option<&v2::SystemPrompt>,
-    config_options: &[v2::InitialSessionConfigOption],
+    system_prompt: Option<v2::SystemPrompt>,
+    config_options: Vec<v2::InitialSessionConfigOption>,
 ) -> Result<Place, RpcError> {
     Ok(Place {
-        additional_directories: (additional_directories.iter())
-            .map(|path| path.0.clone())
+        cwd: cwd.0,
+        additional_directories: additional_directories
+            .into_iter()
+            .map(|path| path.0)
             .collect(),
-        mcp_servers: (mcp_servers.iter())
-            .map(|server| mcp_server(method, server))
-            .collect::<Result<_, _>>()?,
-        system_prompt: system_prompt
-            .map(|prompt| convert::params(method, prompt))
-            .transpose()?,
-        config_options: convert::params(method, &config_options)?,
+        mcp_servers: mcp_servers.iter().map(mcp_spec::read_v2).collect(),
+        client_prompt: read::system_prompt(method, system_prompt)?,
+        choices: read::choices(config_options),
     })
 }
 
-/// v2 tags a stdio server (`type: "stdio"`) and may leave empty lists
-/// out; v1 does neither: the rest is alike.
-fn mcp_server(method: &str, server: &v2::McpServer) -> Result<v1::McpServer, RpcError> {
-    match server {
-        v2::McpServer::Stdio(stdio) => Ok(v1::McpServer::Stdio(
-            v1::McpServerStdio::new(stdio.name.clone(), stdio.command.0.clone())
-                .args(stdio.args.clone())
-                .env(convert::params(method, &stdio.env)?),
-        )),
-        v2::McpServer::Http(http) => Ok(v1::McpServer::Http(
-            v1::McpServerHttp::new(http.name.clone(), http.url.clone())
-                .headers(convert::params(method, &http.headers)?),
-        )),
-        other => convert::params(method, other),
-    }
-}
-
-fn new_session(router: &mut Router, request: v2::NewSessionRequest, responder: Responder) {
-    let place = place(
-        "session/new",
-        &request.additional_directories,
-        &request.mcp_servers,
-        request.system_prompt.as_ref(),
-        &request.config_options,
-    );
+/// A resume or a fork, answered in v2: the options, no modes, no `models`.
+fn reopen(
+    how: Reopen,
+    session: String,
+    at: Option<String>,
+    place: Result<Place, RpcError>,
+    responder: Responder,
+) -> Decoded {
     let place = match place {
         Ok(place) => place,
-        Err(err) => return responder.respond(Err(err)),
+        Err(err) => return Err(Refusal::new(responder, err)),
     };
-    let request = v1::NewSessionRequest::new(request.cwd.0)
-        .additional_directories(place.additional_directories)
-        .mcp_servers(place.mcp_servers)
-        .system_prompt(place.system_prompt)
-        .config_options(place.config_options);
-    router.open_new(request, new_answer, responder);
-}
-
-/// v2's `session/new` answer: no modes (the mode is a config option), no
-/// `models`.
-/// (v2 answers never carry the v1 extras.)
-fn new_answer(id: &str, options: &[SelectOption], _: Extras) -> serde_json::Result<Value> {
-    serde_json::to_value(
-        v2::NewSessionResponse::new(id.to_string())
-            .config_options(updates::config_options(options)),
-    )
-}
-
-fn resume_session(router: &mut Router, request: v2::ResumeSessionRequest, responder: Responder) {
-    let how = match &request.replay_from {
-        None => Reopen::Resume,
-        Some(v2::ReplayFrom::Start(_)) => Reopen::ResumeReplaying,
-        Some(_) => {
-            return responder.respond(Err(RpcError::invalid_params(
-                "session/resume: field `replayFrom`: this agent replays from `start` only; send {\"type\":\"start\"} or leave it out",
-            )));
-        }
-    };
-    let place = place(
-        "session/resume",
-        &request.additional_directories,
-        &request.mcp_servers,
-        request.system_prompt.as_ref(),
-        &request.config_options,
-    );
-    let place = match place {
-        Ok(place) => place,
-        Err(err) => return responder.respond(Err(err)),
-    };
-    let request = v1::ResumeSessionRequest::new(request.session_id.0.to_string(), request.cwd.0)
-        .additional_directories(place.additional_directories)
-        .mcp_servers(place.mcp_servers)
-        .system_prompt(place.system_prompt)
-        .config_options(place.config_options);
-    router.resume_as(request, how, reopen_answer, responder);
-}
-
-fn fork_session(router: &mut Router, request: v2::ForkSessionRequest, responder: Responder) {
-    let place = place(
-        "session/fork",
-        &request.additional_directories,
-        &request.mcp_servers,
-        request.system_prompt.as_ref(),
-        &request.config_options,
-    );
-    let place = match place {
-        Ok(place) => place,
-        Err(err) => return responder.respond(Err(err)),
-    };
-    let cursor: Option<v1::CursorId> = match request.cursor_id.as_ref().map(convert) {
-        Some(Ok(cursor)) => Some(cursor),
-        Some(Err(err)) => {
-            return responder.respond(Err(RpcError::invalid_params(format!(
-                "session/fork: field `cursorId`: {err}"
-            ))));
-        }
-        None => None,
-    };
-    let request = v1::ForkSessionRequest::new(request.session_id.0.to_string(), request.cwd.0)
-        .cursor_id(cursor)
-        .additional_directories(place.additional_directories)
-        .mcp_servers(place.mcp_servers)
-        .system_prompt(place.system_prompt)
-        .config_options(place.config_options);
-    router.fork_as(request, reopen_answer, responder);
+    Ok(Request::Reopen {
+        how,
+        session,
+        at,
+        place,
+        reply: Reply::encoded(responder, move |opened: Opened| reopened(how, &opened)),
+    })
 }
 
 /// v2's answer to a resume or a fork: the options, no modes, no `models`.
-fn reopen_answer(
-    how: Reopen,
-    id: &str,
-    options: &[SelectOption],
-    _: Extras,
-) -> serde_json::Result<Value> {
-    let config = updates::config_options(options);
+fn reopened(how: Reopen, opened: &Opened) -> serde_json::Result<Value> {
+    let config = updates::config_options(&opened.options);
     match how {
         Reopen::Fork => serde_json::to_value(
-            v2::ForkSessionResponse::new(id.to_string()).config_options(config),
+            v2::ForkSessionResponse::new(opened.id.to_string()).config_options(config),
         ),
         _ => serde_json::to_value(v2::ResumeSessionResponse::new().config_options(config)),
     }
 }
 
-fn set_config_option(
-    router: &mut Router,
-    request: v2::SetSessionConfigOptionRequest,
-    responder: Responder,
-) {
-    let value = request.value.as_id().map(|value| value.0.to_string());
-    let option = request.config_id.0.to_string();
-    router.set_option(&request.session_id.0, option, value, responder, |options| {
-        v2::SetSessionConfigOptionResponse::new(updates::config_options(options))
-    });
+crate::acp::v1::shared_answers!(v2, directory: v2::AbsolutePath);
+
+/// `auth/status`'s answer: each account labelled with its provider's name.
+fn auth_status(status: auth::Status) -> v2::AuthStatusResponse {
+    let state = match status.state {
+        auth::State::NotRequired => v2::AuthState::NotRequired,
+        auth::State::Authenticated => v2::AuthState::Authenticated,
+        auth::State::Unauthenticated => v2::AuthState::Unauthenticated,
+    };
+    let accounts = status
+        .accounts
+        .into_iter()
+        .map(|account| {
+            v2::AuthAccount::new(account.name.clone())
+                .name(account.name)
+                .description(account.description)
+        })
+        .collect();
+    v2::AuthStatusResponse::new(state).accounts(accounts)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::acp::methods::parse;
+    use crate::acp::request::McpWanted;
+    use crate::client::{OptionCategory, OptionValue, SelectOption};
     use serde_json::json;
 
     #[test]
-    fn v2_session_params_become_v1_requests() {
-        let request: v2::NewSessionRequest = router::parse(
+    fn v2_session_params_become_the_neutral_place() {
+        let request: v2::NewSessionRequest = parse(
             "session/new",
             json!({
                 "cwd": "/tmp",
                 "mcpServers": [
-                    {"type": "stdio", "name": "fs", "command": "/bin/fs", "args": [], "env": []},
+                    {"type": "stdio", "name": "fs", "command": "/bin/fs", "args": [], "env": [{"name": "A", "value": "1"}]},
                     {"type": "http", "name": "web", "url": "https://example.com/mcp", "headers": []}
                 ]
             }),
         )
         .unwrap();
         let place = place(
-            "session/new",
-            &request.additional_directories,
+            NAMES.session_new,
+            request.cwd,
+            request.additional_directories,
             &request.mcp_servers,
             None,
-            &[],
+            Vec::new(),
         )
         .unwrap();
+        assert_eq!(place.cwd, std::path::PathBuf::from("/tmp"));
         assert_eq!(place.mcp_servers.len(), 2);
-        assert!(matches!(place.mcp_servers[0], v1::McpServer::Stdio(_)));
-        assert!(matches!(place.mcp_servers[1], v1::McpServer::Http(_)));
+        assert!(matches!(&place.mcp_servers[0], McpWanted::Spec(spec) if spec.name == "fs"));
+        assert!(matches!(&place.mcp_servers[1], McpWanted::Spec(spec) if spec.name == "web"));
         // `mcpServers` may be left out in v2.
-        let request: v2::NewSessionRequest =
-            router::parse("session/new", json!({"cwd": "/tmp"})).unwrap();
+        let request: v2::NewSessionRequest = parse("session/new", json!({"cwd": "/tmp"})).unwrap();
         assert!(request.mcp_servers.is_empty());
-        let resume: v2::ResumeSessionRequest = router::parse(
-            "session/resume",
-            json!({"sessionId": "s", "cwd": "/tmp", "replayFrom": {"type": "start"}}),
-        )
-        .unwrap();
-        assert!(matches!(resume.replay_from, Some(v2::ReplayFrom::Start(_))));
     }
 
     #[test]
@@ -319,21 +360,24 @@ mod tests {
             id: "mode".into(),
             name: "Mode".into(),
             description: String::new(),
-            category: crate::client::OptionCategory::Mode,
+            category: OptionCategory::Mode,
             current: "act".into(),
-            values: vec![crate::client::OptionValue {
+            values: vec![OptionValue {
                 id: "act".into(),
                 name: "Act".into(),
                 description: None,
             }],
         }];
-        let value = new_answer("s1", &options, Extras::default()).unwrap();
+        let opened = Opened {
+            id: "s1".into(),
+            options,
+        };
+        let value = reopened(Reopen::Fork, &opened).unwrap();
         assert_eq!(value["sessionId"], "s1");
         assert!(value.get("modes").is_none() && value.get("models").is_none());
         assert_eq!(value["configOptions"][0]["configId"], "mode");
         assert_eq!(value["configOptions"][0]["category"], "mode");
-        let value =
-            reopen_answer(Reopen::ResumeReplaying, "s1", &options, Extras::default()).unwrap();
+        let value = reopened(Reopen::ResumeReplaying, &opened).unwrap();
         assert!(value.get("sessionId").is_none());
         assert_eq!(value["configOptions"][0]["currentValue"], "act");
     }
