@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::Reasoning;
 use super::encoded::{EncodedMessages, with_array_field};
-use super::function_tools::{FunctionKind, function_tools};
+use super::function_tools::{FunctionEntry, function_tools};
 use super::http::{ModelListError, WireFormat};
 use super::lenient::Lenient;
 use super::settings::ProviderSettings;
@@ -107,10 +107,9 @@ fn envelope<'a>(request: &'a ChatRequest, extras: &Extras<'a>) -> Envelope<'a> {
         ToolChoice::Auto => Some(wire::ToolChoice::Mode(ChoiceMode::Auto)),
         ToolChoice::Required => Some(wire::ToolChoice::Mode(ChoiceMode::Required)),
         ToolChoice::None => Some(wire::ToolChoice::Mode(ChoiceMode::None)),
-        ToolChoice::Specific(name) => Some(wire::ToolChoice::Function {
-            kind: FunctionKind::Function,
-            function: FunctionName { name },
-        }),
+        ToolChoice::Specific(name) => Some(wire::ToolChoice::Function(FunctionEntry::of(
+            FunctionName { name },
+        ))),
     };
     Envelope {
         model: &request.model,
@@ -186,8 +185,7 @@ fn tool_call_entry(part: &Part) -> Option<wire::ToolCall<'_>> {
     let arguments = if valid { arguments.as_str() } else { "{}" };
     Some(wire::ToolCall {
         id,
-        kind: FunctionKind::Function,
-        function: CalledFunction { name, arguments },
+        call: FunctionEntry::of(CalledFunction { name, arguments }),
     })
 }
 
