@@ -39,8 +39,8 @@ pub use prompt::{McpPrompt, McpPromptArgument};
 pub use relay::{AcpRelay, Relay, RelayAnswer, RelayError, RelayNotification};
 pub use server::McpServer;
 pub use spec::{
-    EnvInheritance, McpServerSpec, McpTransport, ReadOnlyHints, SpecError, StdioSandbox,
-    ToolSelection,
+    EnvInheritance, McpServerSpec, McpTransport, NamedSecrets, ReadOnlyHints, SpecError,
+    StdioSandbox, ToolSelection,
 };
 pub use tool::McpTool;
 

@@ -23,7 +23,7 @@ pub mod settings;
 pub mod slots;
 pub mod stream;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 pub mod tool_calling;
 
 use std::collections::BTreeMap;
@@ -139,7 +139,7 @@ pub struct ModelInfo {
 }
 
 /// Errors say what failed and what to do about it; the text goes to the user.
-#[derive(Debug, Error)]
+#[derive(Debug, Error, PartialEq, Eq)]
 pub enum ProviderError {
     #[error(
         "cannot reach provider `{provider}` at {endpoint}: {detail}. Is the server running? Check `endpoint` in [llm.providers.{provider}]."

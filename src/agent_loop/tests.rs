@@ -4,67 +4,13 @@ use super::*;
 use crate::config::DEFAULT_MAX_TURN_REQUESTS;
 use crate::events::Compaction;
 use crate::permissions::AllowAll;
-use crate::providers::settings::ProviderSettings;
-use crate::providers::{EventStream, ModelInfo, ProviderEvent};
+use crate::providers::testing::TestModel;
+use crate::providers::{EventStream, ProviderEvent};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use std::sync::Mutex;
 
-/// A provider that replays scripted events, optionally never finishing.
-struct Scripted {
-    events: Vec<Result<ProviderEvent, ProviderError>>,
-    /// What calls after the first answer, if different.
-    later: Option<Vec<Result<ProviderEvent, ProviderError>>>,
-    hang_after: bool,
-    seen: Mutex<Vec<ChatRequest>>,
-    config: ProviderSettings,
-}
-
-impl Provider for Scripted {
-    fn config(&self) -> &ProviderSettings {
-        &self.config
-    }
-    fn stream_chat(
-        &self,
-        request: ChatRequest,
-    ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
-        let first = {
-            let mut seen = self.seen.lock().unwrap();
-            seen.push(request);
-            seen.len() == 1
-        };
-        let script = match &self.later {
-            Some(later) if !first => later,
-            _ => &self.events,
-        };
-        let events: Vec<_> = script
-            .iter()
-            .map(|e| match e {
-                Ok(event) => Ok(event.clone()),
-                Err(err) => Err(ProviderError::Remote {
-                    provider: "scripted".into(),
-                    detail: err.to_string(),
-                    transient: false,
-                }),
-            })
-            .collect();
-        let hang = self.hang_after;
-        Box::pin(async move {
-            let head = futures::stream::iter(events);
-            let stream: EventStream = if hang {
-                head.chain(futures::stream::pending()).boxed()
-            } else {
-                head.boxed()
-            };
-            Ok(stream)
-        })
-    }
-    fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
-        Box::pin(async { Ok(Vec::new()) })
-    }
-}
-
-fn input(provider: Arc<Scripted>, cancel: CancellationToken) -> TurnInput {
+fn input(provider: Arc<TestModel>, cancel: CancellationToken) -> TurnInput {
     TurnInput {
         session: FromSession {
             model: ModelSetup {
@@ -99,7 +45,7 @@ fn input(provider: Arc<Scripted>, cancel: CancellationToken) -> TurnInput {
 
 /// The thoughts a turn on `provider` sends until `wanted` of them came
 /// (or 10 s passed), with notices every 30 ms; then it is cancelled.
-async fn notices(provider: Arc<Scripted>, wanted: usize, wait: Duration) -> Vec<String> {
+async fn notices(provider: Arc<TestModel>, wanted: usize, wait: Duration) -> Vec<String> {
     let cancel = CancellationToken::new();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let turn = {
@@ -140,14 +86,44 @@ async fn a_silent_model_gets_notices_until_its_first_token() {
     assert!(told.is_empty(), "{told:?}");
 }
 
-fn scripted(events: Vec<Result<ProviderEvent, ProviderError>>, hang_after: bool) -> Arc<Scripted> {
-    Arc::new(Scripted {
-        events,
-        later: None,
-        hang_after,
-        seen: Mutex::default(),
-        config: ProviderSettings::local_ollama(),
-    })
+/// A model that replays scripted events (errors as a `scripted` provider's
+/// remote error), optionally never finishing.
+fn scripted(events: Vec<Result<ProviderEvent, ProviderError>>, hang_after: bool) -> Arc<TestModel> {
+    replaying(events, None, hang_after)
+}
+
+/// As [`scripted`]; calls after the first answer with `later`, if given.
+fn replaying(
+    events: Vec<Result<ProviderEvent, ProviderError>>,
+    later: Option<Vec<Result<ProviderEvent, ProviderError>>>,
+    hang_after: bool,
+) -> Arc<TestModel> {
+    Arc::new(TestModel::new(move |number| {
+        let script = match &later {
+            Some(later) if number > 1 => later,
+            _ => &events,
+        };
+        let events: Vec<_> = script
+            .iter()
+            .map(|e| match e {
+                Ok(event) => Ok(event.clone()),
+                Err(err) => Err(ProviderError::Remote {
+                    provider: "scripted".into(),
+                    detail: err.to_string(),
+                    transient: false,
+                }),
+            })
+            .collect();
+        Box::pin(async move {
+            let head = futures::stream::iter(events);
+            let stream: EventStream = if hang_after {
+                head.chain(futures::stream::pending()).boxed()
+            } else {
+                head.boxed()
+            };
+            Ok(stream)
+        })
+    }))
 }
 
 #[tokio::test]
@@ -264,10 +240,8 @@ fn tool_call(id: &str, name: &str, arguments: &str) -> Vec<Result<ProviderEvent,
 fn with_later(
     first: Vec<Result<ProviderEvent, ProviderError>>,
     later: Vec<Result<ProviderEvent, ProviderError>>,
-) -> Arc<Scripted> {
-    let mut provider = Arc::into_inner(scripted(first, false)).unwrap();
-    provider.later = Some(later);
-    Arc::new(provider)
+) -> Arc<TestModel> {
+    replaying(first, Some(later), false)
 }
 
 #[tokio::test]

@@ -113,44 +113,7 @@ type = "ollama"
 
 #[test]
 fn the_llm_page_examples_load_with_their_parameters() {
-    let text = r#"
-[llm]
-default = "local"
-
-[llm.providers.local]
-type = "ollama"
-default_model = "llama3.2"
-endpoint = "http://192.168.1.100:11434"
-temperature = 0.7
-max_tokens = 4096
-timeout_secs = 300
-available_models = ["llama3.2", "qwen2.5-coder"]
-
-[llm.providers.openai]
-type = "openai"
-api_key = "{env:OPENAI_API_KEY}"
-
-[llm.providers.claude]
-type = "anthropic"
-default_model = "claude-3-5-sonnet-20241022"
-api_key = "{env:ANTHROPIC_API_KEY}"
-
-[llm.providers.router]
-type = "openrouter"
-api_key = "{env:OPENROUTER_API_KEY}"
-
-[llm.providers.box]
-type = "custom"
-endpoint = "http://box:8000/v1"
-default_model = "served-model"
-
-[llm.providers.cloud]
-type = "openai"
-default_model = "gpt-4o"
-api_key = "OPENAI_API_KEY"
-temperature = 0.9
-max_tokens = 8192
-"#;
+    let text = include_str!("../../tests/fixtures/crucible/llm_page.toml");
     let config = load(
         text,
         &[("OPENAI_API_KEY", "sk-o"), ("OPENROUTER_API_KEY", "sk-r")],

@@ -188,19 +188,42 @@ pub struct RawUpstreamServer {
     pub timeout_secs: Option<u64>,
 }
 
-/// `[mcp.servers.transport]`: `type = "stdio"` (command, args, env) or
-/// `"sse"` (url, auth_header).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawUpstreamTransport {
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
-    pub command: Option<String>,
-    pub args: Option<Vec<String>>,
-    pub env: Option<BTreeMap<String, String>>,
-    pub inherit_env: Option<bool>,
-    pub url: Option<String>,
-    pub auth_header: Option<String>,
+/// Declares the table of an MCP server the agent may start as a child:
+/// first the keys that say how (`type`, `command`, `args`, `env`,
+/// `inherit_env`), which our `[mcp_servers.NAME]` and Crucible's
+/// `[mcp.servers.transport]` spell alike, then the table's own keys. Each
+/// table stays a struct of its own (serde's `flatten` would lose
+/// `deny_unknown_fields`), so a misspelled key is still named with the
+/// keys that table takes.
+macro_rules! launching_table {
+    (
+        $(#[$doc:meta])*
+        pub struct $name:ident {
+            $($(#[$key_doc:meta])* pub $key:ident: $type:ty,)*
+        }
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            #[serde(rename = "type")]
+            pub kind: Option<String>,
+            pub command: Option<String>,
+            pub args: Option<Vec<String>>,
+            pub env: Option<BTreeMap<String, String>>,
+            pub inherit_env: Option<bool>,
+            $($(#[$key_doc])* pub $key: $type,)*
+        }
+    };
+}
+
+launching_table! {
+    /// `[mcp.servers.transport]`: `type = "stdio"` (command, args, env) or
+    /// `"sse"` (url, auth_header).
+    pub struct RawUpstreamTransport {
+        pub url: Option<String>,
+        pub auth_header: Option<String>,
+    }
 }
 
 /// `[shell_environment]`: what commands get of the agent's environment.
@@ -240,23 +263,17 @@ pub struct RawSensitiveFiles {
     pub remove: Option<Vec<String>>,
 }
 
-/// `[mcp_servers.NAME]`: a server every session starts with.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawMcpServer {
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
-    pub command: Option<String>,
-    pub args: Option<Vec<String>>,
-    pub env: Option<BTreeMap<String, String>>,
-    pub inherit_env: Option<bool>,
-    pub cwd: Option<String>,
-    pub url: Option<String>,
-    pub headers: Option<BTreeMap<String, String>>,
-    pub enabled: Option<bool>,
-    pub trust_read_only_hints: Option<bool>,
-    /// Run it in the command sandbox (`[sandbox]`).
-    pub sandbox: Option<bool>,
+launching_table! {
+    /// `[mcp_servers.NAME]`: a server every session starts with.
+    pub struct RawMcpServer {
+        pub cwd: Option<String>,
+        pub url: Option<String>,
+        pub headers: Option<BTreeMap<String, String>>,
+        pub enabled: Option<bool>,
+        pub trust_read_only_hints: Option<bool>,
+        /// Run it in the command sandbox (`[sandbox]`).
+        pub sandbox: Option<bool>,
+    }
 }
 
 /// `[modes.ID]`: a mode besides the built-in plan, act and auto.

@@ -311,43 +311,17 @@ async fn summarize(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
-
-    use futures::future::BoxFuture;
+    use std::sync::Arc;
 
     use super::*;
     use crate::model::{Part, Role, ToolDefinition};
-    use crate::providers::settings::ProviderSettings;
-    use crate::providers::{EventStream, FinishReason, ModelInfo, ToolChoice};
+    use crate::providers::testing::TestModel;
+    use crate::providers::{EventStream, FinishReason, ToolChoice};
 
     /// Answers every request with `answer` (an error if None), and keeps
     /// the requests.
-    struct Summarizer {
-        answer: Option<&'static str>,
-        seen: Mutex<Vec<ChatRequest>>,
-        config: ProviderSettings,
-    }
-
-    impl Summarizer {
-        fn new(answer: Option<&'static str>) -> Self {
-            Self {
-                answer,
-                seen: Mutex::default(),
-                config: ProviderSettings::local_ollama(),
-            }
-        }
-    }
-
-    impl Provider for Summarizer {
-        fn config(&self) -> &ProviderSettings {
-            &self.config
-        }
-        fn stream_chat(
-            &self,
-            request: ChatRequest,
-        ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
-            self.seen.lock().unwrap().push(request);
-            let answer = self.answer;
+    fn summarizer(answer: Option<&'static str>) -> TestModel {
+        TestModel::new(move |_| {
             Box::pin(async move {
                 let Some(text) = answer else {
                     return Err(ProviderError::Setup {
@@ -359,12 +333,10 @@ mod tests {
                     Ok(ProviderEvent::TextDelta(text.into())),
                     Ok(ProviderEvent::Finish(FinishReason::Stop)),
                 ];
-                Ok(futures::stream::iter(events).boxed())
+                let stream: EventStream = futures::stream::iter(events).boxed();
+                Ok(stream)
             })
-        }
-        fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
-            Box::pin(async { Ok(Vec::new()) })
-        }
+        })
     }
 
     fn turn_request() -> ChatRequest {
@@ -427,7 +399,7 @@ mod tests {
     }
 
     async fn run(
-        provider: &Summarizer,
+        provider: &TestModel,
         context: &ContextManager,
         cancel: &CancellationToken,
     ) -> Result<Recompacted, CompactError> {
@@ -447,7 +419,7 @@ mod tests {
         let mut context = ContextManager::new();
         conversation(&mut context, 0, 4, 100);
         context.push(Arc::new(Message::user_text("the latest question")));
-        let provider = Summarizer::new(Some("SUMMARY ONE"));
+        let provider = summarizer(Some("SUMMARY ONE"));
         let made = run(&provider, &context, &CancellationToken::new())
             .await
             .unwrap();
@@ -503,7 +475,7 @@ mod tests {
     async fn the_next_summary_updates_the_first_and_reads_old_outputs_as_stubs() {
         let mut context = ContextManager::new();
         conversation(&mut context, 0, 4, 3_000);
-        let provider = Summarizer::new(Some("SUMMARY ONE"));
+        let provider = summarizer(Some("SUMMARY ONE"));
         let first = run(&provider, &context, &CancellationToken::new())
             .await
             .unwrap();
@@ -521,7 +493,7 @@ mod tests {
         conversation(&mut context, 4, 3, 200);
         context.push(Arc::new(Message::user_text("the latest question")));
 
-        let provider = Summarizer::new(Some("SUMMARY TWO"));
+        let provider = summarizer(Some("SUMMARY TWO"));
         let second = run(&provider, &context, &CancellationToken::new())
             .await
             .unwrap();
@@ -557,13 +529,13 @@ mod tests {
         let before = context.clone();
         let request = turn_request();
         let budget = ContextBudget::new(32_768, 4_096, 0.8);
-        let failing = Summarizer::new(None);
+        let failing = summarizer(None);
         let cancelled = CancellationToken::new();
         cancelled.cancel();
         for (provider, cancel) in [
             (&failing, CancellationToken::new()),
-            (&Summarizer::new(Some("S")), cancelled),
-            (&Summarizer::new(Some("  ")), CancellationToken::new()),
+            (&summarizer(Some("S")), cancelled),
+            (&summarizer(Some("  ")), CancellationToken::new()),
         ] {
             let last = LastRequest {
                 provider,

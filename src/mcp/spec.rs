@@ -76,8 +76,8 @@ impl ToolSelection {
 }
 
 /// How to reach an MCP server. `Debug` shows variable and header names but
-/// never their values, which often hold tokens.
-#[derive(Clone, PartialEq, Eq)]
+/// never their values, which often hold tokens ([`NamedSecrets`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum McpTransport {
     /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
     Stdio {
@@ -85,7 +85,7 @@ pub enum McpTransport {
         args: Vec<String>,
         /// Added to the base environment (or to the agent's own, when
         /// `inherit_env`).
-        env: Vec<(String, String)>,
+        env: NamedSecrets,
         /// Whether the server gets the agent's whole environment instead of
         /// the base of [`crate::tools::environment::CORE_VARIABLES`].
         inherit_env: bool,
@@ -95,60 +95,47 @@ pub enum McpTransport {
         sandbox: StdioSandbox,
     },
     /// Streamable HTTP (MCP 2025-03-26 and later).
-    Http {
-        url: String,
-        headers: Vec<(String, String)>,
-    },
+    Http { url: String, headers: NamedSecrets },
     /// The legacy HTTP+SSE transport (MCP 2024-11-05).
-    Sse {
-        url: String,
-        headers: Vec<(String, String)>,
-    },
+    Sse { url: String, headers: NamedSecrets },
     /// Served by the editor over the ACP connection (unstable MCP-over-ACP):
     /// `server_id` is the editor's name for it.
     Acp { server_id: String, relay: Relay },
 }
 
-impl std::fmt::Debug for McpTransport {
+/// Names and values where a value may hold a token (a stdio server's
+/// variables, an HTTP server's headers): `Debug` shows the names only, so
+/// the values never reach a log.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct NamedSecrets(Vec<(String, String)>);
+
+impl NamedSecrets {
+    pub fn push(&mut self, name: String, value: String) {
+        self.0.push((name, value));
+    }
+}
+
+impl std::ops::Deref for NamedSecrets {
+    type Target = [(String, String)];
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl<'a> IntoIterator for &'a NamedSecrets {
+    type Item = &'a (String, String);
+    type IntoIter = std::slice::Iter<'a, (String, String)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl std::fmt::Debug for NamedSecrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names = |pairs: &[(String, String)]| -> Vec<String> {
-            pairs
-                .iter()
-                .map(|(name, _)| format!("{name}=***"))
-                .collect()
-        };
-        match self {
-            McpTransport::Stdio {
-                command,
-                args,
-                env,
-                inherit_env,
-                cwd,
-                sandbox,
-            } => f
-                .debug_struct("Stdio")
-                .field("command", command)
-                .field("args", args)
-                .field("env", &names(env))
-                .field("inherit_env", inherit_env)
-                .field("cwd", cwd)
-                .field("sandbox", sandbox)
-                .finish(),
-            McpTransport::Http { url, headers } => f
-                .debug_struct("Http")
-                .field("url", url)
-                .field("headers", &names(headers))
-                .finish(),
-            McpTransport::Sse { url, headers } => f
-                .debug_struct("Sse")
-                .field("url", url)
-                .field("headers", &names(headers))
-                .finish(),
-            McpTransport::Acp { server_id, .. } => f
-                .debug_struct("Acp")
-                .field("server_id", server_id)
-                .finish_non_exhaustive(),
-        }
+        let names = self.0.iter().map(|(name, _)| format!("{name}=***"));
+        f.debug_list().entries(names).finish()
     }
 }
 
@@ -180,7 +167,7 @@ impl McpServerSpec {
             transport: McpTransport::Stdio {
                 command: command.into(),
                 args: Vec::new(),
-                env: Vec::new(),
+                env: NamedSecrets::default(),
                 inherit_env: false,
                 cwd: None,
                 sandbox: StdioSandbox::Off,
@@ -196,7 +183,7 @@ impl McpServerSpec {
             name: name.into(),
             transport: McpTransport::Http {
                 url: url.into(),
-                headers: Vec::new(),
+                headers: NamedSecrets::default(),
             },
             trust_read_only_hints: true,
             tools: ToolSelection::default(),
@@ -209,7 +196,7 @@ impl McpServerSpec {
             name: name.into(),
             transport: McpTransport::Sse {
                 url: url.into(),
-                headers: Vec::new(),
+                headers: NamedSecrets::default(),
             },
             trust_read_only_hints: true,
             tools: ToolSelection::default(),
@@ -246,7 +233,7 @@ impl McpServerSpec {
     /// Adds an environment variable (stdio only; ignored otherwise).
     pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         if let McpTransport::Stdio { env, .. } = &mut self.transport {
-            env.push((key.into(), value.into()));
+            env.push(key.into(), value.into());
         }
         self
     }
@@ -326,7 +313,7 @@ impl McpServerSpec {
         if let McpTransport::Http { headers, .. } | McpTransport::Sse { headers, .. } =
             &mut self.transport
         {
-            headers.push((key.into(), value.into()));
+            headers.push(key.into(), value.into());
         }
         self
     }

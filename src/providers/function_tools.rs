@@ -6,15 +6,29 @@ use serde::Serialize;
 
 use super::ToolDefinition;
 
-/// `{"type": "function", "function": {…}}`. Fields are in the order the
-/// text has always had them (prompt caches and the prompted tool section
-/// see the same bytes).
+/// `{"type": "function", "function": {…}}`: how the chat-completions
+/// format wraps a function, whether it describes a tool (`function` is a
+/// [`Function`]), names the one tool the model must call, or is a past call.
+/// Fields are in the order the text has always had them (prompt caches and
+/// the prompted tool section see the same bytes).
 #[derive(Debug, Serialize)]
-pub struct FunctionTool<'a> {
+pub struct FunctionEntry<F> {
     #[serde(rename = "type")]
     pub kind: FunctionKind,
-    pub function: Function<'a>,
+    pub function: F,
 }
+
+impl<F> FunctionEntry<F> {
+    pub fn of(function: F) -> Self {
+        Self {
+            kind: FunctionKind::Function,
+            function,
+        }
+    }
+}
+
+/// A tool, as the `tools` list holds it.
+pub type FunctionTool<'a> = FunctionEntry<Function<'a>>;
 
 #[derive(Debug, Serialize)]
 pub struct Function<'a> {
@@ -32,14 +46,11 @@ pub enum FunctionKind {
 
 impl<'a> FunctionTool<'a> {
     pub fn new(tool: &'a ToolDefinition) -> Self {
-        Self {
-            kind: FunctionKind::Function,
-            function: Function {
-                name: &tool.name,
-                description: &tool.description,
-                parameters: &tool.parameters,
-            },
-        }
+        Self::of(Function {
+            name: &tool.name,
+            description: &tool.description,
+            parameters: &tool.parameters,
+        })
     }
 }
 

@@ -417,7 +417,6 @@ mod tests {
     use crate::model::ToolDefinition;
     use crate::providers::ProviderError;
     use crate::providers::testing::*;
-    use std::sync::Arc;
 
     fn decode(lines: &[&str]) -> Vec<Result<ProviderEvent, ProviderError>> {
         let lines: Vec<(&str, &str)> = lines.iter().map(|line| ("", *line)).collect();
@@ -477,15 +476,6 @@ mod tests {
         outcome
     }
 
-    fn usage(prompt_tokens: u64, completion_tokens: u64) -> Option<Usage> {
-        Some(Usage {
-            prompt_tokens,
-            completion_tokens,
-            cached_prompt_tokens: 0,
-            cache_written_prompt_tokens: 0,
-        })
-    }
-
     fn call(id: &str, name: &str, arguments: Value) -> (String, String, Value) {
         (id.into(), name.into(), arguments)
     }
@@ -493,7 +483,7 @@ mod tests {
     /// A stream that finished for `finish` after so many tokens.
     fn finished(finish: FinishReason, prompt_tokens: u64, completion_tokens: u64) -> Outcome {
         Outcome {
-            usage: usage(prompt_tokens, completion_tokens),
+            usage: Some(usage(prompt_tokens, completion_tokens)),
             finish: Some(finish),
             ..Outcome::default()
         }
@@ -712,17 +702,7 @@ mod tests {
     }
 
     fn request(messages: Vec<Message>) -> ChatRequest {
-        ChatRequest {
-            model: "llama3.2".into(),
-            system: Some("be brief".into()),
-            messages: messages.into_iter().map(Arc::new).collect(),
-            tools: vec![],
-            tool_choice: ToolChoice::Auto,
-            max_output_tokens: None,
-            context_window: None,
-            reasoning: None,
-            cache_key: None,
-        }
+        chat_request("llama3.2", Some("be brief"), messages)
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::Reasoning;
 use super::encoded::{EncodedMessages, with_array_field};
-use super::function_tools::{FunctionKind, function_tools};
+use super::function_tools::{FunctionEntry, function_tools};
 use super::http::{ModelListError, WireFormat};
 use super::lenient::Lenient;
 use super::settings::ProviderSettings;
@@ -107,10 +107,9 @@ fn envelope<'a>(request: &'a ChatRequest, extras: &Extras<'a>) -> Envelope<'a> {
         ToolChoice::Auto => Some(wire::ToolChoice::Mode(ChoiceMode::Auto)),
         ToolChoice::Required => Some(wire::ToolChoice::Mode(ChoiceMode::Required)),
         ToolChoice::None => Some(wire::ToolChoice::Mode(ChoiceMode::None)),
-        ToolChoice::Specific(name) => Some(wire::ToolChoice::Function {
-            kind: FunctionKind::Function,
-            function: FunctionName { name },
-        }),
+        ToolChoice::Specific(name) => Some(wire::ToolChoice::Function(FunctionEntry::of(
+            FunctionName { name },
+        ))),
     };
     Envelope {
         model: &request.model,
@@ -186,8 +185,7 @@ fn tool_call_entry(part: &Part) -> Option<wire::ToolCall<'_>> {
     let arguments = if valid { arguments.as_str() } else { "{}" };
     Some(wire::ToolCall {
         id,
-        kind: FunctionKind::Function,
-        function: CalledFunction { name, arguments },
+        call: FunctionEntry::of(CalledFunction { name, arguments }),
     })
 }
 
@@ -418,15 +416,19 @@ pub fn parse_models(value: &Value) -> Result<Vec<ModelInfo>, ModelListError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::ProviderError;
     use crate::providers::testing::*;
     use std::sync::Arc;
 
-    fn decode(events: &[&str]) -> Vec<Result<ProviderEvent, String>> {
+    fn decode(events: &[&str]) -> Vec<Result<ProviderEvent, ProviderError>> {
         let events: Vec<(&str, &str)> = events.iter().map(|data| ("", *data)).collect();
         decode_all::<StreamDecoder>(&events)
-            .into_iter()
-            .map(|r| r.map_err(|e| e.to_string()))
-            .collect()
+    }
+
+    /// The payloads decode to `expected`, and to nothing else.
+    fn assert_decodes(payloads: &[&str], expected: Vec<ProviderEvent>) {
+        let expected: Vec<_> = expected.into_iter().map(Ok).collect();
+        assert_eq!(decode(payloads), expected);
     }
 
     #[test]
@@ -457,62 +459,47 @@ mod tests {
 
     #[test]
     fn text_reasoning_finish_and_usage() {
-        let events = decode(&[
-            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
-            r#"{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}"#,
-            r#"{"choices":[{"index":0,"delta":{"content":"Hel"}}]}"#,
-            r#"{"choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":null}]}"#,
-            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#,
-            r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#,
-            "[DONE]",
-        ]);
-        assert_eq!(
-            events,
+        assert_decodes(
+            &[
+                r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+                r#"{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}"#,
+                r#"{"choices":[{"index":0,"delta":{"content":"Hel"}}]}"#,
+                r#"{"choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":null}]}"#,
+                r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#,
+                r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#,
+                "[DONE]",
+            ],
             vec![
-                Ok(ProviderEvent::ThinkingDelta("hmm".into())),
-                Ok(ProviderEvent::TextDelta("Hel".into())),
-                Ok(ProviderEvent::TextDelta("lo".into())),
-                Ok(ProviderEvent::Finish(FinishReason::Length)),
-                Ok(usage_event(12, 3)),
-            ]
+                ProviderEvent::ThinkingDelta("hmm".into()),
+                ProviderEvent::TextDelta("Hel".into()),
+                ProviderEvent::TextDelta("lo".into()),
+                ProviderEvent::Finish(FinishReason::Length),
+                usage_event(12, 3),
+            ],
         );
     }
 
     #[test]
     fn tool_call_fragments_are_assembled_by_index() {
-        let events = decode(&[
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"read_file","arguments":""}}]}}]}"#,
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"call_b","function":{"name":"grep","arguments":"{\"q\""}}]}}]}"#,
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":"}}]}}]}"#,
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"a.rs\"}"}}]}}]}"#,
-            r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
-            "[DONE]",
-        ]);
-        let start = |index, id: &str, name: &str| {
-            Ok(ProviderEvent::ToolCallStart {
-                index,
-                id: id.into(),
-                name: name.into(),
-            })
-        };
-        let args = |index, delta: &str| {
-            Ok(ProviderEvent::ToolCallArgumentsDelta {
-                index,
-                delta: delta.into(),
-            })
-        };
-        assert_eq!(
-            events,
+        assert_decodes(
+            &[
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"read_file","arguments":""}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"call_b","function":{"name":"grep","arguments":"{\"q\""}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":"}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"a.rs\"}"}}]}}]}"#,
+                r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+                "[DONE]",
+            ],
             vec![
-                start(0, "call_a", "read_file"),
-                start(1, "call_b", "grep"),
-                args(1, "{\"q\""),
-                args(0, "{\"path\":"),
-                args(0, "\"a.rs\"}"),
-                Ok(ProviderEvent::ToolCallEnd { index: 0 }),
-                Ok(ProviderEvent::ToolCallEnd { index: 1 }),
-                Ok(ProviderEvent::Finish(FinishReason::ToolCalls)),
-            ]
+                call_start(0, "call_a", "read_file"),
+                call_start(1, "call_b", "grep"),
+                call_args(1, "{\"q\""),
+                call_args(0, "{\"path\":"),
+                call_args(0, "\"a.rs\"}"),
+                ProviderEvent::ToolCallEnd { index: 0 },
+                ProviderEvent::ToolCallEnd { index: 1 },
+                ProviderEvent::Finish(FinishReason::ToolCalls),
+            ],
         );
     }
 
@@ -520,53 +507,39 @@ mod tests {
     /// its own id (ollama #15457): they are separate calls.
     #[test]
     fn calls_that_all_carry_index_zero_are_split_by_id() {
-        let events = decode(&[
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"write_file","arguments":"{\"path\":\"a.py\"}"}}]}}]}"#,
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"write_file","arguments":"{\"path\":"}}]}}]}"#,
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"b.py\"}"}}]}}]}"#,
-            r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
-            "[DONE]",
-        ]);
-        let start = |index, id: &str| {
-            Ok(ProviderEvent::ToolCallStart {
-                index,
-                id: id.into(),
-                name: "write_file".into(),
-            })
-        };
-        let args = |index, delta: &str| {
-            Ok(ProviderEvent::ToolCallArgumentsDelta {
-                index,
-                delta: delta.into(),
-            })
-        };
-        assert_eq!(
-            events,
+        assert_decodes(
+            &[
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"write_file","arguments":"{\"path\":\"a.py\"}"}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"write_file","arguments":"{\"path\":"}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"b.py\"}"}}]}}]}"#,
+                r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+                "[DONE]",
+            ],
             vec![
-                start(0, "call_a"),
-                args(0, "{\"path\":\"a.py\"}"),
-                Ok(ProviderEvent::ToolCallEnd { index: 0 }),
-                start(1, "call_b"),
-                args(1, "{\"path\":"),
-                args(1, "\"b.py\"}"),
-                Ok(ProviderEvent::ToolCallEnd { index: 1 }),
-                Ok(ProviderEvent::Finish(FinishReason::ToolCalls)),
-            ]
+                call_start(0, "call_a", "write_file"),
+                call_args(0, "{\"path\":\"a.py\"}"),
+                ProviderEvent::ToolCallEnd { index: 0 },
+                call_start(1, "call_b", "write_file"),
+                call_args(1, "{\"path\":"),
+                call_args(1, "\"b.py\"}"),
+                ProviderEvent::ToolCallEnd { index: 1 },
+                ProviderEvent::Finish(FinishReason::ToolCalls),
+            ],
         );
     }
 
     #[test]
     fn endings_that_lose_data_are_errors() {
         let cut = decode(&[r#"{"choices":[{"delta":{"content":"Hel"}}]}"#]);
-        assert!(matches!(cut.last(), Some(Err(e)) if e.contains("ended before")));
+        assert!(matches!(cut.last(), Some(Err(e)) if e.to_string().contains("ended before")));
         let empty = decode(&["[DONE]"]);
-        assert!(matches!(empty.last(), Some(Err(e)) if e.contains("empty stream")));
+        assert!(matches!(empty.last(), Some(Err(e)) if e.to_string().contains("empty stream")));
         let nothing = decode(&[]);
-        assert!(matches!(nothing.last(), Some(Err(e)) if e.contains("empty stream")));
+        assert!(matches!(nothing.last(), Some(Err(e)) if e.to_string().contains("empty stream")));
         let remote = decode(&[r#"{"error":{"message":"overloaded"}}"#]);
-        assert!(matches!(remote.first(), Some(Err(e)) if e.contains("overloaded")));
+        assert!(matches!(remote.first(), Some(Err(e)) if e.to_string().contains("overloaded")));
         let garbage = decode(&["{not json"]);
-        assert!(matches!(garbage.first(), Some(Err(e)) if e.contains("not JSON")));
+        assert!(matches!(garbage.first(), Some(Err(e)) if e.to_string().contains("not JSON")));
     }
 
     #[test]
@@ -580,24 +553,18 @@ mod tests {
 
     #[test]
     fn request_body_carries_system_history_and_usage_option() {
-        let request = ChatRequest {
-            model: "m".into(),
-            system: Some("be brief".into()),
-            messages: vec![
-                Arc::new(Message::user_text("hi")),
-                Arc::new(Message::assistant_text("hello")),
-                Arc::new(Message {
+        let request = chat_request(
+            "m",
+            Some("be brief"),
+            vec![
+                Message::user_text("hi"),
+                Message::assistant_text("hello"),
+                Message {
                     role: Role::User,
                     parts: vec![text("look"), png("AAAA")],
-                }),
+                },
             ],
-            tools: vec![],
-            tool_choice: ToolChoice::Auto,
-            max_output_tokens: None,
-            context_window: None,
-            reasoning: None,
-            cache_key: None,
-        };
+        );
         let body = request_body(&request);
         assert_eq!(body["stream"], true);
         assert_eq!(body["stream_options"]["include_usage"], true);
@@ -619,23 +586,17 @@ mod tests {
 
     #[test]
     fn cut_off_tool_arguments_go_back_as_an_empty_object() {
-        let request = ChatRequest {
-            model: "m".into(),
-            system: None,
-            messages: vec![Arc::new(Message {
+        let request = chat_request(
+            "m",
+            None,
+            vec![Message {
                 role: Role::Assistant,
                 parts: vec![
                     tool_call("a", "read_file", r#"{"path":"x"}"#),
                     tool_call("b", "read_file", r#"{"path":"#),
                 ],
-            })],
-            tools: vec![],
-            tool_choice: ToolChoice::Auto,
-            max_output_tokens: None,
-            context_window: None,
-            reasoning: None,
-            cache_key: None,
-        };
+            }],
+        );
         let body = request_body(&request);
         let calls = &body["messages"][0]["tool_calls"];
         assert_eq!(calls[0]["function"]["arguments"], r#"{"path":"x"}"#);

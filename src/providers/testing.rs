@@ -1,8 +1,17 @@
-//! Helpers for the wire formats' unit tests: feed payloads to a decoder as
-//! the pump does, and write expected events and messages briefly.
+//! Helpers for unit tests: feed payloads to a decoder as the pump does,
+//! write requests, expected events and messages briefly, and a model
+//! ([`TestModel`]) for the tests of the layers above that need one.
 
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+
+use super::settings::ProviderSettings;
 use super::stream::{Decoded, WireDecoder};
-use super::{Part, ProviderError, ProviderEvent, Usage};
+use super::{
+    ChatRequest, EventStream, Message, ModelInfo, Part, Provider, ProviderError, ProviderEvent,
+    ToolChoice, Usage,
+};
 
 /// Feeds payloads (`event:` name, data) to a fresh decoder as
 /// [`super::stream::event_stream`] does: stop at the first error or at the
@@ -47,13 +56,33 @@ pub fn call_args(index: usize, delta: &str) -> ProviderEvent {
     }
 }
 
-pub fn usage_event(prompt_tokens: u64, completion_tokens: u64) -> ProviderEvent {
-    ProviderEvent::Usage(Usage {
+/// Counts with nothing cached.
+pub fn usage(prompt_tokens: u64, completion_tokens: u64) -> Usage {
+    Usage {
         prompt_tokens,
         completion_tokens,
         cached_prompt_tokens: 0,
         cache_written_prompt_tokens: 0,
-    })
+    }
+}
+
+pub fn usage_event(prompt_tokens: u64, completion_tokens: u64) -> ProviderEvent {
+    ProviderEvent::Usage(usage(prompt_tokens, completion_tokens))
+}
+
+/// A request for `model` with no tools, limits, reasoning or cache key.
+pub fn chat_request(model: &str, system: Option<&str>, messages: Vec<Message>) -> ChatRequest {
+    ChatRequest {
+        model: model.into(),
+        system: system.map(Into::into),
+        messages: messages.into_iter().map(Arc::new).collect(),
+        tools: Vec::new(),
+        tool_choice: ToolChoice::Auto,
+        max_output_tokens: None,
+        context_window: None,
+        reasoning: None,
+        cache_key: None,
+    }
 }
 
 pub fn text(text: &str) -> Part {
@@ -81,5 +110,57 @@ pub fn tool_result(call_id: &str, content: &str, is_error: bool) -> Part {
         call_id: call_id.into(),
         content: content.into(),
         is_error,
+    }
+}
+
+/// How a [`TestModel`] answers its `n`th request (counting from 1).
+type Answer =
+    Box<dyn Fn(usize) -> BoxFuture<'static, Result<EventStream, ProviderError>> + Send + Sync>;
+
+/// A model for tests: a local Ollama by its settings, which keeps every
+/// request it gets and answers each as the test says.
+pub struct TestModel {
+    /// The requests, in the order they came.
+    pub seen: Mutex<Vec<ChatRequest>>,
+    config: ProviderSettings,
+    answer: Answer,
+}
+
+impl TestModel {
+    /// `answer` gets the request's number (from 1).
+    pub fn new<F>(answer: F) -> Self
+    where
+        F: Fn(usize) -> BoxFuture<'static, Result<EventStream, ProviderError>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        Self {
+            seen: Mutex::default(),
+            config: ProviderSettings::local_ollama(),
+            answer: Box::new(answer),
+        }
+    }
+}
+
+impl Provider for TestModel {
+    fn config(&self) -> &ProviderSettings {
+        &self.config
+    }
+
+    fn stream_chat(
+        &self,
+        request: ChatRequest,
+    ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
+        let number = {
+            let mut seen = self.seen.lock().unwrap();
+            seen.push(request);
+            seen.len()
+        };
+        (self.answer)(number)
+    }
+
+    fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
+        Box::pin(async { Ok(Vec::new()) })
     }
 }

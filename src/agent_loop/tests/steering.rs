@@ -8,29 +8,14 @@ use tokio::sync::Notify;
 use super::*;
 use crate::tools::{ToolFuture, ToolOutput};
 
-/// A provider that answers each call with the next script, and keeps
-/// every request it got.
-struct Steps {
-    scripts: Mutex<VecDeque<Vec<Result<ProviderEvent, ProviderError>>>>,
-    seen: Mutex<Vec<ChatRequest>>,
-    config: ProviderSettings,
-}
-
-impl Provider for Steps {
-    fn config(&self) -> &ProviderSettings {
-        &self.config
-    }
-    fn stream_chat(
-        &self,
-        request: ChatRequest,
-    ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
-        self.seen.lock().unwrap().push(request);
-        let script = self.scripts.lock().unwrap().pop_front().unwrap_or_default();
+/// A model that answers each call with the next script (with nothing once
+/// they run out).
+fn steps(scripts: Vec<Vec<Result<ProviderEvent, ProviderError>>>) -> Arc<TestModel> {
+    let scripts = Mutex::new(VecDeque::from(scripts));
+    Arc::new(TestModel::new(move |_| {
+        let script = scripts.lock().unwrap().pop_front().unwrap_or_default();
         Box::pin(async move { Ok(futures::stream::iter(script).boxed()) })
-    }
-    fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
-        Box::pin(async { Ok(Vec::new()) })
-    }
+    }))
 }
 
 /// A tool that runs until the test lets it end.
@@ -107,14 +92,7 @@ fn answer(text: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
 
 #[tokio::test]
 async fn messages_sent_during_a_slow_tool_join_after_its_result_before_the_next_request() {
-    let provider = Arc::new(Steps {
-        scripts: Mutex::new(VecDeque::from([
-            super::tool_call("c1", "slow", "{}"),
-            answer("done"),
-        ])),
-        seen: Mutex::default(),
-        config: ProviderSettings::local_ollama(),
-    });
+    let provider = steps(vec![super::tool_call("c1", "slow", "{}"), answer("done")]);
     let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
     let log = Arc::new(Mutex::new(Vec::new()));
     let inbox = Arc::new(Inbox {
@@ -194,11 +172,7 @@ async fn messages_sent_during_a_slow_tool_join_after_its_result_before_the_next_
 
 #[tokio::test]
 async fn a_turn_that_ends_first_leaves_its_messages_waiting() {
-    let provider = Arc::new(Steps {
-        scripts: Mutex::new(VecDeque::from([answer("done")])),
-        seen: Mutex::default(),
-        config: ProviderSettings::local_ollama(),
-    });
+    let provider = steps(vec![answer("done")]);
     let inbox = Arc::new(Inbox {
         pending: Mutex::default(),
         log: Arc::default(),

@@ -214,7 +214,14 @@ fn refused(path: &Path, what: &str, err: std::io::Error) -> CliError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::settings::KeySource;
+    use crate::providers::settings::{KeySource, ProviderSettings};
+
+    /// The provider sessions start with under the config at `config`.
+    fn default_provider(config: &Path) -> ProviderSettings {
+        let loaded =
+            Config::load(config, crate::config::ChosenBy::User, &Overrides::default()).unwrap();
+        loaded.default_provider().unwrap().clone()
+    }
 
     fn local(name: &str, model: &str) -> Choice {
         Choice {
@@ -237,13 +244,7 @@ mod tests {
         // The sample's documentation stays.
         assert!(text.contains("# Wire format:"), "{text}");
         assert!(!text.contains("[llm.providers.local]"), "{text}");
-        let loaded = Config::load(
-            &config,
-            crate::config::ChosenBy::User,
-            &Overrides::default(),
-        )
-        .unwrap();
-        let provider = loaded.default_provider().unwrap();
+        let provider = default_provider(&config);
         assert_eq!(
             (provider.name.as_str(), provider.default_model.as_str()),
             ("ollama", "qwen3:4b")
@@ -283,13 +284,7 @@ mod tests {
             let mode = std::fs::metadata(&secrets).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
-        let loaded = Config::load(
-            &config,
-            crate::config::ChosenBy::User,
-            &Overrides::default(),
-        )
-        .unwrap();
-        let provider = loaded.default_provider().unwrap();
+        let provider = default_provider(&config);
         assert_eq!(provider.name, "hosted");
         let key = provider.api_key.as_ref().unwrap();
         assert_eq!(key.secret.expose(), "sk-SETUP-SECRET");

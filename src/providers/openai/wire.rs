@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::providers::function_tools::{FunctionKind, FunctionTool};
+use crate::providers::function_tools::{FunctionEntry, FunctionTool};
 use crate::providers::lenient::Lenient;
 use crate::providers::slots::SlotId;
 
@@ -47,11 +47,7 @@ pub struct StreamOptions {
 #[serde(untagged)]
 pub enum ToolChoice<'a> {
     Mode(ChoiceMode),
-    Function {
-        #[serde(rename = "type")]
-        kind: FunctionKind,
-        function: FunctionName<'a>,
-    },
+    Function(FunctionEntry<FunctionName<'a>>),
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -114,9 +110,8 @@ pub struct ImageUrl {
 #[derive(Debug, Serialize)]
 pub struct ToolCall<'a> {
     pub id: &'a str,
-    #[serde(rename = "type")]
-    pub kind: FunctionKind,
-    pub function: CalledFunction<'a>,
+    #[serde(flatten)]
+    pub call: FunctionEntry<CalledFunction<'a>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -270,10 +265,9 @@ mod tests {
             prompt_cache_key: Some("s"),
             id_slot: Some(SlotId(1)),
             tools: vec![FunctionTool::new(&tool)],
-            tool_choice: Some(ToolChoice::Function {
-                kind: FunctionKind::Function,
-                function: FunctionName { name: "read_file" },
-            }),
+            tool_choice: Some(ToolChoice::Function(FunctionEntry::of(FunctionName {
+                name: "read_file",
+            }))),
         };
         let mut before = json!({
             "model": "m",
@@ -317,11 +311,10 @@ mod tests {
                     content: "t".into(),
                     tool_calls: vec![ToolCall {
                         id: "c",
-                        kind: FunctionKind::Function,
-                        function: CalledFunction {
+                        call: FunctionEntry::of(CalledFunction {
                             name: "n",
                             arguments: "{}"
-                        },
+                        }),
                     }],
                 }),
                 json!({"role": "assistant", "content": "t", "tool_calls": [

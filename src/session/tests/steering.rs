@@ -6,55 +6,15 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use futures::StreamExt;
-use futures::future::BoxFuture;
 use tokio::sync::{Notify, mpsc};
 
 use super::*;
 use crate::client::{PromptOrigin, SessionState, UserPrompt};
 use crate::model::{Message, Role};
-use crate::providers::settings::ProviderSettings;
-use crate::providers::{
-    ChatRequest, EventStream, FinishReason, ModelInfo, Provider, ProviderEvent,
-};
+use crate::providers::testing::TestModel;
+use crate::providers::{EventStream, FinishReason, Provider, ProviderEvent};
 
 type Script = Vec<ProviderEvent>;
-
-/// A model that answers each call with the next script, after its gate
-/// opens where it has one; each call is announced on `calls`.
-struct Gated {
-    scripts: Mutex<VecDeque<(Option<Arc<Notify>>, Script)>>,
-    seen: Mutex<Vec<ChatRequest>>,
-    calls: mpsc::UnboundedSender<usize>,
-    config: ProviderSettings,
-}
-
-impl Provider for Gated {
-    fn config(&self) -> &ProviderSettings {
-        &self.config
-    }
-    fn stream_chat(
-        &self,
-        request: ChatRequest,
-    ) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
-        let n = {
-            let mut seen = self.seen.lock().unwrap();
-            seen.push(request);
-            seen.len()
-        };
-        let (gate, script) = self.scripts.lock().unwrap().pop_front().unwrap_or_default();
-        let _ = self.calls.send(n);
-        Box::pin(async move {
-            if let Some(gate) = gate {
-                gate.notified().await;
-            }
-            let stream: EventStream = futures::stream::iter(script.into_iter().map(Ok)).boxed();
-            Ok(stream)
-        })
-    }
-    fn list_models(&self) -> BoxFuture<'_, Result<Vec<ModelInfo>, ProviderError>> {
-        Box::pin(async { Ok(Vec::new()) })
-    }
-}
 
 fn answer(text: &str) -> Script {
     vec![
@@ -82,19 +42,28 @@ fn unknown_tool_call() -> Script {
 }
 
 struct Model {
-    provider: Arc<Gated>,
+    provider: Arc<TestModel>,
     calls: mpsc::UnboundedReceiver<usize>,
 }
 
+/// A model that answers each call with the next script, after its gate
+/// opens where it has one; each call is announced on `calls`.
 fn model(scripts: Vec<(Option<Arc<Notify>>, Script)>) -> Model {
     let (tx, calls) = mpsc::unbounded_channel();
+    let scripts = Mutex::new(VecDeque::from(scripts));
+    let provider = TestModel::new(move |number| {
+        let (gate, script) = scripts.lock().unwrap().pop_front().unwrap_or_default();
+        let _ = tx.send(number);
+        Box::pin(async move {
+            if let Some(gate) = gate {
+                gate.notified().await;
+            }
+            let stream: EventStream = futures::stream::iter(script.into_iter().map(Ok)).boxed();
+            Ok(stream)
+        })
+    });
     Model {
-        provider: Arc::new(Gated {
-            scripts: Mutex::new(scripts.into()),
-            seen: Mutex::default(),
-            calls: tx,
-            config: ProviderSettings::local_ollama(),
-        }),
+        provider: Arc::new(provider),
         calls,
     }
 }
