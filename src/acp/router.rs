@@ -23,7 +23,7 @@ use super::translate;
 use crate::client::{ClientAbilities, ClientSink, CursorUse, SelectOption};
 use crate::events::StopReason;
 use crate::mcp::Relay;
-use crate::model::ClientPrompt;
+use crate::model::{ClientPrompt, SessionId};
 use crate::session::manager::SessionManager;
 use crate::session::{Delivery, OpenRequest, PromptSubmission, SessionError, SessionMsg};
 use crate::transport::{Connection, Inbound, Incoming, Responder, RpcError};
@@ -205,7 +205,8 @@ impl Router {
     }
 
     pub(in crate::acp) fn cancel_turn(&mut self, cancel: acp::CancelNotification) {
-        match self.sessions.get(&cancel.session_id.0) {
+        let id = SessionId::from(cancel.session_id.0.clone());
+        match self.sessions.get(&id) {
             Some(session) => {
                 session.send(SessionMsg::Cancel);
             }
@@ -223,11 +224,11 @@ impl Router {
     }
 
     /// The error for a request to a session that is not open here.
-    pub(in crate::acp) fn not_running(&self, id: &str) -> RpcError {
+    pub(in crate::acp) fn not_running(&self, id: &SessionId) -> RpcError {
         if self.sessions.stopped(id) {
-            RpcError::session_stopped(id)
+            RpcError::session_stopped(id.as_str())
         } else {
-            RpcError::session_not_found(id)
+            RpcError::session_not_found(id.as_str())
         }
     }
 
@@ -281,7 +282,7 @@ impl Router {
                 return responder
                     .respond(Err(RpcError::internal("the new session stopped at once")));
             };
-            match answer(&id, &options, extras) {
+            match answer(id.as_str(), &options, extras) {
                 Ok(value) => responder.respond(Ok(value)),
                 Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
             }
@@ -329,8 +330,9 @@ impl Router {
     }
 
     fn prompt(&mut self, request: acp::PromptRequest, responder: Responder) {
-        let Some(session) = self.sessions.get(&request.session_id.0) else {
-            return responder.respond(Err(self.not_running(&request.session_id.0)));
+        let id = SessionId::from(request.session_id.0.clone());
+        let Some(session) = self.sessions.get(&id) else {
+            return responder.respond(Err(self.not_running(&id)));
         };
         let content = match translate::prompt_parts(request.prompt) {
             Ok(content) => content,
@@ -369,8 +371,9 @@ impl Router {
         request: acp::CloseSessionRequest,
         responder: Responder,
     ) {
-        let Some(session) = self.sessions.remove(&request.session_id.0) else {
-            return responder.respond(Err(self.not_running(&request.session_id.0)));
+        let id = SessionId::from(request.session_id.0.clone());
+        let Some(session) = self.sessions.remove(&id) else {
+            return responder.respond(Err(self.not_running(&id)));
         };
         tokio::spawn(async move {
             session.close().await;

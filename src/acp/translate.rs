@@ -12,7 +12,7 @@ use crate::events::{
     AgentEvent, Compaction, CompactionOutcome, Location, Severity, StopReason, TodoItem,
     TodoPriority, TodoStatus, ToolCallInfo, ToolCallProgress, ToolContent, ToolKind, ToolStatus,
 };
-use crate::model::Part;
+use crate::model::{Part, SessionId};
 use crate::providers::Usage;
 
 mod cursors;
@@ -173,7 +173,7 @@ pub fn elicitation(question: &Question) -> acp::CreateElicitationRequest {
     }
     let schema = acp::ElicitationSchema::new().property(ANSWER_FIELD, field, true);
     let scope = acp::ElicitationScope::Session(acp::ElicitationSessionScope::new(
-        question.session_id.clone(),
+        acp::SessionId::new(question.session_id.clone()),
     ));
     acp::CreateElicitationRequest::new(
         acp::ElicitationMode::Form(acp::ElicitationFormMode::new(scope, schema)),
@@ -232,7 +232,10 @@ pub fn tool_call(call: &ToolCallInfo) -> acp::ToolCall {
 }
 
 /// The question whether `call` may run, with the choices the agent offers.
-pub fn permission_request(session_id: &str, call: &ToolCallInfo) -> acp::RequestPermissionRequest {
+pub fn permission_request(
+    session_id: &SessionId,
+    call: &ToolCallInfo,
+) -> acp::RequestPermissionRequest {
     let options = PermissionChoice::OFFERED
         .iter()
         .map(|(choice, id, name)| {
@@ -336,9 +339,9 @@ fn tool_content(content: &ToolContent) -> acp::ToolCallContent {
         ToolContent::Terminal { terminal_id } => {
             acp::ToolCallContent::Terminal(acp::Terminal::new(terminal_id.clone()))
         }
-        ToolContent::Session { session_id } => {
-            acp::ToolCallContent::Session(acp::SessionReference::new(session_id.clone()))
-        }
+        ToolContent::Session { session_id } => acp::ToolCallContent::Session(
+            acp::SessionReference::new(acp::SessionId::new(session_id.clone())),
+        ),
     }
 }
 

@@ -13,6 +13,7 @@ use super::answers::{session_answer, store_error};
 use super::params::{check_cwd, check_roots, prefixed};
 use crate::acp::translate;
 use crate::client::SelectOption;
+use crate::model::SessionId;
 use crate::session::{InitialOption, SessionHandle, SessionMsg};
 use crate::transport::{Responder, RpcError};
 
@@ -24,7 +25,8 @@ impl Router {
     ) {
         let value = request.value.as_value_id().map(|value| value.0.to_string());
         let option = request.config_id.0.to_string();
-        self.set_option(&request.session_id.0, option, value, responder, |options| {
+        let id = SessionId::from(request.session_id.0.clone());
+        self.set_option(&id, option, value, responder, |options| {
             acp::SetSessionConfigOptionResponse::new(translate::config_options(options))
         });
     }
@@ -34,7 +36,7 @@ impl Router {
     /// options as the version has them.
     pub(in crate::acp) fn set_option<A: serde::Serialize + Send + 'static>(
         &mut self,
-        session_id: &str,
+        session_id: &SessionId,
         option: String,
         value: Option<String>,
         responder: Responder,
@@ -61,8 +63,9 @@ impl Router {
     }
 
     pub(super) fn set_mode(&mut self, request: acp::SetSessionModeRequest, responder: Responder) {
-        let Some(session) = self.sessions.get(&request.session_id.0) else {
-            return responder.respond(Err(self.not_running(&request.session_id.0)));
+        let id = SessionId::from(request.session_id.0.clone());
+        let Some(session) = self.sessions.get(&id) else {
+            return responder.respond(Err(self.not_running(&id)));
         };
         let (reply, answer) = oneshot::channel();
         session.send(SessionMsg::SetMode {
@@ -111,8 +114,8 @@ impl Router {
         };
         let (reply, options) = oneshot::channel();
         let probe: BoxFuture<'static, Result<Option<SessionHandle>, RpcError>> =
-            match &request.session_id {
-                Some(id) => match self.sessions.get(&id.0) {
+            match request.session_id.map(|id| SessionId::from(id.0)) {
+                Some(id) => match self.sessions.get(&id) {
                     Some(session) => {
                         session.send(SessionMsg::Options { reply });
                         Box::pin(async { Ok(None) })
@@ -120,7 +123,7 @@ impl Router {
                     None => {
                         let probing =
                             self.sessions
-                                .probe_stored(&id.0, request.cwd, roots, self.abilities());
+                                .probe_stored(&id, request.cwd, roots, self.abilities());
                         Box::pin(async move {
                             let probe = probing.await.map_err(store_error)?;
                             probe.send(SessionMsg::Options { reply });
@@ -189,8 +192,9 @@ impl Router {
         request: acp::SetSessionTitleRequest,
         responder: Responder,
     ) {
-        let Some(session) = self.sessions.get(&request.session_id.0) else {
-            return responder.respond(Err(RpcError::session_not_found(&request.session_id.0)));
+        let id = SessionId::from(request.session_id.0.clone());
+        let Some(session) = self.sessions.get(&id) else {
+            return responder.respond(Err(RpcError::session_not_found(id.as_str())));
         };
         let title = request.title.trim().to_string();
         if title.is_empty() {
@@ -214,6 +218,6 @@ impl Router {
 #[derive(Debug, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct SetModelRequest {
-    session_id: String,
+    session_id: SessionId,
     model_id: String,
 }

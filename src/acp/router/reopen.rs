@@ -14,7 +14,7 @@ use super::capabilities::Extras;
 use super::params::{check_roots, session_servers};
 use crate::acp::translate;
 use crate::client::{SelectOption, SessionState, Update};
-use crate::model::ClientPrompt;
+use crate::model::{ClientPrompt, SessionId};
 use crate::session::manager::Replay;
 use crate::session::{InitialOption, OpenRequest, SessionMsg};
 use crate::transport::{Responder, RpcError};
@@ -59,8 +59,8 @@ struct ClientChoices {
 
 /// Which stored session a reopen brings back: a fork's source, cut at a
 /// cursor's checkpoint when `at` names one.
-struct Target<'a> {
-    id: &'a str,
+struct Target {
+    id: SessionId,
     at: Option<String>,
 }
 
@@ -81,7 +81,7 @@ impl Router {
             Err(err) => return responder.respond(Err(err)),
         };
         let target = Target {
-            id: &request.session_id.0,
+            id: SessionId::from(request.session_id.0.clone()),
             at: None,
         };
         let place = Place {
@@ -115,7 +115,7 @@ impl Router {
             Err(err) => return responder.respond(Err(err)),
         };
         let target = Target {
-            id: &request.session_id.0,
+            id: SessionId::from(request.session_id.0.clone()),
             at: None,
         };
         let place = Place {
@@ -157,7 +157,7 @@ impl Router {
             None => None,
         };
         let target = Target {
-            id: &request.session_id.0,
+            id: SessionId::from(request.session_id.0.clone()),
             at,
         };
         let place = Place {
@@ -210,15 +210,15 @@ impl Router {
         };
         let delivery = self.delivery();
         let loaded = match how {
-            Reopen::Fork => self.sessions.fork(target.id, target.at, request),
+            Reopen::Fork => self.sessions.fork(&target.id, target.at, request),
             Reopen::Load | Reopen::ResumeReplaying => self
                 .sessions
-                .load(target.id, request, Replay::Conversation)
-                .map(|(tx, loading)| (target.id.to_string(), tx, loading)),
+                .load(&target.id, request, Replay::Conversation)
+                .map(|(tx, loading)| (target.id, tx, loading)),
             Reopen::Resume => self
                 .sessions
-                .load(target.id, request, Replay::Nothing)
-                .map(|(tx, loading)| (target.id.to_string(), tx, loading)),
+                .load(&target.id, request, Replay::Nothing)
+                .map(|(tx, loading)| (target.id, tx, loading)),
         };
         let (id, tx, loading) = match loaded {
             Ok(loaded) => loaded,
@@ -256,7 +256,7 @@ impl Router {
             if matches!(how, Reopen::Resume | Reopen::ResumeReplaying) {
                 client.send(&id, Update::State(SessionState::Ready));
             }
-            match answer(how, &id, &options, extras) {
+            match answer(how, id.as_str(), &options, extras) {
                 Ok(value) => responder.respond(Ok(value)),
                 Err(err) => responder.respond(Err(RpcError::internal(err.to_string()))),
             }

@@ -10,6 +10,7 @@ use agent_client_protocol_schema::v1 as acp;
 use super::Router;
 use super::answers::store_error;
 use crate::acp::translate;
+use crate::model::SessionId;
 use crate::store::{ArchiveMark, Store, StoreError};
 use crate::transport::{Responder, RpcError};
 
@@ -61,7 +62,7 @@ impl Router {
                 .into_iter()
                 .map(|s| {
                     let meta = translate::list_meta(&s);
-                    acp::SessionInfo::new(s.id, s.cwd)
+                    acp::SessionInfo::new(acp::SessionId::new(s.id), s.cwd)
                         .additional_directories(s.additional_directories)
                         .title(s.title)
                         .updated_at(s.updated_at)
@@ -80,7 +81,7 @@ impl Router {
         request: acp::DeleteSessionRequest,
         responder: Responder,
     ) {
-        let id = request.session_id.0.to_string();
+        let id = SessionId::from(request.session_id.0.clone());
         let open = self.sessions.remove(&id);
         let store = self.sessions.store();
         tokio::spawn(async move {
@@ -120,7 +121,7 @@ impl Router {
         request: acp::SessionStatusRequest,
         responder: Responder,
     ) {
-        let id = request.session_id.0.to_string();
+        let id = SessionId::from(request.session_id.0.clone());
         if self.sessions.get(&id).is_some() {
             return responder.respond_with(Ok(acp::SessionStatusResponse::new(
                 acp::SessionStatus::Open,
@@ -132,7 +133,7 @@ impl Router {
             let answer = if saved {
                 Ok(acp::SessionStatusResponse::new(acp::SessionStatus::Saved))
             } else {
-                Err(RpcError::session_not_found(&id))
+                Err(RpcError::session_not_found(id.as_str()))
             };
             responder.respond_with(answer);
         });
@@ -145,7 +146,7 @@ impl Router {
         request: acp::ArchiveSessionRequest,
         responder: Responder,
     ) {
-        let id = request.session_id.0.to_string();
+        let id = SessionId::from(request.session_id.0.clone());
         let open = self.sessions.remove(&id);
         let store = self.sessions.store();
         tokio::spawn(async move {
@@ -165,7 +166,7 @@ impl Router {
         request: acp::UnarchiveSessionRequest,
         responder: Responder,
     ) {
-        let id = request.session_id.0.to_string();
+        let id = SessionId::from(request.session_id.0.clone());
         let store = self.sessions.store();
         tokio::spawn(async move {
             let answer = mark_archived(store, id, ArchiveMark::Active)
@@ -178,11 +179,11 @@ impl Router {
 
 async fn mark_archived(
     store: Option<Arc<Store>>,
-    id: String,
+    id: SessionId,
     mark: ArchiveMark,
 ) -> Result<(), RpcError> {
     let Some(store) = store else {
-        return Err(RpcError::session_not_found(&id));
+        return Err(RpcError::session_not_found(id.as_str()));
     };
     let marked = tokio::task::spawn_blocking(move || store.set_archived(&id, mark)).await;
     match marked {
@@ -193,7 +194,7 @@ async fn mark_archived(
 
 /// Whether the store holds a session `id` (its metadata reads), off the
 /// async threads.
-pub(super) async fn is_saved(store: Option<Arc<Store>>, id: String) -> bool {
+pub(super) async fn is_saved(store: Option<Arc<Store>>, id: SessionId) -> bool {
     match store {
         Some(store) => tokio::task::spawn_blocking(move || store.metadata(&id).is_ok())
             .await

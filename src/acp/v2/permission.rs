@@ -8,9 +8,10 @@ use super::convert::convert;
 use crate::acp::translate;
 use crate::client::{ClientError, PermissionChoice};
 use crate::events::ToolCallInfo;
+use crate::model::SessionId;
 
 /// The question whether `call` may run, with the choices v1 offers.
-pub fn request(session_id: &str, call: &ToolCallInfo) -> v2::RequestPermissionRequest {
+pub fn request(session_id: &SessionId, call: &ToolCallInfo) -> v2::RequestPermissionRequest {
     let v1 = translate::permission_request(session_id, call);
     let options: Vec<v2::PermissionOption> = convert(&v1.options).unwrap_or_else(|err| {
         tracing::error!(%err, "permission options not written as v2");
@@ -57,7 +58,7 @@ mod tests {
             raw_input: json!({"command": "make test"}),
             locations: Vec::new(),
         };
-        let value = serde_json::to_value(request("s1", &call)).unwrap();
+        let value = serde_json::to_value(request(&"s1".into(), &call)).unwrap();
         assert_eq!(value["sessionId"], "s1");
         assert_eq!(value["title"], "Allow Run `make test`?");
         assert_eq!(value["subject"]["type"], "tool_call");

@@ -8,7 +8,7 @@ use agent_client_protocol_schema::{v1, v2};
 use super::convert;
 use crate::acp::router::{Router, session_error};
 use crate::acp::translate;
-use crate::model::Part;
+use crate::model::{Part, SessionId};
 use crate::session::{
     InsertReply, Inserted, PromptAnswer, PromptSubmission, SessionError, SessionMsg, WhenBusy,
 };
@@ -22,8 +22,9 @@ pub fn parts(blocks: &[v2::ContentBlock]) -> Result<Vec<Part>, RpcError> {
 }
 
 pub fn prompt(router: &mut Router, request: v2::PromptRequest, responder: Responder) {
-    let Some(session) = router.sessions.get(&request.session_id.0) else {
-        return responder.respond(Err(router.not_running(&request.session_id.0)));
+    let id = SessionId::from(request.session_id.0.clone());
+    let Some(session) = router.sessions.get(&id) else {
+        return responder.respond(Err(router.not_running(&id)));
     };
     let content = match parts(&request.prompt) {
         Ok(content) => content,

@@ -15,6 +15,7 @@ use super::prompt;
 use super::updates;
 use crate::acp::router::{self, Extras, Reopen, Router};
 use crate::client::SelectOption;
+use crate::model::SessionId;
 use crate::transport::{Responder, RpcError};
 
 /// A v2 request's handler, its params still raw.
@@ -267,7 +268,8 @@ fn set_config_option(
 ) {
     let value = request.value.as_id().map(|value| value.0.to_string());
     let option = request.config_id.0.to_string();
-    router.set_option(&request.session_id.0, option, value, responder, |options| {
+    let id = SessionId::from(request.session_id.0.clone());
+    router.set_option(&id, option, value, responder, |options| {
         v2::SetSessionConfigOptionResponse::new(updates::config_options(options))
     });
 }
