@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use thiserror::Error;
 
 use crate::events::{AgentEvent, StopReason, TodoItem, ToolCallInfo};
-use crate::model::Part;
+use crate::model::{Part, SessionId};
 
 #[cfg(test)]
 pub mod testing;
@@ -24,7 +24,7 @@ pub type ClientFuture<'a, T> = BoxFuture<'a, Result<T, ClientError>>;
 /// them ([`ClientAbilities`]). Modelled on the ACP SDK's `Client` trait: one
 /// typed request, one typed answer; a request's future owns what it needs.
 pub trait ClientSink: Send + Sync {
-    fn send(&self, session_id: &str, update: Update);
+    fn send(&self, session_id: &SessionId, update: Update);
     /// Resolves when the client can take more updates. A turn waits for it
     /// before reading more of its model's answer, so a client that stops
     /// reading holds the model back instead of filling the agent's memory.
@@ -33,7 +33,7 @@ pub trait ClientSink: Send + Sync {
     /// Ask the user whether `call` may run.
     fn request_permission(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         call: &ToolCallInfo,
     ) -> ClientFuture<'_, PermissionChoice>;
     /// A text file as the editor has it (unsaved changes included).
@@ -49,7 +49,7 @@ pub trait ClientSink: Send + Sync {
     fn release_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()>;
     /// The session was closed (`session/close`, delete, archive; told
     /// before the close is answered): what the client kept for it may go.
-    fn session_ended(&self, _session_id: &str) {}
+    fn session_ended(&self, _session_id: &SessionId) {}
     /// Ask the user a question in a form of the editor's (ACP elicitation);
     /// only for clients that offer it ([`ClientAbilities::ask_user`]).
     fn ask_user(&self, _question: Question) -> ClientFuture<'_, Answer> {
@@ -65,7 +65,7 @@ pub trait ClientSink: Send + Sync {
 /// are any, else typed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Question {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub message: String,
     /// (value, label) pairs; empty asks for a short text.
     pub choices: Vec<(String, String)>,
@@ -98,7 +98,7 @@ pub enum ClientError {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadTextFile {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub path: PathBuf,
     /// The first line to read, 1-based.
     pub line: Option<u32>,
@@ -108,7 +108,7 @@ pub struct ReadTextFile {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteTextFile {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub path: PathBuf,
     pub content: String,
 }
@@ -116,7 +116,7 @@ pub struct WriteTextFile {
 /// A command to run in a terminal of the editor's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreateTerminal {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub command: String,
     pub args: Vec<String>,
     /// Added to the terminal's environment.
@@ -129,7 +129,7 @@ pub struct CreateTerminal {
 /// Names one terminal the editor created (its ids are per session).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TerminalId {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub terminal_id: String,
 }
 
@@ -279,7 +279,7 @@ pub enum Shown {
 /// A child session as its parent shows it; None leaves a field as it was.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubagentInfo {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub title: Option<String>,
     pub description: Option<String>,
     pub state: Option<SubagentState>,
@@ -301,8 +301,8 @@ pub enum SubagentState {
 pub struct SessionMessage {
     /// Unique in the transcript it is shown in.
     pub message_id: String,
-    pub sender: String,
-    pub recipient: String,
+    pub sender: SessionId,
+    pub recipient: SessionId,
     pub text: String,
 }
 

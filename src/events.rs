@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::model::SessionId;
+
 /// What a turn tells the client while it runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentEvent {
@@ -236,7 +238,7 @@ pub enum ToolContent {
     /// Another session this call started (a delegated agent), for clients
     /// that show them; shown live, not kept in the history.
     Session {
-        session_id: String,
+        session_id: SessionId,
     },
 }
 

@@ -1,7 +1,12 @@
-//! The conversation model every layer shares: messages, their parts, and
-//! the tools a model may call. Plain data; no I/O and no protocol.
+//! The conversation model every layer shares: messages, their parts, the
+//! tools a model may call, and the id a session is known by. Plain data; no
+//! I/O and no protocol.
 
 use serde::{Deserialize, Serialize};
+
+mod session_id;
+
+pub use session_id::SessionId;
 
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

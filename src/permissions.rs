@@ -31,6 +31,7 @@ use futures::future::BoxFuture;
 
 use crate::client::{ClientSink, PermissionChoice};
 use crate::events::ToolCallInfo;
+use crate::model::SessionId;
 use crate::modes::ModePolicy;
 use crate::tools::Tool;
 use crate::tools::sandbox::SessionSandbox;
@@ -89,7 +90,7 @@ impl PermissionGate for AllowAll {
 /// A session's permission rules: the config's, and the user's "always"
 /// answers as session rules.
 pub struct SessionPermissions {
-    session_id: String,
+    session_id: SessionId,
     sink: Arc<dyn ClientSink>,
     /// From the config (global, user and agent scopes).
     rules: Arc<Vec<Rule>>,
@@ -121,7 +122,7 @@ pub struct SessionPermissions {
 
 impl SessionPermissions {
     pub fn new(
-        session_id: String,
+        session_id: SessionId,
         sink: Arc<dyn ClientSink>,
         rules: Arc<Vec<Rule>>,
         policy: ModePolicy,

@@ -52,7 +52,7 @@ use crate::client::{ClientAbilities, CommandInfo, MODE_OPTION, SelectOption, Upd
 use crate::context::ContextManager;
 use crate::events::{AgentEvent, Notice, StopReason};
 use crate::mcp::McpServerSpec;
-use crate::model::Part;
+use crate::model::{Part, SessionId};
 use crate::providers::{ModelInfo, ProviderError, Usage};
 use crate::store::Recorder;
 
@@ -61,7 +61,7 @@ pub enum SessionError {
     #[error(
         "session {0} is already answering a prompt; wait for it to finish or send session/cancel first"
     )]
-    Busy(String),
+    Busy(SessionId),
     #[error("unknown config option `{0}`; this session has: {1}")]
     UnknownOption(String, String),
     #[error("`{value}` is not a value of option `{option}`; choose one of: {choices}")]
@@ -79,7 +79,7 @@ pub enum SessionError {
     #[error(
         "session {0} already has 16 messages waiting to join the running turn; wait until the turn takes them"
     )]
-    SteeringFull(String),
+    SteeringFull(SessionId),
     #[error(
         "the steering message was not delivered: the turn was cancelled before it could join; send it again as a new prompt"
     )]
@@ -286,7 +286,7 @@ pub enum Delivery {
 /// What a session starts from: a new session's defaults, or what a loaded
 /// one was saved with.
 pub struct SessionStart {
-    pub id: String,
+    pub id: SessionId,
     pub cwd: PathBuf,
     /// Workspace roots besides `cwd` the tools may reach (ACP `additionalDirectories`).
     pub additional_directories: Vec<PathBuf>,
@@ -327,7 +327,7 @@ pub struct SessionStart {
 
 /// The session manager's handle on an actor.
 pub struct SessionHandle {
-    pub id: String,
+    pub id: SessionId,
     pub tx: mpsc::UnboundedSender<SessionMsg>,
     pub task: JoinHandle<()>,
 }
@@ -560,7 +560,9 @@ impl SessionActor {
             recorder.close().await;
         }
         // Its server slot (llama.cpp) may go to the next session.
-        self.services.providers.session_ended(&self.services.id);
+        self.services
+            .providers
+            .session_ended(self.services.id.as_str());
         // MCP servers are children of the session: stop them with it
         // (a delegated agent's belong to its parent, who goes on).
         let manager = (self.services.owns_mcp)

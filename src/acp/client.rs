@@ -14,11 +14,12 @@ use crate::client::{
     ReadTextFile, TerminalExit, TerminalId, TerminalOutput, Update, WriteTextFile,
 };
 use crate::events::ToolCallInfo;
+use crate::model::SessionId;
 use crate::transport::jsonrpc::ErrorCode;
 use crate::transport::{Connection, RequestError};
 
 impl ClientSink for Connection {
-    fn send(&self, session_id: &str, update: Update) {
+    fn send(&self, session_id: &SessionId, update: Update) {
         for update in translate::session_updates(&update) {
             let notification = acp::SessionNotification::new(session_id.to_string(), update);
             self.notify("session/update", &notification);
@@ -40,7 +41,7 @@ impl ClientSink for Connection {
 
     fn request_permission(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         call: &ToolCallInfo,
     ) -> ClientFuture<'_, PermissionChoice> {
         let request = translate::permission_request(session_id, call);
@@ -52,9 +53,10 @@ impl ClientSink for Connection {
     }
 
     fn read_text_file(&self, request: ReadTextFile) -> ClientFuture<'_, String> {
-        let request = acp::ReadTextFileRequest::new(request.session_id, request.path)
-            .line(request.line)
-            .limit(request.limit);
+        let request =
+            acp::ReadTextFileRequest::new(acp::SessionId::new(request.session_id), request.path)
+                .line(request.line)
+                .limit(request.limit);
         Box::pin(async move {
             let response: acp::ReadTextFileResponse =
                 ask(self, "fs/read_text_file", &request).await?;
@@ -63,8 +65,11 @@ impl ClientSink for Connection {
     }
 
     fn write_text_file(&self, request: WriteTextFile) -> ClientFuture<'_, ()> {
-        let request =
-            acp::WriteTextFileRequest::new(request.session_id, request.path, request.content);
+        let request = acp::WriteTextFileRequest::new(
+            acp::SessionId::new(request.session_id),
+            request.path,
+            request.content,
+        );
         // Clients answer `{}` or `null`; either means written.
         Box::pin(async move {
             send_request(self, "fs/write_text_file", &request)
@@ -449,7 +454,7 @@ mod tests {
         for (answer, expected) in table {
             let call = call.clone();
             let (line, choice) = exchange(
-                move |c| Box::pin(async move { c.request_permission("s", &call).await }),
+                move |c| Box::pin(async move { c.request_permission(&"s".into(), &call).await }),
                 Ok(answer),
             )
             .await;

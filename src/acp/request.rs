@@ -19,8 +19,7 @@ use crate::session::{Inserted, TurnEnd};
 use crate::store::ArchiveMark;
 use crate::transport::{Responder, RpcError};
 
-/// A session id as the sessions know it (a newtype below the adapter).
-pub type SessionId = String;
+pub use crate::model::SessionId;
 
 /// Turns a handler's answer into the wire's: the codec's part of a reply.
 type Encode<T> = Box<dyn FnOnce(T) -> serde_json::Result<Value> + Send>;

@@ -225,7 +225,10 @@ impl Router {
     }
 
     fn cancel_turn(&mut self, cancel: acp::CancelNotification) {
-        match self.sessions.get(&cancel.session_id.0) {
+        match self
+            .sessions
+            .get(&SessionId::from(cancel.session_id.0.clone()))
+        {
             Some(session) => {
                 session.send(SessionMsg::Cancel);
             }
@@ -234,11 +237,11 @@ impl Router {
     }
 
     /// The error for a request to a session that is not open here.
-    pub(in crate::acp) fn not_running(&self, id: &str) -> RpcError {
+    pub(in crate::acp) fn not_running(&self, id: &SessionId) -> RpcError {
         if self.sessions.stopped(id) {
-            RpcError::session_stopped(id)
+            RpcError::session_stopped(id.as_str())
         } else {
-            RpcError::session_not_found(id)
+            RpcError::session_not_found(id.as_str())
         }
     }
 

@@ -11,7 +11,7 @@ use crate::events::{
     AgentEvent, Compaction, CompactionOutcome, Location, Severity, StopReason, TodoItem,
     TodoPriority, TodoStatus, ToolCallInfo, ToolCallProgress, ToolContent, ToolKind, ToolStatus,
 };
-use crate::model::Part;
+use crate::model::{Part, SessionId};
 use crate::providers::Usage;
 
 mod cursors;
@@ -172,7 +172,7 @@ pub fn elicitation(question: &Question) -> acp::CreateElicitationRequest {
     }
     let schema = acp::ElicitationSchema::new().property(ANSWER_FIELD, field, true);
     let scope = acp::ElicitationScope::Session(acp::ElicitationSessionScope::new(
-        question.session_id.clone(),
+        acp::SessionId::new(question.session_id.clone()),
     ));
     acp::CreateElicitationRequest::new(
         acp::ElicitationMode::Form(acp::ElicitationFormMode::new(scope, schema)),
@@ -231,7 +231,10 @@ pub fn tool_call(call: &ToolCallInfo) -> acp::ToolCall {
 }
 
 /// The question whether `call` may run, with the choices the agent offers.
-pub fn permission_request(session_id: &str, call: &ToolCallInfo) -> acp::RequestPermissionRequest {
+pub fn permission_request(
+    session_id: &SessionId,
+    call: &ToolCallInfo,
+) -> acp::RequestPermissionRequest {
     acp::RequestPermissionRequest::new(
         session_id.to_string(),
         tool_call(call).into(),
@@ -302,9 +305,9 @@ fn tool_content(content: &ToolContent) -> acp::ToolCallContent {
         ToolContent::Terminal { terminal_id } => {
             acp::ToolCallContent::Terminal(acp::Terminal::new(terminal_id.clone()))
         }
-        ToolContent::Session { session_id } => {
-            acp::ToolCallContent::Session(acp::SessionReference::new(session_id.clone()))
-        }
+        ToolContent::Session { session_id } => acp::ToolCallContent::Session(
+            acp::SessionReference::new(acp::SessionId::new(session_id.clone())),
+        ),
     }
 }
 

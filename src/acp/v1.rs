@@ -8,7 +8,7 @@ use super::methods::requests;
 use super::readers::v1 as read;
 use super::request::{
     ArchiveFilter, Decoded, ListQuery, Listed, Opened, Place, PromptReply, ProviderChange,
-    ProviderListing, Refusal, Reopen, Reply, Request, Whereabouts,
+    ProviderListing, Refusal, Reopen, Reply, Request, SessionId, Whereabouts,
 };
 use super::router::{Extras, with_models};
 use super::translate;
@@ -89,7 +89,7 @@ pub fn decode(
 
 fn neutral(request: V1Request, responder: Responder, context: &Context) -> Decoded {
     let extras = context.extras;
-    let id = |session: acp::SessionId| session.0.to_string();
+    let id = |session: acp::SessionId| SessionId::from(session.0);
     Ok(match request {
         V1Request::Initialize(params) => Request::Initialize { params, responder },
         V1Request::Authenticate(request) => Request::SignIn {
@@ -203,7 +203,7 @@ fn neutral(request: V1Request, responder: Responder, context: &Context) -> Decod
             reply: Reply::new(responder, |()| acp::SetSessionModeResponse::new()),
         },
         V1Request::SetModel(request) => Request::SetModel {
-            session: request.session_id,
+            session: request.session_id.into(),
             model: request.model_id,
             reply: Reply::new(responder, |()| serde_json::Map::new()),
         },
@@ -302,7 +302,7 @@ fn place(
 /// A load, resume or fork, answered in v1.
 fn reopen(
     how: Reopen,
-    session: String,
+    session: SessionId,
     at: Option<String>,
     place: Result<Place, RpcError>,
     responder: Responder,
@@ -368,7 +368,7 @@ macro_rules! shared_answers {
                 .into_iter()
                 .map(|s| {
                     let meta = $crate::acp::translate::list_meta(&s);
-                    $version::SessionInfo::new(s.id, s.cwd)
+                    $version::SessionInfo::new(s.id.to_string(), s.cwd)
                         .additional_directories(
                             s.additional_directories
                                 .into_iter()

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::CliError;
 use crate::client::Update;
 use crate::events::{AgentEvent, ToolStatus};
-use crate::model::Part;
+use crate::model::{Part, SessionId};
 use crate::store::{self, Store};
 
 /// How a listing or a session is printed.
@@ -65,12 +65,12 @@ pub fn list(
 /// Sessions in list order, each followed by the sessions it delegated to
 /// (indented one level deeper); a child whose parent is gone is a root.
 fn as_tree(sessions: &[store::Metadata]) -> Vec<(usize, &store::Metadata)> {
-    let listed = |id: &str| sessions.iter().any(|s| s.id == id);
+    let listed = |id: &SessionId| sessions.iter().any(|s| s.id == *id);
     let mut out = Vec::new();
     let mut stack: Vec<(usize, &store::Metadata)> = sessions
         .iter()
         .rev()
-        .filter(|s| !s.parent_id.as_deref().is_some_and(listed))
+        .filter(|s| !s.parent_id.as_ref().is_some_and(listed))
         .map(|s| (0, s))
         .collect();
     while let Some((depth, session)) = stack.pop() {
@@ -78,7 +78,7 @@ fn as_tree(sessions: &[store::Metadata]) -> Vec<(usize, &store::Metadata)> {
         let children = sessions
             .iter()
             .rev()
-            .filter(|s| s.parent_id.as_deref() == Some(session.id.as_str()));
+            .filter(|s| s.parent_id.as_ref() == Some(&session.id));
         // A cycle (hand-edited files) must not loop forever.
         if depth < 16 {
             stack.extend(children.map(|child| (depth + 1, child)));
@@ -88,7 +88,7 @@ fn as_tree(sessions: &[store::Metadata]) -> Vec<(usize, &store::Metadata)> {
 }
 
 pub fn show(store: &Store, id: &str, output: Output, out: &mut dyn Write) -> Result<(), CliError> {
-    let (metadata, events) = store.read(id)?;
+    let (metadata, events) = store.read(&SessionId::from(id))?;
     if output == Output::Json {
         let value = serde_json::json!({ "metadata": metadata, "events": events });
         serde_json::to_writer_pretty(&mut *out, &value).map_err(std::io::Error::other)?;
@@ -156,7 +156,7 @@ pub fn show(store: &Store, id: &str, output: Output, out: &mut dyn Write) -> Res
 }
 
 pub fn delete(store: &Store, id: &str, out: &mut dyn Write) -> Result<(), CliError> {
-    store.delete(id)?;
+    store.delete(&SessionId::from(id))?;
     writeln!(out, "deleted session {id}")?;
     Ok(())
 }

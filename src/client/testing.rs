@@ -10,6 +10,7 @@ use super::{
     TerminalExit, TerminalId, TerminalOutput, Update, WriteTextFile,
 };
 use crate::events::ToolCallInfo;
+use crate::model::SessionId;
 use crate::util::lock;
 
 /// Which updates a [`RecordingClient`] panics on.
@@ -24,7 +25,7 @@ pub struct RecordingClient {
     pub commands_hang: bool,
     /// Panics when shown an update this matches (a bug's stand-in).
     pub panics_on: Option<Box<UpdateTest>>,
-    updates: Mutex<Vec<(String, Update)>>,
+    updates: Mutex<Vec<(SessionId, Update)>>,
     requests: Mutex<Vec<String>>,
     files: Mutex<HashMap<PathBuf, String>>,
 }
@@ -76,7 +77,7 @@ impl RecordingClient {
         lock(&self.requests).iter().filter(|m| *m == method).count()
     }
 
-    pub fn updates(&self) -> Vec<(String, Update)> {
+    pub fn updates(&self) -> Vec<(SessionId, Update)> {
         lock(&self.updates).clone()
     }
 
@@ -95,20 +96,24 @@ impl RecordingClient {
 }
 
 impl ClientSink for RecordingClient {
-    fn send(&self, session_id: &str, update: Update) {
+    fn send(&self, session_id: &SessionId, update: Update) {
         if let Some(matches) = &self.panics_on
             && matches(&update)
         {
             panic!("a bug: {update:?}");
         }
-        lock(&self.updates).push((session_id.to_string(), update));
+        lock(&self.updates).push((session_id.clone(), update));
     }
 
     fn room(&self) -> futures::future::BoxFuture<'_, ()> {
         Box::pin(std::future::ready(()))
     }
 
-    fn request_permission(&self, _: &str, _: &ToolCallInfo) -> ClientFuture<'_, PermissionChoice> {
+    fn request_permission(
+        &self,
+        _: &SessionId,
+        _: &ToolCallInfo,
+    ) -> ClientFuture<'_, PermissionChoice> {
         self.record("request_permission");
         let answer = self
             .permission

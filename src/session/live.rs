@@ -10,6 +10,7 @@ use crate::client::{ClientAbilities, MARKDOWN_PLAN_ID, PlanContent, TODO_PLAN_ID
 use crate::events::{
     AgentEvent, Compaction, CompactionOutcome, Notice, Severity, ToolCallProgress, ToolContent,
 };
+use crate::model::SessionId;
 
 /// `update` for a client with `abilities`; None when it has no equivalent.
 pub(super) fn for_client(update: Update, abilities: ClientAbilities) -> Option<Update> {
@@ -94,7 +95,7 @@ fn with_child_session(mut progress: ToolCallProgress) -> ToolCallProgress {
     let child = (progress.name == crate::tools::delegate::NAME)
         .then(|| progress.raw_output.as_ref()?.get("sessionId")?.as_str())
         .flatten()
-        .map(str::to_string);
+        .map(SessionId::from);
     let shown = (progress.content.iter()).any(|c| matches!(c, ToolContent::Session { .. }));
     if let Some(session_id) = child
         && !shown

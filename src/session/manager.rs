@@ -19,6 +19,7 @@ pub use super::shared::Defaults;
 use crate::client::{ClientAbilities, ClientSink, Update};
 use crate::context::ContextManager;
 use crate::mcp::McpServerSpec;
+use crate::model::SessionId;
 use crate::providers::Providers;
 use crate::store::{self, Metadata, Recorder, Store, StoreError};
 
@@ -40,7 +41,7 @@ pub enum Replay {
 /// A stored session to open: where it is, and the disk work before (a
 /// fork's copy).
 struct StoredSession {
-    id: String,
+    id: SessionId,
     store: Arc<Store>,
     prepare: Option<Prepare>,
 }
@@ -80,19 +81,22 @@ impl Workplace {
     }
 }
 
-/// The client's system prompt and initial options, queued in the
-/// session's mailbox before anything the caller sends after.
-fn send_choices(
-    tx: &mpsc::UnboundedSender<SessionMsg>,
+/// The client's system prompt and initial options for a session.
+struct Choices {
     client_prompt: Option<crate::model::ClientPrompt>,
     initial_options: Vec<InitialOption>,
-) {
-    // Without one, a stored session keeps the prompt saved with it.
-    if let Some(prompt) = client_prompt {
-        let _ = tx.send(SessionMsg::SystemPrompt(prompt));
-    }
-    if !initial_options.is_empty() {
-        let _ = tx.send(SessionMsg::InitialOptions(initial_options));
+}
+
+impl Choices {
+    /// Queued in the session's mailbox before anything the caller sends after.
+    fn send(self, tx: &mpsc::UnboundedSender<SessionMsg>) {
+        // Without one, a stored session keeps the prompt saved with it.
+        if let Some(prompt) = self.client_prompt {
+            let _ = tx.send(SessionMsg::SystemPrompt(prompt));
+        }
+        if !self.initial_options.is_empty() {
+            let _ = tx.send(SessionMsg::InitialOptions(self.initial_options));
+        }
     }
 }
 
@@ -243,7 +247,7 @@ fn restored_settings(
 const CLOSE_GRACE: Duration = Duration::from_secs(3);
 
 pub struct SessionManager {
-    sessions: HashMap<String, SessionHandle>,
+    sessions: HashMap<SessionId, SessionHandle>,
     shared: Shared,
     /// Where sessions are saved; None keeps them in memory only.
     store: Option<Arc<Store>>,
@@ -294,6 +298,31 @@ impl SessionManager {
         self.shared.defaults.unstable
     }
 
+    /// Where `request` says the session works (its MCP servers the
+    /// config's, with the request's replacing any of the same name), and
+    /// what the client chose for it.
+    fn split(&self, request: OpenRequest) -> (Workplace, Choices) {
+        let OpenRequest {
+            cwd,
+            additional_directories,
+            client,
+            mcp_servers,
+            client_prompt,
+            initial_options,
+        } = request;
+        let workplace = Workplace {
+            cwd,
+            additional_directories,
+            client,
+            mcp_servers: self.servers(mcp_servers),
+        };
+        let choices = Choices {
+            client_prompt,
+            initial_options,
+        };
+        (workplace, choices)
+    }
+
     /// Config servers, with those of the client's request replacing any of the same name.
     fn servers(&self, mcp_servers: Vec<McpServerSpec>) -> Vec<McpServerSpec> {
         let mut servers: Vec<McpServerSpec> = self
@@ -318,18 +347,22 @@ impl SessionManager {
     /// reused.
     pub fn load(
         &mut self,
-        id: &str,
+        id: &SessionId,
         request: OpenRequest,
         replay: Replay,
     ) -> Result<(mpsc::UnboundedSender<SessionMsg>, Loading), StoreError> {
         let store = self
             .store
             .clone()
-            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
         if let Some(handle) = self.get(id) {
             let tx = handle.tx.clone();
-            send_choices(&tx, request.client_prompt, request.initial_options);
-            let (id, client) = (id.to_string(), request.client);
+            let choices = Choices {
+                client_prompt: request.client_prompt,
+                initial_options: request.initial_options,
+            };
+            choices.send(&tx);
+            let (id, client) = (id.clone(), request.client);
             let loading = async move {
                 if replay == Replay::Nothing {
                     return Ok(Vec::new());
@@ -345,7 +378,7 @@ impl SessionManager {
             return Ok((tx, Box::pin(loading)));
         }
         let stored = StoredSession {
-            id: id.to_string(),
+            id: id.clone(),
             store,
             prepare: None,
         };
@@ -358,16 +391,16 @@ impl SessionManager {
     /// checkpoint), the copy's history ends at that checkpoint.
     pub fn fork(
         &mut self,
-        source: &str,
+        source: &SessionId,
         at: Option<String>,
         request: OpenRequest,
-    ) -> Result<(String, mpsc::UnboundedSender<SessionMsg>, Loading), StoreError> {
+    ) -> Result<(SessionId, mpsc::UnboundedSender<SessionMsg>, Loading), StoreError> {
         let store = self
             .store
             .clone()
-            .ok_or_else(|| StoreError::NotFound(source.to_string()))?;
-        let id = uuid::Uuid::new_v4().to_string();
-        let (source, copy_id, copying) = (source.to_string(), id.clone(), Arc::clone(&store));
+            .ok_or_else(|| StoreError::NotFound(source.clone()))?;
+        let id = SessionId::random();
+        let (source, copy_id, copying) = (source.clone(), id.clone(), Arc::clone(&store));
         let prepare: Prepare = Box::new(move || copying.fork(&source, &copy_id, at.as_deref()));
         let stored = StoredSession {
             id: id.clone(),
@@ -392,20 +425,8 @@ impl SessionManager {
         let mailbox = tx.downgrade();
         let shared = self.shared.clone();
         let id = stored.id.clone();
-        let OpenRequest {
-            cwd,
-            additional_directories,
-            client,
-            mcp_servers,
-            client_prompt,
-            initial_options,
-        } = request;
-        let workplace = Workplace {
-            cwd,
-            additional_directories,
-            client,
-            mcp_servers: self.servers(mcp_servers),
-        };
+        let (workplace, choices) = self.split(request);
+        let client = workplace.client;
         let task = tokio::spawn(async move {
             let read = blocking(move || read_stored(stored, client, replay)).await;
             let read = match read {
@@ -429,7 +450,7 @@ impl SessionManager {
                 task,
             },
         );
-        send_choices(&tx, client_prompt, initial_options);
+        choices.send(&tx);
         let loading = async move {
             loaded
                 .await
@@ -441,28 +462,20 @@ impl SessionManager {
     /// A new session. The request's MCP servers replace config servers of
     /// the same name.
     pub fn create(&mut self, request: OpenRequest) -> &SessionHandle {
-        let OpenRequest {
-            cwd,
-            additional_directories,
-            client,
-            mcp_servers,
-            client_prompt,
-            initial_options,
-        } = request;
-        let servers = self.servers(mcp_servers);
-        let id = uuid::Uuid::new_v4().to_string();
+        let (workplace, choices) = self.split(request);
+        let id = SessionId::random();
         // Told in the first turn (see `TurnContext`), where every client reads it.
         let mut save_failure = None;
         let recorder = self.store.as_ref().and_then(|store| {
             let mut metadata = Metadata::new(
                 &id,
-                cwd.clone(),
+                workplace.cwd.clone(),
                 &self.shared.defaults.provider,
                 &self.shared.defaults.model,
                 &self.shared.defaults.mode,
             );
             metadata.agent = self.agent.clone();
-            metadata.additional_directories = additional_directories.clone();
+            metadata.additional_directories = workplace.additional_directories.clone();
             metadata.thought_level = Some(self.shared.defaults.thought_level.as_str().into());
             match store.create(&metadata) {
                 Ok(open) => Some(Recorder::start(open, metadata)),
@@ -476,17 +489,11 @@ impl SessionManager {
                 }
             }
         });
-        let workplace = Workplace {
-            cwd,
-            additional_directories,
-            client,
-            mcp_servers: servers,
-        };
         let mut start = self.fresh(id.clone(), workplace);
         start.recorder = recorder;
         start.save_failure = save_failure;
         let handle = super::spawn(start, self.shared.clone());
-        send_choices(&handle.tx, client_prompt, initial_options);
+        choices.send(&handle.tx);
         self.sessions.entry(id).or_insert(handle)
     }
 
@@ -500,7 +507,7 @@ impl SessionManager {
         additional_directories: Vec<PathBuf>,
         client: ClientAbilities,
     ) -> SessionHandle {
-        let id = format!("options-{}", uuid::Uuid::new_v4());
+        let id = SessionId::from(format!("options-{}", uuid::Uuid::new_v4()));
         let start = self.fresh(id, Workplace::probed(cwd, additional_directories, client));
         super::spawn(start, self.shared.clone())
     }
@@ -511,13 +518,13 @@ impl SessionManager {
     /// An archived session is refused as a load would refuse it.
     pub fn probe_stored(
         &self,
-        id: &str,
+        id: &SessionId,
         cwd: PathBuf,
         additional_directories: Vec<PathBuf>,
         client: ClientAbilities,
     ) -> BoxFuture<'static, Result<SessionHandle, StoreError>> {
-        let (id, store, shared) = (id.to_string(), self.store.clone(), self.shared.clone());
-        let probe_id = format!("options-{}", uuid::Uuid::new_v4());
+        let (id, store, shared) = (id.clone(), self.store.clone(), self.shared.clone());
+        let probe_id = SessionId::from(format!("options-{}", uuid::Uuid::new_v4()));
         let workplace = Workplace::probed(cwd, additional_directories, client);
         let mut start = self.fresh(probe_id, workplace);
         Box::pin(async move {
@@ -538,7 +545,7 @@ impl SessionManager {
     }
 
     /// A new session's start with the configured defaults, nothing saved.
-    fn fresh(&self, id: String, workplace: Workplace) -> SessionStart {
+    fn fresh(&self, id: SessionId, workplace: Workplace) -> SessionStart {
         let defaults = &self.shared.defaults;
         SessionStart {
             id,
@@ -568,7 +575,7 @@ impl SessionManager {
     }
 
     /// An open session (a load that failed left a closed handle: not one).
-    pub fn get(&self, id: &str) -> Option<&SessionHandle> {
+    pub fn get(&self, id: &SessionId) -> Option<&SessionHandle> {
         self.sessions
             .get(id)
             .filter(|handle| !handle.tx.is_closed())
@@ -576,13 +583,13 @@ impl SessionManager {
 
     /// Whether `id` was open here and its actor is gone: it stopped on an
     /// internal error, or its load failed.
-    pub fn stopped(&self, id: &str) -> bool {
+    pub fn stopped(&self, id: &SessionId) -> bool {
         self.sessions
             .get(id)
             .is_some_and(|handle| handle.tx.is_closed())
     }
 
-    pub fn remove(&mut self, id: &str) -> Option<SessionHandle> {
+    pub fn remove(&mut self, id: &SessionId) -> Option<SessionHandle> {
         self.sessions
             .remove(id)
             .filter(|handle| !handle.tx.is_closed())
@@ -618,7 +625,7 @@ impl SessionManager {
 /// Markdown plan as it stands (for clients that take plans).
 fn replay_for(
     store: &Store,
-    id: &str,
+    id: &SessionId,
     events: &[store::StoredEvent],
     abilities: ClientAbilities,
 ) -> Vec<Update> {

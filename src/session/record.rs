@@ -295,13 +295,13 @@ mod tests {
         let data = tempfile::tempdir().unwrap();
         let store = crate::store::Store::new(data.path());
         let metadata =
-            crate::store::Metadata::new("s", PathBuf::from("/p"), "prov", "model", "act");
+            crate::store::Metadata::new(&"s".into(), PathBuf::from("/p"), "prov", "model", "act");
         let recorder = Recorder::start(store.create(&metadata).unwrap(), metadata);
         let plan = SessionPlan::new(Some(&recorder));
         let path = plan.save("# Plan\n".into()).await.unwrap().unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "# Plan\n");
         recorder.close().await;
-        let (open, metadata, _) = store.open("s").unwrap();
+        let (open, metadata, _) = store.open(&"s".into()).unwrap();
         let recorder = Recorder::start(open, metadata);
         let reopened = SessionPlan::new(Some(&recorder));
         assert!(reopened.take());

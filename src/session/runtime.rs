@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use crate::agents::SubagentSettings;
+use crate::model::SessionId;
 use crate::providers::Usage;
 use crate::store::Store;
 use crate::util::lock;
@@ -43,8 +44,8 @@ impl AgentState {
 /// One agent the runtime tracks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentEntry {
-    pub session_id: String,
-    pub parent_id: String,
+    pub session_id: SessionId,
+    pub parent_id: SessionId,
     /// The agent card it runs.
     pub agent: String,
     pub state: AgentState,
@@ -53,7 +54,7 @@ pub struct AgentEntry {
 /// Every delegated agent of the process, by session id. Entries leave
 /// when their parent's call has the answer.
 pub struct AgentRuntime {
-    agents: Mutex<BTreeMap<String, AgentEntry>>,
+    agents: Mutex<BTreeMap<SessionId, AgentEntry>>,
     /// Where children are saved, like every session; None keeps them in memory.
     pub(super) store: Option<Arc<Store>>,
     pub(super) settings: SubagentSettings,
@@ -68,40 +69,40 @@ impl AgentRuntime {
         }
     }
 
-    pub(super) fn started(&self, session_id: &str, parent_id: &str, agent: &str) {
+    pub(super) fn started(&self, session_id: &SessionId, parent_id: &SessionId, agent: &str) {
         lock(&self.agents).insert(
-            session_id.to_string(),
+            session_id.clone(),
             AgentEntry {
-                session_id: session_id.to_string(),
-                parent_id: parent_id.to_string(),
+                session_id: session_id.clone(),
+                parent_id: parent_id.clone(),
                 agent: agent.to_string(),
                 state: AgentState::Running,
             },
         );
     }
 
-    pub(super) fn set_state(&self, session_id: &str, state: AgentState) {
+    pub(super) fn set_state(&self, session_id: &SessionId, state: AgentState) {
         if let Some(entry) = lock(&self.agents).get_mut(session_id) {
             tracing::debug!(session = %session_id, state = state.label(), "subagent state");
             entry.state = state;
         }
     }
 
-    pub(super) fn finished(&self, session_id: &str) {
+    pub(super) fn finished(&self, session_id: &SessionId) {
         lock(&self.agents).remove(session_id);
     }
 
-    pub fn state(&self, session_id: &str) -> Option<AgentState> {
+    pub fn state(&self, session_id: &SessionId) -> Option<AgentState> {
         lock(&self.agents)
             .get(session_id)
             .map(|entry| entry.state.clone())
     }
 
     /// The running children of `parent_id`.
-    pub fn children_of(&self, parent_id: &str) -> Vec<AgentEntry> {
+    pub fn children_of(&self, parent_id: &SessionId) -> Vec<AgentEntry> {
         lock(&self.agents)
             .values()
-            .filter(|entry| entry.parent_id == parent_id)
+            .filter(|entry| entry.parent_id == *parent_id)
             .cloned()
             .collect()
     }
@@ -160,15 +161,18 @@ mod tests {
     #[test]
     fn the_runtime_tracks_children_by_parent_until_they_finish() {
         let runtime = AgentRuntime::new(None, SubagentSettings::default());
-        runtime.started("c1", "p", "explorer");
-        runtime.started("c2", "p", "reviewer");
-        runtime.started("c3", "other", "explorer");
-        runtime.set_state("c1", AgentState::WaitingForPermission);
-        assert_eq!(runtime.state("c1"), Some(AgentState::WaitingForPermission));
-        assert_eq!(runtime.children_of("p").len(), 2);
-        runtime.finished("c1");
-        assert_eq!(runtime.state("c1"), None);
-        assert_eq!(runtime.children_of("p").len(), 1);
+        runtime.started(&"c1".into(), &"p".into(), "explorer");
+        runtime.started(&"c2".into(), &"p".into(), "reviewer");
+        runtime.started(&"c3".into(), &"other".into(), "explorer");
+        runtime.set_state(&"c1".into(), AgentState::WaitingForPermission);
+        assert_eq!(
+            runtime.state(&"c1".into()),
+            Some(AgentState::WaitingForPermission)
+        );
+        assert_eq!(runtime.children_of(&"p".into()).len(), 2);
+        runtime.finished(&"c1".into());
+        assert_eq!(runtime.state(&"c1".into()), None);
+        assert_eq!(runtime.children_of(&"p".into()).len(), 1);
     }
 
     #[test]

@@ -15,6 +15,7 @@ use super::{SessionMsg, SessionStart, prompts, record};
 use crate::agents::{AgentCard, ToolPolicy};
 use crate::client::{ClientAbilities, ClientSink};
 use crate::mcp::{McpManager, McpServerSpec};
+use crate::model::SessionId;
 use crate::modes::ModePolicy;
 use crate::permissions::patterns::our_tool_name;
 use crate::permissions::{Decision, Rule, RuleScope, SessionPermissions};
@@ -25,7 +26,7 @@ use crate::tools::sandbox::{Escalation, SessionSandbox, Support};
 use crate::tools::{ClientFs, ClientTerminal, DelegateTool, LocalFs, ToolContext, ToolRegistry};
 
 pub(super) struct Services {
-    pub id: String,
+    pub id: SessionId,
     pub cwd: PathBuf,
     /// What the client offers and shows (files, terminals, notices…).
     pub abilities: ClientAbilities,
@@ -243,7 +244,7 @@ fn confined(mut servers: Vec<McpServerSpec>, tool_context: &ToolContext) -> Vec<
 /// The mode's policy, the config's rules and lists, the cards' tool
 /// policies (as agent-scoped rules) and the user's answers.
 fn permissions(
-    id: &str,
+    id: &SessionId,
     mode: &str,
     defaults: &Defaults,
     agents: &[AgentCard],
@@ -268,11 +269,10 @@ fn permissions(
         })
     });
     let rules = defaults.rules.iter().cloned().chain(card_rules).collect();
-    let mut gate =
-        SessionPermissions::new(id.to_string(), Arc::clone(client), Arc::new(rules), policy)
-            .with_lists(Arc::clone(&defaults.permission_lists))
-            .with_sensitive_files(Arc::clone(&defaults.sensitive_files))
-            .with_sandbox(Arc::clone(sandbox));
+    let mut gate = SessionPermissions::new(id.clone(), Arc::clone(client), Arc::new(rules), policy)
+        .with_lists(Arc::clone(&defaults.permission_lists))
+        .with_sensitive_files(Arc::clone(&defaults.sensitive_files))
+        .with_sandbox(Arc::clone(sandbox));
     if let Some(lineage) = lineage {
         // The parent's "always" answers hold for its children too.
         gate.restore(lineage.ceiling.remembered_rules());
@@ -283,7 +283,7 @@ fn permissions(
 
 /// Files and commands go through the editor where it offers them.
 fn tool_context(
-    id: &str,
+    id: &SessionId,
     cwd: &std::path::Path,
     abilities: ClientAbilities,
     client: &Arc<dyn ClientSink>,
@@ -291,7 +291,7 @@ fn tool_context(
     let mut tool_context = ToolContext::local(cwd.to_path_buf());
     if abilities.read_text_file || abilities.write_text_file {
         tool_context.fs = Arc::new(ClientFs {
-            session_id: id.to_string(),
+            session_id: id.clone(),
             sink: Arc::clone(client),
             read: abilities.read_text_file,
             write: abilities.write_text_file,
@@ -300,13 +300,13 @@ fn tool_context(
     }
     if abilities.ask_user {
         tool_context.asker = Some(crate::tools::Asker {
-            session_id: id.to_string(),
+            session_id: id.clone(),
             sink: Arc::clone(client),
         });
     }
     if abilities.terminal {
         tool_context.shell = Arc::new(ClientTerminal {
-            session_id: id.to_string(),
+            session_id: id.clone(),
             sink: Arc::clone(client),
         });
     }

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Inserted, PromptAnswer, PromptReply, SessionError};
 use crate::agent_loop::{SteeredMessage, SteeringInbox};
 use crate::client::{ClientSink, PromptOrigin, Update, UserPrompt};
-use crate::model::{Message, Part, Role};
+use crate::model::{Message, Part, Role, SessionId};
 use crate::util::lock;
 
 /// How many messages may wait for the running turn.
@@ -58,11 +58,11 @@ pub(super) struct TurnInbox {
     /// Taken by the loop, until it says they are in.
     taken: Mutex<Vec<Pending>>,
     client: Arc<dyn ClientSink>,
-    session_id: String,
+    session_id: SessionId,
 }
 
 impl TurnInbox {
-    pub fn new(client: Arc<dyn ClientSink>, session_id: String) -> Self {
+    pub fn new(client: Arc<dyn ClientSink>, session_id: SessionId) -> Self {
         Self {
             pending: Mutex::default(),
             taken: Mutex::default(),

@@ -28,7 +28,7 @@ use crate::client::{
 use crate::context::ContextManager;
 use crate::events::{AgentEvent, StopReason, ToolCallInfo, ToolContent, ToolStatus};
 use crate::mcp::McpManager;
-use crate::model::Part;
+use crate::model::{Part, SessionId};
 use crate::modes::ModePolicy;
 use crate::permissions::SessionPermissions;
 use crate::store::{Metadata, Recorder};
@@ -63,7 +63,7 @@ pub(crate) struct Lineage {
 /// as the turn started).
 pub(super) struct TurnDelegator {
     pub shared: Shared,
-    pub parent_id: String,
+    pub parent_id: SessionId,
     pub cwd: PathBuf,
     pub settings: Settings,
     pub depth: u32,
@@ -105,7 +105,7 @@ impl TurnDelegator {
                 limits.max_per_turn
             )));
         }
-        let id = uuid::Uuid::new_v4().to_string();
+        let id = SessionId::random();
         let budget_cancel = parent.cancel.child_token();
         let view = Arc::new(Mutex::new(ChildView::new(&card.name)));
         let client = Arc::new(ChildClient {
@@ -197,7 +197,7 @@ impl TurnDelegator {
     /// stored session, and what it inherits from the parent.
     fn child_start(
         &self,
-        id: &str,
+        id: &SessionId,
         card: &AgentCard,
         call_id: &str,
         parent: &ParentCall<'_>,
@@ -205,7 +205,7 @@ impl TurnDelegator {
         let settings = self.child_settings(card);
         let recorder = self.child_recorder(id, &settings, call_id);
         SessionStart {
-            id: id.to_string(),
+            id: id.clone(),
             cwd: self.cwd.clone(),
             // The child reaches the parent's workspace roots, no more.
             additional_directories: parent.roots.to_vec(),
@@ -235,7 +235,7 @@ impl TurnDelegator {
 
     /// The child's last state, in the runtime and in its summary; the
     /// runtime forgets it.
-    fn settle(&self, id: &str, view: &Mutex<ChildView>, result: &Result<String, ToolError>) {
+    fn settle(&self, id: &SessionId, view: &Mutex<ChildView>, result: &Result<String, ToolError>) {
         self.runtime().set_state(
             id,
             match result {
@@ -249,11 +249,11 @@ impl TurnDelegator {
 
     /// Tell a client that shows subagents of the child before any of its
     /// traffic: what it is, where it works, and the task it was sent.
-    fn announce(&self, child: &str, card: &AgentCard, delegation: &Delegation) {
+    fn announce(&self, child: &SessionId, card: &AgentCard, delegation: &Delegation) {
         self.client.send(
             &self.parent_id,
             Update::Subagent(SubagentInfo {
-                session_id: child.to_string(),
+                session_id: child.clone(),
                 title: Some(card.name.clone()),
                 description: Some(shorten(&delegation.task, 200)),
                 state: Some(SubagentState::Running),
@@ -263,7 +263,7 @@ impl TurnDelegator {
         let task = SessionMessage {
             message_id: format!("{}:task", delegation.call_id),
             sender: self.parent_id.clone(),
-            recipient: child.to_string(),
+            recipient: child.clone(),
             text: delegation.task.clone(),
         };
         // The parent's outgoing view, then the child's incoming one.
@@ -275,7 +275,7 @@ impl TurnDelegator {
     /// The child's last state, and its answer as a message to the parent.
     fn report_end(
         &self,
-        child: &str,
+        child: &SessionId,
         call_id: &str,
         ended: &Result<TurnEnd, super::SessionError>,
         result: &Result<String, ToolError>,
@@ -291,7 +291,7 @@ impl TurnDelegator {
         self.client.send(
             &self.parent_id,
             Update::Subagent(SubagentInfo {
-                session_id: child.to_string(),
+                session_id: child.clone(),
                 title: None,
                 description: None,
                 state: Some(state),
@@ -301,7 +301,7 @@ impl TurnDelegator {
         if let Ok(answer) = result {
             let answer = SessionMessage {
                 message_id: format!("{call_id}:answer"),
-                sender: child.to_string(),
+                sender: child.clone(),
                 recipient: self.parent_id.clone(),
                 text: answer.clone(),
             };
@@ -350,7 +350,12 @@ impl TurnDelegator {
 
     /// The child's own stored session, naming its parent; the parent's
     /// metadata lists it.
-    fn child_recorder(&self, id: &str, settings: &Settings, call_id: &str) -> Option<Recorder> {
+    fn child_recorder(
+        &self,
+        id: &SessionId,
+        settings: &Settings,
+        call_id: &str,
+    ) -> Option<Recorder> {
         let store = self.runtime().store.as_ref()?;
         let mut metadata = Metadata::new(
             id,
@@ -511,8 +516,8 @@ impl ChildView {
 
 /// The parent's client as a child sees it.
 struct ChildClient {
-    parent_id: String,
-    child_id: String,
+    parent_id: SessionId,
+    child_id: SessionId,
     agent: String,
     parent: Arc<dyn ClientSink>,
     runtime: Arc<AgentRuntime>,
@@ -569,11 +574,11 @@ impl ClientSink for ChildClient {
     }
 
     /// The child's own updates went to the parent's client under its id.
-    fn session_ended(&self, _session_id: &str) {
+    fn session_ended(&self, _session_id: &SessionId) {
         self.parent.session_ended(&self.child_id);
     }
 
-    fn send(&self, _session_id: &str, update: Update) {
+    fn send(&self, _session_id: &SessionId, update: Update) {
         if self.expose && matches!(update, Update::Agent(_)) {
             self.parent.send(&self.child_id, update.clone());
         }
@@ -599,7 +604,7 @@ impl ClientSink for ChildClient {
 
     fn request_permission(
         &self,
-        _session_id: &str,
+        _session_id: &SessionId,
         call: &ToolCallInfo,
     ) -> ClientFuture<'_, PermissionChoice> {
         let mut asked = call.clone();

@@ -50,8 +50,9 @@ async fn session_saved(
 ) -> (Fixture, crate::store::Store, tempfile::TempDir) {
     let data = tempfile::tempdir().unwrap();
     let store = crate::store::Store::new(data.path());
+    let id = "s1".into();
     let metadata =
-        crate::store::Metadata::new("s1", std::env::temp_dir(), "local", "test-model", "act");
+        crate::store::Metadata::new(&id, std::env::temp_dir(), "local", "test-model", "act");
     let open = store.create(&metadata).unwrap();
     let recorder = crate::store::Recorder::start(open, metadata);
     (
@@ -402,7 +403,7 @@ async fn a_panic_in_a_turn_answers_that_prompt_with_an_error_and_the_session_liv
 /// whether its history holds a crash.
 fn stored(store: &crate::store::Store) -> (crate::store::Metadata, bool) {
     let read = || {
-        let (metadata, events) = store.read("s1").unwrap();
+        let (metadata, events) = store.read(&"s1".into()).unwrap();
         let crashed = events
             .iter()
             .any(|event| matches!(event, crate::store::StoredEvent::Crashed { .. }));

@@ -58,7 +58,7 @@ pub(super) struct Started {
 /// What a turn reads of its session: handles that live as long as the
 /// session, shared with each turn's task as it starts.
 struct SessionHandles {
-    id: String,
+    id: crate::model::SessionId,
     cwd: PathBuf,
     client: Arc<dyn ClientSink>,
     abilities: ClientAbilities,
@@ -171,7 +171,7 @@ impl TurnContext {
                     name: self.settings.model,
                     cost: self.cost,
                     fallback,
-                    cache_key: Some(self.session.id),
+                    cache_key: Some(self.session.id.to_string()),
                     first_token_notice: defaults.first_token_notice,
                     outbound: Some(self.session.client),
                 },

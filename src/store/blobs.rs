@@ -106,7 +106,7 @@ impl Blobs {
             return Ok(bytes.to_vec());
         }
         let Some(dir) = &self.inner.dir else {
-            return Err(StoreError::NotFound(format!("file version {hash}")));
+            return Err(StoreError::MissingBlob(hash.to_string()));
         };
         let path = blob_path(dir, hash)?;
         std::fs::read(&path).map_err(|source| StoreError::Io {
@@ -143,7 +143,7 @@ fn blob_path(dir: &std::path::Path, hash: &str) -> Result<PathBuf, StoreError> {
     if hash.len() == 64 && hash.chars().all(|c| c.is_ascii_hexdigit()) {
         Ok(dir.join(hash))
     } else {
-        Err(StoreError::NotFound(format!("file version {hash}")))
+        Err(StoreError::MissingBlob(hash.to_string()))
     }
 }
 

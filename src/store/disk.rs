@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::context::{self, TokenEstimator, rewind, spend};
+use crate::model::SessionId;
 use crate::{events, model};
 
 #[macro_use]
@@ -29,7 +30,7 @@ pub const FORMAT_VERSION: u32 = 1;
 /// their tokens, come from the client on every load).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metadata {
-    pub id: String,
+    pub id: SessionId,
     pub cwd: PathBuf,
     #[serde(default)]
     pub title: Option<String>,
@@ -45,13 +46,13 @@ pub struct Metadata {
     pub permissions: BTreeMap<String, bool>,
     /// The session this one was started from (a subagent's parent).
     #[serde(default)]
-    pub parent_id: Option<String>,
+    pub parent_id: Option<SessionId>,
     /// The parent's `delegate` call that started this session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_tool_call_id: Option<String>,
     /// Sessions this one delegated to, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub children: Vec<String>,
+    pub children: Vec<SessionId>,
     /// Workspace roots besides `cwd` (ACP `additionalDirectories`), as last
     /// activated; absent in sessions saved before they existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -64,7 +65,7 @@ pub struct Metadata {
     pub system_prompt: Option<crate::model::ClientPrompt>,
     /// The session this one was forked from (`session/fork`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub forked_from: Option<String>,
+    pub forked_from: Option<SessionId>,
     /// The budgets `/budget` set for this session (absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budgets: Option<Budgets>,
@@ -330,7 +331,7 @@ mirrored_enum! {
         Diff { path: PathBuf, old_text: Option<String>, new_text: String },
         Terminal { terminal_id: String },
         // Never written: the recorder leaves it out (see `Recorder::shown`).
-        Session { session_id: String },
+        Session { session_id: SessionId },
     }
 }
 

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+use crate::model::SessionId;
+
 use super::disk::{FORMAT_VERSION, Metadata, MetadataIn, MetadataOut, StoredEvent};
 
 const METADATA: &str = "metadata.json";
@@ -17,10 +19,10 @@ const LOCK: &str = "lock";
 pub(super) const PLAN: &str = "plan.md";
 
 impl Metadata {
-    pub fn new(id: &str, cwd: PathBuf, provider: &str, model: &str, mode: &str) -> Self {
+    pub fn new(id: &SessionId, cwd: PathBuf, provider: &str, model: &str, mode: &str) -> Self {
         let now = now_rfc3339();
         Self {
-            id: id.to_string(),
+            id: id.clone(),
             cwd,
             title: None,
             created_at: now.clone(),
@@ -54,28 +56,32 @@ pub enum ArchiveMark {
 #[derive(Debug, Error)]
 pub enum StoreError {
     #[error("no stored session `{0}`")]
-    NotFound(String),
+    NotFound(SessionId),
+    /// A file version (by its hash) the blobs do not hold. (Worded as it
+    /// was when a session's `NotFound` told it.)
+    #[error("no stored session `file version {0}`")]
+    MissingBlob(String),
     #[error(
         "session `{id}` is open in another crucible-agent process{}; close it there first (or end that process)",
         pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
     )]
-    Locked { id: String, pid: Option<u32> },
+    Locked { id: SessionId, pid: Option<u32> },
     #[error("session `{0}` is archived; unarchive it (session/unarchive) before opening it")]
-    Archived(String),
+    Archived(SessionId),
     #[error(
         "session `{id}` was saved by a newer crucible-agent (session format {version}; this one reads up to {FORMAT_VERSION}); open it with that version or a later one"
     )]
-    NewerFormat { id: String, version: u32 },
+    NewerFormat { id: SessionId, version: u32 },
     #[error(
         "session `{id}` cannot be read: {path} {detail}. Remove it with `crucible-agent sessions delete {id}`"
     )]
     Corrupt {
-        id: String,
+        id: SessionId,
         path: PathBuf,
         detail: String,
     },
     #[error("session `{id}` has no point `{name}` to start from")]
-    UnknownCheckpoint { id: String, name: String },
+    UnknownCheckpoint { id: SessionId, name: String },
     #[error("{action} {}: {source}", path.display())]
     Io {
         action: &'static str,
@@ -123,16 +129,17 @@ impl Store {
 
     /// The directory of session `id`; ids that could leave the sessions
     /// directory are not ids of ours.
-    fn session_dir(&self, id: &str) -> Result<PathBuf, StoreError> {
-        let valid = !id.is_empty()
-            && id.len() <= 128
-            && id
+    fn session_dir(&self, id: &SessionId) -> Result<PathBuf, StoreError> {
+        let id_text = id.as_str();
+        let valid = !id_text.is_empty()
+            && id_text.len() <= 128
+            && id_text
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
         if !valid {
-            return Err(StoreError::NotFound(id.to_string()));
+            return Err(StoreError::NotFound(id.clone()));
         }
-        Ok(self.dir.join(id))
+        Ok(self.dir.join(id_text))
     }
 
     /// A new session on disk, open (locked) for writing.
@@ -148,7 +155,12 @@ impl Store {
     /// it stands, or up to its checkpoint `at` (the history then ends with
     /// that checkpoint), its settings, `forked_from` naming it. Its lineage
     /// and title stay with the source.
-    pub fn fork(&self, source: &str, id: &str, at: Option<&str>) -> Result<(), StoreError> {
+    pub fn fork(
+        &self,
+        source: &SessionId,
+        id: &SessionId,
+        at: Option<&str>,
+    ) -> Result<(), StoreError> {
         let from = self.existing_dir(source)?;
         let mut metadata = read_metadata(source, &from)?;
         let history = from.join(HISTORY);
@@ -181,9 +193,9 @@ impl Store {
             }
         }
         let now = now_rfc3339();
-        metadata.id = id.to_string();
+        metadata.id = id.clone();
         metadata.archived = false;
-        metadata.forked_from = Some(source.to_string());
+        metadata.forked_from = Some(source.clone());
         (metadata.created_at, metadata.updated_at) = (now.clone(), now);
         (
             metadata.title,
@@ -195,11 +207,14 @@ impl Store {
     }
 
     /// A stored session, locked for this process, with its history.
-    pub fn open(&self, id: &str) -> Result<(OpenSession, Metadata, Vec<StoredEvent>), StoreError> {
+    pub fn open(
+        &self,
+        id: &SessionId,
+    ) -> Result<(OpenSession, Metadata, Vec<StoredEvent>), StoreError> {
         let dir = self.existing_dir(id)?;
         let metadata = read_metadata(id, &dir)?;
         if metadata.archived {
-            return Err(StoreError::Archived(id.to_string()));
+            return Err(StoreError::Archived(id.clone()));
         }
         let mut open = open_locked(id, &dir)?;
         let events = read_history(id, &dir, Some(&mut open.history))?;
@@ -208,7 +223,7 @@ impl Store {
 
     /// Read a session without opening it (for display and for a second load
     /// in the process that has it open).
-    pub fn read(&self, id: &str) -> Result<(Metadata, Vec<StoredEvent>), StoreError> {
+    pub fn read(&self, id: &SessionId) -> Result<(Metadata, Vec<StoredEvent>), StoreError> {
         let dir = self.existing_dir(id)?;
         let metadata = read_metadata(id, &dir)?;
         let events = read_history(id, &dir, None)?;
@@ -216,7 +231,7 @@ impl Store {
     }
 
     /// Session `id`'s Markdown plan and the file that holds it, when it has one.
-    pub fn plan(&self, id: &str) -> Result<Option<(String, PathBuf)>, StoreError> {
+    pub fn plan(&self, id: &SessionId) -> Result<Option<(String, PathBuf)>, StoreError> {
         let path = self.existing_dir(id)?.join(PLAN);
         match fs::read_to_string(&path) {
             Ok(markdown) => Ok(Some((markdown, path))),
@@ -225,7 +240,7 @@ impl Store {
         }
     }
 
-    pub fn metadata(&self, id: &str) -> Result<Metadata, StoreError> {
+    pub fn metadata(&self, id: &SessionId) -> Result<Metadata, StoreError> {
         read_metadata(id, &self.existing_dir(id)?)
     }
 
@@ -244,7 +259,7 @@ impl Store {
             .flatten()
             .filter(|entry| entry.path().is_dir())
             .filter_map(|entry| {
-                let id = entry.file_name().to_string_lossy().into_owned();
+                let id = SessionId::from(entry.file_name().to_string_lossy().into_owned());
                 match read_metadata(&id, &entry.path()) {
                     Ok(metadata) => Some(metadata),
                     Err(err) => {
@@ -260,7 +275,7 @@ impl Store {
 
     /// Mark a session archived or not, its files untouched. Refused while
     /// a process has it open (its recorder would write the old mark back).
-    pub fn set_archived(&self, id: &str, mark: ArchiveMark) -> Result<(), StoreError> {
+    pub fn set_archived(&self, id: &SessionId, mark: ArchiveMark) -> Result<(), StoreError> {
         let archived = mark == ArchiveMark::Archived;
         let dir = self.existing_dir(id)?;
         let _lock = open_locked(id, &dir)?;
@@ -273,7 +288,7 @@ impl Store {
     }
 
     /// Remove a session from disk. Refused while another process has it open.
-    pub fn delete(&self, id: &str) -> Result<(), StoreError> {
+    pub fn delete(&self, id: &SessionId) -> Result<(), StoreError> {
         let dir = self.existing_dir(id)?;
         let lock = open_locked(id, &dir)?;
         // Moved out of `sessions/` first, in one rename: a request opening
@@ -294,12 +309,12 @@ impl Store {
         fs::remove_dir_all(&doomed).map_err(io_error("cannot remove", &doomed))
     }
 
-    fn existing_dir(&self, id: &str) -> Result<PathBuf, StoreError> {
+    fn existing_dir(&self, id: &SessionId) -> Result<PathBuf, StoreError> {
         let dir = self.session_dir(id)?;
         if dir.is_dir() {
             Ok(dir)
         } else {
-            Err(StoreError::NotFound(id.to_string()))
+            Err(StoreError::NotFound(id.clone()))
         }
     }
 }
@@ -351,7 +366,7 @@ pub fn list_page(
     }
 }
 
-fn open_locked(id: &str, dir: &Path) -> Result<OpenSession, StoreError> {
+fn open_locked(id: &SessionId, dir: &Path) -> Result<OpenSession, StoreError> {
     let lock_path = dir.join(LOCK);
     let mut lock = OpenOptions::new()
         .create(true)
@@ -367,7 +382,7 @@ fn open_locked(id: &str, dir: &Path) -> Result<OpenSession, StoreError> {
             let mut pid = String::new();
             let _ = lock.read_to_string(&mut pid);
             return Err(StoreError::Locked {
-                id: id.to_string(),
+                id: id.clone(),
                 pid: pid.trim().parse().ok(),
             });
         }
@@ -390,13 +405,13 @@ fn open_locked(id: &str, dir: &Path) -> Result<OpenSession, StoreError> {
     })
 }
 
-fn read_metadata(id: &str, dir: &Path) -> Result<Metadata, StoreError> {
+fn read_metadata(id: &SessionId, dir: &Path) -> Result<Metadata, StoreError> {
     let path = dir.join(METADATA);
     let bytes = match fs::read(&path) {
         Ok(bytes) => bytes,
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
             return Err(StoreError::Corrupt {
-                id: id.to_string(),
+                id: id.clone(),
                 path,
                 detail: "is missing".into(),
             });
@@ -404,20 +419,20 @@ fn read_metadata(id: &str, dir: &Path) -> Result<Metadata, StoreError> {
         Err(err) => return Err(io_error("cannot read", &path)(err)),
     };
     let file: MetadataIn = serde_json::from_slice(&bytes).map_err(|err| StoreError::Corrupt {
-        id: id.to_string(),
+        id: id.clone(),
         path: path.clone(),
         detail: format!("is not valid session metadata ({err})"),
     })?;
     if file.format_version > FORMAT_VERSION {
         return Err(StoreError::NewerFormat {
-            id: id.to_string(),
+            id: id.clone(),
             version: file.format_version,
         });
     }
     let metadata = file.metadata;
-    if metadata.id != id {
+    if metadata.id != *id {
         return Err(StoreError::Corrupt {
-            id: id.to_string(),
+            id: id.clone(),
             path,
             detail: format!("names another session (`{}`)", metadata.id),
         });
@@ -471,7 +486,7 @@ pub(super) fn remove_file(dir: &Path, name: &str) -> Result<(), StoreError> {
 /// Every readable event of a history. With `repair`, a torn last line is
 /// also cut off the file so the next append starts on a line of its own.
 /// The history's lines up to and including the checkpoint named `name`.
-fn history_until(id: &str, path: &Path, name: &str) -> Result<Vec<u8>, StoreError> {
+fn history_until(id: &SessionId, path: &Path, name: &str) -> Result<Vec<u8>, StoreError> {
     let bytes = match fs::read(path) {
         Ok(bytes) => bytes,
         Err(err) if err.kind() == io::ErrorKind::NotFound => Vec::new(),
@@ -492,13 +507,13 @@ fn history_until(id: &str, path: &Path, name: &str) -> Result<Vec<u8>, StoreErro
         }
     }
     Err(StoreError::UnknownCheckpoint {
-        id: id.to_string(),
+        id: id.clone(),
         name: name.to_string(),
     })
 }
 
 fn read_history(
-    id: &str,
+    id: &SessionId,
     dir: &Path,
     repair: Option<&mut File>,
 ) -> Result<Vec<StoredEvent>, StoreError> {
@@ -555,7 +570,7 @@ mod tests {
     use crate::store::StoredUpdate;
 
     fn meta(id: &str, updated: &str, cwd: &str) -> Metadata {
-        let mut m = Metadata::new(id, PathBuf::from(cwd), "p", "m", "act");
+        let mut m = Metadata::new(&id.into(), PathBuf::from(cwd), "p", "m", "act");
         m.updated_at = updated.into();
         m
     }
@@ -569,39 +584,54 @@ mod tests {
         let new = meta("new", "2026-02-01T00:00:00.000Z", "/b");
         drop(store.create(&old).unwrap());
         drop(store.create(&new).unwrap());
-        let ids: Vec<String> = store.list().into_iter().map(|m| m.id).collect();
+        let ids: Vec<SessionId> = store.list().into_iter().map(|m| m.id).collect();
         assert_eq!(ids, ["new", "old"]);
-        let (_open, metadata, events) = store.open("old").unwrap();
+        let (_open, metadata, events) = store.open(&"old".into()).unwrap();
         assert_eq!(metadata, old);
         assert!(events.is_empty());
-        assert!(matches!(store.open("nope"), Err(StoreError::NotFound(_))));
-        assert!(matches!(store.open("../x"), Err(StoreError::NotFound(_))));
+        assert!(matches!(
+            store.open(&"nope".into()),
+            Err(StoreError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.open(&"../x".into()),
+            Err(StoreError::NotFound(_))
+        ));
     }
 
     #[test]
     fn an_archived_session_keeps_its_files_and_opens_once_unarchived() {
         let data = tempfile::tempdir().unwrap();
         let store = Store::new(data.path());
-        let metadata = Metadata::new("s", PathBuf::from("/p"), "prov", "m", "act");
+        let metadata = Metadata::new(&"s".into(), PathBuf::from("/p"), "prov", "m", "act");
         drop(store.create(&metadata).unwrap());
-        store.set_archived("s", ArchiveMark::Archived).unwrap();
+        store
+            .set_archived(&"s".into(), ArchiveMark::Archived)
+            .unwrap();
         // Twice is fine, as the schema says.
-        store.set_archived("s", ArchiveMark::Archived).unwrap();
-        assert!(store.metadata("s").unwrap().archived);
-        assert!(matches!(store.open("s"), Err(StoreError::Archived(_))));
+        store
+            .set_archived(&"s".into(), ArchiveMark::Archived)
+            .unwrap();
+        assert!(store.metadata(&"s".into()).unwrap().archived);
+        assert!(matches!(
+            store.open(&"s".into()),
+            Err(StoreError::Archived(_))
+        ));
         assert!(store.dir().join("s").join(METADATA).is_file());
         let (open, ..) = {
-            store.set_archived("s", ArchiveMark::Active).unwrap();
-            store.open("s").unwrap()
+            store
+                .set_archived(&"s".into(), ArchiveMark::Active)
+                .unwrap();
+            store.open(&"s".into()).unwrap()
         };
         // Not while it is open: its recorder would write its own mark back.
         assert!(matches!(
-            store.set_archived("s", ArchiveMark::Archived),
+            store.set_archived(&"s".into(), ArchiveMark::Archived),
             Err(StoreError::Locked { .. })
         ));
         drop(open);
         assert!(matches!(
-            store.set_archived("nope", ArchiveMark::Archived),
+            store.set_archived(&"nope".into(), ArchiveMark::Archived),
             Err(StoreError::NotFound(_))
         ));
     }
@@ -612,30 +642,38 @@ mod tests {
         let store = Store::new(data.path());
         drop(
             store
-                .create(&Metadata::new("s", PathBuf::from("/p"), "prov", "m", "act"))
+                .create(&Metadata::new(
+                    &"s".into(),
+                    PathBuf::from("/p"),
+                    "prov",
+                    "m",
+                    "act",
+                ))
                 .unwrap(),
         );
         let written = fs::read_to_string(store.dir().join("s").join(METADATA)).unwrap();
         assert!(!written.contains("archived"), "{written}");
-        store.set_archived("s", ArchiveMark::Archived).unwrap();
+        store
+            .set_archived(&"s".into(), ArchiveMark::Archived)
+            .unwrap();
         let written = fs::read_to_string(store.dir().join("s").join(METADATA)).unwrap();
         assert!(written.contains("\"archived\": true"), "{written}");
         assert!(written.contains("\"format_version\": 1"), "{written}");
-        store.fork("s", "copy", None).unwrap();
-        assert!(!store.metadata("copy").unwrap().archived);
+        store.fork(&"s".into(), &"copy".into(), None).unwrap();
+        assert!(!store.metadata(&"copy".into()).unwrap().archived);
     }
 
     #[test]
     fn a_fork_takes_the_file_versions_along() {
         let data = tempfile::tempdir().unwrap();
         let store = Store::new(data.path());
-        let metadata = Metadata::new("src", PathBuf::from("/p"), "prov", "m", "act");
+        let metadata = Metadata::new(&"src".into(), PathBuf::from("/p"), "prov", "m", "act");
         let open = store.create(&metadata).unwrap();
         let blobs = super::super::Blobs::on_disk(open.dir.clone());
         let (hash, kept) = blobs.put(b"before\n");
         assert!(kept);
         drop(open);
-        store.fork("src", "copy", None).unwrap();
+        store.fork(&"src".into(), &"copy".into(), None).unwrap();
         let copied = super::super::Blobs::on_disk(store.dir().join("copy"));
         assert_eq!(copied.get(&hash).unwrap(), b"before\n");
     }
@@ -653,10 +691,14 @@ mod tests {
             .map(|name| serde_json::to_string(&checkpoint(name)).unwrap() + "\n")
             .collect();
         fs::write(store.dir().join("src").join(HISTORY), lines).unwrap();
-        store.fork("src", "copy", Some("b")).unwrap();
-        let (_, events) = store.read("copy").unwrap();
+        store
+            .fork(&"src".into(), &"copy".into(), Some("b"))
+            .unwrap();
+        let (_, events) = store.read(&"copy".into()).unwrap();
         assert_eq!(events, [checkpoint("a"), checkpoint("b")]);
-        let err = store.fork("src", "other", Some("z")).unwrap_err();
+        let err = store
+            .fork(&"src".into(), &"other".into(), Some("z"))
+            .unwrap_err();
         assert!(matches!(err, StoreError::UnknownCheckpoint { .. }), "{err}");
         assert!(
             !store.dir().join("other").exists(),
@@ -669,17 +711,23 @@ mod tests {
         let data = tempfile::tempdir().unwrap();
         let store = Store::new(data.path());
         let held = store.create(&meta("s", "t", "/")).unwrap();
-        let err = store.open("s").err().unwrap();
+        let err = store.open(&"s".into()).err().unwrap();
         assert!(
             matches!(&err, StoreError::Locked { pid: Some(pid), .. } if *pid == std::process::id()),
             "{err}"
         );
-        assert!(matches!(store.delete("s"), Err(StoreError::Locked { .. })));
+        assert!(matches!(
+            store.delete(&"s".into()),
+            Err(StoreError::Locked { .. })
+        ));
         drop(held);
-        assert!(store.open("s").is_ok());
-        store.delete("s").unwrap();
+        assert!(store.open(&"s".into()).is_ok());
+        store.delete(&"s".into()).unwrap();
         assert!(!data.path().join("sessions/s").exists());
-        assert!(matches!(store.delete("s"), Err(StoreError::NotFound(_))));
+        assert!(matches!(
+            store.delete(&"s".into()),
+            Err(StoreError::NotFound(_))
+        ));
     }
 
     #[test]
@@ -690,9 +738,9 @@ mod tests {
         drop(store.create(&meta("bad", "t", "/")).unwrap());
         fs::write(store.dir().join("bad").join(METADATA), "{not json").unwrap();
         fs::create_dir_all(store.dir().join("empty")).unwrap();
-        let ids: Vec<String> = store.list().into_iter().map(|m| m.id).collect();
+        let ids: Vec<SessionId> = store.list().into_iter().map(|m| m.id).collect();
         assert_eq!(ids, ["good"]);
-        let err = store.open("bad").err().unwrap().to_string();
+        let err = store.open(&"bad".into()).err().unwrap().to_string();
         assert!(
             err.contains("metadata.json") && err.contains("sessions delete bad"),
             "{err}"
@@ -714,11 +762,11 @@ mod tests {
 
         written.as_object_mut().unwrap().remove("format_version");
         fs::write(&path, written.to_string()).unwrap();
-        assert_eq!(store.metadata("s").unwrap(), created);
+        assert_eq!(store.metadata(&"s".into()).unwrap(), created);
 
         written["format_version"] = (FORMAT_VERSION + 1).into();
         fs::write(&path, written.to_string()).unwrap();
-        let err = store.open("s").err().unwrap();
+        let err = store.open(&"s".into()).err().unwrap();
         assert!(
             matches!(err, StoreError::NewerFormat { version, .. } if version == FORMAT_VERSION + 1)
         );
@@ -737,14 +785,14 @@ mod tests {
         line.push_str("garbage that is not json\n");
         line.push_str(r#"{"event":"update","update":{"kind":"agent_te"#);
         fs::write(store.dir().join("s").join(HISTORY), &line).unwrap();
-        let (mut open, _, events) = store.open("s").unwrap();
+        let (mut open, _, events) = store.open(&"s".into()).unwrap();
         assert_eq!(events, vec![event.clone()]);
         let more = StoredEvent::Update {
             update: StoredUpdate::AgentText { text: "yo".into() },
         };
         writeln!(open.history, "{}", serde_json::to_string(&more).unwrap()).unwrap();
         drop(open);
-        let (_, events) = store.read("s").unwrap();
+        let (_, events) = store.read(&"s".into()).unwrap();
         assert_eq!(events, vec![event, more]);
     }
 

@@ -27,7 +27,7 @@ fn expected(name: &str) -> String {
 }
 
 fn read() -> (Metadata, Vec<StoredEvent>) {
-    Store::new(&fixtures()).read(ID).unwrap()
+    Store::new(&fixtures()).read(&ID.into()).unwrap()
 }
 
 /// Every line reads as a known event and encodes back to the same bytes

@@ -20,7 +20,7 @@ use crate::client::{
 };
 use crate::context::{ContextOp, TokenEstimator};
 use crate::events::{AgentEvent, ToolCallInfo, ToolContent};
-use crate::model::Message;
+use crate::model::{Message, SessionId};
 
 enum Op {
     Append(StoredEvent),
@@ -357,8 +357,8 @@ impl Recorder {
     }
 
     /// A child session was started from this one (a `delegate` call).
-    pub fn child_started(&self, child_id: &str) {
-        self.update(|m| m.children.push(child_id.to_string()));
+    pub fn child_started(&self, child_id: &SessionId) {
+        self.update(|m| m.children.push(child_id.clone()));
     }
 
     /// A sink that forwards to `inner` and records what the client is
@@ -406,11 +406,12 @@ fn writer_gone() -> StoreError {
     }
 }
 
-fn short(id: &str) -> &str {
+fn short(id: &SessionId) -> &str {
+    let id = id.as_str();
     id.get(..8).unwrap_or(id)
 }
 
-fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &str, health: &SaveHealth) {
+fn write_loop(mut open: OpenSession, rx: mpsc::Receiver<Op>, id: &SessionId, health: &SaveHealth) {
     let mut failed = false;
     while let Ok(first) = rx.recv() {
         // Take whatever else is queued: one write for a burst of chunks.
@@ -536,13 +537,13 @@ fn encode(event: &StoredEvent, out: &mut Vec<u8>) {
 /// Forwards to the client and records what it shows of this session.
 struct RecordingSink {
     inner: Arc<dyn ClientSink>,
-    session_id: String,
+    session_id: SessionId,
     recorder: Recorder,
 }
 
 impl ClientSink for RecordingSink {
-    fn send(&self, session_id: &str, update: Update) {
-        if session_id == self.session_id {
+    fn send(&self, session_id: &SessionId, update: Update) {
+        if *session_id == self.session_id {
             self.recorder.shown(&update);
         }
         self.inner.send(session_id, update);
@@ -552,14 +553,14 @@ impl ClientSink for RecordingSink {
         self.inner.room()
     }
 
-    fn session_ended(&self, session_id: &str) {
+    fn session_ended(&self, session_id: &SessionId) {
         self.inner.session_ended(session_id);
     }
 
     // Requests are not history: they pass straight through.
     fn request_permission(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         call: &ToolCallInfo,
     ) -> ClientFuture<'_, PermissionChoice> {
         self.inner.request_permission(session_id, call)
@@ -614,7 +615,7 @@ mod tests {
     fn recording(id: &str) -> (tempfile::TempDir, Store, Recorder) {
         let data = tempfile::tempdir().unwrap();
         let store = Store::new(data.path());
-        let mut metadata = Metadata::new(id, PathBuf::from("/p"), "prov", "model", "act");
+        let mut metadata = Metadata::new(&id.into(), PathBuf::from("/p"), "prov", "model", "act");
         metadata.thought_level = Some("off".into());
         let open = store.create(&metadata).unwrap();
         (data, store, Recorder::start(open, metadata))
@@ -626,7 +627,7 @@ mod tests {
         recorder.crashed(&"x".repeat(2_000));
         recorder.turn_end(None);
         recorder.close().await;
-        let (metadata, events) = store.read("s1").unwrap();
+        let (metadata, events) = store.read(&"s1".into()).unwrap();
         let broken = metadata.broken.expect("marked");
         assert_eq!(broken.detail.len(), MAX_CRASH_DETAIL_CHARS);
         assert!(
@@ -634,25 +635,25 @@ mod tests {
             "{events:?}"
         );
 
-        let (open, metadata, _) = store.open("s1").unwrap();
+        let (open, metadata, _) = store.open(&"s1".into()).unwrap();
         let recorder = Recorder::start(open, metadata);
         recorder.turn_end_spent(None, Default::default());
         recorder.close().await;
-        assert_eq!(store.metadata("s1").unwrap().broken, None);
+        assert_eq!(store.metadata(&"s1".into()).unwrap().broken, None);
     }
 
     #[tokio::test]
     async fn the_markdown_plan_is_a_file_beside_the_history_replaced_whole_and_removed() {
         let (_data, store, recorder) = recording("s1");
         assert!(!recorder.has_plan());
-        assert_eq!(store.plan("s1").unwrap(), None);
+        assert_eq!(store.plan(&"s1".into()).unwrap(), None);
         let path = recorder.save_plan("# Plan\n1. One\n".into()).await.unwrap();
         assert!(path.is_absolute(), "{}", path.display());
         assert_eq!(path, store.dir().join("s1").join(PLAN));
         let path = recorder.save_plan("# Plan\n1. Two\n".into()).await.unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "# Plan\n1. Two\n");
         assert_eq!(
-            store.plan("s1").unwrap(),
+            store.plan(&"s1".into()).unwrap(),
             Some(("# Plan\n1. Two\n".to_string(), path.clone()))
         );
         assert!(recorder.has_plan());
@@ -666,12 +667,15 @@ mod tests {
         // A whole fork takes it along; one at a cursor does not.
         recorder.context_op(&ContextOp::Checkpoint { name: "c".into() });
         recorder.close().await;
-        store.fork("s1", "whole", None).unwrap();
-        store.fork("s1", "cut", Some("c")).unwrap();
-        assert_eq!(store.plan("whole").unwrap().unwrap().0, "# Plan\n1. Two\n");
-        assert_eq!(store.plan("cut").unwrap(), None);
+        store.fork(&"s1".into(), &"whole".into(), None).unwrap();
+        store.fork(&"s1".into(), &"cut".into(), Some("c")).unwrap();
+        assert_eq!(
+            store.plan(&"whole".into()).unwrap().unwrap().0,
+            "# Plan\n1. Two\n"
+        );
+        assert_eq!(store.plan(&"cut".into()).unwrap(), None);
 
-        let (open, metadata, _) = store.open("s1").unwrap();
+        let (open, metadata, _) = store.open(&"s1".into()).unwrap();
         let recorder = Recorder::start(open, metadata);
         assert!(recorder.has_plan());
         recorder.remove_plan().await.unwrap();
@@ -681,7 +685,7 @@ mod tests {
         recorder.save_plan("again".into()).await.unwrap();
         recorder.discard_plan();
         recorder.close().await;
-        assert_eq!(store.plan("s1").unwrap(), None);
+        assert_eq!(store.plan(&"s1".into()).unwrap(), None);
     }
 
     #[tokio::test]
@@ -695,7 +699,7 @@ mod tests {
             priority: TodoPriority::Medium,
         }];
         sink.send(
-            "s1",
+            &"s1".into(),
             Update::Plan {
                 plan_id: TODO_PLAN_ID.into(),
                 plan: PlanContent::Items(items.clone()),
@@ -717,17 +721,17 @@ mod tests {
             summary.clone(),
         ];
         sink.send(
-            "s1",
+            &"s1".into(),
             Update::Agent(AgentEvent::ToolCallUpdate(progress(linked))),
         );
         sink.send(
-            "s1",
+            &"s1".into(),
             Update::PlanRemoved {
                 plan_id: TODO_PLAN_ID.into(),
             },
         );
         recorder.close().await;
-        let (_, events) = store.read("s1").unwrap();
+        let (_, events) = store.read(&"s1".into()).unwrap();
         assert_eq!(
             crate::store::replay_from(&events),
             vec![
@@ -744,12 +748,12 @@ mod tests {
         let client = Arc::new(RecordingClient::default());
         let sink = recorder.wrap(Arc::clone(&client) as Arc<dyn ClientSink>);
         let offered = Update::PromptSuggestions(vec!["Continue".into()]);
-        sink.send("s1", offered.clone());
-        sink.send("s1", Update::PromptSuggestions(Vec::new()));
+        sink.send(&"s1".into(), offered.clone());
+        sink.send(&"s1".into(), Update::PromptSuggestions(Vec::new()));
         recorder.close().await;
         assert_eq!(client.updates().len(), 2);
         assert_eq!(client.updates()[0].1, offered);
-        let (_, events) = store.read("s1").unwrap();
+        let (_, events) = store.read(&"s1".into()).unwrap();
         assert_eq!(crate::store::replay_from(&events), Vec::<Update>::new());
     }
 
@@ -762,20 +766,26 @@ mod tests {
         assert_eq!(titled.title, "hello");
         assert_eq!(titled.updated_at, recorder.metadata().updated_at);
         for piece in ["a", "b", "c"] {
-            sink.send("s1", Update::Agent(AgentEvent::AgentText(piece.into())));
+            sink.send(
+                &"s1".into(),
+                Update::Agent(AgentEvent::AgentText(piece.into())),
+            );
         }
         sink.send(
-            "s1",
+            &"s1".into(),
             Update::Agent(AgentEvent::Usage {
                 used: 1,
                 size: 2,
                 cost: None,
             }),
         );
-        sink.send("s1", Update::CurrentMode("auto".into()));
-        sink.send("other", Update::Agent(AgentEvent::AgentText("no".into())));
+        sink.send(&"s1".into(), Update::CurrentMode("auto".into()));
+        sink.send(
+            &"other".into(),
+            Update::Agent(AgentEvent::AgentText("no".into())),
+        );
         recorder.close().await;
-        let (metadata, events) = store.read("s1").unwrap();
+        let (metadata, events) = store.read(&"s1".into()).unwrap();
         assert_eq!(metadata.title.as_deref(), Some("hello"));
         let replay = crate::store::replay_from(&events);
         assert_eq!(
@@ -792,7 +802,7 @@ mod tests {
             ]
         );
         // Closed: the lock is free for another process.
-        assert!(store.open("s1").is_ok());
+        assert!(store.open(&"s1".into()).is_ok());
     }
 
     /// Each semantic call writes the line (or metadata) it stands for.

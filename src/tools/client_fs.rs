@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use super::{ConfinedPath, FileSystem, FsFuture, LineWindow, LocalFs, ToolError};
 use crate::client::{ClientError, ClientFuture, ClientSink, ReadTextFile, WriteTextFile};
+use crate::model::SessionId;
 
 pub struct ClientFs {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub sink: Arc<dyn ClientSink>,
     pub read: bool,
     pub write: bool,

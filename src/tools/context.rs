@@ -79,7 +79,7 @@ pub struct ToolContext {
 /// The editor a session's questions go to.
 #[derive(Clone)]
 pub struct Asker {
-    pub session_id: String,
+    pub session_id: crate::model::SessionId,
     pub sink: Arc<dyn crate::client::ClientSink>,
 }
 

@@ -16,6 +16,7 @@ use crate::client::{
     ClientError, ClientFuture, ClientSink, CreateTerminal, TerminalExit, TerminalId, TerminalOutput,
 };
 use crate::events::ToolContent;
+use crate::model::SessionId;
 
 /// How long the editor gets to answer a kill, an output or a release
 /// request after the command was stopped (a hung editor must not hang the turn).
@@ -24,7 +25,7 @@ const AFTER_KILL: Duration = Duration::from_secs(5);
 /// Runs commands with this machine's interpreter (`sh -c COMMAND`; see
 /// [`crate::platform::interpreter`]) in a terminal the editor creates.
 pub struct ClientTerminal {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub sink: Arc<dyn ClientSink>,
 }
 

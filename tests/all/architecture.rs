@@ -50,6 +50,7 @@ const SIDEWAYS: &[(&str, &str)] = &[
     ("client", "model"),
     ("client", "events"),
     ("client", "util"),
+    ("events", "model"),
     ("context", "providers"),
     ("mcp", "tools"),
     ("permissions", "tools"),

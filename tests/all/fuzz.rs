@@ -588,7 +588,7 @@ proptest! {
         std::fs::copy(source.join("metadata.json"), dir.join("metadata.json")).unwrap();
         std::fs::write(dir.join("history.jsonl"), lines.join("\n")).unwrap();
         let store = Store::new(data.path());
-        if let Ok((_, events)) = store.read(id) {
+        if let Ok((_, events)) = store.read(&id.into()) {
             let _ = replay_from(&events);
             let _ = context_from(&events);
         }
@@ -614,8 +614,8 @@ proptest! {
         }
         let store = Store::new(data.path());
         let _ = store.list();
-        let _ = store.read(&format!("{id}0"));
-        let _ = store.read(&format!("{id}1"));
+        let _ = store.read(&format!("{id}0").into());
+        let _ = store.read(&format!("{id}1").into());
     }
 
     #[test]

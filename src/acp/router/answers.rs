@@ -38,9 +38,10 @@ pub fn store_error(err: StoreError) -> RpcError {
         StoreError::UnknownCheckpoint { .. } => RpcError::invalid_params(format!(
             "cursorId: {err}; send a cursor this agent announced in a cursor_update"
         )),
-        StoreError::Corrupt { .. } | StoreError::NewerFormat { .. } | StoreError::Io { .. } => {
-            RpcError::internal(err.to_string())
-        }
+        StoreError::Corrupt { .. }
+        | StoreError::NewerFormat { .. }
+        | StoreError::MissingBlob(_)
+        | StoreError::Io { .. } => RpcError::internal(err.to_string()),
     }
 }
 

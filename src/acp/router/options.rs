@@ -155,7 +155,7 @@ impl Router {
         reply: Reply<String>,
     ) {
         let Some(session) = self.sessions.get(session_id) else {
-            return reply.fail(RpcError::session_not_found(session_id));
+            return reply.fail(RpcError::session_not_found(session_id.as_str()));
         };
         let title = title.trim().to_string();
         if title.is_empty() {

@@ -104,7 +104,7 @@ impl Router {
             reply.send(if saved {
                 Ok(Whereabouts::Saved)
             } else {
-                Err(RpcError::session_not_found(&id))
+                Err(RpcError::session_not_found(id.as_str()))
             });
         });
     }
@@ -134,11 +134,11 @@ impl Router {
 
 async fn mark_archived(
     store: Option<Arc<Store>>,
-    id: String,
+    id: SessionId,
     mark: ArchiveMark,
 ) -> Result<(), RpcError> {
     let Some(store) = store else {
-        return Err(RpcError::session_not_found(&id));
+        return Err(RpcError::session_not_found(id.as_str()));
     };
     let marked = tokio::task::spawn_blocking(move || store.set_archived(&id, mark)).await;
     match marked {
@@ -149,7 +149,7 @@ async fn mark_archived(
 
 /// Whether the store holds a session `id` (its metadata reads), off the
 /// async threads.
-pub(super) async fn is_saved(store: Option<Arc<Store>>, id: String) -> bool {
+pub(super) async fn is_saved(store: Option<Arc<Store>>, id: SessionId) -> bool {
     match store {
         Some(store) => tokio::task::spawn_blocking(move || store.metadata(&id).is_ok())
             .await

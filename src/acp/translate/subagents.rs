@@ -9,7 +9,7 @@ use crate::client::{SessionMessage, SubagentInfo, SubagentState};
 use crate::events::StopReason;
 
 pub fn subagent_update(info: &SubagentInfo) -> acp::SessionUpdate {
-    let mut update = acp::SubagentUpdate::new(info.session_id.clone());
+    let mut update = acp::SubagentUpdate::new(acp::SessionId::new(info.session_id.clone()));
     if let Some(title) = &info.title {
         update = update.title(title.clone());
     }

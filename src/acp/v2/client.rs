@@ -21,6 +21,7 @@ use crate::client::{
     ReadTextFile, SessionState, TerminalExit, TerminalId, TerminalOutput, Update, WriteTextFile,
 };
 use crate::events::ToolCallInfo;
+use crate::model::SessionId;
 use crate::transport::Connection;
 use crate::util::lock;
 
@@ -29,7 +30,7 @@ pub struct NegotiatedClient {
     connection: Connection,
     protocol: Protocol,
     /// Each v2 session's translation state, by session id.
-    sessions: Mutex<HashMap<String, SessionUpdates>>,
+    sessions: Mutex<HashMap<SessionId, SessionUpdates>>,
 }
 
 impl NegotiatedClient {
@@ -43,9 +44,9 @@ impl NegotiatedClient {
 
     // `new` is the translation's agreed constructor; it need not be `Default`.
     #[allow(clippy::unwrap_or_default)]
-    fn send_v2(&self, session_id: &str, update: &Update) {
+    fn send_v2(&self, session_id: &SessionId, update: &Update) {
         let updates = lock(&self.sessions)
-            .entry(session_id.to_string())
+            .entry(session_id.clone())
             .or_insert_with(SessionUpdates::new)
             .translate(update);
         for update in updates {
@@ -56,11 +57,11 @@ impl NegotiatedClient {
 
     fn ask_permission_v2(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         call: &ToolCallInfo,
     ) -> ClientFuture<'_, PermissionChoice> {
         let request = permission::request(session_id, call);
-        let session_id = session_id.to_string();
+        let session_id = session_id.clone();
         Box::pin(async move {
             self.send_v2(&session_id, &Update::State(SessionState::RequiresAction));
             let answer = self
@@ -87,7 +88,7 @@ fn not_in_v2<T: Send + 'static>(what: &str) -> ClientFuture<'static, T> {
 }
 
 impl ClientSink for NegotiatedClient {
-    fn send(&self, session_id: &str, update: Update) {
+    fn send(&self, session_id: &SessionId, update: Update) {
         if self.protocol.is_v2() {
             self.send_v2(session_id, &update);
         } else {
@@ -101,7 +102,7 @@ impl ClientSink for NegotiatedClient {
 
     /// Its translation state goes; a resume starts a fresh one, which
     /// gives a replay the same ids.
-    fn session_ended(&self, session_id: &str) {
+    fn session_ended(&self, session_id: &SessionId) {
         lock(&self.sessions).remove(session_id);
     }
 
@@ -113,7 +114,7 @@ impl ClientSink for NegotiatedClient {
 
     fn request_permission(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         call: &ToolCallInfo,
     ) -> ClientFuture<'_, PermissionChoice> {
         if self.protocol.is_v2() {
@@ -189,7 +190,10 @@ mod tests {
         let (connection, mut lines) = Connection::new();
         let protocol = Protocol::default();
         let client = NegotiatedClient::new(connection, protocol.clone());
-        client.send("s", Update::Agent(AgentEvent::AgentText("hi".into())));
+        client.send(
+            &"s".into(),
+            Update::Agent(AgentEvent::AgentText("hi".into())),
+        );
         let v1 = next(&mut lines).await;
         assert_eq!(
             v1["params"]["update"]["sessionUpdate"],
@@ -197,7 +201,10 @@ mod tests {
         );
         assert!(v1["params"]["update"].get("messageId").is_none(), "{v1}");
         protocol.set(Version::V2);
-        client.send("s", Update::Agent(AgentEvent::AgentText("hi".into())));
+        client.send(
+            &"s".into(),
+            Update::Agent(AgentEvent::AgentText("hi".into())),
+        );
         let v2 = next(&mut lines).await;
         assert_eq!(v2["method"], "session/update");
         assert_eq!(
@@ -205,7 +212,10 @@ mod tests {
             "agent_message_chunk"
         );
         assert!(v2["params"]["update"]["messageId"].is_string(), "{v2}");
-        client.send("s", Update::State(SessionState::Idle(StopReason::EndTurn)));
+        client.send(
+            &"s".into(),
+            Update::State(SessionState::Idle(StopReason::EndTurn)),
+        );
         let idle = next(&mut lines).await;
         assert_eq!(idle["params"]["update"]["sessionUpdate"], "state_update");
         assert_eq!(idle["params"]["update"]["state"], "idle");
@@ -217,12 +227,15 @@ mod tests {
         let (connection, mut lines) = Connection::new();
         let client = NegotiatedClient::new(connection, Protocol::new(Version::V2));
         for session in ["s1", "s2"] {
-            client.send(session, Update::Agent(AgentEvent::AgentText("hi".into())));
+            client.send(
+                &session.into(),
+                Update::Agent(AgentEvent::AgentText("hi".into())),
+            );
             next(&mut lines).await;
         }
         assert_eq!(lock(&client.sessions).len(), 2);
-        client.session_ended("s1");
-        let kept: Vec<String> = lock(&client.sessions).keys().cloned().collect();
+        client.session_ended(&"s1".into());
+        let kept: Vec<SessionId> = lock(&client.sessions).keys().cloned().collect();
         assert_eq!(kept, ["s2"]);
     }
 
@@ -243,7 +256,7 @@ mod tests {
         };
         let asking = tokio::spawn({
             let client = client.clone();
-            async move { client.request_permission("s", &call).await }
+            async move { client.request_permission(&"s".into(), &call).await }
         });
         let state = next(&mut lines).await;
         assert_eq!(state["params"]["update"]["state"], "requires_action");

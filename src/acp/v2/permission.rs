@@ -8,9 +8,10 @@ use super::updates;
 use crate::acp::permission;
 use crate::client::{ClientError, PermissionChoice};
 use crate::events::ToolCallInfo;
+use crate::model::SessionId;
 
 /// The question whether `call` may run, with the choices v1 offers.
-pub fn request(session_id: &str, call: &ToolCallInfo) -> v2::RequestPermissionRequest {
+pub fn request(session_id: &SessionId, call: &ToolCallInfo) -> v2::RequestPermissionRequest {
     let options = permission::v2::options();
     let tool_call = updates::tool_call(call);
     v2::RequestPermissionRequest::new(session_id.to_string(), title(call), options).subject(
@@ -50,7 +51,7 @@ mod tests {
             raw_input: json!({"command": "make test"}),
             locations: Vec::new(),
         };
-        let value = serde_json::to_value(request("s1", &call)).unwrap();
+        let value = serde_json::to_value(request(&"s1".into(), &call)).unwrap();
         assert_eq!(value["sessionId"], "s1");
         assert_eq!(value["title"], "Allow Run `make test`?");
         assert_eq!(value["subject"]["type"], "tool_call");

@@ -15,7 +15,7 @@ use crate::acp::methods::requests;
 use crate::acp::readers::v2 as read;
 use crate::acp::request::{
     ArchiveFilter, Decoded, ListQuery, Listed, Opened, Place, PromptReply, ProviderChange,
-    ProviderListing, Refusal, Reopen, Reply, Request, Whereabouts,
+    ProviderListing, Refusal, Reopen, Reply, Request, SessionId, Whereabouts,
 };
 use crate::config::Unstable;
 use crate::providers::settings::ProviderKind;
@@ -74,7 +74,7 @@ pub fn decode(
 }
 
 fn neutral(request: V2Request, responder: Responder) -> Decoded {
-    let id = |session: v2::SessionId| session.0.to_string();
+    let id = |session: v2::SessionId| SessionId::from(session.0);
     Ok(match request {
         V2Request::Initialize(params) => Request::Initialize { params, responder },
         V2Request::Login(request) => Request::SignIn {
@@ -265,7 +265,7 @@ fn place(
 /// A resume or a fork, answered in v2: the options, no modes, no `models`.
 fn reopen(
     how: Reopen,
-    session: String,
+    session: SessionId,
     at: Option<String>,
     place: Result<Place, RpcError>,
     responder: Responder,

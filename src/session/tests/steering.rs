@@ -181,8 +181,9 @@ async fn a_message_sent_during_a_tool_round_joins_before_the_next_request_and_re
     let (fixture, store, _data) = {
         let data = tempfile::tempdir().unwrap();
         let store = crate::store::Store::new(data.path());
+        let id = "s1".into();
         let metadata =
-            crate::store::Metadata::new("s1", std::env::temp_dir(), "local", "test-model", "act");
+            crate::store::Metadata::new(&id, std::env::temp_dir(), "local", "test-model", "act");
         let recorder = crate::store::Recorder::start(store.create(&metadata).unwrap(), metadata);
         let provider = Arc::clone(&model.provider) as Arc<dyn Provider>;
         let fixture = session_served(
@@ -232,7 +233,7 @@ async fn a_message_sent_during_a_tool_round_joins_before_the_next_request_and_re
     }
     fixture.session.close().await;
     // Saved where it went in: replayed there, under the same ids.
-    let (_, events) = store.read("s1").unwrap();
+    let (_, events) = store.read(&"s1".into()).unwrap();
     let replay = crate::store::replay_from(&events);
     let replayed: Vec<(String, String, PromptOrigin)> = prompts(&replay);
     assert_eq!(
