@@ -5,8 +5,8 @@
 use agent_client_protocol_schema::v1 as acp;
 
 use crate::client::{
-    Answer, CommandInfo, OptionCategory, PermissionChoice, PlanContent, PromptOrigin, Question,
-    SelectOption, Update,
+    AgentMessage, Answer, CommandInfo, MessageKind, OptionCategory, PermissionChoice, PlanContent,
+    PromptOrigin, Question, SelectOption, Update,
 };
 use crate::events::{
     AgentEvent, Compaction, CompactionOutcome, Location, Severity, StopReason, TodoItem,
@@ -28,6 +28,8 @@ pub fn session_updates(update: &Update) -> Vec<acp::SessionUpdate> {
         Update::Agent(AgentEvent::Thought(text)) => {
             acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(text_block(text)))
         }
+        // A replay's whole message: one chunk, as v1 has always shown it.
+        Update::AgentMessage(message) => whole_message(message),
         Update::Agent(AgentEvent::Usage { used, size, cost }) => acp::SessionUpdate::UsageUpdate(
             acp::UsageUpdate::new(*used, *size).cost(
                 cost.as_ref()
@@ -103,6 +105,15 @@ pub fn session_updates(update: &Update) -> Vec<acp::SessionUpdate> {
         Update::PromptSuggestions(prompts) => prompt_suggestions(prompts),
     };
     vec![single]
+}
+
+fn whole_message(message: &AgentMessage) -> acp::SessionUpdate {
+    let chunk = acp::ContentChunk::new(text_block(&message.text))
+        .message_id(message.message_id.clone().map(acp::MessageId::new));
+    match message.kind {
+        MessageKind::Answer => acp::SessionUpdate::AgentMessageChunk(chunk),
+        MessageKind::Thought => acp::SessionUpdate::AgentThoughtChunk(chunk),
+    }
 }
 
 fn user_message_chunk(part: &Part) -> acp::SessionUpdate {

@@ -167,10 +167,16 @@ async fn a_prompt_is_acknowledged_before_the_model_finishes_then_runs_to_idle_en
 }
 
 #[tokio::test]
-async fn message_ids_are_the_same_when_resume_replays_from_the_start_after_a_restart() {
+async fn resume_replays_whole_messages_under_the_ids_they_had_live_after_a_restart() {
     let server = LlmServer::chat(|request| {
         let answer = format!("You said: {}", request.last_user_text());
-        Reply::stream(text_stream(&[&answer[..4], &answer[4..]]), Split::Every(9))
+        let deltas = [
+            json!({"reasoning_content": "Let me "}),
+            json!({"reasoning_content": "think."}),
+            json!({"content": &answer[..4]}),
+            json!({"content": &answer[4..]}),
+        ];
+        Reply::stream(openai_stream(&deltas, "stop", (42, 4)), Split::Every(9))
     })
     .await;
     let config = config_for(&server, "test-model");
@@ -184,7 +190,19 @@ async fn message_ids_are_the_same_when_resume_replays_from_the_start_after_a_res
         live.extend(agent.until_idle(&session).await);
     }
     let live_messages = messages(&live, &session);
-    assert_eq!(live_messages.len(), 4, "{live_messages:?}");
+    let roles: Vec<&str> = live_messages.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        ["user", "thought", "agent", "user", "thought", "agent"],
+        "{live_messages:?}"
+    );
+    // Streamed live: the agent's messages and thoughts as chunks.
+    assert!(
+        v2_updates(&live, &session)
+            .iter()
+            .all(|u| u["sessionUpdate"] != "agent_message" && u["sessionUpdate"] != "agent_thought"),
+        "{live:#?}"
+    );
     // Every message chunk carries an id (`messages` fails on one without).
     for update in v2_updates(&live, &session) {
         if update["sessionUpdate"]
@@ -203,6 +221,28 @@ async fn message_ids_are_the_same_when_resume_replays_from_the_start_after_a_res
         live_messages,
         "{replayed:#?}"
     );
+    // Replayed whole: one update a message, no chunk (ACP-RESUME-205: a
+    // replay's chunk must follow its whole message).
+    let shown: Vec<(String, String)> = v2_updates(&replayed, &session)
+        .iter()
+        .filter(|u| u["messageId"].is_string())
+        .map(|u| {
+            let kind = u["sessionUpdate"].as_str().unwrap().to_string();
+            (kind, u["messageId"].as_str().unwrap().to_string())
+        })
+        .collect();
+    let whole: Vec<(String, String)> = live_messages
+        .iter()
+        .map(|m| {
+            let kind = match m.role {
+                "user" => "user_message",
+                "thought" => "agent_thought",
+                _ => "agent_message",
+            };
+            (kind.to_string(), m.message_id.clone())
+        })
+        .collect();
+    assert_eq!(shown, whole, "{replayed:#?}");
     // After the replay, a snapshot of the state: nothing runs.
     let replayed_states = states(&replayed, &session);
     assert!(

@@ -9,8 +9,9 @@
 use agent_client_protocol_schema::v2;
 
 use crate::client::{
-    CommandInfo, Cursor, MARKDOWN_PLAN_ID, OptionCategory, PlanContent, SelectOption,
-    SessionMessage, SessionState, Shown, SubagentInfo, SubagentState, TODO_PLAN_ID, Update,
+    AgentMessage, CommandInfo, Cursor, MARKDOWN_PLAN_ID, MessageKind, OptionCategory, PlanContent,
+    SelectOption, SessionMessage, SessionState, Shown, SubagentInfo, SubagentState, TODO_PLAN_ID,
+    Update,
 };
 use crate::events::{
     AgentEvent, Compaction, CompactionOutcome, Severity, StopReason, TodoItem, TodoPriority,
@@ -31,6 +32,10 @@ use messages::{MessageIds, Stream};
 pub struct SessionUpdates {
     messages: MessageIds,
     tools: tools::ToolCalls,
+    /// The last whole message sent (a replay's): its id and content. A
+    /// message the replay gives in two parts (something the store keeps,
+    /// but that starts no new message, came between) goes out whole again.
+    whole: Option<(String, String)>,
 }
 
 impl Default for SessionUpdates {
@@ -44,6 +49,7 @@ impl SessionUpdates {
         Self {
             messages: MessageIds::new(),
             tools: tools::ToolCalls::default(),
+            whole: None,
         }
     }
 
@@ -52,6 +58,7 @@ impl SessionUpdates {
         let single = match update {
             Update::Agent(event) => return self.agent_event(event),
             Update::Tagged { message_id, event } => return self.tagged(message_id, event),
+            Update::AgentMessage(message) => self.whole_message(message),
             Update::UserPrompt(prompt) => {
                 self.messages.user_message(&prompt.message_id);
                 v2::SessionUpdate::UserMessage(
@@ -149,6 +156,38 @@ impl SessionUpdates {
             AgentEvent::Compaction(step) => compaction(step),
         };
         vec![single]
+    }
+
+    /// A replay's message whole, under the id its chunks had live: "use
+    /// chunks for streaming, whole-message updates for replay" (v2's
+    /// migration guide), so a replay never appends to a message it has not
+    /// sent whole first.
+    fn whole_message(&mut self, message: &AgentMessage) -> v2::SessionUpdate {
+        let stream = match message.kind {
+            MessageKind::Answer => Stream::Message,
+            MessageKind::Thought => Stream::Thought,
+        };
+        let id = match &message.message_id {
+            Some(id) => id.clone(),
+            None => self.messages.chunk(stream),
+        };
+        let text = match self.whole.take() {
+            Some((last, mut text)) if last == id => {
+                text.push_str(&message.text);
+                text
+            }
+            _ => message.text.clone(),
+        };
+        let content = vec![text_block(&text)];
+        self.whole = Some((id.clone(), text));
+        match stream {
+            Stream::Message => {
+                v2::SessionUpdate::AgentMessage(v2::AgentMessage::new(id).content(content))
+            }
+            Stream::Thought => {
+                v2::SessionUpdate::AgentThought(v2::AgentThought::new(id).content(content))
+            }
+        }
     }
 
     /// A chunk under the id the session gave it (for clients that take
