@@ -446,7 +446,8 @@ fn user_texts_after_the_tool_result(request: &Recorded) -> Vec<String> {
 #[tokio::test]
 async fn a_prompt_sent_during_a_slow_tool_joins_the_turn_after_the_tool() {
     let (server, mut agent, session, mut log, first) = turn_in_a_slow_tool().await;
-    let steer = agent.start_prompt_v2(&session, "also say hi").await;
+    let (steer, seen) = agent.steer_v2(&session, "also say hi").await;
+    log.extend(seen);
     std::fs::write(agent.cwd().join("release"), "").unwrap();
     log.extend(agent.until_answer(steer).await);
     // Answered once inserted, which is after the tool ended.
@@ -497,8 +498,11 @@ async fn a_prompt_sent_during_a_slow_tool_joins_the_turn_after_the_tool() {
 #[tokio::test]
 async fn several_steering_prompts_wait_in_order_and_go_in_together() {
     let (server, mut agent, session, mut log, _) = turn_in_a_slow_tool().await;
-    let second = agent.start_prompt_v2(&session, "two").await;
-    let third = agent.start_prompt_v2(&session, "three").await;
+    // Both wait in the session before the tool ends: its safe point takes both.
+    let (second, seen) = agent.steer_v2(&session, "two").await;
+    log.extend(seen);
+    let (third, seen) = agent.steer_v2(&session, "three").await;
+    log.extend(seen);
     std::fs::write(agent.cwd().join("release"), "").unwrap();
     log.extend(agent.until_answer(third).await);
     let (second_at, third_at) = (answer_position(&log, second), answer_position(&log, third));
@@ -519,7 +523,8 @@ async fn several_steering_prompts_wait_in_order_and_go_in_together() {
 #[tokio::test]
 async fn a_steering_prompt_pending_at_cancel_gets_an_error_before_idle() {
     let (_server, mut agent, session, mut log, _) = turn_in_a_slow_tool().await;
-    let steer = agent.start_prompt_v2(&session, "never mind").await;
+    let (steer, seen) = agent.steer_v2(&session, "never mind").await;
+    log.extend(seen);
     agent
         .notify("session/cancel", json!({"sessionId": session}))
         .await;
@@ -611,7 +616,8 @@ async fn a_steering_prompt_leaves_a_pending_permission_question_alone() {
     let question = agent
         .wait_for(|m| m["method"] == "session/request_permission")
         .await;
-    let steer = agent.start_prompt_v2(&session, "meanwhile").await;
+    let (steer, seen) = agent.steer_v2(&session, "meanwhile").await;
+    log.extend(seen);
     // The question is still the user's: answered now, the command runs.
     agent
         .send(&json!({"jsonrpc": "2.0", "id": question["id"],
@@ -708,7 +714,8 @@ async fn after_a_restart_resume_replays_the_steered_message_where_it_went_in() {
     agent
         .wait_for(|m| m["params"]["update"]["status"] == "in_progress")
         .await;
-    let steer = agent.start_prompt_v2(&session, "also say hi").await;
+    let (steer, seen) = agent.steer_v2(&session, "also say hi").await;
+    log.extend(seen);
     std::fs::write(agent.cwd().join("release"), "").unwrap();
     log.extend(agent.until_idle(&session).await);
     let steered = log[answer_position(&log, steer)]["result"]["messageId"]
