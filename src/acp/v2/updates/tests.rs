@@ -4,10 +4,13 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::client::{OptionValue, PromptOrigin, UserPrompt};
+use crate::client::{
+    Cursor, OptionCategory, OptionValue, PromptOrigin, SelectOption, SessionMessage, Shown,
+    SubagentInfo, UserPrompt,
+};
 use crate::events::{
-    Cost, Location, Notice, PlanDocument, ToolCallInfo, ToolCallProgress, ToolContent, ToolKind,
-    ToolStatus,
+    Compaction, CompactionOutcome, Cost, Location, Notice, PlanDocument, Severity, TodoItem,
+    TodoPriority, TodoStatus, ToolCallProgress, ToolContent, ToolKind, ToolStatus,
 };
 
 /// Every update `updates` become, in order, as JSON.
@@ -655,18 +658,7 @@ fn session_settings_and_live_events_on_the_wire() {
         ),
         (Update::CurrentMode("plan".into()), Vec::new()),
         (
-            Update::AvailableCommands(vec![
-                CommandInfo {
-                    name: "help".into(),
-                    description: "List".into(),
-                    hint: None,
-                },
-                CommandInfo {
-                    name: "compact".into(),
-                    description: "Sum".into(),
-                    hint: Some("focus".into()),
-                },
-            ]),
+            Update::AvailableCommands(crate::acp::translate::same_shape::two_commands()),
             vec![
                 json!({"sessionUpdate": "available_commands_update", "availableCommands": [
                     {"type": "command", "name": "help", "description": "List"},
