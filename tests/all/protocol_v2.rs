@@ -742,3 +742,67 @@ async fn after_a_restart_resume_replays_the_steered_message_where_it_went_in() {
     assert!(tool < shown && shown < answer_text, "{updates:#?}");
     assert_eq!(only_tool_call(&replayed, &session).1["status"], "completed");
 }
+
+#[tokio::test]
+async fn a_steered_skill_command_brings_the_skill_in_as_a_prompt_would() {
+    const NOTES: &str = "Write release notes: one line per change, newest first.";
+    let (server, mut agent, session, mut log, _) = turn_in_a_slow_tool().await;
+    let skill = agent.cwd().join(".crucible/skills/release-notes");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        format!("---\nname: release-notes\ndescription: Release notes\n---\n\n{NOTES}\n"),
+    )
+    .unwrap();
+    let (_, seen) = agent.steer_v2(&session, "/release-notes v1.2").await;
+    log.extend(seen);
+    std::fs::write(agent.cwd().join("release"), "").unwrap();
+    log.extend(agent.until_idle(&session).await);
+    // The model reads the skill's instructions and the request.
+    let chat = server.chat_requests();
+    assert_eq!(chat.len(), 2, "one more model request, not a new turn");
+    let steered = user_texts_after_the_tool_result(&chat[1]);
+    assert_eq!(steered.len(), 1, "{steered:?}");
+    assert!(
+        steered[0].contains(NOTES) && steered[0].ends_with("v1.2"),
+        "{steered:?}"
+    );
+    // The user is shown what they sent.
+    assert!(
+        messages(&log, &session)
+            .iter()
+            .any(|m| m.role == "user" && m.text == "/release-notes v1.2"),
+        "{log:#?}"
+    );
+}
+
+#[tokio::test]
+async fn rewind_takes_back_a_steered_turn_whole_from_its_prompt() {
+    let (server, mut agent, session, _, _) = turn_in_a_slow_tool().await;
+    agent.steer_v2(&session, "also say hi").await;
+    std::fs::write(agent.cwd().join("release"), "").unwrap();
+    agent.until_idle(&session).await;
+    // The steered message is part of the turn it joined: one turn back is
+    // back to before "run it".
+    let rewind = agent.start_prompt_v2(&session, "/rewind 1").await;
+    let (mut log, _) = agent.prompt_ack(rewind).await;
+    log.extend(agent.until_idle(&session).await);
+    let report: String = messages(&log, &session)
+        .iter()
+        .filter(|m| m.role == "agent")
+        .map(|m| m.text.clone())
+        .collect();
+    assert!(
+        report.contains("1 turn") && report.contains("run it"),
+        "{report}"
+    );
+    let next = agent.start_prompt_v2(&session, "fresh start").await;
+    agent.prompt_ack(next).await;
+    agent.until_idle(&session).await;
+    let sent = server.chat_requests().last().unwrap().body["messages"].to_string();
+    assert!(sent.contains("fresh start"), "{sent}");
+    assert!(
+        !sent.contains("run it") && !sent.contains("also say hi"),
+        "{sent}"
+    );
+}
