@@ -154,6 +154,11 @@ pub struct TerminalExit {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Update {
     Agent(AgentEvent),
+    /// A whole message of the agent's (its answer or its thinking), shown
+    /// again by a replay; live it came as chunks (`Agent` text and
+    /// thoughts, `Tagged`). ACP v1 shows it as one chunk, v2 as one
+    /// `agent_message` or `agent_thought`, as v2 asks of a replay.
+    AgentMessage(AgentMessage),
     ConfigOptions(Vec<SelectOption>),
     /// The session's mode changed (ACP `current_mode_update`).
     CurrentMode(String),
@@ -202,6 +207,51 @@ pub enum Update {
     /// unstable `prompt_suggestions_update`, for clients that take them).
     /// Not part of the history: never recorded, never replayed.
     PromptSuggestions(Vec<String>),
+}
+
+/// One of the agent's messages, whole.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentMessage {
+    pub kind: MessageKind,
+    pub text: String,
+    /// The id it was shown under live where the session named it (`Tagged`,
+    /// for clients that take cursors); None: the client's translation
+    /// names it as it named its chunks.
+    pub message_id: Option<String>,
+}
+
+/// What the agent's message is: its answer, or its thinking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageKind {
+    Answer,
+    Thought,
+}
+
+impl AgentMessage {
+    /// `update` as a whole message when it is the agent's text or thought
+    /// (a replay's, whose chunks the store joined); anything else as it is.
+    pub fn whole(update: Update) -> Update {
+        let (message_id, event) = match update {
+            Update::Agent(event) => (None, event),
+            Update::Tagged { message_id, event } => (Some(message_id), event),
+            other => return other,
+        };
+        let (kind, text) = match event {
+            AgentEvent::AgentText(text) => (MessageKind::Answer, text),
+            AgentEvent::Thought(text) => (MessageKind::Thought, text),
+            event => {
+                return match message_id {
+                    Some(message_id) => Update::Tagged { message_id, event },
+                    None => Update::Agent(event),
+                };
+            }
+        };
+        Update::AgentMessage(AgentMessage {
+            kind,
+            text,
+            message_id,
+        })
+    }
 }
 
 /// A user message and the id it keeps for good: saved with it, so a

@@ -269,6 +269,13 @@ impl ContextManager {
         }
     }
 
+    /// A user message that joined the running turn (steering): an entry
+    /// of its own, but no turn of its own (`turn` 0), so `/rewind` counts
+    /// and takes back the turn it joined, whose number its files carry.
+    pub fn push_steered(&mut self, message: Arc<Message>) {
+        self.entries.push(Entry::new(EntryKind::User, message));
+    }
+
     pub fn entries(&self) -> &[Entry] {
         &self.entries
     }

@@ -5,17 +5,20 @@
 use agent_client_protocol_schema::v1 as acp;
 
 use crate::client::{
-    Answer, CommandInfo, OptionCategory, PlanContent, PromptOrigin, Question, SelectOption, Update,
+    AgentMessage, Answer, CommandInfo, MessageKind, OptionCategory, PlanContent, PromptOrigin,
+    Question, SelectOption, Update,
 };
 use crate::events::{
-    AgentEvent, Compaction, CompactionOutcome, Location, Severity, StopReason, TodoItem,
-    TodoPriority, TodoStatus, ToolCallInfo, ToolCallProgress, ToolContent, ToolKind, ToolStatus,
+    AgentEvent, StopReason, TodoItem, ToolCallInfo, ToolCallProgress, ToolContent, ToolStatus,
 };
 use crate::model::{Part, SessionId};
 use crate::providers::Usage;
 
 mod cursors;
+pub(in crate::acp) mod same_shape;
 mod subagents;
+
+same_shape::same_shape!(acp);
 
 /// What `update` is in ACP v1: one update, several (a replayed prompt's
 /// parts), or none (what v1 has no update for).
@@ -27,6 +30,8 @@ pub fn session_updates(update: &Update) -> Vec<acp::SessionUpdate> {
         Update::Agent(AgentEvent::Thought(text)) => {
             acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(text_block(text)))
         }
+        // A replay's whole message: one chunk, as v1 has always shown it.
+        Update::AgentMessage(message) => whole_message(message),
         Update::Agent(AgentEvent::Usage { used, size, cost }) => acp::SessionUpdate::UsageUpdate(
             acp::UsageUpdate::new(*used, *size).cost(
                 cost.as_ref()
@@ -48,18 +53,10 @@ pub fn session_updates(update: &Update) -> Vec<acp::SessionUpdate> {
         Update::Agent(AgentEvent::PlanDocument(None)) => {
             acp::SessionUpdate::PlanRemoved(acp::PlanRemoved::new(crate::client::MARKDOWN_PLAN_ID))
         }
-        Update::Agent(AgentEvent::Notice(notice)) => acp::SessionUpdate::Notice(
-            acp::Notice::new(
-                match notice.severity {
-                    Severity::Info => acp::NoticeSeverity::Info,
-                    Severity::Warning => acp::NoticeSeverity::Warning,
-                    Severity::Error => acp::NoticeSeverity::Error,
-                },
-                notice.title.clone(),
-            )
-            .description(notice.detail.clone()),
-        ),
-        Update::Agent(AgentEvent::Compaction(step)) => compaction(step),
+        Update::Agent(AgentEvent::Notice(event)) => notice(event),
+        Update::Agent(AgentEvent::Compaction(step)) => compaction(step, |id, status| {
+            acp::CompactionUpdate::new(id.to_string(), status)
+        }),
         Update::ConfigOptions(options) => acp::SessionUpdate::ConfigOptionUpdate(
             acp::ConfigOptionUpdate::new(config_options(options)),
         ),
@@ -79,15 +76,9 @@ pub fn session_updates(update: &Update) -> Vec<acp::SessionUpdate> {
         }
         // v1 has no foreground state: the prompt's answer ends the turn.
         Update::State(_) | Update::ReplayComplete => return Vec::new(),
-        Update::SessionInfo { title, updated_at } => {
-            let mut info = acp::SessionInfoUpdate::new().updated_at(updated_at.clone());
-            if let Some(title) = title {
-                info = info.title(title.clone());
-            }
-            acp::SessionUpdate::SessionInfoUpdate(info)
-        }
-        Update::Subagent(info) => subagents::subagent_update(info),
-        Update::SessionMessage(message) => subagents::session_message(message),
+        Update::SessionInfo { title, updated_at } => session_info(title.as_ref(), updated_at),
+        Update::Subagent(info) => subagent_update(info, subagents::state_update),
+        Update::SessionMessage(message) => session_message(message),
         Update::Plan { plan_id, plan } => match plan {
             PlanContent::Items(items) => acp::SessionUpdate::PlanUpdate(acp::PlanUpdate::new(
                 acp::PlanUpdateContent::items(plan_id.clone(), plan_entries(items)),
@@ -98,30 +89,26 @@ pub fn session_updates(update: &Update) -> Vec<acp::SessionUpdate> {
             acp::SessionUpdate::PlanRemoved(acp::PlanRemoved::new(plan_id.clone()))
         }
         Update::Tagged { message_id, event } => return cursors::tagged(message_id, event),
-        Update::Cursor(cursor) => cursors::cursor_update(cursor),
+        Update::Cursor(cursor) => cursor_update(cursor),
         Update::PromptSuggestions(prompts) => prompt_suggestions(prompts),
     };
     vec![single]
 }
 
-fn user_message_chunk(part: &Part) -> acp::SessionUpdate {
-    acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(match part {
-        Part::Image { mime_type, data } => {
-            acp::ContentBlock::Image(acp::ImageContent::new(data.clone(), mime_type.clone()))
-        }
-        other => text_block(&part_text(other)),
-    }))
+fn whole_message(message: &AgentMessage) -> acp::SessionUpdate {
+    let chunk = acp::ContentChunk::new(text_block(&message.text))
+        .message_id(message.message_id.clone().map(acp::MessageId::new));
+    match message.kind {
+        MessageKind::Answer => acp::SessionUpdate::AgentMessageChunk(chunk),
+        MessageKind::Thought => acp::SessionUpdate::AgentThoughtChunk(chunk),
+    }
 }
 
-/// Each suggestion as a prompt of one text block, as `session/prompt`
-/// takes it; an empty list withdraws them.
-fn prompt_suggestions(prompts: &[String]) -> acp::SessionUpdate {
-    acp::SessionUpdate::PromptSuggestionsUpdate(acp::PromptSuggestionsUpdate::new(
-        prompts
-            .iter()
-            .map(|prompt| acp::PromptSuggestion::new(vec![text_block(prompt)]))
-            .collect(),
-    ))
+fn user_message_chunk(part: &Part) -> acp::SessionUpdate {
+    acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(match part {
+        Part::Image { mime_type, data } => image_block(mime_type, data),
+        other => text_block(&part_text(other)),
+    }))
 }
 
 fn markdown_plan(
@@ -132,29 +119,6 @@ fn markdown_plan(
     acp::SessionUpdate::PlanUpdate(acp::PlanUpdate::new(acp::PlanUpdateContent::Markdown(
         acp::PlanMarkdown::new(plan_id.to_string(), content.to_string()).path(path.clone()),
     )))
-}
-
-/// ACP's `modes` view of the session's `mode` option, for clients that
-/// predate config options.
-fn compaction(step: &Compaction) -> acp::SessionUpdate {
-    let update = |id: &str, status| acp::CompactionUpdate::new(id.to_string(), status);
-    match step {
-        Compaction::Started { id, .. } => {
-            acp::SessionUpdate::CompactionUpdate(update(id, acp::CompactionStatus::InProgress))
-        }
-        Compaction::SummaryChunk { id, text } => acp::SessionUpdate::CompactionSummaryChunk(
-            acp::CompactionSummaryChunk::new(id.to_string(), text_block(text)),
-        ),
-        Compaction::Ended { id, outcome, .. } => {
-            acp::SessionUpdate::CompactionUpdate(match outcome {
-                CompactionOutcome::Completed => update(id, acp::CompactionStatus::Completed),
-                CompactionOutcome::Cancelled => update(id, acp::CompactionStatus::Cancelled),
-                CompactionOutcome::Failed(error) => {
-                    update(id, acp::CompactionStatus::Failed).error(error.clone())
-                }
-            })
-        }
-    }
 }
 
 /// A question as an ACP form: one required `answer` field, a choice
@@ -271,30 +235,12 @@ pub fn tool_call_update(progress: &ToolCallProgress) -> acp::ToolCallUpdate {
     acp::ToolCallUpdate::new(progress.id.clone(), fields)
 }
 
-fn tool_kind(kind: ToolKind) -> acp::ToolKind {
-    match kind {
-        ToolKind::Read => acp::ToolKind::Read,
-        ToolKind::Edit => acp::ToolKind::Edit,
-        ToolKind::Delete => acp::ToolKind::Delete,
-        ToolKind::Move => acp::ToolKind::Move,
-        ToolKind::Search => acp::ToolKind::Search,
-        ToolKind::Execute => acp::ToolKind::Execute,
-        ToolKind::Fetch => acp::ToolKind::Fetch,
-        ToolKind::Think => acp::ToolKind::Think,
-        ToolKind::Other => acp::ToolKind::Other,
-    }
-}
-
-fn location(location: &Location) -> acp::ToolCallLocation {
-    acp::ToolCallLocation::new(location.path.clone()).line(location.line)
-}
-
 fn tool_content(content: &ToolContent) -> acp::ToolCallContent {
     match content {
         ToolContent::Text(text) => acp::ToolCallContent::from(text_block(text)),
-        ToolContent::Image { mime_type, data } => acp::ToolCallContent::from(
-            acp::ContentBlock::Image(acp::ImageContent::new(data.clone(), mime_type.clone())),
-        ),
+        ToolContent::Image { mime_type, data } => {
+            acp::ToolCallContent::from(image_block(mime_type, data))
+        }
         ToolContent::Diff {
             path,
             old_text,
@@ -315,27 +261,6 @@ fn plan(todos: &[TodoItem]) -> acp::Plan {
     acp::Plan::new(plan_entries(todos))
 }
 
-fn plan_entries(todos: &[TodoItem]) -> Vec<acp::PlanEntry> {
-    todos
-        .iter()
-        .map(|todo| {
-            acp::PlanEntry::new(
-                todo.content.clone(),
-                match todo.priority {
-                    TodoPriority::High => acp::PlanEntryPriority::High,
-                    TodoPriority::Medium => acp::PlanEntryPriority::Medium,
-                    TodoPriority::Low => acp::PlanEntryPriority::Low,
-                },
-                match todo.status {
-                    TodoStatus::Pending => acp::PlanEntryStatus::Pending,
-                    TodoStatus::InProgress => acp::PlanEntryStatus::InProgress,
-                    TodoStatus::Completed => acp::PlanEntryStatus::Completed,
-                },
-            )
-        })
-        .collect()
-}
-
 /// A user part as text; only text and images reach a prompt's replay.
 fn part_text(part: &Part) -> String {
     match part {
@@ -345,51 +270,11 @@ fn part_text(part: &Part) -> String {
     }
 }
 
-fn text_block(text: &str) -> acp::ContentBlock {
-    acp::ContentBlock::Text(acp::TextContent::new(text))
-}
-
 fn available_command(command: &CommandInfo) -> acp::AvailableCommand {
     let input = command.hint.as_ref().map(|hint| {
         acp::AvailableCommandInput::Unstructured(acp::UnstructuredCommandInput::new(hint.clone()))
     });
     acp::AvailableCommand::new(command.name.clone(), command.description.clone()).input(input)
-}
-
-pub fn config_options(options: &[SelectOption]) -> Vec<acp::SessionConfigOption> {
-    options
-        .iter()
-        .map(|option| {
-            let values: Vec<acp::SessionConfigSelectOption> = option
-                .values
-                .iter()
-                .map(|value| {
-                    acp::SessionConfigSelectOption::new(value.id.clone(), value.name.clone())
-                        .description(value.description.clone())
-                })
-                .collect();
-            acp::SessionConfigOption::select(
-                option.id.clone(),
-                option.name.clone(),
-                option.current.clone(),
-                values,
-            )
-            .description(option.description.clone())
-            .category(match option.category {
-                OptionCategory::Model => acp::SessionConfigOptionCategory::Model,
-                OptionCategory::Mode => acp::SessionConfigOptionCategory::Mode,
-                OptionCategory::ThoughtLevel => acp::SessionConfigOptionCategory::ThoughtLevel,
-                // Not a category ACP defines; `_` names are free for extensions.
-                OptionCategory::Provider => {
-                    acp::SessionConfigOptionCategory::Other("_provider".into())
-                }
-                OptionCategory::Agent => acp::SessionConfigOptionCategory::Other("_agent".into()),
-                OptionCategory::Sandbox => {
-                    acp::SessionConfigOptionCategory::Other("_sandbox".into())
-                }
-            })
-        })
-        .collect()
 }
 
 /// The model list in the shape of the old session-model extension
@@ -475,6 +360,7 @@ pub fn stop_reason(reason: StopReason) -> acp::StopReason {
 mod tests {
     use super::*;
     use crate::client::OptionValue;
+    use crate::events::{TodoPriority, TodoStatus};
     use serde_json::{Value, json};
 
     fn wire(update: &Update) -> Value {
@@ -571,18 +457,7 @@ mod tests {
                 json!({"sessionUpdate":"usage_update","used":120,"size":8192,"cost":{"amount":0.25,"currency":"USD"}}),
             ),
             (
-                Update::AvailableCommands(vec![
-                    CommandInfo {
-                        name: "help".into(),
-                        description: "List".into(),
-                        hint: None,
-                    },
-                    CommandInfo {
-                        name: "compact".into(),
-                        description: "Sum".into(),
-                        hint: Some("focus".into()),
-                    },
-                ]),
+                Update::AvailableCommands(same_shape::two_commands()),
                 json!({"sessionUpdate":"available_commands_update","availableCommands":[
                     {"name":"help","description":"List"},
                     {"name":"compact","description":"Sum","input":{"hint":"focus"}}

@@ -38,7 +38,7 @@ impl TurnState {
             return;
         }
         for steered in &messages {
-            self.context.push(Arc::clone(&steered.message));
+            self.context.push_steered(Arc::clone(&steered.message));
             self.new_messages.push(Arc::clone(&steered.message));
             journal(input, Journal::Steered(steered.clone()));
         }

@@ -47,6 +47,7 @@ impl SessionActor {
         let pending = Pending {
             message_id: uuid::Uuid::new_v4().to_string(),
             content,
+            steered_content: None,
             idempotency_key,
             request_cancel,
             answer,
@@ -62,7 +63,7 @@ impl SessionActor {
     }
 
     /// A prompt while a turn runs: into its inbox, if it steers.
-    fn steer(&mut self, pending: Pending, when_busy: WhenBusy, turn: &RunningTurn) {
+    fn steer(&mut self, mut pending: Pending, when_busy: WhenBusy, turn: &RunningTurn) {
         // A sender that waits for the turn's end cannot share another's;
         // a built-in command acts on the session, not in the conversation.
         let at_end = matches!(pending.answer, PromptAnswer::AtEnd(_));
@@ -71,6 +72,9 @@ impl SessionActor {
             reject(pending, SessionError::Busy(self.services.id.clone()));
             return;
         }
+        // The model reads a skill command expanded, as in a prompt.
+        self.refresh_skills();
+        pending.steered_content = Some(self.expand_skill_command(pending.content.clone()));
         let (key, message_id) = (pending.idempotency_key.clone(), pending.message_id.clone());
         match turn.started.inbox.push(pending) {
             Ok(()) => {

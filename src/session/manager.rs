@@ -621,8 +621,8 @@ impl SessionManager {
 }
 
 /// A stored conversation as the client with `abilities` is shown it live
-/// (with its cursors for a client that takes them), ending with the
-/// Markdown plan as it stands (for clients that take plans).
+/// (with its cursors for a client that takes them), its messages whole,
+/// ending with the Markdown plan as it stands (for clients that take plans).
 fn replay_for(
     store: &Store,
     id: &SessionId,
@@ -636,6 +636,7 @@ fn replay_for(
     let mut updates: Vec<Update> = replayed
         .into_iter()
         .map(|update| super::live::plan_for_client(update, abilities))
+        .map(crate::client::AgentMessage::whole)
         .collect();
     if abilities.plans {
         match store.plan(id) {

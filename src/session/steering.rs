@@ -20,7 +20,12 @@ pub(super) const MAX_PENDING: usize = 16;
 /// A prompt the session took, with the id it is known by from now on.
 pub(super) struct Pending {
     pub message_id: String,
+    /// As it was sent, and as the user is shown it.
     pub content: Vec<Part>,
+    /// What the model reads of it when it steers the running turn: a
+    /// skill command expanded, as a prompt's is when its turn starts.
+    /// None: the content as it is.
+    pub steered_content: Option<Vec<Part>>,
     pub idempotency_key: Option<String>,
     /// Its request's token: a turn it starts is cancelled by it too.
     pub request_cancel: CancellationToken,
@@ -116,7 +121,8 @@ impl SteeringInbox for TurnInbox {
                 message_id: pending.message_id.clone(),
                 message: Arc::new(Message {
                     role: Role::User,
-                    parts: pending.content.clone(),
+                    parts: (pending.steered_content.clone())
+                        .unwrap_or_else(|| pending.content.clone()),
                 }),
                 idempotency_key: pending.idempotency_key.clone(),
             })

@@ -145,11 +145,16 @@ pub fn context_from(events: &[StoredEvent]) -> Restored {
     };
     for event in events {
         match event {
-            // A steered message goes in where it went in live, within its turn.
             StoredEvent::UserPrompt { message, .. }
             | StoredEvent::SteeredPrompt { message, .. } => {
                 close_cut_short(&mut context, &mut open);
-                context.push(Arc::new(message.clone().into()));
+                let message = Arc::new(message.clone().into());
+                // A steered message goes in where it went in live, within its turn.
+                if matches!(event, StoredEvent::SteeredPrompt { .. }) {
+                    context.push_steered(message);
+                } else {
+                    context.push(message);
+                }
                 open = Some(String::new());
             }
             StoredEvent::Update {

@@ -167,10 +167,16 @@ async fn a_prompt_is_acknowledged_before_the_model_finishes_then_runs_to_idle_en
 }
 
 #[tokio::test]
-async fn message_ids_are_the_same_when_resume_replays_from_the_start_after_a_restart() {
+async fn resume_replays_whole_messages_under_the_ids_they_had_live_after_a_restart() {
     let server = LlmServer::chat(|request| {
         let answer = format!("You said: {}", request.last_user_text());
-        Reply::stream(text_stream(&[&answer[..4], &answer[4..]]), Split::Every(9))
+        let deltas = [
+            json!({"reasoning_content": "Let me "}),
+            json!({"reasoning_content": "think."}),
+            json!({"content": &answer[..4]}),
+            json!({"content": &answer[4..]}),
+        ];
+        Reply::stream(openai_stream(&deltas, "stop", (42, 4)), Split::Every(9))
     })
     .await;
     let config = config_for(&server, "test-model");
@@ -184,7 +190,19 @@ async fn message_ids_are_the_same_when_resume_replays_from_the_start_after_a_res
         live.extend(agent.until_idle(&session).await);
     }
     let live_messages = messages(&live, &session);
-    assert_eq!(live_messages.len(), 4, "{live_messages:?}");
+    let roles: Vec<&str> = live_messages.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        ["user", "thought", "agent", "user", "thought", "agent"],
+        "{live_messages:?}"
+    );
+    // Streamed live: the agent's messages and thoughts as chunks.
+    assert!(
+        v2_updates(&live, &session)
+            .iter()
+            .all(|u| u["sessionUpdate"] != "agent_message" && u["sessionUpdate"] != "agent_thought"),
+        "{live:#?}"
+    );
     // Every message chunk carries an id (`messages` fails on one without).
     for update in v2_updates(&live, &session) {
         if update["sessionUpdate"]
@@ -203,6 +221,28 @@ async fn message_ids_are_the_same_when_resume_replays_from_the_start_after_a_res
         live_messages,
         "{replayed:#?}"
     );
+    // Replayed whole: one update a message, no chunk (ACP-RESUME-205: a
+    // replay's chunk must follow its whole message).
+    let shown: Vec<(String, String)> = v2_updates(&replayed, &session)
+        .iter()
+        .filter(|u| u["messageId"].is_string())
+        .map(|u| {
+            let kind = u["sessionUpdate"].as_str().unwrap().to_string();
+            (kind, u["messageId"].as_str().unwrap().to_string())
+        })
+        .collect();
+    let whole: Vec<(String, String)> = live_messages
+        .iter()
+        .map(|m| {
+            let kind = match m.role {
+                "user" => "user_message",
+                "thought" => "agent_thought",
+                _ => "agent_message",
+            };
+            (kind.to_string(), m.message_id.clone())
+        })
+        .collect();
+    assert_eq!(shown, whole, "{replayed:#?}");
     // After the replay, a snapshot of the state: nothing runs.
     let replayed_states = states(&replayed, &session);
     assert!(
@@ -406,7 +446,8 @@ fn user_texts_after_the_tool_result(request: &Recorded) -> Vec<String> {
 #[tokio::test]
 async fn a_prompt_sent_during_a_slow_tool_joins_the_turn_after_the_tool() {
     let (server, mut agent, session, mut log, first) = turn_in_a_slow_tool().await;
-    let steer = agent.start_prompt_v2(&session, "also say hi").await;
+    let (steer, seen) = agent.steer_v2(&session, "also say hi").await;
+    log.extend(seen);
     std::fs::write(agent.cwd().join("release"), "").unwrap();
     log.extend(agent.until_answer(steer).await);
     // Answered once inserted, which is after the tool ended.
@@ -457,8 +498,11 @@ async fn a_prompt_sent_during_a_slow_tool_joins_the_turn_after_the_tool() {
 #[tokio::test]
 async fn several_steering_prompts_wait_in_order_and_go_in_together() {
     let (server, mut agent, session, mut log, _) = turn_in_a_slow_tool().await;
-    let second = agent.start_prompt_v2(&session, "two").await;
-    let third = agent.start_prompt_v2(&session, "three").await;
+    // Both wait in the session before the tool ends: its safe point takes both.
+    let (second, seen) = agent.steer_v2(&session, "two").await;
+    log.extend(seen);
+    let (third, seen) = agent.steer_v2(&session, "three").await;
+    log.extend(seen);
     std::fs::write(agent.cwd().join("release"), "").unwrap();
     log.extend(agent.until_answer(third).await);
     let (second_at, third_at) = (answer_position(&log, second), answer_position(&log, third));
@@ -479,7 +523,8 @@ async fn several_steering_prompts_wait_in_order_and_go_in_together() {
 #[tokio::test]
 async fn a_steering_prompt_pending_at_cancel_gets_an_error_before_idle() {
     let (_server, mut agent, session, mut log, _) = turn_in_a_slow_tool().await;
-    let steer = agent.start_prompt_v2(&session, "never mind").await;
+    let (steer, seen) = agent.steer_v2(&session, "never mind").await;
+    log.extend(seen);
     agent
         .notify("session/cancel", json!({"sessionId": session}))
         .await;
@@ -571,7 +616,8 @@ async fn a_steering_prompt_leaves_a_pending_permission_question_alone() {
     let question = agent
         .wait_for(|m| m["method"] == "session/request_permission")
         .await;
-    let steer = agent.start_prompt_v2(&session, "meanwhile").await;
+    let (steer, seen) = agent.steer_v2(&session, "meanwhile").await;
+    log.extend(seen);
     // The question is still the user's: answered now, the command runs.
     agent
         .send(&json!({"jsonrpc": "2.0", "id": question["id"],
@@ -668,7 +714,8 @@ async fn after_a_restart_resume_replays_the_steered_message_where_it_went_in() {
     agent
         .wait_for(|m| m["params"]["update"]["status"] == "in_progress")
         .await;
-    let steer = agent.start_prompt_v2(&session, "also say hi").await;
+    let (steer, seen) = agent.steer_v2(&session, "also say hi").await;
+    log.extend(seen);
     std::fs::write(agent.cwd().join("release"), "").unwrap();
     log.extend(agent.until_idle(&session).await);
     let steered = log[answer_position(&log, steer)]["result"]["messageId"]
@@ -694,4 +741,68 @@ async fn after_a_restart_resume_replays_the_steered_message_where_it_went_in() {
     });
     assert!(tool < shown && shown < answer_text, "{updates:#?}");
     assert_eq!(only_tool_call(&replayed, &session).1["status"], "completed");
+}
+
+#[tokio::test]
+async fn a_steered_skill_command_brings_the_skill_in_as_a_prompt_would() {
+    const NOTES: &str = "Write release notes: one line per change, newest first.";
+    let (server, mut agent, session, mut log, _) = turn_in_a_slow_tool().await;
+    let skill = agent.cwd().join(".crucible/skills/release-notes");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        format!("---\nname: release-notes\ndescription: Release notes\n---\n\n{NOTES}\n"),
+    )
+    .unwrap();
+    let (_, seen) = agent.steer_v2(&session, "/release-notes v1.2").await;
+    log.extend(seen);
+    std::fs::write(agent.cwd().join("release"), "").unwrap();
+    log.extend(agent.until_idle(&session).await);
+    // The model reads the skill's instructions and the request.
+    let chat = server.chat_requests();
+    assert_eq!(chat.len(), 2, "one more model request, not a new turn");
+    let steered = user_texts_after_the_tool_result(&chat[1]);
+    assert_eq!(steered.len(), 1, "{steered:?}");
+    assert!(
+        steered[0].contains(NOTES) && steered[0].ends_with("v1.2"),
+        "{steered:?}"
+    );
+    // The user is shown what they sent.
+    assert!(
+        messages(&log, &session)
+            .iter()
+            .any(|m| m.role == "user" && m.text == "/release-notes v1.2"),
+        "{log:#?}"
+    );
+}
+
+#[tokio::test]
+async fn rewind_takes_back_a_steered_turn_whole_from_its_prompt() {
+    let (server, mut agent, session, _, _) = turn_in_a_slow_tool().await;
+    agent.steer_v2(&session, "also say hi").await;
+    std::fs::write(agent.cwd().join("release"), "").unwrap();
+    agent.until_idle(&session).await;
+    // The steered message is part of the turn it joined: one turn back is
+    // back to before "run it".
+    let rewind = agent.start_prompt_v2(&session, "/rewind 1").await;
+    let (mut log, _) = agent.prompt_ack(rewind).await;
+    log.extend(agent.until_idle(&session).await);
+    let report: String = messages(&log, &session)
+        .iter()
+        .filter(|m| m.role == "agent")
+        .map(|m| m.text.clone())
+        .collect();
+    assert!(
+        report.contains("1 turn") && report.contains("run it"),
+        "{report}"
+    );
+    let next = agent.start_prompt_v2(&session, "fresh start").await;
+    agent.prompt_ack(next).await;
+    agent.until_idle(&session).await;
+    let sent = server.chat_requests().last().unwrap().body["messages"].to_string();
+    assert!(sent.contains("fresh start"), "{sent}");
+    assert!(
+        !sent.contains("run it") && !sent.contains("also say hi"),
+        "{sent}"
+    );
 }

@@ -1,9 +1,9 @@
 //! Cursors (ACP unstable `cursor_update`) and the message ids they are
-//! anchored on.
+//! anchored on. The cursor itself is built by `same_shape`, shared with v2.
 
 use agent_client_protocol_schema::v1 as acp;
 
-use crate::client::{Cursor, Shown, Update};
+use crate::client::Update;
 use crate::events::AgentEvent;
 
 /// A message chunk with its message's id; other events as they are.
@@ -27,39 +27,11 @@ fn with_message_id(message_id: &str, update: acp::SessionUpdate) -> acp::Session
     }
 }
 
-pub(super) fn cursor_update(cursor: &Cursor) -> acp::SessionUpdate {
-    let position = if cursor.after {
-        acp::CursorAnchorPosition::After
-    } else {
-        acp::CursorAnchorPosition::Before
-    };
-    let message = |id: &str| acp::CursorMessageAnchor::new(id.to_string(), position.clone());
-    let anchor = match &cursor.at {
-        Shown::AgentMessage(id) => acp::CursorAnchor::AgentMessage(message(id)),
-        Shown::AgentThought(id) => acp::CursorAnchor::AgentThought(message(id)),
-        Shown::ToolCall(id) => acp::CursorAnchor::ToolCall(acp::CursorToolCallAnchor::new(
-            id.clone(),
-            position.clone(),
-        )),
-        Shown::Compaction(id) => acp::CursorAnchor::Compaction(acp::CursorCompactionAnchor::new(
-            id.clone(),
-            position.clone(),
-        )),
-    };
-    let mut capabilities = acp::CursorCapabilities::new();
-    if cursor.fork {
-        capabilities = capabilities.fork(acp::CursorForkCapabilities::new());
-    }
-    acp::SessionUpdate::CursorUpdate(
-        acp::CursorUpdate::new(cursor.id.clone())
-            .anchor(anchor)
-            .capabilities(capabilities),
-    )
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::cursor_update;
     use super::*;
+    use crate::client::{Cursor, Shown};
     use serde_json::json;
 
     #[test]

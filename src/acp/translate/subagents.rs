@@ -1,31 +1,17 @@
 //! Delegated agents as ACP's unstable subagent sessions: the child
 //! announced and followed on its parent's session (`subagent_update`), and
 //! the task and answer as messages between the two (`session_message`).
+//! The builders are `same_shape`'s, shared with v2; here is the state as
+//! v1 has it.
 
 use agent_client_protocol_schema::v1 as acp;
 
-use super::{stop_reason, text_block};
-use crate::client::{SessionMessage, SubagentInfo, SubagentState};
+use super::stop_reason;
+use crate::client::SubagentState;
 use crate::events::StopReason;
 
-pub fn subagent_update(info: &SubagentInfo) -> acp::SessionUpdate {
-    let mut update = acp::SubagentUpdate::new(acp::SessionId::new(info.session_id.clone()));
-    if let Some(title) = &info.title {
-        update = update.title(title.clone());
-    }
-    if let Some(description) = &info.description {
-        update = update.description(description.clone());
-    }
-    if let Some(cwd) = &info.cwd {
-        update = update.cwd(cwd.clone());
-    }
-    if let Some(state) = &info.state {
-        update = update.state(state_update(state));
-    }
-    acp::SessionUpdate::SubagentUpdate(update)
-}
-
-fn state_update(state: &SubagentState) -> acp::StateUpdate {
+/// A child's state as v1 has it (its idle reasons are v1's own).
+pub(super) fn state_update(state: &SubagentState) -> acp::StateUpdate {
     match state {
         SubagentState::Running => acp::StateUpdate::Running(acp::RunningStateUpdate::new()),
         SubagentState::WaitingForUser => {
@@ -52,21 +38,12 @@ fn idle_reason(reason: StopReason) -> acp::IdleStopReason {
     }
 }
 
-pub fn session_message(message: &SessionMessage) -> acp::SessionUpdate {
-    acp::SessionUpdate::SessionMessage(
-        acp::SessionMessage::new(message.message_id.clone())
-            .sender_session_id(acp::SessionId::new(message.sender.clone()))
-            .recipient_session_id(acp::SessionId::new(message.recipient.clone()))
-            .content(vec![text_block(&message.text)]),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::client::Update;
+    use crate::client::{SessionMessage, SubagentInfo, Update};
 
     fn wire(update: Update) -> Value {
         serde_json::to_value(super::super::session_updates(&update).pop()).unwrap()

@@ -42,12 +42,10 @@ impl NegotiatedClient {
         }
     }
 
-    // `new` is the translation's agreed constructor; it need not be `Default`.
-    #[allow(clippy::unwrap_or_default)]
     fn send_v2(&self, session_id: &SessionId, update: &Update) {
         let updates = lock(&self.sessions)
             .entry(session_id.clone())
-            .or_insert_with(SessionUpdates::new)
+            .or_default()
             .translate(update);
         for update in updates {
             let notification = v2::UpdateSessionNotification::new(session_id.to_string(), update);

@@ -9,19 +9,18 @@
 use agent_client_protocol_schema::v2;
 
 use crate::client::{
-    CommandInfo, Cursor, MARKDOWN_PLAN_ID, OptionCategory, PlanContent, SelectOption,
-    SessionMessage, SessionState, Shown, SubagentInfo, SubagentState, TODO_PLAN_ID, Update,
+    AgentMessage, CommandInfo, MARKDOWN_PLAN_ID, MessageKind, PlanContent, SessionState,
+    SubagentState, TODO_PLAN_ID, Update,
 };
-use crate::events::{
-    AgentEvent, Compaction, CompactionOutcome, Severity, StopReason, TodoItem, TodoPriority,
-    TodoStatus, ToolCallInfo,
-};
+use crate::events::{AgentEvent, StopReason, ToolCallInfo};
 use crate::model::Part;
 
 mod messages;
 mod patch;
 mod shell;
 mod tools;
+
+crate::acp::translate::same_shape::same_shape!(v2);
 
 use messages::{MessageIds, Stream};
 
@@ -31,6 +30,10 @@ use messages::{MessageIds, Stream};
 pub struct SessionUpdates {
     messages: MessageIds,
     tools: tools::ToolCalls,
+    /// The last whole message sent (a replay's): its id and content. A
+    /// message the replay gives in two parts (something the store keeps,
+    /// but that starts no new message, came between) goes out whole again.
+    whole: Option<(String, String)>,
 }
 
 impl Default for SessionUpdates {
@@ -44,6 +47,7 @@ impl SessionUpdates {
         Self {
             messages: MessageIds::new(),
             tools: tools::ToolCalls::default(),
+            whole: None,
         }
     }
 
@@ -52,6 +56,7 @@ impl SessionUpdates {
         let single = match update {
             Update::Agent(event) => return self.agent_event(event),
             Update::Tagged { message_id, event } => return self.tagged(message_id, event),
+            Update::AgentMessage(message) => self.whole_message(message),
             Update::UserPrompt(prompt) => {
                 self.messages.user_message(&prompt.message_id);
                 v2::SessionUpdate::UserMessage(
@@ -75,26 +80,13 @@ impl SessionUpdates {
             Update::AvailableCommands(commands) => v2::SessionUpdate::AvailableCommandsUpdate(
                 v2::AvailableCommandsUpdate::new(available_commands(commands)),
             ),
-            Update::SessionInfo { title, updated_at } => {
-                let mut info = v2::SessionInfoUpdate::new().updated_at(updated_at.clone());
-                if let Some(title) = title {
-                    info = info.title(title.clone());
-                }
-                v2::SessionUpdate::SessionInfoUpdate(info)
-            }
+            Update::SessionInfo { title, updated_at } => session_info(title.as_ref(), updated_at),
             Update::Plan { plan_id, plan } => plan_update(plan_id, plan),
             Update::PlanRemoved { plan_id } => plan_removed(plan_id),
-            Update::Subagent(info) => subagent_update(info),
+            Update::Subagent(info) => subagent_update(info, subagent_state),
             Update::SessionMessage(message) => session_message(message),
             Update::Cursor(cursor) => cursor_update(cursor),
-            Update::PromptSuggestions(prompts) => {
-                v2::SessionUpdate::PromptSuggestionsUpdate(v2::PromptSuggestionsUpdate::new(
-                    prompts
-                        .iter()
-                        .map(|prompt| v2::PromptSuggestion::new(vec![text_block(prompt)]))
-                        .collect(),
-                ))
-            }
+            Update::PromptSuggestions(prompts) => prompt_suggestions(prompts),
         };
         vec![single]
     }
@@ -135,20 +127,44 @@ impl SessionUpdates {
                 },
             ),
             AgentEvent::PlanDocument(None) => plan_removed(MARKDOWN_PLAN_ID),
-            AgentEvent::Notice(notice) => v2::SessionUpdate::Notice(
-                v2::Notice::new(
-                    match notice.severity {
-                        Severity::Info => v2::NoticeSeverity::Info,
-                        Severity::Warning => v2::NoticeSeverity::Warning,
-                        Severity::Error => v2::NoticeSeverity::Error,
-                    },
-                    notice.title.clone(),
-                )
-                .description(notice.detail.clone()),
-            ),
-            AgentEvent::Compaction(step) => compaction(step),
+            AgentEvent::Notice(event) => notice(event),
+            AgentEvent::Compaction(step) => compaction(step, |id, status| {
+                v2::CompactionUpdate::new(id.to_string()).status(status)
+            }),
         };
         vec![single]
+    }
+
+    /// A replay's message whole, under the id its chunks had live: "use
+    /// chunks for streaming, whole-message updates for replay" (v2's
+    /// migration guide), so a replay never appends to a message it has not
+    /// sent whole first.
+    fn whole_message(&mut self, message: &AgentMessage) -> v2::SessionUpdate {
+        let stream = match message.kind {
+            MessageKind::Answer => Stream::Message,
+            MessageKind::Thought => Stream::Thought,
+        };
+        let id = match &message.message_id {
+            Some(id) => id.clone(),
+            None => self.messages.chunk(stream),
+        };
+        let text = match self.whole.take() {
+            Some((last, mut text)) if last == id => {
+                text.push_str(&message.text);
+                text
+            }
+            _ => message.text.clone(),
+        };
+        let content = vec![text_block(&text)];
+        self.whole = Some((id.clone(), text));
+        match stream {
+            Stream::Message => {
+                v2::SessionUpdate::AgentMessage(v2::AgentMessage::new(id).content(content))
+            }
+            Stream::Thought => {
+                v2::SessionUpdate::AgentThought(v2::AgentThought::new(id).content(content))
+            }
+        }
     }
 
     /// A chunk under the id the session gave it (for clients that take
@@ -168,43 +184,6 @@ impl SessionUpdates {
 /// `tool_call` subject.
 pub fn tool_call(call: &ToolCallInfo) -> v2::ToolCallUpdate {
     tools::created(call)
-}
-
-/// The session's options as v2 config options (the mode among them).
-pub fn config_options(options: &[SelectOption]) -> Vec<v2::SessionConfigOption> {
-    options
-        .iter()
-        .map(|option| {
-            let values: Vec<v2::SessionConfigSelectOption> = option
-                .values
-                .iter()
-                .map(|value| {
-                    v2::SessionConfigSelectOption::new(value.id.clone(), value.name.clone())
-                        .description(value.description.clone())
-                })
-                .collect();
-            v2::SessionConfigOption::select(
-                option.id.clone(),
-                option.name.clone(),
-                option.current.clone(),
-                values,
-            )
-            .description(option.description.clone())
-            .category(match option.category {
-                OptionCategory::Model => v2::SessionConfigOptionCategory::Model,
-                OptionCategory::Mode => v2::SessionConfigOptionCategory::Mode,
-                OptionCategory::ThoughtLevel => v2::SessionConfigOptionCategory::ThoughtLevel,
-                // Not categories ACP defines; `_` names are free for extensions.
-                OptionCategory::Provider => {
-                    v2::SessionConfigOptionCategory::Other("_provider".into())
-                }
-                OptionCategory::Agent => v2::SessionConfigOptionCategory::Other("_agent".into()),
-                OptionCategory::Sandbox => {
-                    v2::SessionConfigOptionCategory::Other("_sandbox".into())
-                }
-            })
-        })
-        .collect()
 }
 
 /// The slash commands as v2 commands; a hint is a typed `text` input.
@@ -246,18 +225,11 @@ fn state_update(state: SessionState) -> v2::StateUpdate {
     }
 }
 
-fn text_block(text: &str) -> v2::ContentBlock {
-    v2::ContentBlock::Text(v2::TextContent::new(text))
-}
-
 /// A user message's part as a content block: text and images (what a
 /// prompt holds); no other part is the user's to be shown.
 fn content_block(part: &Part) -> Option<v2::ContentBlock> {
     match part {
-        Part::Image { mime_type, data } => Some(v2::ContentBlock::Image(v2::ImageContent::new(
-            data.clone(),
-            mime_type.clone(),
-        ))),
+        Part::Image { mime_type, data } => Some(image_block(mime_type, data)),
         Part::Text { text } => Some(text_block(text)),
         _ => None,
     }
@@ -277,110 +249,18 @@ fn plan_removed(plan_id: &str) -> v2::SessionUpdate {
     v2::SessionUpdate::PlanRemoved(v2::PlanRemoved::new(plan_id))
 }
 
-fn plan_entries(todos: &[TodoItem]) -> Vec<v2::PlanEntry> {
-    todos
-        .iter()
-        .map(|todo| {
-            v2::PlanEntry::new(
-                todo.content.clone(),
-                match todo.priority {
-                    TodoPriority::High => v2::PlanEntryPriority::High,
-                    TodoPriority::Medium => v2::PlanEntryPriority::Medium,
-                    TodoPriority::Low => v2::PlanEntryPriority::Low,
-                },
-                match todo.status {
-                    TodoStatus::Pending => v2::PlanEntryStatus::Pending,
-                    TodoStatus::InProgress => v2::PlanEntryStatus::InProgress,
-                    TodoStatus::Completed => v2::PlanEntryStatus::Completed,
-                },
-            )
-        })
-        .collect()
-}
-
-fn compaction(step: &Compaction) -> v2::SessionUpdate {
-    let update = |id: &str, status| v2::CompactionUpdate::new(id.to_string()).status(status);
-    match step {
-        Compaction::Started { id, .. } => {
-            v2::SessionUpdate::CompactionUpdate(update(id, v2::CompactionStatus::InProgress))
-        }
-        Compaction::SummaryChunk { id, text } => v2::SessionUpdate::CompactionSummaryChunk(
-            v2::CompactionSummaryChunk::new(id.to_string(), text_block(text)),
+/// A child's state as v2 has it (a failure is an `error` stop reason).
+fn subagent_state(state: &SubagentState) -> v2::StateUpdate {
+    match state {
+        SubagentState::Running => state_update(SessionState::Running),
+        SubagentState::WaitingForUser => state_update(SessionState::RequiresAction),
+        SubagentState::Idle(reason) => state_update(SessionState::Idle(*reason)),
+        SubagentState::Failed(why) => v2::StateUpdate::Idle(
+            v2::IdleStateUpdate::new().stop_reason(v2::StopReason::Error(
+                v2::ErrorStopReason::new().error(v2::Error::internal_error().data(why.clone())),
+            )),
         ),
-        Compaction::Ended { id, outcome, .. } => {
-            v2::SessionUpdate::CompactionUpdate(match outcome {
-                CompactionOutcome::Completed => update(id, v2::CompactionStatus::Completed),
-                CompactionOutcome::Cancelled => update(id, v2::CompactionStatus::Cancelled),
-                CompactionOutcome::Failed(error) => {
-                    update(id, v2::CompactionStatus::Failed).error(error.clone())
-                }
-            })
-        }
     }
-}
-
-fn subagent_update(info: &SubagentInfo) -> v2::SessionUpdate {
-    let mut update = v2::SubagentUpdate::new(info.session_id.clone());
-    if let Some(title) = &info.title {
-        update = update.title(title.clone());
-    }
-    if let Some(description) = &info.description {
-        update = update.description(description.clone());
-    }
-    if let Some(cwd) = &info.cwd {
-        update = update.cwd(cwd.clone());
-    }
-    if let Some(state) = &info.state {
-        update = update.state(match state {
-            SubagentState::Running => state_update(SessionState::Running),
-            SubagentState::WaitingForUser => state_update(SessionState::RequiresAction),
-            SubagentState::Idle(reason) => state_update(SessionState::Idle(*reason)),
-            SubagentState::Failed(why) => v2::StateUpdate::Idle(
-                v2::IdleStateUpdate::new().stop_reason(v2::StopReason::Error(
-                    v2::ErrorStopReason::new().error(v2::Error::internal_error().data(why.clone())),
-                )),
-            ),
-        });
-    }
-    v2::SessionUpdate::SubagentUpdate(update)
-}
-
-fn session_message(message: &SessionMessage) -> v2::SessionUpdate {
-    v2::SessionUpdate::SessionMessage(
-        v2::SessionMessage::new(message.message_id.clone())
-            .sender_session_id(v2::SessionId::new(message.sender.clone()))
-            .recipient_session_id(v2::SessionId::new(message.recipient.clone()))
-            .content(vec![text_block(&message.text)]),
-    )
-}
-
-fn cursor_update(cursor: &Cursor) -> v2::SessionUpdate {
-    let position = if cursor.after {
-        v2::CursorAnchorPosition::After
-    } else {
-        v2::CursorAnchorPosition::Before
-    };
-    let message = |id: &str| v2::CursorMessageAnchor::new(id.to_string(), position.clone());
-    let anchor = match &cursor.at {
-        Shown::AgentMessage(id) => v2::CursorAnchor::AgentMessage(message(id)),
-        Shown::AgentThought(id) => v2::CursorAnchor::AgentThought(message(id)),
-        Shown::ToolCall(id) => {
-            v2::CursorAnchor::ToolCall(v2::CursorToolCallAnchor::new(id.clone(), position.clone()))
-        }
-        Shown::Compaction(id) => v2::CursorAnchor::Compaction(v2::CursorCompactionAnchor::new(
-            id.clone(),
-            position.clone(),
-        )),
-    };
-    let mut capabilities = v2::CursorCapabilities::new();
-    if cursor.fork {
-        capabilities = capabilities.fork(v2::CursorForkCapabilities::new());
-    }
-    v2::SessionUpdate::CursorUpdate(
-        v2::CursorUpdate::new(cursor.id.clone())
-            .anchor(anchor)
-            .capabilities(capabilities),
-    )
 }
 
 #[cfg(test)]

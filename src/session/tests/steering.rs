@@ -252,6 +252,9 @@ async fn a_message_sent_during_a_tool_round_joins_before_the_next_request_and_re
     let texts: Vec<String> = context.iter().map(|m| m.text()).collect();
     assert_eq!(texts.last().map(String::as_str), Some("done"));
     assert_eq!(texts[texts.len() - 2], "more");
+    // One turn, the steered message with it: `/rewind 1` takes it back whole.
+    let restored = crate::store::context_from(&events).context;
+    assert_eq!(restored.rewind_count(1).unwrap(), restored.entries().len());
     // Its key survives the session.
     assert_eq!(crate::store::keys_from(&events).get("k2"), Some(&second));
 }

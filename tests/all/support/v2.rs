@@ -51,6 +51,24 @@ impl Agent {
         self.start_prompt(session, text).await
     }
 
+    /// Send a text prompt for `session`'s running turn (steering) and wait
+    /// until the session holds it: sent with an idempotency key, then
+    /// again, the retry is answered at once with the first one's id, and
+    /// only once the session has taken the first (it reads them in order).
+    /// The key is the text: steer different texts in one session. Returns
+    /// the first request's id and the messages read meanwhile.
+    pub async fn steer_v2(&mut self, session: &str, text: &str) -> (i64, Vec<Value>) {
+        let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": text}],
+            "idempotencyKey": format!("steer: {text}")});
+        let id = self.request("session/prompt", params.clone()).await;
+        let (seen, retry) = self.call("session/prompt", params).await;
+        let held = retry
+            .get("result")
+            .unwrap_or_else(|| panic!("the retry of a waiting prompt was refused: {retry}"));
+        v2_parse::<v2::PromptResponse>(held, "the retry's answer");
+        (id, seen)
+    }
+
     /// Wait for the answer to prompt `id`; returns the messages read on the
     /// way and the `messageId` it acknowledges (the test fails on an error
     /// or an answer without one).

@@ -4,10 +4,13 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::client::{OptionValue, PromptOrigin, UserPrompt};
+use crate::client::{
+    Cursor, OptionCategory, OptionValue, PromptOrigin, SelectOption, SessionMessage, Shown,
+    SubagentInfo, UserPrompt,
+};
 use crate::events::{
-    Cost, Location, Notice, PlanDocument, ToolCallInfo, ToolCallProgress, ToolContent, ToolKind,
-    ToolStatus,
+    Compaction, CompactionOutcome, Cost, Location, Notice, PlanDocument, Severity, TodoItem,
+    TodoPriority, TodoStatus, ToolCallProgress, ToolContent, ToolKind, ToolStatus,
 };
 
 /// Every update `updates` become, in order, as JSON.
@@ -70,6 +73,23 @@ fn progress_with(
         locations: Vec::new(),
         raw_output,
     }))
+}
+
+/// A replay's whole message.
+fn whole(kind: MessageKind, t: &str) -> Update {
+    Update::AgentMessage(AgentMessage {
+        kind,
+        text: t.into(),
+        message_id: None,
+    })
+}
+
+/// The ids of the messages among `wire` (whole or chunks), in order.
+fn message_ids(wire: &[Value]) -> Vec<String> {
+    (wire.iter())
+        .filter_map(|update| update["messageId"].as_str())
+        .map(str::to_string)
+        .collect()
 }
 
 /// The message ids of the chunks among `wire`, in order.
@@ -159,25 +179,85 @@ fn a_replay_through_a_fresh_translation_gives_the_same_ids() {
     ];
     let replay = [
         prompt("u1", "fix it", PromptOrigin::Replayed),
-        thought("hm"),
-        text("I will edit."),
+        whole(MessageKind::Thought, "hm"),
+        whole(MessageKind::Answer, "I will edit."),
         call("c1", "edit_file", ToolKind::Edit, json!({})),
         progress("c1", "edit_file", ToolStatus::InProgress, Vec::new()),
         prompt("u2", "and the tests", PromptOrigin::Replayed),
         progress("c1", "edit_file", ToolStatus::Completed, Vec::new()),
-        text("Edited."),
+        whole(MessageKind::Answer, "Edited."),
     ];
     let live_ids = chunk_ids(&feed(&mut SessionUpdates::new(), &live));
     assert_eq!(live_ids, ["u1", "u1:t1", "u1:m2", "u1:m2", "u2", "u2:m1"]);
-    let mut replayed = chunk_ids(&feed(&mut SessionUpdates::new(), &replay));
-    replayed.dedup();
+    let replayed = feed(&mut SessionUpdates::new(), &replay);
     let mut expected = live_ids.clone();
     expected.dedup();
-    assert_eq!(replayed, expected);
+    assert_eq!(message_ids(&replayed), expected);
+    // Whole messages, never chunks: v2 wants whole-message updates in a
+    // replay (ACP-RESUME-205: no chunk without its message first).
+    let kinds: Vec<&str> = (replayed.iter())
+        .filter_map(|update| update["sessionUpdate"].as_str())
+        .filter(|kind| kind.starts_with("agent_") || kind.starts_with("user_"))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "user_message",
+            "agent_thought",
+            "agent_message",
+            "user_message",
+            "agent_message"
+        ]
+    );
+    assert_eq!(
+        replayed[2],
+        json!({"sessionUpdate": "agent_message", "messageId": "u1:m2",
+            "content": [{"type": "text", "text": "I will edit."}]})
+    );
     // Twice the same replay, twice the same updates.
     assert_eq!(
         feed(&mut SessionUpdates::new(), &replay),
         feed(&mut SessionUpdates::new(), &replay)
+    );
+}
+
+#[test]
+fn a_message_the_replay_gives_in_two_parts_goes_out_whole_both_times() {
+    let plan = Update::Agent(AgentEvent::Plan(Vec::new()));
+    let tagged = |t: &str| {
+        Update::AgentMessage(AgentMessage {
+            kind: MessageKind::Answer,
+            text: t.into(),
+            message_id: Some("msg-7".into()),
+        })
+    };
+    let replay = [
+        prompt("u1", "go", PromptOrigin::Replayed),
+        whole(MessageKind::Answer, "Step one, "),
+        plan.clone(),
+        whole(MessageKind::Answer, "step two."),
+        tagged("Tagged, "),
+        plan,
+        tagged("twice."),
+    ];
+    let wire = feed(&mut SessionUpdates::new(), &replay);
+    let messages: Vec<(&str, &str)> = (wire.iter())
+        .filter(|update| update["sessionUpdate"] == "agent_message")
+        .map(|update| {
+            (
+                update["messageId"].as_str().unwrap(),
+                update["content"][0]["text"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            ("u1:m1", "Step one, "),
+            ("u1:m1", "Step one, step two."),
+            ("msg-7", "Tagged, "),
+            ("msg-7", "Tagged, twice."),
+        ]
     );
 }
 
@@ -578,18 +658,7 @@ fn session_settings_and_live_events_on_the_wire() {
         ),
         (Update::CurrentMode("plan".into()), Vec::new()),
         (
-            Update::AvailableCommands(vec![
-                CommandInfo {
-                    name: "help".into(),
-                    description: "List".into(),
-                    hint: None,
-                },
-                CommandInfo {
-                    name: "compact".into(),
-                    description: "Sum".into(),
-                    hint: Some("focus".into()),
-                },
-            ]),
+            Update::AvailableCommands(crate::acp::translate::same_shape::two_commands()),
             vec![
                 json!({"sessionUpdate": "available_commands_update", "availableCommands": [
                     {"type": "command", "name": "help", "description": "List"},

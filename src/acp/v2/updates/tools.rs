@@ -11,8 +11,8 @@ use agent_client_protocol_schema::v2;
 
 use super::patch::git_patch;
 use super::shell::ShellTerminal;
-use super::text_block;
-use crate::events::{Location, ToolCallInfo, ToolCallProgress, ToolContent, ToolKind, ToolStatus};
+use super::{image_block, location, text_block, tool_kind};
+use crate::events::{Location, ToolCallInfo, ToolCallProgress, ToolContent, ToolStatus};
 use crate::tools::TypedTool;
 use crate::tools::builtin::shell::ShellTool;
 
@@ -146,25 +146,8 @@ pub(super) fn created(info: &ToolCallInfo) -> v2::ToolCallUpdate {
     update
 }
 
-fn tool_kind(kind: ToolKind) -> v2::ToolKind {
-    match kind {
-        ToolKind::Read => v2::ToolKind::Read,
-        ToolKind::Edit => v2::ToolKind::Edit,
-        ToolKind::Delete => v2::ToolKind::Delete,
-        ToolKind::Move => v2::ToolKind::Move,
-        ToolKind::Search => v2::ToolKind::Search,
-        ToolKind::Execute => v2::ToolKind::Execute,
-        ToolKind::Fetch => v2::ToolKind::Fetch,
-        ToolKind::Think => v2::ToolKind::Think,
-        ToolKind::Other => v2::ToolKind::Other,
-    }
-}
-
 fn locations(locations: &[Location]) -> Vec<v2::ToolCallLocation> {
-    locations
-        .iter()
-        .map(|location| v2::ToolCallLocation::new(location.path.clone()).line(location.line))
-        .collect()
+    locations.iter().map(location).collect()
 }
 
 /// An item of a call's content in v2; None for a v1 editor terminal, which
@@ -172,9 +155,9 @@ fn locations(locations: &[Location]) -> Vec<v2::ToolCallLocation> {
 fn tool_content(content: &ToolContent) -> Option<v2::ToolCallContent> {
     Some(match content {
         ToolContent::Text(text) => v2::ToolCallContent::from(text_block(text)),
-        ToolContent::Image { mime_type, data } => v2::ToolCallContent::from(
-            v2::ContentBlock::Image(v2::ImageContent::new(data.clone(), mime_type.clone())),
-        ),
+        ToolContent::Image { mime_type, data } => {
+            v2::ToolCallContent::from(image_block(mime_type, data))
+        }
         ToolContent::Diff {
             path,
             old_text,
