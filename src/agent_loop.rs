@@ -677,7 +677,7 @@ async fn run_allowed(
             content,
             locations: Vec::new(),
             raw_output: None,
-        }))
+        }));
     };
     let run = tool.call(arguments.clone(), &context);
     tokio::pin!(run);

@@ -804,7 +804,7 @@ mod tests {
                 ContextOp::Drop { start: 1, count: 1 },
             ]
         );
-        let mut after = context.clone();
+        let mut after = context;
         for op in &ops {
             after.apply(op).unwrap();
         }

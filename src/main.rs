@@ -139,7 +139,7 @@ fn run_command(
             } else {
                 cli::init::Existing::Keep
             };
-            cli::init::init(&config_path, existing, &mut out)?
+            cli::init::init(&config_path, existing, &mut out)?;
         }
         Command::Config {
             action: ConfigAction::Path,
@@ -148,13 +148,13 @@ fn run_command(
             action: SessionsAction::List { cwd, json },
         } => {
             let output = if *json { Output::Json } else { Output::Text };
-            cli::sessions::list(&store, cwd.as_deref(), output, &mut out)?
+            cli::sessions::list(&store, cwd.as_deref(), output, &mut out)?;
         }
         Command::Sessions {
             action: SessionsAction::Show { id, json },
         } => {
             let output = if *json { Output::Json } else { Output::Text };
-            cli::sessions::show(&store, id, output, &mut out)?
+            cli::sessions::show(&store, id, output, &mut out)?;
         }
         Command::Sessions {
             action: SessionsAction::Delete { id },

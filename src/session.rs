@@ -368,7 +368,7 @@ pub(crate) async fn run(
 ) {
     SessionActor::new(start, shared, mailbox)
         .run_guarded(rx)
-        .await
+        .await;
 }
 
 /// A panic's message, as `panic!` was given it.

@@ -97,7 +97,7 @@ impl Connection {
 
     /// Resolves when the client has room for more (see [`outgoing`]).
     pub async fn room(&self) {
-        self.queue.room().await
+        self.queue.room().await;
     }
 
     pub fn respond(&self, id: &RequestId, result: Result<Value, RpcError>) {

@@ -98,7 +98,7 @@ fn outcome(response: acp::MessageMcpResponse) -> Result<RelayAnswer, RelayError>
         acp::MessageMcpResponse::Error { error, .. } => serde_json::to_value(error)
             .map(RelayAnswer::Error)
             .map_err(|err| RelayError::InnerError(err.to_string())),
-        #[allow(unreachable_patterns)]
+        // The schema's enum is non-exhaustive: an outcome of a later version.
         _ => Err(RelayError::NoOutcome),
     }
 }

@@ -205,19 +205,19 @@ impl Router {
         tracing::debug!(%method, "notification");
         match method {
             m if m == NAMES.session_cancel => {
-                on_notification(method, params, |cancel| self.cancel_turn(cancel))
+                on_notification(method, params, |cancel| self.cancel_turn(cancel));
             }
             // Fires the token the request's responder carries.
             "$/cancel_request" => {
                 on_notification(method, params, |cancel: acp::CancelRequestNotification| {
-                    self.connection.cancel_request(&cancel.request_id)
-                })
+                    self.connection.cancel_request(&cancel.request_id);
+                });
             }
             // The editor's MCP server speaking for a request of ours.
             m if m == NAMES.mcp_message && self.sessions.unstable().mcp_over_acp => {
                 on_notification(method, params, |message: acp::MessageMcpNotification| {
-                    self.mcp_relay.deliver(message)
-                })
+                    self.mcp_relay.deliver(message);
+                });
             }
             // Unknown notifications are ignored, as JSON-RPC asks.
             _ => tracing::debug!(%method, "ignored notification"),

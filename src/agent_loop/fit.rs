@@ -40,7 +40,7 @@ pub(super) async fn fit(
             emit(AgentEvent::Compaction(Compaction::SummaryChunk {
                 id: id.clone(),
                 text: text.to_string(),
-            }))
+            }));
         };
         let wanted = compact::SummaryWanted {
             focus: None,
@@ -59,7 +59,7 @@ pub(super) async fn fit(
                 id: id.clone(),
                 outcome,
                 thought,
-            }))
+            }));
         };
         match compacted {
             Ok(compact::Compacted { op, report }) => {

@@ -35,7 +35,7 @@ impl KeepAlive {
 
     /// Ready when an update is due.
     pub(super) async fn due(&self) {
-        tokio::time::sleep_until(self.next).await
+        tokio::time::sleep_until(self.next).await;
     }
 
     /// The tool reported `content` itself: the next keep-alive is a period away.

@@ -182,7 +182,7 @@ impl AssistantBuilder {
             }
             ProviderEvent::ThinkingSignature(signature) => self.sign(signature),
             ProviderEvent::RedactedThinking(data) => {
-                self.parts.push(Part::RedactedThinking { data })
+                self.parts.push(Part::RedactedThinking { data });
             }
             ProviderEvent::ToolCallStart { index, id, name } => self.start_call(index, id, name),
             ProviderEvent::ToolCallArgumentsDelta { index, delta } => self.call_args(index, &delta),

@@ -145,7 +145,7 @@ async fn text_streams_in_order_and_is_kept() {
     );
     let events = Mutex::new(Vec::new());
     let outcome = run_turn(input(provider.clone(), CancellationToken::new()), &|e| {
-        events.lock().unwrap().push(e)
+        events.lock().unwrap().push(e);
     })
     .await;
     assert_eq!(outcome.result.unwrap(), StopReason::EndTurn);

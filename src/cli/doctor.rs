@@ -276,11 +276,11 @@ fn check_mcp(config: &Config, checks: &mut Vec<Check>) {
                 )),
             },
             McpTransport::Http { url, .. } | McpTransport::Sse { url, .. } => {
-                checks.push(Check::ok(what, format!("{url} (remote; not contacted)")))
+                checks.push(Check::ok(what, format!("{url} (remote; not contacted)")));
             }
             // Only the editor declares these, never the config.
             McpTransport::Acp { server_id, .. } => {
-                checks.push(Check::ok(what, format!("acp:{server_id} (the editor's)")))
+                checks.push(Check::ok(what, format!("acp:{server_id} (the editor's)")));
             }
         }
     }

@@ -147,7 +147,7 @@ pub fn show(store: &Store, id: &str, output: Output, out: &mut dyn Write) -> Res
                 ToolStatus::InProgress => {}
             },
             Update::Agent(AgentEvent::Plan(entries)) => {
-                writeln!(out, "[plan] {} entries", entries.len())?
+                writeln!(out, "[plan] {} entries", entries.len())?;
             }
             _ => {}
         }

@@ -246,7 +246,7 @@ mod tests {
             [
                 r#"[read_file {"path":"a.rs"} → 5,000 bytes, elided]"#.to_string(),
                 "short".into(),
-                big.clone(),
+                big,
                 r#"[shell {"command":"cat"} → 50,000 bytes, elided]"#.into(),
             ]
         );

@@ -333,7 +333,7 @@ impl WireDecoder for StreamDecoder {
                 content_block,
             } => self.on_block_start(block_index(&index), content_block.into_option(), &mut out),
             Event::ContentBlockDelta { index, delta } => {
-                self.on_block_delta(block_index(&index), delta.into_option(), &mut out)
+                self.on_block_delta(block_index(&index), delta.into_option(), &mut out);
             }
             Event::ContentBlockStop { index } => {
                 let index = block_index(&index);
@@ -342,7 +342,7 @@ impl WireDecoder for StreamDecoder {
                 }
             }
             Event::MessageDelta { usage, delta } => {
-                self.on_message_delta(usage.into_option(), delta.into_option(), &mut out)
+                self.on_message_delta(usage.into_option(), delta.into_option(), &mut out);
             }
             Event::MessageStop => {
                 self.progress.done = true;
@@ -462,7 +462,7 @@ impl StreamDecoder {
         match delta {
             Some(BlockDelta::TextDelta { text }) => push_text(out, &text, ProviderEvent::TextDelta),
             Some(BlockDelta::ThinkingDelta { thinking }) => {
-                push_text(out, &thinking, ProviderEvent::ThinkingDelta)
+                push_text(out, &thinking, ProviderEvent::ThinkingDelta);
             }
             Some(BlockDelta::SignatureDelta { signature }) => {
                 if let Some(signature) = signature.text() {
@@ -653,7 +653,7 @@ mod tests {
                 Ok(ProviderEvent::ThinkingSignature(s)) => result.signatures.push(s),
                 Ok(ProviderEvent::RedactedThinking(_)) => {}
                 Ok(ProviderEvent::ToolCallStart { index, id, name }) => {
-                    calls.push((index, id, name, String::new(), false))
+                    calls.push((index, id, name, String::new(), false));
                 }
                 Ok(ProviderEvent::ToolCallArgumentsDelta { index, delta }) => {
                     let call = calls.iter_mut().rev().find(|c| c.0 == index).unwrap();
@@ -938,7 +938,7 @@ mod tests {
             out.push((request, settings.clone()));
         }
         // Thinking whose budget fits under the request's own max_tokens.
-        let mut roomy = full.clone();
+        let mut roomy = full;
         roomy.max_output_tokens = Some(20_000);
         roomy.reasoning = Some(Reasoning::Low);
         out.push((roomy, plain_settings.clone()));
@@ -947,7 +947,7 @@ mod tests {
         plain.system = Some(String::new());
         out.push((plain, plain_settings.clone()));
         // No messages at all, and a turn of thinking only.
-        out.push((chat(vec![]), plain_settings.clone()));
+        out.push((chat(vec![]), plain_settings));
         let thinking_only = chat(vec![Message {
             role: Role::Assistant,
             parts: vec![Part::RedactedThinking { data: "X".into() }],

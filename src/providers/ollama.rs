@@ -459,7 +459,7 @@ mod tests {
                     args.push(String::new());
                 }
                 Ok(ProviderEvent::ToolCallArgumentsDelta { index, delta }) => {
-                    args[index].push_str(&delta)
+                    args[index].push_str(&delta);
                 }
                 Ok(ProviderEvent::ToolCallEnd { index }) => {
                     outcome.calls[index].2 = serde_json::from_str(&args[index]).unwrap();

@@ -254,7 +254,7 @@ impl Job {
             show(AgentEvent::Compaction(Compaction::SummaryChunk {
                 id: id.clone(),
                 text: text.to_string(),
-            }))
+            }));
         };
         let mut context = input.context.clone();
         let compacted = summarize(&mut context, entries, &input, &on_text, &self.cancel).await;

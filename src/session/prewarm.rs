@@ -59,7 +59,7 @@ impl SessionActor {
             let started = std::time::Instant::now();
             match warm(input, &cancel).await {
                 Ok(()) => {
-                    tracing::debug!(%session, elapsed = ?started.elapsed(), "prompt cache warmed")
+                    tracing::debug!(%session, elapsed = ?started.elapsed(), "prompt cache warmed");
                 }
                 Err(why) => tracing::debug!(%session, %why, "prompt cache not warmed"),
             }

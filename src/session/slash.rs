@@ -234,7 +234,7 @@ impl JobRun {
             step(Compaction::SummaryChunk {
                 id: id.clone(),
                 text: text.to_string(),
-            })
+            });
         };
         let wanted = compact::SummaryWanted {
             focus: focus.as_deref(),

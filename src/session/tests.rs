@@ -115,7 +115,7 @@ async fn session_served(
         client_prompt: None,
         idempotency_keys: Default::default(),
     };
-    let providers = Arc::new(Providers::new(config.providers.clone()));
+    let providers = Arc::new(Providers::new(config.providers));
     if let Some(served) = served {
         providers.serve_with("local", served);
     }

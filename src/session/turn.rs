@@ -333,7 +333,7 @@ impl SessionActor {
         let settings = self.settings.current.clone();
         let Some(provider) = self.services.providers.get(&settings.provider) else {
             return Err(SessionError::Provider(ProviderError::Setup {
-                provider: settings.provider.clone(),
+                provider: settings.provider,
                 detail: "this provider is not configured".into(),
             }));
         };
@@ -594,7 +594,7 @@ impl SessionActor {
                             }
                         }
                         Journal::Steered(steered) => {
-                            self.conversation.context.push(steered.message)
+                            self.conversation.context.push(steered.message);
                         }
                     }
                 }

@@ -59,7 +59,7 @@ fn the_fixture_reencodes_byte_for_byte() {
         metadata: &metadata,
     })
     .unwrap();
-    let mut with_version = on_disk.clone();
+    let mut with_version = on_disk;
     with_version["format_version"] = json!(1);
     assert_eq!(written, with_version);
     assert_eq!(metadata.permissions.get("write_file"), Some(&true));

@@ -415,7 +415,7 @@ mod tests {
         );
         // The loader ends the cut-short turn; a compaction then replaces
         // everything before it.
-        let mut compacted = events.clone();
+        let mut compacted = events;
         compacted.push(round(vec![Message::assistant_text("partial")]));
         compacted.push(StoredEvent::turn_end(None));
         compacted.push(StoredEvent::context(&ContextOp::Compact {
@@ -490,7 +490,7 @@ mod tests {
             }),
             text("a2"),
             round(vec![Message::assistant_text("a2")]),
-            end.clone(),
+            end,
             // Text shown outside a turn (a command's report) is not context.
             text("Context: 10 / 100 tokens"),
         ];
@@ -508,7 +508,7 @@ mod tests {
 
         // Killed after a round's tool results, before the answer: the round
         // stays, the unrecorded answer's shown text follows it.
-        let mut cut = events.clone();
+        let mut cut = events;
         cut.truncate(7);
         cut.push(text("partial"));
         let restored = context_from(&cut);
@@ -578,7 +578,7 @@ mod tests {
         assert_eq!(files.changes(), [change]);
         assert_eq!(files.last_rewind(), Some(&rewind));
         assert_eq!(totals_from(&events), spent);
-        let mut undone = events.clone();
+        let mut undone = events;
         undone.push(StoredEvent::RewindUndone { id: 1 });
         assert_eq!(files_from(&undone).last_rewind(), None);
         // Histories from before these lines: nothing changed, nothing spent.

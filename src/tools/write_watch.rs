@@ -43,10 +43,9 @@ impl Watch {
     pub fn after_call(self, ctx: &ToolContext) {
         let Some(journal) = &ctx.journal else { return };
         for (place, was) in self.files {
-            let after = match place.read_if_present() {
-                Ok(Some(bytes)) => bytes,
-                // Removed: nothing a hash of the agent's write could name.
-                _ => continue,
+            // Removed: nothing a hash of the agent's write could name.
+            let Ok(Some(after)) = place.read_if_present() else {
+                continue;
             };
             if was != Before::Content(after.clone()) {
                 journal.written(place.path(), was, &after);

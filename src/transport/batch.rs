@@ -99,13 +99,13 @@ impl Connection {
                     responder: Responder::answering(id, self.clone(), method.clone(), to),
                     method,
                     params,
-                })
+                });
             }
             Incoming::Message(Message::Notification(Notification { method, params })) => {
-                handle(Inbound::Notification { method, params })
+                handle(Inbound::Notification { method, params });
             }
             Incoming::Message(Message::Response(Response { id, result })) => {
-                self.resolve(&id, result)
+                self.resolve(&id, result);
             }
             Incoming::Invalid(Invalid { id, error }) => {
                 tracing::warn!(code = %error.code, message = %error.message, "invalid message from client");

@@ -240,7 +240,8 @@ struct Envelope {
     method: Member<String>,
     #[serde(default)]
     params: Option<Value>,
-    #[serde(default)]
+    /// `null` is a result (`{"result": null}`), unlike an absent one.
+    #[serde(default, deserialize_with = "present")]
     result: Option<Value>,
     #[serde(default)]
     error: Member<RpcError>,
@@ -284,6 +285,11 @@ impl Envelope {
         };
         Incoming::Message(message)
     }
+}
+
+/// A member that is there, whatever it holds (`null` included).
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
 }
 
 fn invalid(id: Option<RequestId>, detail: &str) -> Incoming {
@@ -444,6 +450,13 @@ mod tests {
                 Incoming::Message(Message::Response(Response {
                     id: RequestId::Number(7),
                     result: Ok(json!({"ok":true})),
+                })),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":9,"result":null}"#,
+                Incoming::Message(Message::Response(Response {
+                    id: RequestId::Number(9),
+                    result: Ok(Value::Null),
                 })),
             ),
             (

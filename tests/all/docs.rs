@@ -417,7 +417,7 @@ fn commands_and_flags(help: &str) -> (Vec<String>, Vec<String>) {
         let first = line.split_whitespace().next().unwrap_or("");
         match section {
             "Commands:" if line.starts_with("  ") && !line.starts_with("   ") => {
-                commands.push(first.to_string())
+                commands.push(first.to_string());
             }
             "Options:" => flags.extend(
                 line.split([' ', ','])

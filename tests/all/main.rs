@@ -10,7 +10,11 @@
 //! They speak POSIX `sh` to the agent's tools, so they build on Unix only;
 //! on Windows the smoke (`scripts/windows-smoke.sh`) drives the `.exe`.
 #![cfg(unix)]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test that cannot unwrap has failed: the panic is its report"
+)]
 
 mod support;
 

@@ -45,7 +45,7 @@ fn provider(wire: Wire, server: &LlmServer, extra: &str) -> Arc<dyn Provider> {
         &Overrides::default(),
     )
     .unwrap();
-    Providers::new(config.providers.clone()).get("p").unwrap()
+    Providers::new(config.providers).get("p").unwrap()
 }
 
 fn request(tools: bool) -> ChatRequest {
@@ -170,7 +170,7 @@ async fn each_wire(scenario: &str, tools: bool, check: impl Fn(Wire, &Outcome, &
             let context = format!("{wire:?}, {scenario}, split {split_name}: {outcome:#?}");
             let requests = server.requests();
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                check(wire, &outcome, &requests)
+                check(wire, &outcome, &requests);
             }))
             .unwrap_or_else(|_| panic!("failed for {context}"));
         }

@@ -53,9 +53,7 @@ fn provider(wire: Wire) -> Arc<dyn Provider> {
         &Overrides::default(),
     )
     .unwrap();
-    Providers::new(config.providers.clone())
-        .get("real")
-        .unwrap()
+    Providers::new(config.providers).get("real").unwrap()
 }
 
 #[derive(Debug, Default)]

@@ -104,7 +104,7 @@ fn answer(request: Request) {
             }],
         })),
         Request::NewSession { reply, .. } | Request::Reopen { reply, .. } => {
-            reply.send(Ok(opened()))
+            reply.send(Ok(opened()));
         }
         Request::Prompt { reply, .. } => match reply {
             PromptReply::AtEnd(reply) => reply.send(Ok(TurnEnd {
@@ -116,7 +116,7 @@ fn answer(request: Request) {
             })),
         },
         Request::SetOption { reply, .. } | Request::Options { reply, .. } => {
-            reply.send(Ok(Vec::new()))
+            reply.send(Ok(Vec::new()));
         }
         Request::SetMode { reply, .. }
         | Request::SetModel { reply, .. }

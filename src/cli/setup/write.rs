@@ -288,7 +288,7 @@ mod tests {
         assert_eq!(provider.name, "hosted");
         let key = provider.api_key.as_ref().unwrap();
         assert_eq!(key.secret.expose(), "sk-SETUP-SECRET");
-        assert_eq!(key.source, KeySource::File(secrets.clone()));
+        assert_eq!(key.source, KeySource::File(secrets));
     }
 
     #[test]

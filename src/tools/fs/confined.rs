@@ -308,7 +308,7 @@ mod tests {
             match outcome {
                 Ok(()) => written += 1,
                 Err(ToolError::Io { .. } | ToolError::NotFound { .. } | ToolError::Failed(_)) => {
-                    refused += 1
+                    refused += 1;
                 }
                 Err(ToolError::PathOutsideWorkspace { .. }) => refused += 1,
                 Err(other) => panic!("unexpected error: {other}"),

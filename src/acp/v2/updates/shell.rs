@@ -149,7 +149,7 @@ fn split_output(content: &[ToolContent]) -> (Option<&str>, Vec<ToolContent>) {
     for (at, item) in content.iter().enumerate() {
         match item {
             ToolContent::Text(text) if at == 0 && !text.starts_with(KEEP_ALIVE) => {
-                output = Some(text.as_str())
+                output = Some(text.as_str());
             }
             ToolContent::Terminal { .. } => {}
             other => rest.push(other.clone()),

@@ -190,7 +190,7 @@ fn a_replay_through_a_fresh_translation_gives_the_same_ids() {
     let live_ids = chunk_ids(&feed(&mut SessionUpdates::new(), &live));
     assert_eq!(live_ids, ["u1", "u1:t1", "u1:m2", "u1:m2", "u2", "u2:m1"]);
     let replayed = feed(&mut SessionUpdates::new(), &replay);
-    let mut expected = live_ids.clone();
+    let mut expected = live_ids;
     expected.dedup();
     assert_eq!(message_ids(&replayed), expected);
     // Whole messages, never chunks: v2 wants whole-message updates in a
