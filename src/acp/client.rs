@@ -3,10 +3,12 @@
 //! client (`session/request_permission`, `fs/*`, `terminal/*`), and the
 //! client's answers and errors come back in the agent's own terms.
 
-use agent_client_protocol_schema::v1 as acp;
-use serde::Serialize;
+use std::path::Path;
+
+use agent_client_protocol_schema::v1::{self as acp, CLIENT_METHOD_NAMES as METHODS};
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::translate;
 use crate::client::{
@@ -15,6 +17,7 @@ use crate::client::{
 };
 use crate::events::ToolCallInfo;
 use crate::model::SessionId;
+use crate::providers::lenient::Lenient;
 use crate::transport::jsonrpc::ErrorCode;
 use crate::transport::{Connection, RequestError};
 
@@ -22,7 +25,7 @@ impl ClientSink for Connection {
     fn send(&self, session_id: &SessionId, update: Update) {
         for update in translate::session_updates(&update) {
             let notification = acp::SessionNotification::new(session_id.to_string(), update);
-            self.notify("session/update", &notification);
+            self.notify(METHODS.session_update, &notification);
         }
     }
 
@@ -34,7 +37,7 @@ impl ClientSink for Connection {
         let request = translate::elicitation(&question);
         Box::pin(async move {
             let response: acp::CreateElicitationResponse =
-                ask(self, "elicitation/create", &request).await?;
+                ask(self, METHODS.elicitation_create, &request).await?;
             Ok(translate::answer(response))
         })
     }
@@ -46,7 +49,7 @@ impl ClientSink for Connection {
     ) -> ClientFuture<'_, PermissionChoice> {
         let request = translate::permission_request(session_id, call);
         Box::pin(async move {
-            let response = ask(self, "session/request_permission", &request).await?;
+            let response = ask(self, METHODS.session_request_permission, &request).await?;
             translate::permission_choice(response)
                 .map_err(|err| ClientError::Failed(err.to_string()))
         })
@@ -59,7 +62,7 @@ impl ClientSink for Connection {
                 .limit(request.limit);
         Box::pin(async move {
             let response: acp::ReadTextFileResponse =
-                ask(self, "fs/read_text_file", &request).await?;
+                ask(self, METHODS.fs_read_text_file, &request).await?;
             Ok(response.content)
         })
     }
@@ -72,17 +75,17 @@ impl ClientSink for Connection {
         );
         // Clients answer `{}` or `null`; either means written.
         Box::pin(async move {
-            send_request(self, "fs/write_text_file", &request)
+            send_request(self, METHODS.fs_write_text_file, &request)
                 .await
                 .map(drop)
         })
     }
 
     fn create_terminal(&self, request: CreateTerminal) -> ClientFuture<'_, TerminalId> {
-        let params = create_terminal_params(&request);
         Box::pin(async move {
+            let params = CreateTerminalParams::of(&request);
             let response: acp::CreateTerminalResponse =
-                ask(self, "terminal/create", &params).await?;
+                ask(self, METHODS.terminal_create, &params).await?;
             Ok(TerminalId {
                 session_id: request.session_id,
                 terminal_id: response.terminal_id.0.to_string(),
@@ -91,31 +94,47 @@ impl ClientSink for Connection {
     }
 
     fn terminal_output(&self, terminal: &TerminalId) -> ClientFuture<'_, TerminalOutput> {
-        let params = terminal_params(terminal);
+        let request = acp::TerminalOutputRequest::new(
+            acp::SessionId::new(terminal.session_id.clone()),
+            terminal.terminal_id.clone(),
+        );
         Box::pin(async move {
-            let answer = send_request(self, "terminal/output", &params).await?;
-            Ok(terminal_output(&answer))
+            let answer = send_request(self, METHODS.terminal_output, &request).await?;
+            Ok(TerminalOutputAnswer::read(answer))
         })
     }
 
     fn wait_for_terminal_exit(&self, terminal: &TerminalId) -> ClientFuture<'_, TerminalExit> {
-        let params = terminal_params(terminal);
+        let request = acp::WaitForTerminalExitRequest::new(
+            acp::SessionId::new(terminal.session_id.clone()),
+            terminal.terminal_id.clone(),
+        );
         Box::pin(async move {
             let response: acp::WaitForTerminalExitResponse =
-                ask(self, "terminal/wait_for_exit", &params).await?;
+                ask(self, METHODS.terminal_wait_for_exit, &request).await?;
             Ok(terminal_exit(response.exit_status))
         })
     }
 
     fn kill_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()> {
-        let params = terminal_params(terminal);
-        Box::pin(async move { send_request(self, "terminal/kill", &params).await.map(drop) })
+        let request = acp::KillTerminalRequest::new(
+            acp::SessionId::new(terminal.session_id.clone()),
+            terminal.terminal_id.clone(),
+        );
+        Box::pin(async move {
+            send_request(self, METHODS.terminal_kill, &request)
+                .await
+                .map(drop)
+        })
     }
 
     fn release_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()> {
-        let params = terminal_params(terminal);
+        let request = acp::ReleaseTerminalRequest::new(
+            acp::SessionId::new(terminal.session_id.clone()),
+            terminal.terminal_id.clone(),
+        );
         Box::pin(async move {
-            send_request(self, "terminal/release", &params)
+            send_request(self, METHODS.terminal_release, &request)
                 .await
                 .map(drop)
         })
@@ -164,41 +183,60 @@ fn means_not_found(code: ErrorCode, message: &str) -> bool {
         || lower.contains("no such file")
 }
 
-/// Written out, as it always was: `acp::CreateTerminalRequest` would leave
-/// out an empty `env`, and the request on the wire stays as clients know it.
-fn create_terminal_params(request: &CreateTerminal) -> Value {
-    let env: Vec<Value> = request
-        .env
-        .iter()
-        .map(|(name, value)| json!({"name": name, "value": value}))
-        .collect();
-    json!({
-        "sessionId": request.session_id,
-        "command": request.command,
-        "args": request.args,
-        "env": env,
-        "cwd": request.cwd,
-        "outputByteLimit": request.output_byte_limit,
-    })
+/// `terminal/create` as clients have always received it: schema 1.20's
+/// `acp::CreateTerminalRequest` leaves out empty `args` and `env` and an
+/// absent `cwd` or `outputByteLimit`, where this writes `[]` and `null`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CreateTerminalParams<'a> {
+    session_id: &'a str,
+    command: &'a str,
+    args: &'a [String],
+    env: Vec<acp::EnvVariable>,
+    cwd: Option<&'a Path>,
+    output_byte_limit: Option<u64>,
 }
 
-fn terminal_params(terminal: &TerminalId) -> Value {
-    json!({"sessionId": terminal.session_id, "terminalId": terminal.terminal_id})
+impl<'a> CreateTerminalParams<'a> {
+    fn of(request: &'a CreateTerminal) -> Self {
+        Self {
+            session_id: request.session_id.as_str(),
+            command: &request.command,
+            args: &request.args,
+            env: request
+                .env
+                .iter()
+                .map(|(name, value)| acp::EnvVariable::new(name, value))
+                .collect(),
+            cwd: request.cwd.as_deref(),
+            output_byte_limit: request.output_byte_limit,
+        }
+    }
 }
 
-/// Read leniently: whatever the editor printed is better than an error.
-fn terminal_output(answer: &Value) -> TerminalOutput {
-    TerminalOutput {
-        output: answer
-            .get("output")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string(),
-        truncated: answer.get("truncated").and_then(Value::as_bool) == Some(true),
-        exit: answer
-            .get("exitStatus")
-            .and_then(|status| serde_json::from_value(status.clone()).ok())
-            .map(terminal_exit),
+/// `terminal/output`'s answer (`acp::TerminalOutputResponse`) read
+/// leniently: whatever the editor printed is better than an error, so a
+/// field missing or of another type reads as nothing.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct TerminalOutputAnswer {
+    output: Lenient<String>,
+    truncated: Lenient<bool>,
+    exit_status: Lenient<acp::TerminalExitStatus>,
+}
+
+impl TerminalOutputAnswer {
+    fn read(answer: Value) -> TerminalOutput {
+        // Only an object: serde would also read an array as the fields in order.
+        let answer = match answer {
+            Value::Object(fields) => Self::deserialize(fields).unwrap_or_default(),
+            _ => Self::default(),
+        };
+        TerminalOutput {
+            output: answer.output.into_option().unwrap_or_default(),
+            truncated: answer.truncated.into_option() == Some(true),
+            exit: answer.exit_status.into_option().map(terminal_exit),
+        }
     }
 }
 
@@ -214,6 +252,7 @@ mod tests {
     use super::*;
     use crate::events::ToolKind;
     use crate::transport::RpcError;
+    use serde_json::json;
     use std::future::Future;
     use std::path::PathBuf;
 
@@ -373,6 +412,102 @@ mod tests {
             .await;
             assert_eq!(sent, line);
             assert_eq!(result, Ok(()));
+        }
+    }
+
+    /// The request we write is one the schema reads as the same request,
+    /// with `env` (and `args`) on the wire even when empty.
+    #[test]
+    fn terminal_create_params_are_the_schemas_request() {
+        let with_env = CreateTerminal {
+            env: vec![("RUST_LOG".into(), "debug".into())],
+            ..create_terminal()
+        };
+        let bare = CreateTerminal {
+            args: Vec::new(),
+            cwd: None,
+            output_byte_limit: None,
+            ..create_terminal()
+        };
+        let table = [
+            (
+                with_env,
+                acp::CreateTerminalRequest::new("s", "sh")
+                    .args(vec!["-c".into(), "make test".into()])
+                    .env(vec![acp::EnvVariable::new("RUST_LOG", "debug")])
+                    .cwd(PathBuf::from("/work"))
+                    .output_byte_limit(30_000),
+                r#"{"sessionId":"s","command":"sh","args":["-c","make test"],"env":[{"name":"RUST_LOG","value":"debug"}],"cwd":"/work","outputByteLimit":30000}"#,
+            ),
+            (
+                bare,
+                acp::CreateTerminalRequest::new("s", "sh"),
+                r#"{"sessionId":"s","command":"sh","args":[],"env":[],"cwd":null,"outputByteLimit":null}"#,
+            ),
+        ];
+        for (request, schema, wire) in table {
+            let written = serde_json::to_string(&CreateTerminalParams::of(&request)).unwrap();
+            assert_eq!(written, wire);
+            let read: acp::CreateTerminalRequest = serde_json::from_str(&written).unwrap();
+            assert_eq!(read, schema, "{wire}");
+        }
+    }
+
+    /// The schema's own answers read as they say; anything else gives
+    /// what it has rather than an error.
+    #[test]
+    fn terminal_output_answers_are_read_leniently() {
+        let exited = |code: u32| {
+            Some(TerminalExit {
+                exit_code: Some(code),
+                signal: None,
+            })
+        };
+        let table = [
+            (
+                serde_json::to_value(
+                    acp::TerminalOutputResponse::new("ok\n", true)
+                        .exit_status(acp::TerminalExitStatus::new().exit_code(2)),
+                )
+                .unwrap(),
+                TerminalOutput {
+                    output: "ok\n".into(),
+                    truncated: true,
+                    exit: exited(2),
+                },
+            ),
+            (
+                serde_json::to_value(acp::TerminalOutputResponse::new("running", false)).unwrap(),
+                TerminalOutput {
+                    output: "running".into(),
+                    truncated: false,
+                    exit: None,
+                },
+            ),
+            (
+                json!({"output": 5, "truncated": "yes", "exitStatus": {"exitCode": 0}}),
+                TerminalOutput {
+                    output: String::new(),
+                    truncated: false,
+                    exit: exited(0),
+                },
+            ),
+            (
+                json!({"output": "half", "exitStatus": "done"}),
+                TerminalOutput {
+                    output: "half".into(),
+                    ..TerminalOutput::default()
+                },
+            ),
+            (json!(null), TerminalOutput::default()),
+            (json!(["not", "an", "answer"]), TerminalOutput::default()),
+        ];
+        for (answer, expected) in table {
+            assert_eq!(
+                TerminalOutputAnswer::read(answer.clone()),
+                expected,
+                "{answer}"
+            );
         }
     }
 

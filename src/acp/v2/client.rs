@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use agent_client_protocol_schema::v1::CLIENT_METHOD_NAMES as V1_METHODS;
 use agent_client_protocol_schema::v2;
 
 use super::permission;
@@ -49,7 +50,8 @@ impl NegotiatedClient {
             .translate(update);
         for update in updates {
             let notification = v2::UpdateSessionNotification::new(session_id.to_string(), update);
-            self.connection.notify("session/update", &notification);
+            self.connection
+                .notify(v2::CLIENT_METHOD_NAMES.session_update, &notification);
         }
     }
 
@@ -64,14 +66,15 @@ impl NegotiatedClient {
             self.send_v2(&session_id, &Update::State(SessionState::RequiresAction));
             let answer = self
                 .connection
-                .request("session/request_permission", &request)
+                .request(v2::CLIENT_METHOD_NAMES.session_request_permission, &request)
                 .await;
             self.send_v2(&session_id, &Update::State(SessionState::Running));
             let answer = answer.map_err(|err| ClientError::Failed(err.to_string()))?;
             let response: v2::RequestPermissionResponse =
                 serde_json::from_value(answer).map_err(|err| {
                     ClientError::Failed(format!(
-                        "its answer to session/request_permission could not be read: {err}"
+                        "its answer to {} could not be read: {err}",
+                        v2::CLIENT_METHOD_NAMES.session_request_permission
                     ))
                 })?;
             permission::choice(response)
@@ -124,49 +127,49 @@ impl ClientSink for NegotiatedClient {
 
     fn read_text_file(&self, request: ReadTextFile) -> ClientFuture<'_, String> {
         if self.protocol.is_v2() {
-            return not_in_v2("fs/read_text_file");
+            return not_in_v2(V1_METHODS.fs_read_text_file);
         }
         self.connection.read_text_file(request)
     }
 
     fn write_text_file(&self, request: WriteTextFile) -> ClientFuture<'_, ()> {
         if self.protocol.is_v2() {
-            return not_in_v2("fs/write_text_file");
+            return not_in_v2(V1_METHODS.fs_write_text_file);
         }
         self.connection.write_text_file(request)
     }
 
     fn create_terminal(&self, request: CreateTerminal) -> ClientFuture<'_, TerminalId> {
         if self.protocol.is_v2() {
-            return not_in_v2("terminal/create");
+            return not_in_v2(V1_METHODS.terminal_create);
         }
         self.connection.create_terminal(request)
     }
 
     fn terminal_output(&self, terminal: &TerminalId) -> ClientFuture<'_, TerminalOutput> {
         if self.protocol.is_v2() {
-            return not_in_v2("terminal/output");
+            return not_in_v2(V1_METHODS.terminal_output);
         }
         self.connection.terminal_output(terminal)
     }
 
     fn wait_for_terminal_exit(&self, terminal: &TerminalId) -> ClientFuture<'_, TerminalExit> {
         if self.protocol.is_v2() {
-            return not_in_v2("terminal/wait_for_exit");
+            return not_in_v2(V1_METHODS.terminal_wait_for_exit);
         }
         self.connection.wait_for_terminal_exit(terminal)
     }
 
     fn kill_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()> {
         if self.protocol.is_v2() {
-            return not_in_v2("terminal/kill");
+            return not_in_v2(V1_METHODS.terminal_kill);
         }
         self.connection.kill_terminal(terminal)
     }
 
     fn release_terminal(&self, terminal: &TerminalId) -> ClientFuture<'_, ()> {
         if self.protocol.is_v2() {
-            return not_in_v2("terminal/release");
+            return not_in_v2(V1_METHODS.terminal_release);
         }
         self.connection.release_terminal(terminal)
     }
