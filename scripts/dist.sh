@@ -64,7 +64,8 @@ profile_dir() { if [ "$PROFILE" = dev ]; then echo debug; else echo "$PROFILE"; 
 
 # build_linux_musl: prints the path of the static binary.
 build_linux_musl() {
-  need rustc-web cargo-web rust-web-src musl-tools
+  bash scripts/cross-check.sh toolchain
+  need musl-tools
   local t=${MUSL//-/_} unwind=$CACHE/musl-unwind
   # Rust's std for a static musl target links -lunwind, which rustup ships
   # beside its prebuilt musl std; with -Zbuild-std nothing provides it. GCC's
