@@ -167,8 +167,9 @@ def package_json_common(args) -> dict:
 def npm_pack(staging: Path, out_dir: Path) -> Path:
     """`npm pack` of staging into out_dir; returns the tarball."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    # The full path: on Windows npm is npm.cmd, which only a path runs.
     done = subprocess.run(
-        ["npm", "pack", "--json", "--pack-destination", str(out_dir.resolve())],
+        [shutil.which("npm") or "npm", "pack", "--json", "--pack-destination", str(out_dir.resolve())],
         cwd=staging, capture_output=True, text=True,
     )
     if done.returncode != 0:
