@@ -52,9 +52,11 @@ fmt:
 # agent.json and icon.svg. Here: static musl Linux x86_64 and aarch64 builds
 # and a mingw Windows x86_64 build (Debian's rustc-web, installed with apt on
 # first use); on a Mac, the two macOS builds. DIST_REPO / DIST_BASE_URL set the
-# download URLs; see scripts/dist.sh.
+# download URLs; DIST_TARGETS="linux-x86_64 …" names the targets (default: all
+# this host builds); see scripts/dist.sh.
+DIST_TARGETS ?=
 dist:
-	bash scripts/dist.sh
+	bash scripts/dist.sh $(DIST_TARGETS)
 
 # Checks dist/ as the ACP registry's CI would (schema, rules, icon, the
 # initialize answer and its authMethods), plus checksums, archive contents,
