@@ -46,18 +46,24 @@ fuzz:
 fmt:
 	$(CARGO) fmt
 
-# Release archives in dist/: crucible-agent-VERSION-TARGET.tar.gz/.zip (binary,
-# README.md, LICENSE), their .sha256, the ACP registry entry agent.json and
-# icon.svg. Here: a static musl Linux x86_64 build and a mingw Windows x86_64
-# build (Debian's rustc-web, installed with apt on first use); on a Mac, the
-# two macOS builds. DIST_REPO / DIST_BASE_URL set the download URLs; see
-# scripts/dist.sh.
+# Release files in dist/: crucible-agent-VERSION-TARGET.tar.gz/.zip (binary,
+# README.md, LICENSE) and their .sha256, an npm package and a wheel per target
+# (dist/npm/, dist/python/), the npm launcher package, the ACP registry entry
+# agent.json and icon.svg. Here: static musl Linux x86_64 and aarch64 builds
+# and a mingw Windows x86_64 build (Debian's rustc-web, installed with apt on
+# first use); on a Mac, the two macOS builds. DIST_REPO / DIST_BASE_URL set the
+# download URLs; DIST_TARGETS="linux-x86_64 …" names the targets (default: all
+# this host builds); see scripts/dist.sh.
+DIST_TARGETS ?=
 dist:
-	bash scripts/dist.sh
+	bash scripts/dist.sh $(DIST_TARGETS)
 
 # Checks dist/ as the ACP registry's CI would (schema, rules, icon, the
 # initialize answer and its authMethods), plus checksums, archive contents,
-# the Linux binary statically linked, and the Windows one under Wine.
+# the Linux binaries statically linked (aarch64 run under qemu-aarch64), the
+# Windows one under Wine, the npm packages and wheels installed offline from
+# their files and run through npx, npm -g, pip and uvx, the npm launcher's
+# tests, and the GitHub workflows against GitHub's schema.
 # DIST_AUTH=warn only warns when initialize names no `agent` or `terminal`
 # auth method (which the registry requires).
 DIST_AUTH ?= require

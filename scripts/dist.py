@@ -132,6 +132,181 @@ def write_zip(path: Path, members, mtime: int) -> None:
             z.writestr(info, src.read_bytes())
 
 
+# ---------------------------------------------------------------- npm
+
+# Registry target -> npm's process.platform and process.arch.
+NPM_PLATFORMS = {
+    "darwin-aarch64": ("darwin", "arm64"),
+    "darwin-x86_64": ("darwin", "x64"),
+    "linux-aarch64": ("linux", "arm64"),
+    "linux-x86_64": ("linux", "x64"),
+    "windows-aarch64": ("win32", "arm64"),
+    "windows-x86_64": ("win32", "x64"),
+}
+NPM_LAUNCHER = ROOT / "scripts" / "dist" / "npm" / "crucible-agent.js"
+
+
+def npm_package_name(target: str) -> str:
+    os_name, cpu = NPM_PLATFORMS[target]
+    return f"{NAME}-{os_name}-{cpu}"
+
+
+def npm_tarball(version: str, package: str) -> str:
+    return f"{package}-{version}.tgz"
+
+
+def package_json_common(args) -> dict:
+    return {
+        "version": args.version,
+        "license": args.license,
+        "repository": {"type": "git", "url": f"git+{args.repository}.git"},
+        "homepage": args.repository,
+    }
+
+
+def npm_pack(staging: Path, out_dir: Path) -> Path:
+    """`npm pack` of staging into out_dir; returns the tarball."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # The full path: on Windows npm is npm.cmd, which only a path runs.
+    done = subprocess.run(
+        [shutil.which("npm") or "npm", "pack", "--json", "--pack-destination", str(out_dir.resolve())],
+        cwd=staging, capture_output=True, text=True,
+    )
+    if done.returncode != 0:
+        sys.exit(f"dist: npm pack failed in {staging}:\n{done.stderr}")
+    tarball = out_dir / json.loads(done.stdout)[0]["filename"]
+    print(f"dist: {tarball} ({tarball.stat().st_size} bytes)", file=sys.stderr)
+    return tarball
+
+
+def npm(args) -> None:
+    """The npm packages: one per platform with its binary (--target), or the launcher."""
+    out_dir = Path(args.dist) / "npm"
+    with tempfile.TemporaryDirectory(prefix="dist-npm-") as tmp:
+        staging = Path(tmp)
+        (staging / "bin").mkdir()
+        shutil.copy(ROOT / "LICENSE", staging / "LICENSE")
+        if args.target:
+            os_name, cpu = NPM_PLATFORMS[args.target]
+            package = npm_package_name(args.target)
+            exe = staging / "bin" / binary_name(args.target)
+            shutil.copy(args.binary, exe)
+            exe.chmod(0o755)
+            (staging / "README.md").write_text(
+                f"# {package}\n\nThe `{NAME}` binary for {os_name} {cpu}. Install "
+                f"[`{NAME}`](https://www.npmjs.com/package/{NAME}), which runs it: `npx {NAME}`.\n"
+            )
+            manifest = {
+                "name": package,
+                **package_json_common(args),
+                "description": f"The {NAME} binary for {os_name} {cpu} (the {NAME} package runs it)",
+                "os": [os_name],
+                "cpu": [cpu],
+                "files": ["bin/"],
+                "preferUnplugged": True,
+            }
+        else:
+            package = NAME
+            shutil.copy(NPM_LAUNCHER, staging / "bin" / f"{NAME}.js")
+            (staging / "bin" / f"{NAME}.js").chmod(0o755)
+            shutil.copy(ROOT / "README.md", staging / "README.md")
+            manifest = {
+                "name": NAME,
+                **package_json_common(args),
+                "description": args.description,
+                "keywords": ["acp", "agent-client-protocol", "agent", "llm", "crucible"],
+                "bin": {NAME: f"bin/{NAME}.js"},
+                "files": ["bin/"],
+                "engines": {"node": ">=16"},
+                # Every platform of the release; npm installs only the one
+                # whose os and cpu match.
+                "optionalDependencies": {npm_package_name(t): args.version for t in TARGETS},
+            }
+        (staging / "package.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        tarball = npm_pack(staging, out_dir)
+        want = out_dir / npm_tarball(args.version, package)
+        if tarball != want:
+            tarball.replace(want)
+
+
+# ---------------------------------------------------------------- wheel
+
+# Registry target -> the wheel's platform tags. The Linux binaries are static
+# (musl, no shared library at all), so every manylinux and musllinux
+# system runs them.
+WHEEL_PLATFORMS = {
+    "darwin-aarch64": ["macosx_11_0_arm64"],
+    "darwin-x86_64": ["macosx_10_12_x86_64"],
+    "linux-aarch64": ["manylinux_2_17_aarch64", "manylinux2014_aarch64", "musllinux_1_1_aarch64"],
+    "linux-x86_64": ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "musllinux_1_1_x86_64"],
+    "windows-aarch64": ["win_arm64"],
+    "windows-x86_64": ["win_amd64"],
+}
+WHEEL_NAME = NAME.replace("-", "_")
+
+
+def wheel_name(version: str, target: str) -> str:
+    return f"{WHEEL_NAME}-{version}-py3-none-{'.'.join(WHEEL_PLATFORMS[target])}.whl"
+
+
+def record_hash(data: bytes) -> str:
+    import base64
+
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def wheel(args) -> None:
+    """A wheel whose one script is the binary (as ruff's and uv's): pip and uv
+    put it on PATH as `crucible-agent`."""
+    out_dir = Path(args.dist) / "python"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = f"{WHEEL_NAME}-{args.version}.data"
+    info = f"{WHEEL_NAME}-{args.version}.dist-info"
+    metadata = "\n".join(
+        [
+            "Metadata-Version: 2.1",
+            f"Name: {NAME}",
+            f"Version: {args.version}",
+            f"Summary: {args.description}",
+            f"License: {args.license}",
+            f"Project-URL: Repository, {args.repository}",
+            "Keywords: acp,agent-client-protocol,agent,llm",
+            "Classifier: Environment :: Console",
+            "Classifier: Programming Language :: Rust",
+            "Requires-Python: >=3.7",
+            "Description-Content-Type: text/markdown",
+            "",
+            (ROOT / "README.md").read_text(),
+        ]
+    )
+    wheel_file = "\n".join(
+        ["Wheel-Version: 1.0", f"Generator: {NAME} scripts/dist.py", "Root-Is-Purelib: false"]
+        + [f"Tag: py3-none-{tag}" for tag in WHEEL_PLATFORMS[args.target]]
+        + [""]
+    )
+    members = [
+        (f"{data}/scripts/{binary_name(args.target)}", Path(args.binary).read_bytes(), 0o755),
+        (f"{info}/METADATA", metadata.encode(), 0o644),
+        (f"{info}/WHEEL", wheel_file.encode(), 0o644),
+        (f"{info}/licenses/LICENSE", (ROOT / "LICENSE").read_bytes(), 0o644),
+    ]
+    record = "".join(f"{name},{record_hash(body)},{len(body)}\n" for name, body, _ in members)
+    record += f"{info}/RECORD,,\n"
+    members.append((f"{info}/RECORD", record.encode(), 0o644))
+    stamp = time.gmtime(max(source_date(), 315532800))[:6]
+    out = out_dir / wheel_name(args.version, args.target)
+    tmp = out.with_name(out.name + ".tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+        for name, body, mode in members:  # RECORD last, as the spec asks
+            zinfo = zipfile.ZipInfo(name, date_time=stamp)
+            zinfo.compress_type = zipfile.ZIP_DEFLATED
+            zinfo.external_attr = (0o100000 | mode) << 16
+            zinfo.create_system = 3
+            z.writestr(zinfo, body)
+    tmp.replace(out)
+    print(f"dist: {out} ({out.stat().st_size} bytes)", file=sys.stderr)
+
+
 # ---------------------------------------------------------------- manifest
 
 
@@ -159,7 +334,12 @@ def manifest(args) -> None:
         "repository": args.repository,
         "authors": ["the crucible-agent authors"],
         "license": args.license,
-        "distribution": {"binary": binary},
+        "distribution": {
+            "binary": binary,
+            # The npm launcher and the wheels of the same release (dist.py npm, wheel).
+            "npx": {"package": f"{NAME}@{args.version}"},
+            "uvx": {"package": f"{NAME}@{args.version}"},
+        },
     }
     (dist / "agent.json").write_text(json.dumps(entry, indent=2) + "\n")
     missing = sorted({t.split("-")[0] for t in TARGETS} - {t.split("-")[0] for t in binary})
@@ -219,6 +399,13 @@ def check_rules(entry: dict, version: str, p: Problems) -> None:
         if m:
             p.expect(m.group(1) == version, f"{target}: URL's version is {version}", url)
         p.expect(spec.get("cmd") == f"./{binary_name(target)}", f"{target}: cmd is ./{binary_name(target)}")
+    for kind in ("npx", "uvx"):
+        spec = entry.get("distribution", {}).get(kind, {})
+        p.expect(
+            spec.get("package") == f"{NAME}@{version}",
+            f"{kind}: package is {NAME}@{version}",
+            f"agent.json says {spec.get('package')}",
+        )
     oses = {t.split("-")[0] for t in binary}
     missing = {"darwin", "linux", "windows"} - oses
     if missing:
@@ -326,8 +513,12 @@ REGISTRY_INITIALIZE = {
 
 
 def isolated_env(home: Path) -> dict:
-    env = {k: v for k in ("PATH", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR") if (v := os.environ.get(k))}
+    keep = ("PATH", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR", "SYSTEMROOT", "TEMP", "TMP")
+    env = {k: v for k in keep if (v := os.environ.get(k))}
     env.update(HOME=str(home), TERM="dumb")
+    if platform.system() == "Windows":
+        env.update(USERPROFILE=str(home), APPDATA=str(home / "AppData" / "Roaming"),
+                   LOCALAPPDATA=str(home / "AppData" / "Local"))
     return env
 
 
@@ -403,6 +594,218 @@ def check_windows(target: str, extracted: Path, auth: str, p: Problems) -> None:
         p.fail(f"{target} under Wine: {e}")
 
 
+def check_linux_aarch64(target: str, extracted: Path, auth: str, p: Problems) -> None:
+    """The aarch64 binary: static, and answering initialize under qemu-aarch64."""
+    exe = extracted / NAME
+    described = subprocess.run(["file", "-b", str(exe)], capture_output=True, text=True).stdout.strip()
+    p.expect("ARM aarch64" in described, f"{target}: `file` calls it an ARM aarch64 program", described)
+    p.expect("statically linked" in described, f"{target}: `file` calls it statically linked", described)
+    qemu = shutil.which("qemu-aarch64")
+    if platform.machine() in ("aarch64", "arm64"):
+        cmd = [str(exe)]
+    elif qemu:
+        cmd = [qemu, str(exe)]
+    else:
+        p.fail(f"{target}: no qemu-aarch64 to run it (Debian: apt-get install qemu-user)")
+        return
+    home = Path(tempfile.mkdtemp(prefix="dist-home-"))
+    try:
+        version = subprocess.run(cmd + ["--version"], capture_output=True, text=True, timeout=120)
+        p.expect(
+            version.returncode == 0 and NAME in version.stdout,
+            f"{target}: `--version` under {'qemu-aarch64' if qemu and cmd[0] == qemu else 'the host'}",
+            f"exit {version.returncode}: {version.stdout}{version.stderr}"[:500],
+        )
+        check_answer(target, initialize(cmd, extracted, isolated_env(home), timeout=300), auth, p)
+    except (subprocess.TimeoutExpired, RuntimeError, ValueError) as e:
+        p.fail(f"{target}: {e}")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def host_target():
+    """The registry target of this machine, if it is one."""
+    machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine().lower())
+    system = {"Darwin": "darwin", "Linux": "linux", "Windows": "windows"}.get(platform.system())
+    target = f"{system}-{machine}"
+    return target if target in TARGETS else None
+
+
+def run_installed(what: str, cmd: list, cwd: Path, env: dict, auth: str, p: Problems) -> None:
+    """`--version`, then the registry's initialize, through an installed command."""
+    try:
+        version = subprocess.run(cmd + ["--version"], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+        p.expect(
+            version.returncode == 0 and NAME in version.stdout,
+            f"{what}: `--version`",
+            f"exit {version.returncode}: {version.stdout}{version.stderr}"[:800],
+        )
+        check_answer(what, initialize(cmd, cwd, env, timeout=300), auth, p)
+    except (subprocess.TimeoutExpired, RuntimeError, ValueError, OSError) as e:
+        p.fail(f"{what}: {e}")
+
+
+def check_npm(dist: Path, version: str, targets: list, auth: str, p: Problems) -> None:
+    """The npm packages: one per archive, the launcher naming all six; the
+    host's installed offline from the tarballs, run through npx and a global install."""
+    import tarfile as tf
+
+    npm_dir = dist / "npm"
+    launcher = npm_dir / npm_tarball(version, NAME)
+    if not p.expect(launcher.is_file(), f"npm: {launcher.name} is in {npm_dir}"):
+        return
+    with tf.open(launcher) as tar:
+        manifest = json.load(tar.extractfile("package/package.json"))
+        names = set(tar.getnames())
+    p.expect(manifest.get("version") == version, f"npm: the launcher's version is {version}")
+    p.expect(manifest.get("bin") == {NAME: f"bin/{NAME}.js"}, f"npm: the launcher's bin is bin/{NAME}.js")
+    p.expect(f"package/bin/{NAME}.js" in names, "npm: the launcher holds its script")
+    p.expect(
+        manifest.get("optionalDependencies") == {npm_package_name(t): version for t in TARGETS},
+        f"npm: the launcher depends on all {len(TARGETS)} platform packages at {version}",
+        json.dumps(manifest.get("optionalDependencies")),
+    )
+    for target in targets:
+        tarball = npm_dir / npm_tarball(version, npm_package_name(target))
+        if not p.expect(tarball.is_file(), f"npm: {tarball.name} is in {npm_dir}"):
+            continue
+        with tf.open(tarball) as tar:
+            pkg = json.load(tar.extractfile("package/package.json"))
+            try:
+                exe = tar.getmember(f"package/bin/{binary_name(target)}")
+            except KeyError:
+                p.fail(f"npm: {tarball.name} has no bin/{binary_name(target)}")
+                continue
+        os_name, cpu = NPM_PLATFORMS[target]
+        p.expect(
+            (pkg.get("name"), pkg.get("version"), pkg.get("os"), pkg.get("cpu"))
+            == (npm_package_name(target), version, [os_name], [cpu]),
+            f"npm: {tarball.name} is {npm_package_name(target)} {version} for os {os_name}, cpu {cpu}",
+        )
+        p.expect(is_windows(target) or exe.mode & 0o111 == 0o111, f"npm: {tarball.name}'s binary is executable")
+    host = host_target()
+    own = npm_dir / npm_tarball(version, npm_package_name(host)) if host else None
+    if not own or not own.is_file() or not shutil.which("npm"):
+        print(f"  note npm: no package for this machine ({host}) or no npm; not installed", file=sys.stderr)
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="dist-npm-"))
+    try:
+        env = {**os.environ, "npm_config_cache": str(tmp / "cache"), "npm_config_update_notifier": "false",
+               "npm_config_audit": "false", "npm_config_fund": "false"}
+        project = tmp / "project"
+        project.mkdir()
+        (project / "package.json").write_text('{"private": true}\n')
+        # --offline: the launcher's other platforms are optional and absent;
+        # npm must take this one from its file, never from the registry.
+        for where, extra in ((project, []), (tmp, ["-g", "--prefix", str(tmp / "global")])):
+            done = subprocess.run(
+                ["npm", "install", "--offline", *extra, str(own.resolve()), str(launcher.resolve())],
+                cwd=where, env=env, capture_output=True, text=True, timeout=600,
+            )
+            p.expect(done.returncode == 0, f"npm: `npm install {' '.join(extra)}` from the tarballs, offline",
+                     done.stderr[-1500:])
+        run_installed("npm: npx crucible-agent", ["npx", "--offline", "--no-install", NAME], project, env, auth, p)
+        bin_dir = tmp / "global" / ("" if platform.system() == "Windows" else "bin")
+        run_installed("npm: the global install's crucible-agent", [str(bin_dir / NAME)], tmp, env, auth, p)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_wheels(dist: Path, version: str, targets: list, auth: str, p: Problems) -> None:
+    """One wheel per archive, its RECORD true; the host's installed offline
+    with pip into a venv and run with `uvx --from`."""
+    wheel_dir = dist / "python"
+    for target in targets:
+        path = wheel_dir / wheel_name(version, target)
+        if not p.expect(path.is_file(), f"wheel: {path.name} is in {wheel_dir}"):
+            continue
+        with zipfile.ZipFile(path) as z:
+            info = f"{WHEEL_NAME}-{version}.dist-info"
+            record = z.read(f"{info}/RECORD").decode().splitlines()
+            bad = []
+            for line in record:
+                name, digest, size = line.rsplit(",", 2)
+                if name.endswith("/RECORD"):
+                    continue
+                body = z.read(name)
+                if digest != record_hash(body) or int(size) != len(body):
+                    bad.append(name)
+            p.expect(not bad and len(record) == len(z.namelist()), f"wheel: {path.name}'s RECORD matches", str(bad))
+            script = z.getinfo(f"{WHEEL_NAME}-{version}.data/scripts/{binary_name(target)}")
+            p.expect(is_windows(target) or (script.external_attr >> 16) & 0o111 == 0o111,
+                     f"wheel: {path.name}'s script is executable")
+            tags = [l.split(": ", 1)[1] for l in z.read(f"{info}/WHEEL").decode().splitlines() if l.startswith("Tag: ")]
+            p.expect(tags == [f"py3-none-{t}" for t in WHEEL_PLATFORMS[target]], f"wheel: {path.name}'s tags", str(tags))
+    host = host_target()
+    own = wheel_dir / wheel_name(version, host) if host else None
+    if not own or not own.is_file():
+        print(f"  note wheel: none for this machine ({host}); not installed", file=sys.stderr)
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="dist-wheel-"))
+    try:
+        venv = tmp / "venv"
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+        scripts = venv / ("Scripts" if platform.system() == "Windows" else "bin")
+        done = subprocess.run(
+            [str(scripts / "python"), "-m", "pip", "install", "--no-index", "--disable-pip-version-check", str(own)],
+            capture_output=True, text=True, timeout=600,
+        )
+        if p.expect(done.returncode == 0, "wheel: `pip install` from the file, offline", done.stderr[-1500:]):
+            run_installed("wheel: pip's crucible-agent", [str(scripts / NAME)], tmp, dict(os.environ), auth, p)
+        uvx = Path(sys.executable).parent / "uvx"
+        if not uvx.exists():
+            p.fail("wheel: no uvx beside this Python (scripts/dist.sh check installs uv)")
+            return
+        env = {**os.environ, "UV_CACHE_DIR": str(tmp / "uv-cache"), "UV_TOOL_DIR": str(tmp / "uv-tools"),
+               "UV_NO_PROGRESS": "1"}
+        run_installed("wheel: uvx --from the wheel", [str(uvx), "--offline", "--from", str(own.resolve()), NAME],
+                      tmp, env, auth, p)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_launcher_tests(p: Problems) -> None:
+    """The npm launcher's own tests: arguments, exit codes, signals."""
+    if platform.system() == "Windows" or not shutil.which("node"):
+        print("  note npm launcher tests: need node on a Unix; not run", file=sys.stderr)
+        return
+    done = subprocess.run(["node", "--test", str(NPM_LAUNCHER.parent)], capture_output=True, text=True, timeout=600)
+    p.expect(done.returncode == 0, "npm launcher: node --test (arguments, stdio, exit code, SIGTERM)",
+             (done.stdout + done.stderr)[-2000:])
+
+
+def check_workflows(p: Problems) -> None:
+    """.github/workflows/*.yml against the GitHub workflow schema (check-jsonschema's copy: offline)."""
+    workflows = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+    if not p.expect(bool(workflows), "workflows: .github/workflows/*.yml exist"):
+        return
+    tool = Path(sys.executable).parent / "check-jsonschema"
+    if not tool.exists():
+        p.fail("workflows: no check-jsonschema beside this Python (scripts/dist.sh check installs it)")
+        return
+    done = subprocess.run(
+        [str(tool), "--builtin-schema", "vendor.github-workflows", *map(str, workflows)],
+        capture_output=True, text=True,
+    )
+    p.expect(done.returncode == 0, f"workflows: {', '.join(w.name for w in workflows)} match the GitHub workflow schema",
+             (done.stdout + done.stderr)[-2000:])
+
+
+def smoke(args) -> None:
+    """`--version` and the registry's initialize against one binary, on the
+    machine that built it (the release workflow runs this on each runner)."""
+    p = Problems()
+    exe = Path(args.binary).resolve()
+    home = Path(tempfile.mkdtemp(prefix="dist-home-"))
+    try:
+        run_installed(f"{args.binary}", [str(exe)], home, isolated_env(home), args.auth, p)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    if p.errors:
+        sys.exit(f"dist smoke: {len(p.errors)} problem(s)")
+    print("dist smoke: OK", file=sys.stderr)
+
+
 def check(args) -> None:
     dist = Path(args.dist)
     p = Problems()
@@ -429,12 +832,18 @@ def check(args) -> None:
         if extracted is None:
             continue
         try:
-            if target.startswith("linux-"):
+            if target == "linux-aarch64":
+                check_linux_aarch64(target, extracted, args.auth, p)
+            elif target.startswith("linux-"):
                 check_linux(target, extracted, args.auth, p)
             elif is_windows(target) and args.wine:
                 check_windows(target, extracted, args.auth, p)
         finally:
             shutil.rmtree(extracted, ignore_errors=True)
+    check_npm(dist, args.version, sorted(binary), args.auth, p)
+    check_wheels(dist, args.version, sorted(binary), args.auth, p)
+    check_launcher_tests(p)
+    check_workflows(p)
     if p.errors:
         sys.exit(f"dist check: {len(p.errors)} problem(s)")
     print("dist check: OK", file=sys.stderr)
@@ -454,6 +863,20 @@ def main() -> None:
     for flag in ("--dist", "--version", "--repository", "--base-url", "--description", "--license"):
         m.add_argument(flag, required=True)
     m.set_defaults(run=manifest)
+    for command, run, about in (
+        ("npm", npm, "an npm package: --target's binary, or without --target the launcher"),
+        ("wheel", wheel, "a Python wheel with --target's binary as its script"),
+    ):
+        n = sub.add_parser(command, help=about)
+        for flag in ("--dist", "--version", "--repository", "--description", "--license"):
+            n.add_argument(flag, required=True)
+        n.add_argument("--target", choices=TARGETS, required=command == "wheel")
+        n.add_argument("--binary", required=command == "wheel")
+        n.set_defaults(run=run)
+    sm = sub.add_parser("smoke", help="--version and initialize against one binary")
+    sm.add_argument("--binary", required=True)
+    sm.add_argument("--auth", choices=("require", "warn"), default="require")
+    sm.set_defaults(run=smoke)
     c = sub.add_parser("check")
     c.add_argument("--dist", required=True)
     c.add_argument("--version", required=True)

@@ -241,11 +241,8 @@ impl Config {
         let origins = references::resolve(&mut file, &around, path, &mut warnings)?;
         let mut report = ConfigReport::default();
         report.classify(&file);
-        let raw: raw::RawConfig = toml::Value::Table(file).try_into().map_err(|err| {
-            // The text itself gives the error its line, when it has the fault.
-            let spanned = toml::from_str::<raw::RawConfig>(text).err();
-            parse_error(spanned.map_or_else(|| err.to_string(), |err| err.to_string()))
-        })?;
+        let raw: raw::RawConfig = serde_path_to_error::deserialize(toml::Value::Table(file))
+            .map_err(|err| wrong_value(text, path, err))?;
         let included = |key: &str| origins.get(key).cloned();
         around.included = &included;
         let mut config = compose(raw, path, around, warnings, report)?;
@@ -264,6 +261,32 @@ impl Config {
     pub fn default_provider(&self) -> Option<&ProviderSettings> {
         self.providers.get(&self.default_provider)
     }
+}
+
+/// A value of the wrong type, or a key where none may be: the key's path,
+/// the line when the file's own text has the fault (not a file it pulls in),
+/// and a fix that keeps the rest of the file.
+fn wrong_value(
+    text: &str,
+    path: &Path,
+    err: serde_path_to_error::Error<toml::de::Error>,
+) -> ConfigError {
+    let key = err.path().to_string();
+    let mut problem = err.into_inner().message().trim_end().to_string();
+    let line = toml::from_str::<raw::RawConfig>(text)
+        .err()
+        .and_then(|err| err.span())
+        .and_then(|span| text.get(..span.start))
+        .map(|before| before.lines().count().max(1));
+    if let Some(line) = line {
+        problem.push_str(&format!(" (line {line})"));
+    }
+    invalid(
+        path,
+        key,
+        problem,
+        "Correct that value in the file; the manual's Configuration page lists every key with its type.",
+    )
 }
 
 /// Who chose the config file's path, which says what a missing file means.

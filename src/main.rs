@@ -207,6 +207,9 @@ async fn serve(
         Err(why) => {
             tracing::error!("{why}");
             eprintln!("crucible-agent: {why}");
+            // Nothing sends through it: held, it would keep the writer from
+            // ending at EOF (a 5 s wait and "output did not drain").
+            drop(client);
             Service::Unconfigured(Unconfigured::new(connection, why.to_string()))
         }
     };

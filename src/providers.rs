@@ -141,13 +141,12 @@ pub struct ModelInfo {
 /// Errors say what failed and what to do about it; the text goes to the user.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum ProviderError {
-    #[error(
-        "cannot reach provider `{provider}` at {endpoint}: {detail}. Is the server running? Check `endpoint` in [llm.providers.{provider}]."
-    )]
+    #[error("cannot reach provider `{provider}` at {endpoint}: {detail}. {fix}")]
     Unreachable {
         provider: String,
         endpoint: String,
         detail: String,
+        fix: String,
     },
     #[error("provider `{provider}` needs an API key: {fix}")]
     MissingKey { provider: String, fix: String },

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::CliError;
-use crate::config::{ChosenBy, Config, ConfigReport, Overrides};
+use crate::config::{ChosenBy, Config, ConfigError, ConfigReport, Overrides};
 use crate::mcp::McpTransport;
 use crate::providers::settings::{ProviderKind, ProviderSettings, ToolCalling};
 use crate::providers::{Provider, Providers};
@@ -92,15 +92,36 @@ pub async fn run(
             check_environment(&config, &mut checks);
             checks.push(check_sandbox(&config.sandbox, &Support::probe()));
         }
-        Err(err) => checks.push(Check::fail(
-            "config",
-            err.to_string(),
-            "correct the key named above (`crucible-agent config init --force` writes a fresh sample)",
-        )),
+        Err(err) => {
+            let fix = config_fix(&err, config_path);
+            checks.push(Check::fail("config", err.to_string(), fix));
+        }
     }
     checks.push(check_data_dir(data_dir));
     print(&checks, out)?;
     Ok(checks.iter().all(|c| c.status != Status::Fail))
+}
+
+/// What to do about a config that does not load: always an edit of the
+/// user's own file, never a fresh one over it.
+fn config_fix(err: &ConfigError, path: &Path) -> String {
+    match err {
+        ConfigError::Invalid { key, .. } => format!(
+            "follow the message for `{key}` in {}; the rest of the file can stay",
+            path.display()
+        ),
+        ConfigError::Parse { .. } => format!(
+            "correct the TOML at the place named above in {}",
+            path.display()
+        ),
+        ConfigError::Flag { flag, .. } => {
+            format!("change {flag} on the command line (or in the editor's agent settings)")
+        }
+        ConfigError::Read { .. } => format!(
+            "make {} readable, or name another file with --config or $CRUCIBLE_CONFIG",
+            path.display()
+        ),
+    }
 }
 
 async fn check_providers(config: &Config, checks: &mut Vec<Check>) {

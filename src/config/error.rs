@@ -23,6 +23,16 @@ pub enum ConfigError {
         problem: String,
         fix: String,
     },
+    /// A command-line flag that asks for something the file lacks: the
+    /// flag is what to change, not the file.
+    #[error("{flag} {value}: {problem} in config file {path}. {fix}")]
+    Flag {
+        path: PathBuf,
+        flag: &'static str,
+        value: String,
+        problem: String,
+        fix: String,
+    },
 }
 
 /// A bad value in the file at `path`.

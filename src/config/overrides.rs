@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::Config;
-use super::error::{ConfigError, invalid};
+use super::error::ConfigError;
 
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
@@ -22,12 +22,16 @@ impl Config {
     ) -> Result<(), ConfigError> {
         if let Some(provider) = &overrides.provider {
             if !self.providers.contains_key(provider) {
-                return Err(invalid(
-                    path,
-                    "--provider",
-                    format!("no provider named `{provider}` is configured"),
-                    format!("Configured providers: {}.", self.provider_names()),
-                ));
+                return Err(ConfigError::Flag {
+                    path: path.to_path_buf(),
+                    flag: "--provider",
+                    value: provider.clone(),
+                    problem: format!("no provider named `{provider}` is configured"),
+                    fix: format!(
+                        "Name one of the configured providers ({}), or add [llm.providers.{provider}] to the file.",
+                        self.provider_names()
+                    ),
+                });
             }
             self.default_provider = provider.clone();
         }
@@ -84,7 +88,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("--provider") && err.contains("openai-work"),
+            err.starts_with("--provider nope: no provider named `nope`")
+                && err.contains("openai-work")
+                && !err.contains("key `"),
             "{err}"
         );
     }

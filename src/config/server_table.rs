@@ -173,7 +173,9 @@ impl<'a> ServerTable<'a> {
         self.invalid(
             field,
             format!("refers to the variable {variable}, which is not set"),
-            format!("Export {variable} in the environment the editor starts the agent from."),
+            format!(
+                "Export {variable} in the environment the editor starts the agent from, or take the key out."
+            ),
         )
     }
 

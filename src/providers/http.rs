@@ -464,16 +464,53 @@ pub fn connect_error(config: &ProviderSettings, err: &reqwest::Error) -> Provide
     } else {
         error_chain(err)
     };
+    // The built-in default is what runs when there is no config file: the
+    // user may never have written a provider table to check.
+    let builtin = ProviderSettings::local_ollama();
+    let fix = if config.name == builtin.name && config.endpoint == builtin.endpoint {
+        "Is Ollama running? With no config file this is the built-in default: \
+         `crucible-agent setup` writes a config for the provider and model you choose \
+         (with a config file, check `endpoint` in [llm.providers.ollama])."
+            .to_string()
+    } else {
+        format!(
+            "Is the server running? Check `endpoint` in [llm.providers.{}].",
+            config.name
+        )
+    };
     ProviderError::Unreachable {
         provider: config.name.clone(),
         endpoint: config.endpoint.clone(),
         detail,
+        fix,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_unreachable_built_in_default_points_to_setup_not_to_a_table() {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let refused = reqwest::Client::new()
+            .get(format!("http://127.0.0.1:{port}/"))
+            .send()
+            .await
+            .unwrap_err();
+        let builtin = connect_error(&ProviderSettings::local_ollama(), &refused).to_string();
+        assert!(builtin.contains("`crucible-agent setup`"), "{builtin}");
+        let mut configured = ProviderSettings::local_ollama();
+        configured.name = "local".into();
+        let text = connect_error(&configured, &refused).to_string();
+        assert!(
+            text.contains("Check `endpoint` in [llm.providers.local]") && !text.contains("setup"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn error_bodies_of_all_three_formats_are_read() {

@@ -205,7 +205,8 @@ mod tests {
         assert!(retried(&ProviderError::Unreachable {
             provider: "p".into(),
             endpoint: "e".into(),
-            detail: "refused".into()
+            detail: "refused".into(),
+            fix: "start it".into(),
         }));
         assert!(!retried(&ProviderError::Malformed {
             provider: "p".into(),

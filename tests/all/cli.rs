@@ -152,7 +152,8 @@ command = "no-such-mcp-command-anywhere"
     assert!(report.contains("[mcp_servers.tools]"), "{report}");
     assert!(report.contains("problem(s) to fix"), "{report}");
 
-    // A config that does not parse names the key.
+    // A value of the wrong type names the key's path, its line and a fix
+    // that edits the file rather than replacing it.
     std::fs::write(&config, "[agent]\nmax_turn_requests = \"many\"\n").unwrap();
     let output = run(
         home.path(),
@@ -162,7 +163,63 @@ command = "no-such-mcp-command-anywhere"
     .await;
     let report = stdout(&output);
     assert!(!output.status.success());
-    assert!(report.contains("max_turn_requests"), "{report}");
+    assert!(
+        report.contains("key `agent.max_turn_requests`: invalid type: string \"many\""),
+        "{report}"
+    );
+    assert!(report.contains("(line 2)"), "{report}");
+    assert!(
+        report.contains("fix: follow the message for `agent.max_turn_requests` in"),
+        "{report}"
+    );
+    assert!(!report.contains("--force"), "{report}");
+
+    // A variable a server's header names, not set: the key, the variable,
+    // and the same kind of fix.
+    std::fs::write(
+        &config,
+        "[mcp_servers.remote]\ntype = \"http\"\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { Authorization = \"Bearer ${DOCTOR_TEST_UNSET_TOKEN}\" }\n",
+    )
+    .unwrap();
+    let output = run(
+        home.path(),
+        &["--config", config.to_str().unwrap(), "doctor"],
+        &[],
+    )
+    .await;
+    let report = stdout(&output);
+    assert!(!output.status.success());
+    assert!(report.contains("DOCTOR_TEST_UNSET_TOKEN"), "{report}");
+    assert!(
+        report.contains("key `mcp_servers.remote.headers"),
+        "{report}"
+    );
+    assert!(
+        report.contains("fix: follow the message for `mcp_servers.remote.headers"),
+        "{report}"
+    );
+
+    // A --provider the file lacks is the flag's fault, not a key's.
+    std::fs::write(&config, "[llm.providers.local]\ntype = \"ollama\"\n").unwrap();
+    let output = run(
+        home.path(),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--provider",
+            "nosuch",
+            "doctor",
+        ],
+        &[],
+    )
+    .await;
+    let report = stdout(&output);
+    assert!(!output.status.success());
+    assert!(
+        report.contains("--provider nosuch: no provider named `nosuch` is configured"),
+        "{report}"
+    );
+    assert!(!report.contains("key `--provider`"), "{report}");
 }
 
 #[tokio::test]

@@ -2,6 +2,8 @@
 //! README.md, ARCHITECTURE.md, CHANGELOG.md and docs/ leads somewhere; every
 //! key of config.sample.toml is on the manual's configuration page, and
 //! every example there is read by the agent's own config reader; every
+//! configuration example anywhere, copied with no variable set, gets from
+//! `doctor` only fixes that keep the user's file; every
 //! subcommand and flag of `crucible-agent --help` is on the command-line page.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -387,6 +389,87 @@ fn every_example_on_the_configuration_page_is_read_by_the_config_reader() {
             .map(|ignored| ignored.key.as_str())
             .collect();
         assert!(unknown.is_empty(), "unknown keys: {unknown:?} in\n{block}");
+    }
+}
+
+/// The rows `doctor` prints as FAIL, each with the `fix:` line under it.
+fn doctor_failures(report: &str) -> Vec<(String, Option<String>)> {
+    let lines: Vec<&str> = report.lines().collect();
+    let mut failures = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.split_whitespace().any(|word| word == "FAIL") {
+            let fix = (lines.get(i + 1))
+                .map(|next| next.trim())
+                .and_then(|next| next.strip_prefix("fix:"))
+                .map(|fix| fix.trim().to_string());
+            failures.push((line.trim().to_string(), fix));
+        }
+    }
+    failures
+}
+
+#[test]
+fn every_configuration_example_copied_with_no_variable_set_gets_fixes_that_keep_the_file() {
+    // A block that shows one table at a time gets a provider from here.
+    const LOCAL: &str = r#"
+        [llm.providers.local]
+        type = "openai"
+        endpoint = "http://127.0.0.1:9/v1"
+        default_model = "m"
+    "#;
+    const ESSENTIALS: [&str; 3] = [
+        "README.md block 2",
+        "docs/src/configuration.md block 1",
+        "config.sample.toml",
+    ];
+    let mut examples = Vec::new();
+    for page in markdown_files() {
+        let relative = page.strip_prefix(root()).unwrap().display().to_string();
+        for (index, block) in toml_blocks(&read(&relative)).into_iter().enumerate() {
+            examples.push((format!("{relative} block {}", index + 1), block));
+        }
+    }
+    examples.push(("config.sample.toml".into(), read("config.sample.toml")));
+    assert!(examples.len() > 20, "{} examples", examples.len());
+    for (name, block) in examples {
+        let shown: toml::Table =
+            toml::from_str(&block).unwrap_or_else(|err| panic!("{name}: not TOML\n{err}"));
+        let mut whole: toml::Table = toml::from_str(LOCAL).unwrap();
+        merge(&mut whole, shown);
+        let home = tempfile::tempdir().unwrap();
+        let config = home.path().join("config.toml");
+        std::fs::write(&config, toml::to_string(&whole).unwrap()).unwrap();
+        // No variable set: only what a process needs to run at all.
+        let output = Command::new(env!("CARGO_BIN_EXE_crucible-agent"))
+            .args(["--config", config.to_str().unwrap(), "doctor"])
+            .env_clear()
+            .env("HOME", home.path())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .output()
+            .unwrap();
+        let report = String::from_utf8_lossy(&output.stdout);
+        for (row, fix) in doctor_failures(&report) {
+            let fix = fix.unwrap_or_else(|| panic!("{name}: no fix under `{row}`\n{report}"));
+            assert!(
+                !fix.contains("--force") && !fix.contains("config init"),
+                "{name}: a fix that would replace the user's file: {fix}\n{report}"
+            );
+            if row.starts_with("config ") {
+                assert!(
+                    row.contains("key `"),
+                    "{name}: the error names no key: {row}"
+                );
+            }
+        }
+        // The essentials and the sample `config init` writes are a local
+        // server's: nothing to fix in the file or the keys.
+        if ESSENTIALS.contains(&name.as_str()) {
+            let broken: Vec<_> = doctor_failures(&report)
+                .into_iter()
+                .filter(|(row, _)| row.starts_with("config ") || row.contains(" key "))
+                .collect();
+            assert!(broken.is_empty(), "{name}: {broken:?}\n{report}");
+        }
     }
 }
 
