@@ -7,8 +7,8 @@ use serde_json::Value;
 use super::methods::requests;
 use super::readers::v1 as read;
 use super::request::{
-    ArchiveFilter, Decoded, ListQuery, Listed, Opened, Place, PromptReply, ProviderChange,
-    ProviderListing, Refusal, Reopen, Reply, Request, SessionId, Whereabouts,
+    Decoded, Listed, Opened, Place, PromptReply, ProviderListing, Refusal, Reopen, Reply, Request,
+    SessionId,
 };
 use super::router::{Extras, with_models};
 use super::translate;
@@ -58,6 +58,19 @@ pub struct SetModelRequest {
     model_id: String,
 }
 
+/// A session request's shared params, read by [`place`].
+macro_rules! read_place {
+    ($method:expr, $request:ident) => {
+        place(
+            $method,
+            $request.cwd,
+            $request.additional_directories,
+            &$request.mcp_servers,
+            $request.system_prompt,
+            $request.config_options,
+        )
+    };
+}
 /// What the answers need besides the request: the client's extras.
 pub struct Context {
     pub unstable: Unstable,
@@ -101,14 +114,7 @@ fn neutral(request: V1Request, responder: Responder, context: &Context) -> Decod
         }
         V1Request::AuthStatus(_) => Request::AuthStatus(Reply::new(responder, auth_status)),
         V1Request::NewSession(request) => {
-            let place = match place(
-                NAMES.session_new,
-                request.cwd,
-                request.additional_directories,
-                &request.mcp_servers,
-                request.system_prompt,
-                request.config_options,
-            ) {
+            let place = match read_place!(NAMES.session_new, request) {
                 Ok(place) => place,
                 Err(err) => return Err(Refusal::new(responder, err)),
             };
@@ -126,14 +132,7 @@ fn neutral(request: V1Request, responder: Responder, context: &Context) -> Decod
             Reopen::Load,
             id(request.session_id),
             None,
-            place(
-                NAMES.session_load,
-                request.cwd,
-                request.additional_directories,
-                &request.mcp_servers,
-                request.system_prompt,
-                request.config_options,
-            ),
+            read_place!(NAMES.session_load, request),
             responder,
             extras,
         )?,
@@ -141,14 +140,7 @@ fn neutral(request: V1Request, responder: Responder, context: &Context) -> Decod
             Reopen::Resume,
             id(request.session_id),
             None,
-            place(
-                NAMES.session_resume,
-                request.cwd,
-                request.additional_directories,
-                &request.mcp_servers,
-                request.system_prompt,
-                request.config_options,
-            ),
+            read_place!(NAMES.session_resume, request),
             responder,
             extras,
         )?,
@@ -156,14 +148,7 @@ fn neutral(request: V1Request, responder: Responder, context: &Context) -> Decod
             Reopen::Fork,
             id(request.session_id),
             request.cursor_id.map(|cursor| cursor.0.to_string()),
-            place(
-                NAMES.session_fork,
-                request.cwd,
-                request.additional_directories,
-                &request.mcp_servers,
-                request.system_prompt,
-                request.config_options,
-            ),
+            read_place!(NAMES.session_fork, request),
             responder,
             extras,
         )?,
@@ -207,11 +192,7 @@ fn neutral(request: V1Request, responder: Responder, context: &Context) -> Decod
             model: request.model_id,
             reply: Reply::new(responder, |()| serde_json::Map::new()),
         },
-        V1Request::SetTitle(request) => Request::SetTitle {
-            session: id(request.session_id),
-            title: request.title,
-            reply: Reply::new(responder, acp::SetSessionTitleResponse::new),
-        },
+        V1Request::SetTitle(request) => set_title(request, responder),
         V1Request::Options(request) => Request::Options {
             session: request.session_id.map(id),
             cwd: request.cwd,
@@ -222,62 +203,19 @@ fn neutral(request: V1Request, responder: Responder, context: &Context) -> Decod
                     .config_options(translate::config_options(&options))
             }),
         },
-        V1Request::Close(request) => Request::Close {
-            session: id(request.session_id),
-            reply: Reply::new(responder, |()| acp::CloseSessionResponse::new()),
-        },
-        V1Request::Delete(request) => Request::Delete {
-            session: id(request.session_id),
-            reply: Reply::new(responder, |()| acp::DeleteSessionResponse::new()),
-        },
-        V1Request::List(request) => Request::List {
-            query: ListQuery {
-                cwd: request.cwd,
-                cursor: request.cursor,
-                archived: match request.archived.unwrap_or_default() {
-                    acp::SessionArchiveFilter::Exclude => Some(ArchiveFilter::Exclude),
-                    acp::SessionArchiveFilter::Include => Some(ArchiveFilter::Include),
-                    acp::SessionArchiveFilter::Only => Some(ArchiveFilter::Only),
-                    _ => None,
-                },
-            },
-            reply: Reply::new(responder, session_list),
-        },
-        V1Request::Status(request) => Request::Status {
-            session: id(request.session_id),
-            reply: Reply::new(responder, |status| {
-                acp::SessionStatusResponse::new(match status {
-                    Whereabouts::Open => acp::SessionStatus::Open,
-                    Whereabouts::Saved => acp::SessionStatus::Saved,
-                })
-            }),
-        },
-        V1Request::Archive(request) => Request::Archive {
-            session: id(request.session_id),
-            mark: ArchiveMark::Archived,
-            reply: Reply::new(responder, |()| acp::ArchiveSessionResponse::new()),
-        },
-        V1Request::Unarchive(request) => Request::Archive {
-            session: id(request.session_id),
-            mark: ArchiveMark::Active,
-            reply: Reply::new(responder, |()| acp::UnarchiveSessionResponse::new()),
-        },
-        V1Request::ListProviders(_) => Request::ListProviders(Reply::new(responder, |listed| {
-            acp::ListProvidersResponse::new(provider_infos(listed))
-        })),
-        V1Request::SetProvider(request) => Request::SetProvider {
-            change: ProviderChange {
-                provider: request.provider_id.0.to_string(),
-                protocol: provider_kind(&request.api_type),
-                base_url: request.base_url,
-                headers: request.headers.into_iter().collect(),
-            },
-            reply: Reply::new(responder, |()| acp::SetProviderResponse::new()),
-        },
-        V1Request::DisableProvider(request) => Request::DisableProvider {
-            provider: request.provider_id.0.to_string(),
-            reply: Reply::new(responder, |()| acp::DisableProviderResponse::new()),
-        },
+        V1Request::Close(request) => close(request, responder),
+        V1Request::Delete(request) => delete(request, responder),
+        V1Request::List(request) => list(request, responder),
+        V1Request::Status(request) => status(request, responder),
+        V1Request::Archive(request) => {
+            archive(request.session_id, ArchiveMark::Archived, responder)
+        }
+        V1Request::Unarchive(request) => {
+            archive(request.session_id, ArchiveMark::Active, responder)
+        }
+        V1Request::ListProviders(_) => list_providers(responder),
+        V1Request::SetProvider(request) => set_provider(request, responder),
+        V1Request::DisableProvider(request) => disable_provider(request, responder),
     })
 }
 
@@ -355,10 +293,108 @@ fn reopened(how: Reopen, opened: &Opened, extras: Extras) -> serde_json::Result<
     }
 }
 
-/// The answers (and the provider protocols) both versions write alike,
-/// written once and expanded for each version's schema module.
+/// The requests whose params and answers both versions write alike (and
+/// the provider protocols), written once and expanded for each version's
+/// schema module.
 macro_rules! shared_answers {
-    ($version:ident, directory: $directory:ty) => {
+    ($version:ident, directory: $directory:ty, path: $path:expr) => {
+        fn session(id: $version::SessionId) -> $crate::acp::request::SessionId {
+            $crate::acp::request::SessionId::from(id.0)
+        }
+
+        fn close(request: $version::CloseSessionRequest, responder: Responder) -> Request {
+            Request::Close {
+                session: session(request.session_id),
+                reply: Reply::new(responder, |()| $version::CloseSessionResponse::new()),
+            }
+        }
+
+        fn delete(request: $version::DeleteSessionRequest, responder: Responder) -> Request {
+            Request::Delete {
+                session: session(request.session_id),
+                reply: Reply::new(responder, |()| $version::DeleteSessionResponse::new()),
+            }
+        }
+
+        fn set_title(request: $version::SetSessionTitleRequest, responder: Responder) -> Request {
+            Request::SetTitle {
+                session: session(request.session_id),
+                title: request.title,
+                reply: Reply::new(responder, $version::SetSessionTitleResponse::new),
+            }
+        }
+
+        fn list(request: $version::ListSessionsRequest, responder: Responder) -> Request {
+            use $crate::acp::request::{ArchiveFilter, ListQuery};
+            Request::List {
+                query: ListQuery {
+                    cwd: request.cwd.map($path),
+                    cursor: request.cursor.map(|cursor| cursor.to_string()),
+                    archived: match request.archived.unwrap_or_default() {
+                        $version::SessionArchiveFilter::Exclude => Some(ArchiveFilter::Exclude),
+                        $version::SessionArchiveFilter::Include => Some(ArchiveFilter::Include),
+                        $version::SessionArchiveFilter::Only => Some(ArchiveFilter::Only),
+                        _ => None,
+                    },
+                },
+                reply: Reply::new(responder, session_list),
+            }
+        }
+
+        fn status(request: $version::SessionStatusRequest, responder: Responder) -> Request {
+            use $crate::acp::request::Whereabouts;
+            Request::Status {
+                session: session(request.session_id),
+                reply: Reply::new(responder, |status| {
+                    $version::SessionStatusResponse::new(match status {
+                        Whereabouts::Open => $version::SessionStatus::Open,
+                        Whereabouts::Saved => $version::SessionStatus::Saved,
+                    })
+                }),
+            }
+        }
+
+        /// `session/archive` and `session/unarchive`, whose answers are both `{}`.
+        fn archive(
+            id: $version::SessionId,
+            mark: $crate::store::ArchiveMark,
+            responder: Responder,
+        ) -> Request {
+            Request::Archive {
+                session: session(id),
+                mark,
+                reply: Reply::new(responder, |()| serde_json::Map::new()),
+            }
+        }
+
+        fn list_providers(responder: Responder) -> Request {
+            Request::ListProviders(Reply::new(responder, |listed| {
+                $version::ListProvidersResponse::new(provider_infos(listed))
+            }))
+        }
+
+        fn set_provider(request: $version::SetProviderRequest, responder: Responder) -> Request {
+            Request::SetProvider {
+                change: $crate::acp::request::ProviderChange {
+                    provider: request.provider_id.0.to_string(),
+                    protocol: provider_kind(&request.api_type),
+                    base_url: request.base_url,
+                    headers: request.headers.into_iter().collect(),
+                },
+                reply: Reply::new(responder, |()| $version::SetProviderResponse::new()),
+            }
+        }
+
+        fn disable_provider(
+            request: $version::DisableProviderRequest,
+            responder: Responder,
+        ) -> Request {
+            Request::DisableProvider {
+                provider: request.provider_id.0.to_string(),
+                reply: Reply::new(responder, |()| $version::DisableProviderResponse::new()),
+            }
+        }
+
         /// `session/list`'s answer.
         pub fn session_list(listed: Listed) -> $version::ListSessionsResponse {
             let archive = listed.archive_marks;
@@ -435,7 +471,7 @@ pub(crate) use shared_answers;
 
 use crate::providers::settings::ProviderKind;
 use agent_client_protocol_schema::v1;
-shared_answers!(v1, directory: std::path::PathBuf);
+shared_answers!(v1, directory: std::path::PathBuf, path: std::convert::identity);
 
 /// `auth/status`'s answer.
 fn auth_status(status: auth::Status) -> acp::AuthStatusResponse {

@@ -14,8 +14,8 @@ use crate::acp::mcp_spec;
 use crate::acp::methods::requests;
 use crate::acp::readers::v2 as read;
 use crate::acp::request::{
-    ArchiveFilter, Decoded, ListQuery, Listed, Opened, Place, PromptReply, ProviderChange,
-    ProviderListing, Refusal, Reopen, Reply, Request, SessionId, Whereabouts,
+    Decoded, Listed, Opened, Place, PromptReply, ProviderListing, Refusal, Reopen, Reply, Request,
+    SessionId,
 };
 use crate::config::Unstable;
 use crate::providers::settings::ProviderKind;
@@ -48,6 +48,19 @@ requests! {
     }
 }
 
+/// A session request's shared params, read by [`place`].
+macro_rules! read_place {
+    ($method:expr, $request:ident) => {
+        place(
+            $method,
+            $request.cwd,
+            $request.additional_directories,
+            &$request.mcp_servers,
+            $request.system_prompt,
+            $request.config_options,
+        )
+    };
+}
 /// A v2 request read into the neutral one; `None` when it was answered
 /// with the error its params earn.
 pub fn decode(
@@ -86,14 +99,7 @@ fn neutral(request: V2Request, responder: Responder) -> Decoded {
         }
         V2Request::AuthStatus(_) => Request::AuthStatus(Reply::new(responder, auth_status)),
         V2Request::NewSession(request) => {
-            let place = match place(
-                NAMES.session_new,
-                request.cwd,
-                request.additional_directories,
-                &request.mcp_servers,
-                request.system_prompt,
-                request.config_options,
-            ) {
+            let place = match read_place!(NAMES.session_new, request) {
                 Ok(place) => place,
                 Err(err) => return Err(Refusal::new(responder, err)),
             };
@@ -123,14 +129,7 @@ fn neutral(request: V2Request, responder: Responder) -> Decoded {
                 how,
                 id(request.session_id),
                 None,
-                place(
-                    NAMES.session_resume,
-                    request.cwd,
-                    request.additional_directories,
-                    &request.mcp_servers,
-                    request.system_prompt,
-                    request.config_options,
-                ),
+                read_place!(NAMES.session_resume, request),
                 responder,
             )?
         }
@@ -138,14 +137,7 @@ fn neutral(request: V2Request, responder: Responder) -> Decoded {
             Reopen::Fork,
             id(request.session_id),
             request.cursor_id.map(|cursor| cursor.0.to_string()),
-            place(
-                NAMES.session_fork,
-                request.cwd,
-                request.additional_directories,
-                &request.mcp_servers,
-                request.system_prompt,
-                request.config_options,
-            ),
+            read_place!(NAMES.session_fork, request),
             responder,
         )?,
         V2Request::Prompt(request) => {
@@ -177,67 +169,20 @@ fn neutral(request: V2Request, responder: Responder) -> Decoded {
                 v2::SetSessionConfigOptionResponse::new(updates::config_options(&options))
             }),
         },
-        V2Request::SetTitle(request) => Request::SetTitle {
-            session: id(request.session_id),
-            title: request.title,
-            reply: Reply::new(responder, v2::SetSessionTitleResponse::new),
-        },
-        V2Request::Close(request) => Request::Close {
-            session: id(request.session_id),
-            reply: Reply::new(responder, |()| v2::CloseSessionResponse::new()),
-        },
-        V2Request::Delete(request) => Request::Delete {
-            session: id(request.session_id),
-            reply: Reply::new(responder, |()| v2::DeleteSessionResponse::new()),
-        },
-        V2Request::List(request) => Request::List {
-            query: ListQuery {
-                cwd: request.cwd.map(|cwd| cwd.0),
-                cursor: request.cursor.map(|cursor| cursor.to_string()),
-                archived: match request.archived.unwrap_or_default() {
-                    v2::SessionArchiveFilter::Exclude => Some(ArchiveFilter::Exclude),
-                    v2::SessionArchiveFilter::Include => Some(ArchiveFilter::Include),
-                    v2::SessionArchiveFilter::Only => Some(ArchiveFilter::Only),
-                    _ => None,
-                },
-            },
-            reply: Reply::new(responder, session_list),
-        },
-        V2Request::Status(request) => Request::Status {
-            session: id(request.session_id),
-            reply: Reply::new(responder, |status| {
-                v2::SessionStatusResponse::new(match status {
-                    Whereabouts::Open => v2::SessionStatus::Open,
-                    Whereabouts::Saved => v2::SessionStatus::Saved,
-                })
-            }),
-        },
-        V2Request::Archive(request) => Request::Archive {
-            session: id(request.session_id),
-            mark: ArchiveMark::Archived,
-            reply: Reply::new(responder, |()| v2::ArchiveSessionResponse::new()),
-        },
-        V2Request::Unarchive(request) => Request::Archive {
-            session: id(request.session_id),
-            mark: ArchiveMark::Active,
-            reply: Reply::new(responder, |()| v2::UnarchiveSessionResponse::new()),
-        },
-        V2Request::ListProviders(_) => Request::ListProviders(Reply::new(responder, |listed| {
-            v2::ListProvidersResponse::new(provider_infos(listed))
-        })),
-        V2Request::SetProvider(request) => Request::SetProvider {
-            change: ProviderChange {
-                provider: request.provider_id.0.to_string(),
-                protocol: provider_kind(&request.api_type),
-                base_url: request.base_url,
-                headers: request.headers.into_iter().collect(),
-            },
-            reply: Reply::new(responder, |()| v2::SetProviderResponse::new()),
-        },
-        V2Request::DisableProvider(request) => Request::DisableProvider {
-            provider: request.provider_id.0.to_string(),
-            reply: Reply::new(responder, |()| v2::DisableProviderResponse::new()),
-        },
+        V2Request::SetTitle(request) => set_title(request, responder),
+        V2Request::Close(request) => close(request, responder),
+        V2Request::Delete(request) => delete(request, responder),
+        V2Request::List(request) => list(request, responder),
+        V2Request::Status(request) => status(request, responder),
+        V2Request::Archive(request) => {
+            archive(request.session_id, ArchiveMark::Archived, responder)
+        }
+        V2Request::Unarchive(request) => {
+            archive(request.session_id, ArchiveMark::Active, responder)
+        }
+        V2Request::ListProviders(_) => list_providers(responder),
+        V2Request::SetProvider(request) => set_provider(request, responder),
+        V2Request::DisableProvider(request) => disable_provider(request, responder),
     })
 }
 
@@ -294,7 +239,11 @@ fn reopened(how: Reopen, opened: &Opened) -> serde_json::Result<Value> {
     }
 }
 
-crate::acp::v1::shared_answers!(v2, directory: v2::AbsolutePath);
+crate::acp::v1::shared_answers!(
+    v2,
+    directory: v2::AbsolutePath,
+    path: |path: v2::AbsolutePath| path.0
+);
 
 /// `auth/status`'s answer: each account labelled with its provider's name.
 fn auth_status(status: auth::Status) -> v2::AuthStatusResponse {
