@@ -12,6 +12,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod connection;
 pub mod handshake;
 pub mod mcp_relay;
 pub mod mcp_spec;
@@ -42,7 +43,7 @@ pub enum Service {
 impl Service {
     pub fn handle(&mut self, message: Incoming) {
         match self {
-            Service::Ready(router) => router.handle(message),
+            Service::Ready(router) => connection::handle(router, message),
             Service::Unconfigured(service) => service.handle(message),
         }
     }

@@ -207,11 +207,6 @@ pub struct ProviderChange {
 /// Every request a client may make, in the agent's terms, each with the
 /// reply it is owed.
 pub enum Request {
-    /// The handshake; negotiation reads the raw params (it picks the version).
-    Initialize {
-        params: Value,
-        responder: Responder,
-    },
     SignIn {
         method: String,
         reply: Reply<()>,

@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::mcp_relay::McpRelay;
-use super::protocol::{Protocol, Version};
+use super::protocol::Protocol;
 use super::request::{Opened, Place, PromptReply, Reply, Request, SessionId};
 use crate::client::{ClientAbilities, ClientSink, CursorUse};
 use crate::events::StopReason;
@@ -30,7 +30,7 @@ use crate::session::{
     Delivery, InsertReply, OpenRequest, PromptAnswer, PromptSubmission, SessionError, SessionMsg,
     TurnEnd, WhenBusy,
 };
-use crate::transport::{Connection, Inbound, Incoming, Responder, RpcError};
+use crate::transport::{Connection, RpcError};
 use params::{check_roots, session_servers};
 
 mod answers;
@@ -46,7 +46,7 @@ pub(in crate::acp) use answers::{session_error, with_models};
 pub use capabilities::{
     ClientInfo, Extras, initialize_response, initialize_response_with, sign_in_for,
 };
-pub(super) use params::tolerate;
+pub(in crate::acp) use params::tolerate;
 
 pub struct Router {
     pub(in crate::acp) connection: Connection,
@@ -96,53 +96,15 @@ impl Router {
         self.client.as_ref()
     }
 
-    /// What one unit from the carrier held (a message or a batch of them;
-    /// see [`Connection::receive`]).
-    pub fn handle(&mut self, message: Incoming) {
-        let connection = self.connection.clone();
-        connection.receive(message, |inbound| match inbound {
-            Inbound::Request {
-                method,
-                params,
-                responder,
-            } => self.request(&method, params, responder),
-            Inbound::Notification { method, params } => self.notification(&method, params),
-        });
-    }
-
     /// The client is gone: stop every session, answering their turns.
     pub async fn shutdown(&mut self) {
         self.sessions.close_all().await;
         self.connection.fail_pending();
     }
 
-    /// A request read by the connection's codec, then served.
-    fn request(&mut self, method: &str, params: Value, responder: Responder) {
-        tracing::debug!(%method, "request");
-        let params = match tolerate(method, params) {
-            Ok(params) => params,
-            Err(err) => return responder.respond(Err(err)),
-        };
-        let unstable = self.sessions.unstable();
-        let decoded = match self.protocol.get() {
-            Version::V1 => {
-                let context = super::v1::Context {
-                    unstable,
-                    extras: self.extras(),
-                };
-                super::v1::decode(method, params, responder, &context)
-            }
-            Version::V2 => super::v2::requests::decode(method, params, responder, &unstable),
-        };
-        if let Some(request) = decoded {
-            self.serve(request);
-        }
-    }
-
     /// One handler per request, whatever version it came in.
-    fn serve(&mut self, request: Request) {
+    pub(in crate::acp) fn serve(&mut self, request: Request) {
         match request {
-            Request::Initialize { params, responder } => self.initialize(params, responder),
             Request::SignIn { method, reply } => self.sign_in(&method, reply),
             Request::SignOut(reply) => reply.send(Ok(())),
             Request::AuthStatus(reply) => self.auth_status(reply),
@@ -201,7 +163,7 @@ impl Router {
         }
     }
 
-    fn notification(&mut self, method: &str, params: Value) {
+    pub(in crate::acp) fn notification(&mut self, method: &str, params: Value) {
         tracing::debug!(%method, "notification");
         match method {
             m if m == NAMES.session_cancel => {
@@ -404,105 +366,5 @@ fn on_notification<N: DeserializeOwned>(method: &str, params: Value, handler: im
     match parse::<N>(method, params) {
         Ok(notification) => handler(notification),
         Err(err) => tracing::warn!(%method, message = %err.message, "bad notification"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::client::ClientSink;
-    use crate::config::Config;
-    use crate::providers::Providers;
-    use crate::session::Defaults;
-    use crate::transport::jsonrpc::parse as parse_line;
-
-    fn router() -> (Router, crate::transport::Outgoing) {
-        let (connection, lines) = Connection::new();
-        let config = Config::builtin_default();
-        let sink: Arc<dyn ClientSink> = Arc::new(connection.clone());
-        let manager = SessionManager::new(
-            Arc::new(Providers::new(config.providers.clone())),
-            sink,
-            Defaults::from_config(&config).unwrap(),
-        );
-        (Router::new(connection, manager), lines)
-    }
-
-    fn feed(router: &mut Router, line: &str) {
-        if let Some(message) = parse_line(line.as_bytes()) {
-            router.handle(message);
-        }
-    }
-
-    async fn next(lines: &mut crate::transport::Outgoing) -> Value {
-        let line = tokio::time::timeout(std::time::Duration::from_secs(5), lines.recv())
-            .await
-            .expect("an answer")
-            .expect("the connection is open");
-        serde_json::from_slice(&line).unwrap()
-    }
-
-    #[tokio::test]
-    async fn every_request_gets_one_answer_with_the_right_code() {
-        let (mut router, mut lines) = router();
-        let cwd = std::env::temp_dir();
-        let table = [
-            (r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#.to_string(), None),
-            ("{oops".to_string(), Some(-32700)),
-            (r#"{"jsonrpc":"2.0","id":2,"method":"no/such"}"#.to_string(), Some(-32601)),
-            (r#"{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"x","mcpServers":[]}}"#.to_string(), Some(-32602)),
-            (r#"{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"nope","prompt":[{"type":"text","text":"hi"}]}}"#.to_string(), Some(-32002)),
-            (r#"{"jsonrpc":"2.0","id":5,"method":"session/close","params":{"sessionId":"nope"}}"#.to_string(), Some(-32002)),
-            (format!(r#"{{"jsonrpc":"2.0","id":6,"method":"session/new","params":{{"cwd":{},"mcpServers":[]}}}}"#, serde_json::to_string(&cwd).unwrap()), None),
-        ];
-        for (line, code) in table {
-            feed(&mut router, &line);
-            let answer = next(&mut lines).await;
-            match code {
-                Some(code) => assert_eq!(answer["error"]["code"], code, "{line} → {answer}"),
-                None => assert!(answer.get("result").is_some(), "{line} → {answer}"),
-            }
-        }
-        // Notifications, known or not, are never answered.
-        feed(
-            &mut router,
-            r#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"nope"}}"#,
-        );
-        feed(&mut router, r#"{"jsonrpc":"2.0","method":"whatever"}"#);
-        feed(&mut router, r#"{"jsonrpc":"2.0","id":7,"method":"logout"}"#);
-        loop {
-            let message = next(&mut lines).await;
-            if message.get("method").is_some() {
-                continue; // a session update (e.g. a model list, if a local Ollama answers)
-            }
-            assert_eq!(
-                message["id"], 7,
-                "only the logout was owed an answer: {message}"
-            );
-            break;
-        }
-    }
-
-    #[tokio::test]
-    async fn client_answers_reach_the_waiting_request() {
-        let (router, mut lines) = router();
-        let connection = router.connection.clone();
-        let mut router = router;
-        let asking = tokio::spawn(async move {
-            connection
-                .request(
-                    "session/request_permission",
-                    &serde_json::json!({"sessionId": "s"}),
-                )
-                .await
-        });
-        let sent = next(&mut lines).await;
-        let id = sent["id"].clone();
-        feed(
-            &mut router,
-            &serde_json::json!({"jsonrpc":"2.0","id":id,"result":{"outcome":{"outcome":"cancelled"}}}).to_string(),
-        );
-        let answer = asking.await.unwrap().unwrap();
-        assert_eq!(answer["outcome"]["outcome"], "cancelled");
     }
 }

@@ -21,7 +21,6 @@ use crate::transport::{Responder, RpcError};
 requests! {
     /// Every request ACP v1 serves here.
     pub enum V1Request {
-        Initialize(Value) = NAMES.initialize;
         Authenticate(acp::AuthenticateRequest) = NAMES.authenticate;
         Logout(Value) = NAMES.logout;
         NewSession(acp::NewSessionRequest) = NAMES.session_new;
@@ -104,7 +103,6 @@ fn neutral(request: V1Request, responder: Responder, context: &Context) -> Decod
     let extras = context.extras;
     let id = |session: acp::SessionId| SessionId::from(session.0);
     Ok(match request {
-        V1Request::Initialize(params) => Request::Initialize { params, responder },
         V1Request::Authenticate(request) => Request::SignIn {
             method: request.method_id.0.to_string(),
             reply: Reply::new(responder, |()| acp::AuthenticateResponse::new()),
@@ -113,21 +111,7 @@ fn neutral(request: V1Request, responder: Responder, context: &Context) -> Decod
             Request::SignOut(Reply::new(responder, |()| acp::LogoutResponse::new()))
         }
         V1Request::AuthStatus(_) => Request::AuthStatus(Reply::new(responder, auth_status)),
-        V1Request::NewSession(request) => {
-            let place = match read_place!(NAMES.session_new, request) {
-                Ok(place) => place,
-                Err(err) => return Err(Refusal::new(responder, err)),
-            };
-            Request::NewSession {
-                place,
-                reply: Reply::encoded(responder, move |opened: Opened| {
-                    let response = acp::NewSessionResponse::new(opened.id.to_string())
-                        .modes(translate::mode_state(&opened.options))
-                        .config_options(translate::config_options(&opened.options));
-                    with_models(response, &opened.options, extras)
-                }),
-            }
-        }
+        V1Request::NewSession(request) => new_session(request, responder, extras)?,
         V1Request::Load(request) => reopen(
             Reopen::Load,
             id(request.session_id),
@@ -152,28 +136,7 @@ fn neutral(request: V1Request, responder: Responder, context: &Context) -> Decod
             responder,
             extras,
         )?,
-        V1Request::Prompt(request) => {
-            let content = match read::prompt_parts(request.prompt) {
-                Ok(content) => content,
-                Err(err) => {
-                    return Err(Refusal::new(
-                        responder,
-                        RpcError::invalid_params(err.to_string()),
-                    ));
-                }
-            };
-            Request::Prompt {
-                session: id(request.session_id),
-                content,
-                reply: PromptReply::AtEnd(Reply::new(responder, move |end: TurnEnd| {
-                    acp::PromptResponse::new(translate::stop_reason(end.stop)).usage(
-                        end.usage
-                            .filter(|_| extras.usage)
-                            .map(translate::turn_usage),
-                    )
-                })),
-            }
-        }
+        V1Request::Prompt(request) => prompt(request, responder, extras)?,
         V1Request::SetConfigOption(request) => Request::SetOption {
             session: id(request.session_id),
             option: request.config_id.0.to_string(),
@@ -234,6 +197,49 @@ fn place(
         mcp_servers: mcp_servers.iter().map(super::mcp_spec::read_v1).collect(),
         client_prompt: read::system_prompt(method, system_prompt)?,
         choices: read::choices(config_options),
+    })
+}
+
+/// `session/new`, answered with modes beside the options (and the old
+/// session-model extension's `models` for clients that take it).
+fn new_session(request: acp::NewSessionRequest, responder: Responder, extras: Extras) -> Decoded {
+    let place = match read_place!(NAMES.session_new, request) {
+        Ok(place) => place,
+        Err(err) => return Err(Refusal::new(responder, err)),
+    };
+    Ok(Request::NewSession {
+        place,
+        reply: Reply::encoded(responder, move |opened: Opened| {
+            let response = acp::NewSessionResponse::new(opened.id.to_string())
+                .modes(translate::mode_state(&opened.options))
+                .config_options(translate::config_options(&opened.options));
+            with_models(response, &opened.options, extras)
+        }),
+    })
+}
+
+/// `session/prompt`, answered when the turn ends (with its usage, for
+/// clients that take it).
+fn prompt(request: acp::PromptRequest, responder: Responder, extras: Extras) -> Decoded {
+    let content = match read::prompt_parts(request.prompt) {
+        Ok(content) => content,
+        Err(err) => {
+            return Err(Refusal::new(
+                responder,
+                RpcError::invalid_params(err.to_string()),
+            ));
+        }
+    };
+    Ok(Request::Prompt {
+        session: SessionId::from(request.session_id.0),
+        content,
+        reply: PromptReply::AtEnd(Reply::new(responder, move |end: TurnEnd| {
+            acp::PromptResponse::new(translate::stop_reason(end.stop)).usage(
+                end.usage
+                    .filter(|_| extras.usage)
+                    .map(translate::turn_usage),
+            )
+        })),
     })
 }
 

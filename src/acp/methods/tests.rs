@@ -94,7 +94,6 @@ fn answer(request: Request) {
         options: Vec::new(),
     };
     match request {
-        Request::Initialize { responder, .. } => responder.respond(Ok(json!({}))),
         Request::SignIn { reply, .. } | Request::SignOut(reply) => reply.send(Ok(())),
         Request::AuthStatus(reply) => reply.send(Ok(auth::Status {
             state: auth::State::Unauthenticated,

@@ -7,8 +7,6 @@ use agent_client_protocol_schema::v1 as acp;
 use super::Router;
 use crate::acp::auth;
 use crate::acp::request::Reply;
-use crate::acp::v2::initialize::negotiate;
-use crate::transport::Responder;
 
 /// What the client said about itself in `initialize`.
 #[derive(Debug, Clone, Default)]
@@ -110,16 +108,6 @@ impl Router {
     /// What this client gets beyond the stable schema (see [`Extras`]).
     pub(in crate::acp) fn extras(&self) -> Extras {
         Extras::for_client(self.client.as_ref(), self.sessions.unstable())
-    }
-
-    /// `initialize` on any connection: it settles the version spoken after it.
-    pub(in crate::acp) fn initialize(&mut self, params: serde_json::Value, responder: Responder) {
-        let negotiated = negotiate(params, self.sessions.unstable());
-        if let Some(client) = negotiated.client {
-            self.client = Some(client);
-            self.protocol.set(negotiated.version);
-        }
-        responder.respond(negotiated.answer);
     }
 
     pub(in crate::acp) fn sign_in(&mut self, method_id: &str, reply: Reply<()>) {

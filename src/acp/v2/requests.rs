@@ -26,7 +26,6 @@ use crate::transport::{Responder, RpcError};
 requests! {
     /// Every request ACP v2 serves here.
     pub enum V2Request {
-        Initialize(Value) = NAMES.initialize;
         Login(v2::LoginAuthRequest) = NAMES.auth_login;
         Logout(Value) = NAMES.auth_logout;
         NewSession(v2::NewSessionRequest) = NAMES.session_new;
@@ -89,7 +88,6 @@ pub fn decode(
 fn neutral(request: V2Request, responder: Responder) -> Decoded {
     let id = |session: v2::SessionId| SessionId::from(session.0);
     Ok(match request {
-        V2Request::Initialize(params) => Request::Initialize { params, responder },
         V2Request::Login(request) => Request::SignIn {
             method: request.method_id.0.to_string(),
             reply: Reply::new(responder, |()| v2::LoginAuthResponse::new()),
