@@ -80,7 +80,7 @@ class Proxy:
                 length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1)) \
                     if re.search(rb"(?i)content-length:", head) else 0
                 body = await reader.readexactly(length) if length else b""
-                await self.forward(head, body, writer)
+                await self.forward(head, body, writer, reader)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         except Exception as err:  # a bench bug must show, not vanish with the task
@@ -88,7 +88,7 @@ class Proxy:
         finally:
             writer.close()
 
-    async def forward(self, head, body, writer):
+    async def forward(self, head, body, writer, reader=None):
         start = time.perf_counter()
         up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream)
         head = re.sub(rb"(?i)connection:[^\r]*\r\n", b"", head)
@@ -96,8 +96,26 @@ class Proxy:
         await up_w.drain()
         data = bytearray()
         first_token = None
+        # The agent drops a request it no longer needs (a compaction put off
+        # for a prompt): the proxy drops its own, as a direct connection
+        # would, so llama-server stops and frees the slot. (Answers carry
+        # `Connection: close`: nothing else comes from the agent here.)
+        hangup = asyncio.ensure_future(reader.read(1)) if reader else None
+        dropped = False
         while True:
-            chunk = await up_r.read(65536)
+            read = asyncio.ensure_future(up_r.read(65536))
+            waiting = {read} if hangup is None or hangup.done() else {read, hangup}
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if not read.done():
+                # Hung up before the answer's end: a dropped request.
+                # After it (the finish and usage read), the rest is read.
+                if b'"finish_reason":"' in data:
+                    await asyncio.wait({read})
+                else:
+                    read.cancel()
+                    dropped = True
+                    break
+            chunk = read.result()
             if not chunk:
                 break
             data += chunk
@@ -112,6 +130,10 @@ class Proxy:
                 except ConnectionError:
                     writer.close()
         up_w.close()
+        if hangup is not None and not hangup.done():
+            hangup.cancel()
+            # Its read must have ended before the next request is read.
+            await asyncio.wait({hangup})
         if not head.startswith(b"POST"):
             return
         request = json.loads(body or b"{}")
@@ -143,6 +165,7 @@ class Proxy:
             "started": start,
             "seconds": time.perf_counter() - start,
             "first_token": first_token,
+            "dropped": dropped,
             "id_slot": request.get("id_slot"),
             "timings": timings or {},
             "prompt_tokens": prompt_tokens or (timings or {}).get("prompt_n"),

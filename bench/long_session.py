@@ -13,10 +13,12 @@ own call, a warm-up, a compaction), the server slot it asked for
 tokens it reused from its cache, and the time; for every turn the time to
 first token the client saw (prompt sent -> first `agent_message_chunk`).
 
-Summary: median and max TTFT, the lowest reuse of a turn's prompt, and the
-share of each compaction's prompt that was not cached, against issue 41's
-goals (reuse >= 90 %, no TTFT over 2x the median, compaction uncached
-<= 15 %).
+Summary: median and max TTFT, the lowest reuse of a turn's prompt, the
+share of each compaction's prompt that was not cached, and what each turn
+made the server read, against issues 41 and 47's goals (reuse >= 90 %, no
+TTFT over 2x the median, compaction uncached <= 15 %, every prompt
+processing only its own new message: here, no turn after the first reading
+more than twice the median turn).
 
 Usage: long_session.py AGENT LLAMA_SERVER_SCRIPT [--label TEXT] [--pause S]
        [--turns N] [--out FILE]
@@ -102,8 +104,8 @@ def kind(call):
 class RecordingProxy(Proxy):
     """The proxy, keeping also what tells the request's kind apart."""
 
-    async def forward(self, head, body, writer):
-        await super().forward(head, body, writer)
+    async def forward(self, head, body, writer, reader=None):
+        await super().forward(head, body, writer, reader)
         if not head.startswith(b"POST") or not self.calls:
             return
         request = json.loads(body or b"{}")
@@ -165,7 +167,8 @@ def attribute(result):
                     during = turn["turn"]
         t = call["timings"]
         rows.append({
-            "turn": during, "after": after, "kind": kind(call), "slot": call.get("id_slot"),
+            "turn": during, "after": after, "slot": call.get("id_slot"),
+            "kind": kind(call) + (" (dropped)" if call.get("dropped") else ""),
             "prompt_n": t.get("prompt_n"), "cache_n": t.get("cache_n"),
             "seconds": call["seconds"], "first_token": call.get("first_token"),
         })
@@ -211,6 +214,14 @@ def report(result, rows):
     compactions = [pct(r["prompt_n"], r["prompt_n"] + r["cache_n"]) for r in rows
                    if r["kind"] == "compaction" and r["prompt_n"] is not None and r["cache_n"] is not None
                    and r["prompt_n"] + r["cache_n"]]
+    # What each turn's first request made the server read: its own new
+    # message only (about 150 tokens here), unless it had to read a prefix
+    # again (a compacted one not warmed, a cache lost).
+    processed = [(turn, r["prompt_n"]) for turn, r in first_calls.items() if r["prompt_n"] is not None]
+    later = [p for p in processed if p[0] > 1]
+    most = max(later, key=lambda x: x[1]) if later else None
+    median_processed = statistics.median([p[1] for p in later]) if later else None
+    compaction_times = [r["seconds"] for r in rows if r["kind"] == "compaction" and r["seconds"] is not None]
     median = statistics.median(ttfts) if ttfts else None
     worst = max(ttfts) if ttfts else None
     low = min(reuses, key=lambda x: x[1]) if reuses else None
@@ -220,7 +231,7 @@ def report(result, rows):
     stops = [f"{stop} ×{n}" for stop, n in sorted(counts.items())]
     slots = sorted({"none sent" if r["slot"] is None else str(r["slot"]) for r in rows})
     summary = [
-        "| measure | value | goal (issue 41) | |",
+        "| measure | value | goal (issues 41, 47) | |",
         "|---|---|---|---|",
         f"| turns · stop reasons | {len(result['turns'])} · {', '.join(stops)} | — | |",
         f"| median TTFT | {fmt(median, ' s')} | — | |",
@@ -232,6 +243,10 @@ def report(result, rows):
         f"| compactions · uncached share of each | {len(compactions)} · "
         f"{', '.join(fmt(c, ' %', 0) for c in compactions) or '—'} | ≤ 15 % | "
         f"{'met' if compactions and max(compactions) <= 15 else ('—' if not compactions else 'MISSED')} |",
+        f"| prompt tokens a turn's first request processed (turns 2–): median · max (turn) | "
+        f"{fmt(median_processed, '', 0)} · {most[1] if most else '—'} ({most[0] if most else '—'}) | "
+        f"its own message only | {'met' if most and most[1] <= 2 * median_processed else ('—' if not most else 'MISSED')} |",
+        f"| compaction request times | {', '.join(fmt(c, ' s', 1) for c in compaction_times) or '—'} | — | |",
         f"| warm-ups | {sum(r['kind'] == 'warm-up' for r in rows)} | — | |",
         f"| server slots asked for (`id_slot`) | {', '.join(slots)} | one per session | |",
     ]

@@ -31,7 +31,7 @@ const SUMMARY_TOKENS: std::ops::RangeInclusive<u64> = 128..=1_024;
 const KEPT_SHARE_OF_WINDOW: u64 = 8;
 /// Room kept for the parts of the instruction besides the prompt (the
 /// scope, the update note, the focus's own words are counted apart).
-const INSTRUCTION_EXTRA_CHARS: u64 = 800;
+const INSTRUCTION_EXTRA_CHARS: u64 = 400;
 
 #[derive(Debug, Error)]
 pub enum CompactError {
@@ -248,19 +248,17 @@ fn instruction(
     // About three words in four tokens, rounded down to tens: a summary
     // that ends by itself instead of being cut at the limit.
     let words = (answer_tokens * 3 / 4 / 10 * 10).max(50);
-    text.push_str(&format!(
-        "\n- Write at most about {words} words: the summary is cut off there."
-    ));
+    text.push_str(&format!(" At most about {words} words: more is cut off."));
     if all.first().is_some_and(|e| e.kind == EntryKind::Summary) {
         text.push_str(
-            "\n\nThe conversation starts with the summary written at the previous compaction. Update this summary with what follows it: write one summary that keeps everything it says (unless later turns made it obsolete) and adds what happened since.",
+            "\n\nYour previous summary opens the conversation: update it with what happened since.",
         );
     }
     if summarized < end {
         let kept: usize = all[summarized..end].iter().map(|e| e.messages.len()).sum();
         text.push_str(&format!(
-            "\n\nThe last {kept} messages above (from the one beginning “{}”) stay in the context word for word after your summary: summarize what comes before them, and mention them only as far as the rest needs it.",
-            all[summarized].preview(60)
+            "\n\nThe last {kept} messages (from “{}”) stay after your summary: summarize what comes before them.",
+            all[summarized].preview(30)
         ));
     }
     if let Some(focus) = focus {
@@ -450,11 +448,11 @@ mod tests {
         let instruction = instruction.text();
         assert!(instruction.starts_with(INSTRUCTION_MARK), "{instruction}");
         assert!(
-            instruction.contains("The last 4 messages above"),
+            instruction.contains("The last 4 messages (from"),
             "{instruction}"
         );
         assert!(
-            !instruction.contains("Update this summary"),
+            !instruction.contains("Your previous summary"),
             "{instruction}"
         );
         assert_eq!(sent.max_output_tokens, Some(1_024));
@@ -511,7 +509,10 @@ mod tests {
         );
         assert!(sent.contains(&format!("output 3 {}", "x".repeat(3_000))));
         let instruction = seen[0].messages.last().unwrap().text();
-        assert!(instruction.contains("Update this summary"), "{instruction}");
+        assert!(
+            instruction.contains("Your previous summary"),
+            "{instruction}"
+        );
         // One summary: the new one, folded over the old.
         let summaries: Vec<String> = (second.context.entries().iter())
             .filter(|e| e.kind == EntryKind::Summary)
@@ -560,7 +561,7 @@ mod tests {
         assert_eq!(plan_big.request.max_output_tokens, Some(1_024));
         let instruction = plan_big.request.messages.last().unwrap().text();
         assert!(
-            instruction.contains("at most about 760 words"),
+            instruction.contains("At most about 760 words"),
             "{instruction}"
         );
         // A 4k local window: two such turns would be a fifth of it, so only
@@ -571,9 +572,12 @@ mod tests {
         assert_eq!(plan_small.request.max_output_tokens, Some(256));
         let instruction = plan_small.request.messages.last().unwrap().text();
         assert!(
-            instruction.contains("at most about 190 words"),
+            instruction.contains("At most about 190 words"),
             "{instruction}"
         );
+        // Every compaction sends the instruction uncached, so it stays
+        // short: about 200 tokens with what this summary covers.
+        assert!(instruction.len() <= 900, "{}", instruction.len());
         // Kept turns that fit an eighth of the window stay as configured.
         let mut short = ContextManager::new();
         conversation(&mut short, 0, 6, 100);

@@ -2,10 +2,16 @@
 //! with the context past `[context] compact_between_turns` of the window
 //! starts a compaction in the background while the user reads, then warms
 //! the compacted prefix (where the provider is warmed at all). The actor
-//! stays responsive; a prompt that comes meanwhile is held until what is
-//! left has ended, and is told so once. A compaction that fails or is
-//! cancelled (`session/cancel` while a prompt waits, or the session
-//! closing) leaves the context and the store as they were.
+//! stays responsive, and no prompt waits for work it does not need: one
+//! that comes while the summary is written and still fits the context as
+//! it is (with room for its answer) puts the compaction off (its request
+//! is dropped, so a local server frees the slot) and runs at once on the
+//! prefix the server has cached; the compaction runs again after its
+//! turn. Only a prompt that does not fit waits for the summary, and is
+//! told so once. A prompt never waits for the warm-up: it reads the
+//! prefix itself. A compaction that fails or is cancelled (`session/cancel`
+//! while a prompt waits, or the session closing) leaves the context and
+//! the store as they were.
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -22,27 +28,45 @@ use crate::context::{ContextManager, ContextOp};
 use crate::events::{AgentEvent, Compaction, CompactionOutcome, Notice, Severity};
 
 /// What a prompt that waits for the background compaction is told.
-pub(super) const WAIT_NOTICE: &str = "Finishing the context compaction before your prompt…";
+pub(super) const WAIT_NOTICE: &str = "Finishing the context compaction before your prompt: the context has no room for it until then…";
+/// What a client without compaction updates is told of a compaction put
+/// off for a prompt that fits without it.
+const PUT_OFF: &str =
+    "Compaction put off until after this turn: the context still has room for your prompt.";
 
 /// A background compaction (and warm-up) under way, and the prompts that
 /// wait for it.
 pub(super) struct Background {
     cancel: CancellationToken,
+    /// The warm-up's: cancelled (alone) once a prompt waits, which reads
+    /// the prefix itself.
+    warm_cancel: CancellationToken,
     steps: mpsc::UnboundedReceiver<Step>,
     /// Aborted if the session goes without waiting for it.
     _task: AbortOnDropHandle<()>,
     /// Prompts that came meanwhile, in order.
     waiting: Vec<PromptSubmission>,
-    /// A summary is being written (not only the threshold checked).
+    /// The tokens a prompt may add to the context as it is and still be
+    /// sent without compacting (with room for its answer); known once the
+    /// summary is asked for, and until it has ended.
+    room: Option<u64>,
+    /// A summary is being written (not the threshold checked, nor the
+    /// warm-up after it).
     compacting: bool,
     /// The waiting prompt has been told why it waits.
     told: bool,
+    /// Cancelled for the waiting prompts, which fit without it: they go
+    /// when it has ended, and it runs again after their turn.
+    put_off: bool,
 }
 
 /// What the background task reports to the actor.
 pub(super) enum Step {
     /// An update for the client, sent as the actor sends its own.
     Show(AgentEvent),
+    /// The summary is about to be asked for: the tokens a prompt may add
+    /// to the context as it is without needing it.
+    Summarizing { room: u64 },
     /// The compaction is made: the actor applies it to its context and saves it.
     Compacted(ContextOp),
     /// A waiting prompt's request was cancelled (`$/cancel_request`).
@@ -89,11 +113,13 @@ impl SessionActor {
         };
         let context = self.conversation.context.clone();
         let cancel = CancellationToken::new();
+        let warm_cancel = cancel.child_token();
         let (tx, steps) = mpsc::unbounded_channel();
         let job = Job {
             share,
             warm,
             cancel: cancel.clone(),
+            warm_cancel: warm_cancel.clone(),
             tx,
         };
         let task = tokio::spawn(async move {
@@ -102,16 +128,21 @@ impl SessionActor {
         });
         self.conversation.background = Some(Background {
             cancel,
+            warm_cancel,
             steps,
             _task: AbortOnDropHandle::new(task),
             waiting: Vec::new(),
+            room: None,
             compacting: false,
             told: false,
+            put_off: false,
         });
     }
 
-    /// A prompt that comes while the background work runs waits for it;
-    /// any other is handed back to be taken now.
+    /// A prompt that comes while the background work runs is held until
+    /// it has ended, or until it is cancelled for the prompt (see
+    /// [`Self::go_if_not_needed`]); with none running it is handed back
+    /// to be taken now.
     pub(super) fn hold_prompt(&mut self, submission: PromptSubmission) -> Option<PromptSubmission> {
         let Some(background) = self.conversation.background.as_mut() else {
             return Some(submission);
@@ -119,16 +150,44 @@ impl SessionActor {
         background.waiting.push(submission);
         // The prompt's request is open: the client takes updates now.
         self.begin_turn();
+        self.go_if_not_needed();
         self.tell_waiting();
         None
+    }
+
+    /// The waiting prompts do not wait for what they do not need: never
+    /// for the warm-up (a prompt reads the prefix itself), and not for the
+    /// summary when they fit the context as it is; then the compaction is
+    /// cancelled (its request dropped) and runs again after their turn.
+    /// A built-in command waits for all of it, as it acts on the context.
+    fn go_if_not_needed(&mut self) {
+        let estimator = self.conversation.context.estimator;
+        let Some(background) = self.conversation.background.as_mut() else {
+            return;
+        };
+        let commands = (background.waiting.iter())
+            .any(|waiting| crate::commands::from_parts(&waiting.content).is_some());
+        if background.waiting.is_empty() || commands || background.cancel.is_cancelled() {
+            return;
+        }
+        background.warm_cancel.cancel();
+        let tokens: u64 = (background.waiting.iter())
+            .map(|waiting| estimator.tokens(prompt_chars(&waiting.content)))
+            .sum();
+        if background.room.is_some_and(|room| tokens <= room) {
+            tracing::debug!(tokens, room = ?background.room, "compaction put off for a prompt that fits");
+            background.put_off = true;
+            background.cancel.cancel();
+        }
     }
 
     /// `session/cancel` while a prompt waits: the compaction stops (the
     /// context stays as it was) and the prompt ends cancelled.
     pub(super) fn cancel_between_turns(&mut self) {
-        if let Some(background) = &self.conversation.background
+        if let Some(background) = self.conversation.background.as_mut()
             && !background.waiting.is_empty()
         {
+            background.put_off = false;
             background.cancel.cancel();
         }
     }
@@ -136,21 +195,41 @@ impl SessionActor {
     /// One step of the background work, as the actor's loop receives it.
     pub(super) fn between_turns_step(&mut self, step: Step, running: &mut Option<RunningTurn>) {
         match step {
-            Step::Show(event) => {
-                if matches!(event, AgentEvent::Compaction(Compaction::Started { .. }))
-                    && let Some(background) = self.conversation.background.as_mut()
-                {
-                    background.compacting = true;
+            Step::Show(mut event) => {
+                if let Some(background) = self.conversation.background.as_mut() {
+                    match &mut event {
+                        AgentEvent::Compaction(Compaction::Started { .. }) => {
+                            background.compacting = true;
+                        }
+                        AgentEvent::Compaction(Compaction::Ended {
+                            outcome, thought, ..
+                        }) => {
+                            // Only the warm-up is left, which no prompt waits for.
+                            background.compacting = false;
+                            background.room = None;
+                            if background.put_off && *outcome == CompactionOutcome::Cancelled {
+                                *thought = Some(format!("{PUT_OFF}\n"));
+                            }
+                        }
+                        _ => {}
+                    }
                 }
                 self.send(Update::Agent(event));
                 self.tell_waiting();
+            }
+            Step::Summarizing { room } => {
+                if let Some(background) = self.conversation.background.as_mut() {
+                    background.room = Some(room);
+                }
+                self.go_if_not_needed();
             }
             Step::Compacted(op) => match self.conversation.context.apply(&op) {
                 Ok(_) => self.record_context_op(&op),
                 Err(err) => tracing::warn!(%err, "a compaction between turns does not apply"),
             },
             Step::RequestCancelled => {
-                if let Some(background) = &self.conversation.background {
+                if let Some(background) = self.conversation.background.as_mut() {
+                    background.put_off = false;
                     background.cancel.cancel();
                 }
             }
@@ -161,9 +240,10 @@ impl SessionActor {
     /// The session closes: the background work stops, what it finished is
     /// kept, and the prompts that waited end cancelled.
     pub(super) async fn end_between_turns(&mut self, running: &mut Option<RunningTurn>) {
-        let Some(background) = &self.conversation.background else {
+        let Some(background) = self.conversation.background.as_mut() else {
             return;
         };
+        background.put_off = false;
         background.cancel.cancel();
         loop {
             match next(&mut self.conversation.background).await {
@@ -175,12 +255,13 @@ impl SessionActor {
     }
 
     /// The background work has ended: the prompts that waited start, in
-    /// order (ended at once when it was cancelled for them).
+    /// order (ended at once when it was cancelled for them, not when it
+    /// was put off for them).
     fn between_turns_done(&mut self, running: &mut Option<RunningTurn>) {
         let Some(background) = self.conversation.background.take() else {
             return;
         };
-        let cancelled = background.cancel.is_cancelled();
+        let cancelled = background.cancel.is_cancelled() && !background.put_off;
         for submission in background.waiting {
             self.take_prompt(submission, running);
             if cancelled && let Some(turn) = running.as_ref() {
@@ -194,7 +275,11 @@ impl SessionActor {
         let Some(background) = self.conversation.background.as_mut() else {
             return;
         };
-        if background.told || !background.compacting || background.waiting.is_empty() {
+        if background.told
+            || background.put_off
+            || !background.compacting
+            || background.waiting.is_empty()
+        {
             return;
         }
         background.told = true;
@@ -214,6 +299,8 @@ struct Job {
     /// Whether the provider's prompt cache is warmed.
     warm: bool,
     cancel: CancellationToken,
+    /// A child of `cancel`: also cancelled once a prompt waits.
+    warm_cancel: CancellationToken,
     tx: mpsc::UnboundedSender<Step>,
 }
 
@@ -239,6 +326,11 @@ impl Job {
         let Some(entries) = compact::compactable(context, keep, budget.window) else {
             return;
         };
+        // A prompt that fits below this is sent without compacting in its
+        // turn, with the answer's reserve kept free.
+        let in_turn = (input.session.limits.context_settings).compact_in_turn_at(&budget);
+        let room = in_turn.saturating_sub(used);
+        let _ = self.tx.send(Step::Summarizing { room });
         let id = compaction_id();
         let show = |event| {
             let _ = self.tx.send(Step::Show(event));
@@ -275,13 +367,22 @@ impl Job {
             outcome,
             thought,
         }));
-        if completed && self.warm {
+        // A prompt that waited goes now: it reads the prefix itself.
+        if completed && self.warm && !self.warm_cancel.is_cancelled() {
             input.context = context;
-            if let Err(why) = super::prewarm::warm(input, &self.cancel).await {
+            if let Err(why) = super::prewarm::warm(input, &self.warm_cancel).await {
                 tracing::debug!(%why, "the compacted prefix was not warmed");
             }
         }
     }
+}
+
+/// A prompt's size in estimate units, as it will go into the context.
+fn prompt_chars(content: &[crate::model::Part]) -> u64 {
+    budget::message_chars(&crate::model::Message {
+        role: crate::model::Role::User,
+        parts: content.to_vec(),
+    })
 }
 
 /// The one call to the compaction routine, on the turn's model and window.
