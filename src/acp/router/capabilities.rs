@@ -4,9 +4,12 @@
 
 use agent_client_protocol_schema::v1 as acp;
 
+use serde::Deserialize;
+
 use super::Router;
 use crate::acp::auth;
 use crate::acp::request::Reply;
+use crate::providers::lenient::Lenient;
 
 /// What the client said about itself in `initialize`.
 #[derive(Debug, Clone, Default)]
@@ -32,6 +35,21 @@ pub struct ClientInfo {
     pub name: Option<String>,
 }
 
+/// The `_meta` flag clients before ACP 1.20 send for a terminal sign-in.
+#[derive(serde::Deserialize)]
+struct LegacyMeta {
+    #[serde(rename = "terminal-auth", default)]
+    terminal_auth: Lenient<bool>,
+}
+
+impl LegacyMeta {
+    fn says_terminal_auth(meta: Option<&acp::Meta>) -> bool {
+        meta.and_then(|meta| LegacyMeta::deserialize(&serde_json::Value::Object(meta.clone())).ok())
+            .and_then(|legacy| legacy.terminal_auth.into_option())
+            .unwrap_or(false)
+    }
+}
+
 impl ClientInfo {
     /// What `initialize` tells about the client (logged: it is the first
     /// thing to look at when a client misbehaves).
@@ -53,11 +71,7 @@ impl ClientInfo {
             cursors: caps.session.as_ref().is_some_and(|s| s.cursors.is_some()),
             prompt_suggestions: (caps.session.as_ref())
                 .is_some_and(|s| s.prompt_suggestions.is_some()),
-            terminal_auth: caps.auth.terminal
-                || (caps.meta.as_ref())
-                    .and_then(|meta| meta.get("terminal-auth"))
-                    .and_then(serde_json::Value::as_bool)
-                    .unwrap_or(false),
+            terminal_auth: caps.auth.terminal || LegacyMeta::says_terminal_auth(caps.meta.as_ref()),
             name: request.client_info.as_ref().map(|info| info.name.clone()),
         };
         tracing::info!(client = ?info, requested = %request.protocol_version, "client initialized");

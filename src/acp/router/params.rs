@@ -22,11 +22,14 @@ pub fn tolerate(method: &str, mut params: Value) -> Result<Value, RpcError> {
         // as "1", a version we do not know), the answer names the version
         // we speak and the client decides. Only a missing one is refused.
         m if m == NAMES.initialize => {
-            if let Some(version) = params.get_mut("protocolVersion")
+            if let Ok(AskedVersion {
+                protocol_version: Some(version),
+            }) = AskedVersion::deserialize(&params)
                 && version.as_u64().is_none_or(|v| v > u64::from(u16::MAX))
+                && let Value::Object(fields) = &mut params
             {
                 tracing::info!(requested = %version, "protocol version not understood; answering with ours");
-                *version = Value::from(1);
+                fields.insert("protocolVersion".into(), Value::from(1));
             }
             Ok(params)
         }
@@ -37,6 +40,13 @@ pub fn tolerate(method: &str, mut params: Value) -> Result<Value, RpcError> {
         }
         _ => Ok(params),
     }
+}
+
+/// The version an `initialize` asks for, whatever its type.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AskedVersion {
+    protocol_version: Option<Value>,
 }
 
 /// A prompt as an early draft of ACP wrote it: `content`, no `prompt`.
