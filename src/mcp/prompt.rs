@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::model::{Message, Part, Role};
@@ -74,23 +75,52 @@ pub(crate) fn messages(result: &rmcp::model::GetPromptResult) -> Vec<Arc<Message
     out.into_iter().map(Arc::new).collect()
 }
 
+/// A content block's members (and an embedded resource's), each read when
+/// it holds a string and skipped otherwise: one odd member must not lose the
+/// whole prompt.
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Block {
+    #[serde(rename = "type", deserialize_with = "string")]
+    kind: Option<String>,
+    #[serde(deserialize_with = "string")]
+    text: Option<String>,
+    #[serde(deserialize_with = "string")]
+    mime_type: Option<String>,
+    #[serde(deserialize_with = "string")]
+    data: Option<String>,
+    #[serde(deserialize_with = "string")]
+    blob: Option<String>,
+    #[serde(deserialize_with = "string")]
+    uri: Option<String>,
+    #[serde(deserialize_with = "string")]
+    name: Option<String>,
+    resource: Option<Box<Block>>,
+}
+
+/// A string member, or none when it holds anything else.
+fn string<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(deserializer)? {
+        Value::String(text) => Some(text),
+        _ => None,
+    })
+}
+
 /// One content block: text, images and embedded text resources as the model
 /// sees them in a user's prompt; what it cannot read becomes a note.
 fn part(block: &Value) -> Part {
-    let str_of =
-        |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
+    let block = Block::deserialize(block).unwrap_or_default();
     let text = |text: String| Part::Text { text };
-    match block.get("type").and_then(Value::as_str) {
-        Some("text") => text(str_of(block, "text").unwrap_or_default()),
-        Some("image") => match (str_of(block, "mimeType"), str_of(block, "data")) {
+    match block.kind.as_deref() {
+        Some("text") => text(block.text.unwrap_or_default()),
+        Some("image") => match (block.mime_type, block.data) {
             (Some(mime_type), Some(data)) => Part::Image { mime_type, data },
             _ => text("[image without data]".into()),
         },
         Some("resource") => {
-            let resource = block.get("resource").unwrap_or(&Value::Null);
-            let uri = str_of(resource, "uri").unwrap_or_default();
-            let mime = str_of(resource, "mimeType");
-            match (str_of(resource, "text"), str_of(resource, "blob"), mime) {
+            let resource = block.resource.map(|resource| *resource).unwrap_or_default();
+            let uri = resource.uri.unwrap_or_default();
+            match (resource.text, resource.blob, resource.mime_type) {
                 // The same shape as an ACP client's embedded resource.
                 (Some(body), _, _) => text(format!("<context uri=\"{uri}\">\n{body}\n</context>")),
                 (None, Some(data), Some(mime_type)) if mime_type.starts_with("image/") => {
@@ -104,8 +134,8 @@ fn part(block: &Value) -> Part {
         }
         Some("resource_link") => text(format!(
             "[{}]({})",
-            str_of(block, "name").unwrap_or_default(),
-            str_of(block, "uri").unwrap_or_default()
+            block.name.unwrap_or_default(),
+            block.uri.unwrap_or_default()
         )),
         Some(other) => text(format!("[{other} content]")),
         None => text("[unknown content]".into()),
