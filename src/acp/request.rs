@@ -195,11 +195,18 @@ pub struct ProviderListing {
     pub required: bool,
 }
 
+/// The protocol a `providers/set` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AskedProtocol {
+    Spoken(crate::providers::settings::ProviderKind),
+    /// One this agent does not speak, by its wire name.
+    Unknown(String),
+}
+
 /// A `providers/set`.
 pub struct ProviderChange {
     pub provider: String,
-    /// The protocol, or its name when this agent does not speak it.
-    pub protocol: Result<crate::providers::settings::ProviderKind, String>,
+    pub protocol: AskedProtocol,
     pub base_url: String,
     pub headers: Vec<(String, String)>,
 }

@@ -460,14 +460,17 @@ macro_rules! shared_answers {
 
         /// The provider kind a `providers/set` asks for, or the protocol's
         /// name when this agent does not speak it.
-        pub fn provider_kind(protocol: &$version::LlmProtocol) -> Result<ProviderKind, String> {
+        pub fn provider_kind(
+            protocol: &$version::LlmProtocol,
+        ) -> $crate::acp::request::AskedProtocol {
+            use $crate::acp::request::AskedProtocol;
             match protocol {
-                $version::LlmProtocol::OpenAi => Ok(ProviderKind::OpenAi),
-                $version::LlmProtocol::Anthropic => Ok(ProviderKind::Anthropic),
+                $version::LlmProtocol::OpenAi => AskedProtocol::Spoken(ProviderKind::OpenAi),
+                $version::LlmProtocol::Anthropic => AskedProtocol::Spoken(ProviderKind::Anthropic),
                 $version::LlmProtocol::Other(name) if name == "_ollama" || name == "ollama" => {
-                    Ok(ProviderKind::Ollama)
+                    AskedProtocol::Spoken(ProviderKind::Ollama)
                 }
-                other => Err(serde_json::to_string(other).unwrap_or_default()),
+                other => AskedProtocol::Unknown(serde_json::to_string(other).unwrap_or_default()),
             }
         }
     };

@@ -6,7 +6,7 @@
 use thiserror::Error;
 
 use super::Router;
-use crate::acp::request::{ProviderChange, ProviderListing, Reply};
+use crate::acp::request::{AskedProtocol, ProviderChange, ProviderListing, Reply};
 use crate::providers::settings::{
     ApiKey, KeySource, ProviderKind, ProviderSettings, ProviderType, Secret,
 };
@@ -51,11 +51,14 @@ pub fn listing(name: &str, config: Option<&ProviderSettings>, default: &str) -> 
 /// The settings a `providers/set` asks for, from the configured ones.
 pub fn settings_for<'a>(
     base: &ProviderSettings,
-    protocol: &Result<ProviderKind, String>,
+    protocol: &AskedProtocol,
     base_url: &str,
     headers: impl IntoIterator<Item = &'a (String, String)>,
 ) -> Result<ProviderSettings, SetProviderError> {
-    let kind = protocol.clone().map_err(SetProviderError::Protocol)?;
+    let kind = match protocol {
+        AskedProtocol::Spoken(kind) => *kind,
+        AskedProtocol::Unknown(name) => return Err(SetProviderError::Protocol(name.clone())),
+    };
     let service = service_of(kind);
     let url = base_url.trim().trim_end_matches('/');
     if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
@@ -151,7 +154,7 @@ mod tests {
         let headers = [("Authorization".to_string(), "Bearer sk-1".to_string())];
         let set = settings_for(
             &base(),
-            &Ok(ProviderKind::OpenAi),
+            &AskedProtocol::Spoken(ProviderKind::OpenAi),
             "https://x.test/v1/",
             &headers,
         )
@@ -169,7 +172,7 @@ mod tests {
         let headers = [("X-Route".to_string(), "secret-route".to_string())];
         let err = settings_for(
             &base(),
-            &Ok(ProviderKind::OpenAi),
+            &AskedProtocol::Spoken(ProviderKind::OpenAi),
             "https://x.test",
             &headers,
         )
@@ -186,9 +189,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("bedrock"), "{err}");
-        let err = settings_for(&base(), &Ok(ProviderKind::OpenAi), "ftp://x", &none)
-            .unwrap_err()
-            .to_string();
+        let err = settings_for(
+            &base(),
+            &AskedProtocol::Spoken(ProviderKind::OpenAi),
+            "ftp://x",
+            &none,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("baseUrl"), "{err}");
     }
 
