@@ -15,6 +15,7 @@
 //! `notifications/prompts/list_changed`); sessions offer them as slash
 //! commands (see [`crate::commands`]).
 
+mod content;
 mod error;
 mod names;
 mod options;

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_json::Value;
 
+use super::content::Block;
 use crate::model::{Message, Part, Role};
 
 /// One prompt of one server.
@@ -75,41 +75,10 @@ pub(crate) fn messages(result: &rmcp::model::GetPromptResult) -> Vec<Arc<Message
     out.into_iter().map(Arc::new).collect()
 }
 
-/// A content block's members (and an embedded resource's), each read when
-/// it holds a string and skipped otherwise: one odd member must not lose the
-/// whole prompt.
-#[derive(Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-struct Block {
-    #[serde(rename = "type", deserialize_with = "string")]
-    kind: Option<String>,
-    #[serde(deserialize_with = "string")]
-    text: Option<String>,
-    #[serde(deserialize_with = "string")]
-    mime_type: Option<String>,
-    #[serde(deserialize_with = "string")]
-    data: Option<String>,
-    #[serde(deserialize_with = "string")]
-    blob: Option<String>,
-    #[serde(deserialize_with = "string")]
-    uri: Option<String>,
-    #[serde(deserialize_with = "string")]
-    name: Option<String>,
-    resource: Option<Box<Block>>,
-}
-
-/// A string member, or none when it holds anything else.
-fn string<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
-    Ok(match Value::deserialize(deserializer)? {
-        Value::String(text) => Some(text),
-        _ => None,
-    })
-}
-
 /// One content block: text, images and embedded text resources as the model
 /// sees them in a user's prompt; what it cannot read becomes a note.
 fn part(block: &Value) -> Part {
-    let block = Block::deserialize(block).unwrap_or_default();
+    let block = Block::read(block);
     let text = |text: String| Part::Text { text };
     match block.kind.as_deref() {
         Some("text") => text(block.text.unwrap_or_default()),

@@ -1,6 +1,7 @@
 //! An MCP server's tool as a [`Tool`]: described to the model by the
 //! server's own schema, run through the server, its result turned into text.
 
+use super::content::Block;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -227,12 +228,11 @@ fn convert_result(result: CallToolResult, output_cap: usize) -> Result<ToolOutpu
             .iter()
             .zip(parts)
             .map(|(block, part)| {
-                let field = |name: &str| block.get(name).and_then(Value::as_str);
-                match (field("type"), field("mimeType"), field("data")) {
-                    (Some("image"), Some(mime_type), Some(data)) => ToolContent::Image {
-                        mime_type: mime_type.to_string(),
-                        data: data.to_string(),
-                    },
+                let block = Block::read(block);
+                match (block.kind.as_deref(), block.mime_type, block.data) {
+                    (Some("image"), Some(mime_type), Some(data)) => {
+                        ToolContent::Image { mime_type, data }
+                    }
                     _ => ToolContent::Text(part),
                 }
             })
@@ -273,17 +273,18 @@ fn raw_result(blocks: &[Value], structured: Option<&Value>, output_cap: usize) -
 
 /// One content block as text for the model: media become a note.
 fn describe_block(block: &Value) -> String {
-    let field = |name: &str| block.get(name).and_then(Value::as_str).unwrap_or("");
-    match field("type") {
-        "text" => field("text").to_string(),
+    let block = Block::read(block);
+    let field = |value: &Option<String>| value.clone().unwrap_or_default();
+    match block.kind.as_deref().unwrap_or("") {
+        "text" => field(&block.text),
         kind @ ("image" | "audio") => format!(
             "[{kind}: {}, {} bytes]",
-            or_unknown(field("mimeType")),
-            base64_len(field("data"))
+            or_unknown(&field(&block.mime_type)),
+            base64_len(&field(&block.data))
         ),
         "resource_link" => {
-            let mut text = format!("[resource: {}", field("uri"));
-            for extra in ["name", "description"] {
+            let mut text = format!("[resource: {}", field(&block.uri));
+            for extra in [&block.name, &block.description] {
                 if !field(extra).is_empty() {
                     text.push_str(&format!(" ({})", field(extra)));
                 }
@@ -292,15 +293,14 @@ fn describe_block(block: &Value) -> String {
             text
         }
         "resource" => {
-            let resource = block.get("resource").unwrap_or(&Value::Null);
-            let get = |name: &str| resource.get(name).and_then(Value::as_str);
-            let uri = get("uri").unwrap_or("");
-            match (get("text"), get("blob")) {
+            let resource = block.resource.map(|resource| *resource).unwrap_or_default();
+            let uri = field(&resource.uri);
+            match (resource.text, resource.blob) {
                 (Some(text), _) => format!("[resource: {uri}]\n{text}"),
                 (None, Some(blob)) => format!(
                     "[resource: {uri}, {}, {} bytes]",
-                    or_unknown(get("mimeType").unwrap_or("")),
-                    base64_len(blob)
+                    or_unknown(&field(&resource.mime_type)),
+                    base64_len(&blob)
                 ),
                 (None, None) => format!("[resource: {uri}]"),
             }
