@@ -8,7 +8,8 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::transport::RpcError;
+use crate::acp::request::{Decoded, Request};
+use crate::transport::{Responder, RpcError};
 
 /// Declares a version's request enum from its table:
 /// `Variant(Params) = NAME [if gate];` — `gate` a field of
@@ -51,6 +52,46 @@ macro_rules! requests {
 }
 
 pub(crate) use requests;
+
+/// A session request's shared params (new, load, resume, fork), read by
+/// the calling codec's own `place`.
+macro_rules! read_place {
+    ($method:expr, $request:ident) => {
+        place(
+            $method,
+            $request.cwd,
+            $request.additional_directories,
+            &$request.mcp_servers,
+            $request.system_prompt,
+            $request.config_options,
+        )
+    };
+}
+
+pub(crate) use read_place;
+
+/// A request its codec read (`read`) made neutral by `neutral`; `None`
+/// once the error it earned is answered.
+pub fn decode<R>(
+    read: Result<R, RpcError>,
+    responder: Responder,
+    neutral: impl FnOnce(R, Responder) -> Decoded,
+) -> Option<Request> {
+    let request = match read {
+        Ok(request) => request,
+        Err(err) => {
+            responder.respond(Err(err));
+            return None;
+        }
+    };
+    match neutral(request, responder) {
+        Ok(request) => Some(request),
+        Err(refusal) => {
+            refusal.answer();
+            None
+        }
+    }
+}
 
 /// The gate's name, when a table entry has one.
 pub const fn gate_name(gate: &[&'static str]) -> Option<&'static str> {

@@ -4,7 +4,7 @@
 use agent_client_protocol_schema::v1::{self as acp, AGENT_METHOD_NAMES as NAMES};
 use serde_json::Value;
 
-use super::methods::requests;
+use super::methods::{self, read_place, requests};
 use super::readers::v1 as read;
 use super::request::{
     Decoded, Listed, Opened, Place, PromptReply, ProviderListing, Refusal, Reopen, Reply, Request,
@@ -57,19 +57,6 @@ pub struct SetModelRequest {
     model_id: String,
 }
 
-/// A session request's shared params, read by [`place`].
-macro_rules! read_place {
-    ($method:expr, $request:ident) => {
-        place(
-            $method,
-            $request.cwd,
-            $request.additional_directories,
-            &$request.mcp_servers,
-            $request.system_prompt,
-            $request.config_options,
-        )
-    };
-}
 /// What the answers need besides the request: the client's extras.
 pub struct Context {
     pub unstable: Unstable,
@@ -83,20 +70,10 @@ pub fn decode(
     responder: Responder,
     context: &Context,
 ) -> Option<Request> {
-    let request = match V1Request::read(method, params, &context.unstable) {
-        Ok(request) => request,
-        Err(err) => {
-            responder.respond(Err(err));
-            return None;
-        }
-    };
-    match neutral(request, responder, context) {
-        Ok(request) => Some(request),
-        Err(refusal) => {
-            refusal.answer();
-            None
-        }
-    }
+    let read = V1Request::read(method, params, &context.unstable);
+    methods::decode(read, responder, |request, responder| {
+        neutral(request, responder, context)
+    })
 }
 
 fn neutral(request: V1Request, responder: Responder, context: &Context) -> Decoded {

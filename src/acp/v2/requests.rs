@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::updates;
 use crate::acp::auth;
 use crate::acp::mcp_spec;
-use crate::acp::methods::requests;
+use crate::acp::methods::{self, read_place, requests};
 use crate::acp::readers::v2 as read;
 use crate::acp::request::{
     Decoded, Listed, Opened, Place, PromptReply, ProviderListing, Refusal, Reopen, Reply, Request,
@@ -47,19 +47,6 @@ requests! {
     }
 }
 
-/// A session request's shared params, read by [`place`].
-macro_rules! read_place {
-    ($method:expr, $request:ident) => {
-        place(
-            $method,
-            $request.cwd,
-            $request.additional_directories,
-            &$request.mcp_servers,
-            $request.system_prompt,
-            $request.config_options,
-        )
-    };
-}
 /// A v2 request read into the neutral one; `None` when it was answered
 /// with the error its params earn.
 pub fn decode(
@@ -69,20 +56,11 @@ pub fn decode(
     unstable: &Unstable,
 ) -> Option<Request> {
     tracing::debug!(%method, "request (ACP v2)");
-    let request = match V2Request::read(method, params, unstable) {
-        Ok(request) => request,
-        Err(err) => {
-            responder.respond(Err(err));
-            return None;
-        }
-    };
-    match neutral(request, responder) {
-        Ok(request) => Some(request),
-        Err(refusal) => {
-            refusal.answer();
-            None
-        }
-    }
+    methods::decode(
+        V2Request::read(method, params, unstable),
+        responder,
+        neutral,
+    )
 }
 
 fn neutral(request: V2Request, responder: Responder) -> Decoded {
