@@ -28,6 +28,7 @@ pub mod raw;
 mod references;
 mod report;
 mod sandbox;
+pub mod serve;
 mod server_table;
 mod shell_environment;
 mod subagents;
@@ -121,6 +122,8 @@ pub struct Config {
     pub subagents: SubagentSettings,
     /// `[sandbox]`: how commands are confined.
     pub sandbox: SandboxSettings,
+    /// `[serve]`: how `crucible-agent serve` takes remote clients.
+    pub serve: serve::ServeSettings,
     /// Non-fatal findings (a provider left out, a plaintext key) to log once at start.
     pub warnings: Vec<String>,
     /// Keys used and ignored, and which won where two set the same thing.
@@ -159,6 +162,7 @@ impl Config {
             sensitive_files: SensitiveFiles::default(),
             subagents: SubagentSettings::default(),
             sandbox: SandboxSettings::default(),
+            serve: serve::ServeSettings::default(),
             warnings: Vec::new(),
             report: ConfigReport::default(),
         }
@@ -333,6 +337,7 @@ fn compose(
         shell_environment::sensitive_files(raw.sensitive_files.unwrap_or_default(), path)?;
     let subagents = subagents::validate(raw.subagents.unwrap_or_default(), path)?;
     let home = (around.env)("HOME").map(PathBuf::from);
+    let serve = serve::validate(raw.serve.unwrap_or_default(), path, home.as_deref())?;
     let sandbox = sandbox::validate(raw.sandbox.unwrap_or_default(), path, home)?;
     let agent = agent::validate(raw.agent.unwrap_or_default(), &modes, path)?;
     let prices = prices::validate_prices(raw.prices.unwrap_or_default(), path)?;
@@ -366,6 +371,7 @@ fn compose(
         sensitive_files,
         subagents,
         sandbox,
+        serve,
         warnings,
         report,
     })

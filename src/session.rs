@@ -4,6 +4,7 @@
 //! turn (one at a time, with its cancellation token). Everything else talks
 //! to it through its mailbox, so sessions never lock or block each other.
 
+pub mod attachments;
 mod between_turns;
 mod budget;
 mod cursors;
@@ -255,6 +256,8 @@ pub enum SessionMsg {
     Close {
         reply: oneshot::Sender<()>,
     },
+    /// Its connection went (`serve`): once idle, an orphan closes.
+    Detached,
 }
 
 /// What the client asks a session to be opened with: the same for
@@ -553,6 +556,10 @@ impl SessionActor {
                     self.withdraw_steered(running.as_ref());
                 }
             }
+            if running.is_none() && self.orphan_to_close() {
+                tracing::debug!(session = %self.services.id, "orphaned and idle: closing (it stays saved)");
+                break;
+            }
         }
         // The mailbox closed (the manager dropped us): end any turn cleanly.
         self.end_turn(&mut running).await;
@@ -572,6 +579,14 @@ impl SessionActor {
             manager.shutdown().await;
         }
         tracing::debug!(session = %self.services.id, "session actor stopped");
+    }
+
+    /// Idle, with no connection attached: nobody is left to prompt it,
+    /// and a later `session/load` opens it again from the store.
+    fn orphan_to_close(&self) -> bool {
+        self.conversation.background.is_none()
+            && (self.services.attachments.as_ref())
+                .is_some_and(|attachments| attachments.release_if_orphaned(&self.services.id))
     }
 
     /// Cancel the running turn, if any, and wait for it to answer.
@@ -639,6 +654,8 @@ impl SessionActor {
                 let _ = reply.send(self.retitle(title));
             }
             SessionMsg::Close { reply } => return Some(reply),
+            // Checked once the loop is idle (see `orphan_to_close`).
+            SessionMsg::Detached => {}
         }
         None
     }

@@ -11,6 +11,7 @@
 //! options, title), `providers`, with `params` checking params and
 //! `answers` turning the sessions' errors into answers.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use agent_client_protocol_schema::v1::{self as acp, AGENT_METHOD_NAMES as NAMES};
@@ -25,12 +26,13 @@ use crate::client::{ClientAbilities, ClientSink, CursorUse};
 use crate::events::StopReason;
 use crate::mcp::Relay;
 use crate::model::Part;
-use crate::session::manager::SessionManager;
+use crate::session::manager::{Absent, SessionManager};
 use crate::session::{
     Delivery, InsertReply, OpenRequest, PromptAnswer, PromptSubmission, SessionError, SessionMsg,
     TurnEnd, WhenBusy,
 };
 use crate::transport::{Connection, RpcError};
+pub use params::AllowedRoots;
 use params::{check_roots, session_servers};
 
 mod answers;
@@ -62,6 +64,8 @@ pub struct Router {
     last_reopen: Option<oneshot::Receiver<()>>,
     /// Carries the editor's `acp` MCP servers (unstable `mcp_over_acp`).
     mcp_relay: Arc<McpRelay>,
+    /// Where this connection's sessions may work (`[serve] roots`).
+    roots: AllowedRoots,
 }
 
 impl Router {
@@ -74,7 +78,14 @@ impl Router {
             client: None,
             protocol: Protocol::default(),
             last_reopen: None,
+            roots: AllowedRoots::Anywhere,
         }
+    }
+
+    /// Sessions only in these directories (a remote client's, `serve`).
+    pub fn within(mut self, roots: AllowedRoots) -> Self {
+        self.roots = roots;
+        self
     }
 
     /// The connection's version, shared with `client`, the sessions'
@@ -96,9 +107,11 @@ impl Router {
         self.client.as_ref()
     }
 
-    /// The client is gone: stop every session, answering their turns.
+    /// The client is gone: its questions fail, and its sessions stop,
+    /// answering their turns (on stdio), or run on to close once idle (a
+    /// connection of `serve`: another may load them).
     pub async fn shutdown(&mut self) {
-        self.sessions.close_all().await;
+        self.sessions.client_gone().await;
         self.connection.fail_pending();
     }
 
@@ -200,10 +213,10 @@ impl Router {
 
     /// The error for a request to a session that is not open here.
     pub(in crate::acp) fn not_running(&self, id: &SessionId) -> RpcError {
-        if self.sessions.stopped(id) {
-            RpcError::session_stopped(id.as_str())
-        } else {
-            RpcError::session_not_found(id.as_str())
+        match self.sessions.absent(id) {
+            Absent::Stopped => RpcError::session_stopped(id.as_str()),
+            Absent::TakenOver => RpcError::session_taken_over(id.as_str()),
+            Absent::NotOpen => RpcError::session_not_found(id.as_str()),
         }
     }
 
@@ -239,9 +252,16 @@ impl Router {
         method: &str,
         place: Place,
     ) -> Result<OpenRequest, RpcError> {
+        if !self.sessions.has_room() {
+            let limit = self.sessions.session_limit().unwrap_or_default();
+            return Err(RpcError::too_many_sessions(limit));
+        }
         let relay = self.acp_relay();
         let mcp_servers = session_servers(method, &place.cwd, place.mcp_servers, relay.as_ref())?;
         let additional_directories = check_roots(&place.additional_directories)?;
+        let mut directories = vec![place.cwd.as_path()];
+        directories.extend(additional_directories.iter().map(PathBuf::as_path));
+        self.roots.check(&directories)?;
         Ok(OpenRequest {
             cwd: place.cwd,
             additional_directories,

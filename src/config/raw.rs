@@ -22,6 +22,8 @@ pub struct RawConfig {
     pub sensitive_files: Option<RawSensitiveFiles>,
     pub subagents: Option<RawSubagents>,
     pub sandbox: Option<RawSandbox>,
+    /// `[serve]`: `crucible-agent serve`'s listener (validated by `config::serve`).
+    pub serve: Option<super::serve::RawServe>,
     /// `[acp]`: how the Crucible TUI hosts ACP agents (this agent is one).
     pub acp: Option<RawAcp>,
     /// `[prices.MODEL]`: token prices, for the cost sessions report.

@@ -1,14 +1,21 @@
 //! Session ids → actor handles. Owned by the router; every operation is a
 //! map lookup plus a mailbox send, so it never waits on a session.
+//!
+//! On stdio one manager serves the one client. `serve` gives each
+//! connection a view of one map ([`SessionManager::for_connection`]): a
+//! connection sees the sessions attached to it ([`super::attachments`]),
+//! a load takes a session over from another connection, and a connection
+//! that goes leaves its sessions running, to close once idle.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
+use super::attachments::{Attachment, Owner};
 use super::runtime::AgentRuntime;
 use super::shared::Shared;
 use super::{InitialOption, OpenRequest, SessionHandle, SessionMsg, SessionStart, Settings};
@@ -22,6 +29,7 @@ use crate::mcp::McpServerSpec;
 use crate::model::SessionId;
 use crate::providers::Providers;
 use crate::store::{self, Metadata, Recorder, Store, StoreError};
+use crate::util::lock;
 
 /// A load in progress: the replay (empty for a resume), or why it failed.
 pub type Loading = BoxFuture<'static, Result<Vec<Update>, StoreError>>;
@@ -44,6 +52,8 @@ struct StoredSession {
     id: SessionId,
     store: Arc<Store>,
     prepare: Option<Prepare>,
+    /// The actor that had it open and is closing (it holds the files' lock).
+    closing: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// What a session's files held when it was opened.
@@ -106,7 +116,9 @@ fn read_stored(
     client: ClientAbilities,
     replay: Replay,
 ) -> Result<ReadSession, StoreError> {
-    let StoredSession { id, store, prepare } = stored;
+    let StoredSession {
+        id, store, prepare, ..
+    } = stored;
     if let Some(prepare) = prepare {
         prepare()?;
     }
@@ -246,27 +258,125 @@ fn restored_settings(
 /// How long shutdown waits for turns to answer `cancelled` before giving up.
 const CLOSE_GRACE: Duration = Duration::from_secs(3);
 
+/// The open sessions' handles, by id (shared by every connection's view).
+type Handles = Arc<Mutex<HashMap<SessionId, SessionHandle>>>;
+
+/// An open session as a request finds it: its id and mailbox.
+#[derive(Clone)]
+pub struct SessionRef {
+    pub id: SessionId,
+    pub tx: mpsc::UnboundedSender<SessionMsg>,
+}
+
+impl SessionRef {
+    pub fn send(&self, msg: SessionMsg) -> bool {
+        self.tx.send(msg).is_ok()
+    }
+}
+
+/// Whose sessions a manager serves.
+#[derive(Clone, Copy)]
+enum Served {
+    /// Every session of the process (stdio's one client).
+    All,
+    /// Those attached to one connection, at most `limit` at once (`serve`).
+    Connection { owner: Owner, limit: usize },
+}
+
+/// Why a session is not open for this connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Absent {
+    /// Not open (never, or no longer).
+    NotOpen,
+    /// Its actor stopped on an internal error, or its load failed.
+    Stopped,
+    /// Another connection loaded it since (`serve`).
+    TakenOver,
+}
+
 pub struct SessionManager {
-    sessions: HashMap<SessionId, SessionHandle>,
+    sessions: Handles,
     shared: Shared,
     /// Where sessions are saved; None keeps them in memory only.
     store: Option<Arc<Store>>,
     /// The agent card new sessions record.
     agent: Option<String>,
+    served: Served,
 }
 
 impl SessionManager {
     pub fn new(providers: Arc<Providers>, sink: Arc<dyn ClientSink>, defaults: Defaults) -> Self {
         Self {
-            sessions: HashMap::new(),
+            sessions: Handles::default(),
             shared: Shared {
                 runtime: Arc::new(AgentRuntime::new(None, defaults.subagents)),
                 defaults: Arc::new(defaults),
                 providers,
                 client: sink,
+                attachments: None,
             },
             store: None,
             agent: None,
+            served: Served::All,
+        }
+    }
+
+    /// Sessions shared by several connections (`serve`): each is shown to
+    /// the connection it is attached to; see [`Self::for_connection`].
+    pub fn shared_by_connections(mut self) -> Self {
+        self.shared.attachments = Some(Arc::default());
+        self
+    }
+
+    /// The view of connection `client`: the sessions it opens or loads
+    /// (at most `limit` at once) talk to `client`. None unless the manager
+    /// is [`Self::shared_by_connections`].
+    pub fn for_connection(&self, client: Arc<dyn ClientSink>, limit: usize) -> Option<Self> {
+        let attachments = self.shared.attachments.as_ref()?;
+        let owner = attachments.connect(client);
+        Some(Self {
+            sessions: Arc::clone(&self.sessions),
+            shared: self.shared.clone(),
+            store: self.store.clone(),
+            agent: self.agent.clone(),
+            served: Served::Connection { owner, limit },
+        })
+    }
+
+    /// Whether this connection may open one more session.
+    pub fn has_room(&self) -> bool {
+        match (self.served, &self.shared.attachments) {
+            (Served::Connection { owner, limit }, Some(attachments)) => {
+                attachments.count(owner) < limit
+            }
+            _ => true,
+        }
+    }
+
+    /// The most sessions a connection may have open at once (`serve`).
+    pub fn session_limit(&self) -> Option<usize> {
+        match self.served {
+            Served::Connection { limit, .. } => Some(limit),
+            Served::All => None,
+        }
+    }
+
+    /// `id` newly open here: attached to this connection.
+    fn attach_new(&self, id: &SessionId) {
+        if let (Served::Connection { owner, .. }, Some(attachments)) =
+            (self.served, &self.shared.attachments)
+        {
+            attachments.attach_new(id, owner);
+        }
+    }
+
+    /// Whether the open session `id` is this connection's to use.
+    fn is_mine(&self, id: &SessionId) -> bool {
+        match (self.served, &self.shared.attachments) {
+            (Served::Connection { owner, .. }, Some(attachments)) => {
+                attachments.attachment(id) == Some(Attachment::To(owner))
+            }
+            _ => true,
         }
     }
 
@@ -355,8 +465,7 @@ impl SessionManager {
             .store
             .clone()
             .ok_or_else(|| StoreError::NotFound(id.clone()))?;
-        if let Some(handle) = self.get(id) {
-            let tx = handle.tx.clone();
+        if let Some(tx) = self.reattach(id) {
             let choices = Choices {
                 client_prompt: request.client_prompt,
                 initial_options: request.initial_options,
@@ -377,12 +486,32 @@ impl SessionManager {
             };
             return Ok((tx, Box::pin(loading)));
         }
+        // An orphan that closed itself may still be saving: it goes first.
+        let closing = lock(&self.sessions).remove(id).map(|handle| handle.task);
         let stored = StoredSession {
             id: id.clone(),
             store,
             prepare: None,
+            closing,
         };
         Ok(self.open_stored(stored, request, replay))
+    }
+
+    /// The mailbox of `id` when it is open, now attached to this
+    /// connection (taken over from another, or adopted as an orphan).
+    fn reattach(&self, id: &SessionId) -> Option<mpsc::UnboundedSender<SessionMsg>> {
+        let sessions = lock(&self.sessions);
+        let handle = sessions.get(id).filter(|handle| !handle.tx.is_closed())?;
+        if let (Served::Connection { owner, .. }, Some(attachments)) =
+            (self.served, &self.shared.attachments)
+        {
+            if !attachments.take_over(id, owner) {
+                // It closed itself as an orphan a moment ago.
+                return None;
+            }
+            tracing::debug!(session = %id, "attached to a new connection");
+        }
+        Some(handle.tx.clone())
     }
 
     /// `session/fork`: a copy of stored session `source` (its history as
@@ -406,6 +535,7 @@ impl SessionManager {
             id: id.clone(),
             store,
             prepare: Some(prepare),
+            closing: None,
         };
         let (tx, loading) = self.open_stored(stored, request, Replay::Nothing);
         Ok((id, tx, loading))
@@ -415,11 +545,11 @@ impl SessionManager {
     /// when it has one) on a blocking thread.
     fn open_stored(
         &mut self,
-        stored: StoredSession,
+        mut stored: StoredSession,
         request: OpenRequest,
         replay: Replay,
     ) -> (mpsc::UnboundedSender<SessionMsg>, Loading) {
-        self.sessions.retain(|_, handle| !handle.tx.is_closed());
+        lock(&self.sessions).retain(|_, handle| !handle.tx.is_closed());
         let (tx, rx) = mpsc::unbounded_channel();
         let (ready, loaded) = oneshot::channel();
         let mailbox = tx.downgrade();
@@ -428,6 +558,9 @@ impl SessionManager {
         let (workplace, choices) = self.split(request);
         let client = workplace.client;
         let task = tokio::spawn(async move {
+            if let Some(closing) = stored.closing.take() {
+                let _ = closing.await;
+            }
             let read = blocking(move || read_stored(stored, client, replay)).await;
             let read = match read {
                 Ok(read) => read,
@@ -442,7 +575,8 @@ impl SessionManager {
             let _ = ready.send(Ok(updates));
             super::run(start, shared, mailbox, rx).await;
         });
-        self.sessions.insert(
+        self.attach_new(&id);
+        lock(&self.sessions).insert(
             id.clone(),
             SessionHandle {
                 id,
@@ -461,7 +595,7 @@ impl SessionManager {
 
     /// A new session. The request's MCP servers replace config servers of
     /// the same name.
-    pub fn create(&mut self, request: OpenRequest) -> &SessionHandle {
+    pub fn create(&mut self, request: OpenRequest) -> SessionRef {
         let (workplace, choices) = self.split(request);
         let id = SessionId::random();
         // Told in the first turn (see `TurnContext`), where every client reads it.
@@ -494,7 +628,15 @@ impl SessionManager {
         start.save_failure = save_failure;
         let handle = super::spawn(start, self.shared.clone());
         choices.send(&handle.tx);
-        self.sessions.entry(id).or_insert(handle)
+        self.attach_new(&id);
+        let session = SessionRef {
+            id: id.clone(),
+            tx: handle.tx.clone(),
+        };
+        let mut sessions = lock(&self.sessions);
+        sessions.retain(|_, handle| !handle.tx.is_closed());
+        sessions.insert(id, handle);
+        session
     }
 
     /// A session as `create` would start it, run only to be asked its
@@ -574,30 +716,43 @@ impl SessionManager {
         }
     }
 
-    /// An open session (a load that failed left a closed handle: not one).
-    pub fn get(&self, id: &SessionId) -> Option<&SessionHandle> {
-        self.sessions
-            .get(id)
-            .filter(|handle| !handle.tx.is_closed())
+    /// An open session of this connection's (a load that failed left a
+    /// closed handle: not one).
+    pub fn get(&self, id: &SessionId) -> Option<SessionRef> {
+        let sessions = lock(&self.sessions);
+        let handle = sessions.get(id).filter(|handle| !handle.tx.is_closed())?;
+        self.is_mine(id).then(|| SessionRef {
+            id: handle.id.clone(),
+            tx: handle.tx.clone(),
+        })
     }
 
-    /// Whether `id` was open here and its actor is gone: it stopped on an
-    /// internal error, or its load failed.
-    pub fn stopped(&self, id: &SessionId) -> bool {
-        self.sessions
+    /// Why `id` is not open for this connection (see [`Self::get`]).
+    pub fn absent(&self, id: &SessionId) -> Absent {
+        let stopped = lock(&self.sessions)
             .get(id)
-            .is_some_and(|handle| handle.tx.is_closed())
+            .map(|handle| handle.tx.is_closed());
+        match stopped {
+            Some(true) => Absent::Stopped,
+            Some(false) if !self.is_mine(id) => Absent::TakenOver,
+            _ => Absent::NotOpen,
+        }
     }
 
+    /// This connection's session `id`, no longer open to anyone (to be closed).
     pub fn remove(&mut self, id: &SessionId) -> Option<SessionHandle> {
-        self.sessions
-            .remove(id)
-            .filter(|handle| !handle.tx.is_closed())
+        if !self.is_mine(id) {
+            return None;
+        }
+        let handle = lock(&self.sessions).remove(id)?;
+        if let Some(attachments) = &self.shared.attachments {
+            attachments.forget(id);
+        }
+        (!handle.tx.is_closed()).then_some(handle)
     }
 
     pub fn len(&self) -> usize {
-        self.sessions
-            .values()
+        (lock(&self.sessions).values())
             .filter(|handle| !handle.tx.is_closed())
             .count()
     }
@@ -606,10 +761,27 @@ impl SessionManager {
         self.len() == 0
     }
 
-    /// Close every session: running turns are cancelled and answer before
-    /// this returns (or the grace period runs out).
-    pub async fn close_all(&mut self) {
-        let handles: Vec<SessionHandle> = self.sessions.drain().map(|(_, handle)| handle).collect();
+    /// The client is gone. On stdio (or for the whole process) every
+    /// session closes: running turns are cancelled and answer before this
+    /// returns (or the grace period runs out). A connection of `serve`
+    /// leaves its sessions running: each closes once idle (it stays
+    /// saved), unless another connection loads it first.
+    pub async fn client_gone(&mut self) {
+        if let (Served::Connection { owner, .. }, Some(attachments)) =
+            (self.served, &self.shared.attachments)
+        {
+            let orphaned = attachments.disconnect(owner);
+            let sessions = lock(&self.sessions);
+            for id in orphaned {
+                if let Some(handle) = sessions.get(&id) {
+                    handle.send(SessionMsg::Detached);
+                }
+            }
+            return;
+        }
+        let handles: Vec<SessionHandle> = (lock(&self.sessions).drain())
+            .map(|(_, handle)| handle)
+            .collect();
         let closing = handles.into_iter().map(SessionHandle::close);
         if tokio::time::timeout(CLOSE_GRACE, futures::future::join_all(closing))
             .await

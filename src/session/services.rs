@@ -57,6 +57,8 @@ pub(super) struct Services {
     pub permissions: Arc<SessionPermissions>,
     pub mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
     pub runtime: Arc<AgentRuntime>,
+    /// Where the session is attached (`serve`); see [`Shared::attachments`].
+    pub attachments: Option<Arc<super::attachments::Attachments>>,
     /// How many levels below a session the client started (0 for one).
     pub depth: u32,
     /// The current turn's delegations.
@@ -84,7 +86,11 @@ impl Services {
         mailbox: mpsc::WeakUnboundedSender<SessionMsg>,
     ) -> Self {
         let recorder = start.recorder.take();
-        let client = record::recorded_client(recorder.as_ref(), Arc::clone(&shared.client));
+        let port = match &shared.attachments {
+            Some(attachments) => attachments.port(&start.id),
+            None => Arc::clone(&shared.client),
+        };
+        let client = record::recorded_client(recorder.as_ref(), port);
         let agents = agent_cards(&shared, &start.cwd);
         let lineage = start.lineage.take();
         let sandbox = match &lineage {
@@ -154,6 +160,7 @@ impl Services {
             permissions,
             mailbox,
             runtime: shared.runtime,
+            attachments: shared.attachments,
             depth,
             tally: Arc::default(),
             spending: {

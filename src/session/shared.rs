@@ -22,6 +22,10 @@ pub struct Shared {
     pub client: Arc<dyn ClientSink>,
     /// The delegated agents running now, and where they are saved.
     pub runtime: Arc<AgentRuntime>,
+    /// With several connections (`serve`): each session's client is that
+    /// of the connection it is attached to now, not `client`. None on
+    /// stdio, and for delegated agents (they speak through their parent).
+    pub attachments: Option<Arc<super::attachments::Attachments>>,
 }
 
 /// What a turn journaled, kept for when its task dies without an outcome.

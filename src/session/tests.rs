@@ -124,6 +124,7 @@ async fn session_served(
         defaults: Arc::new(defaults),
         providers,
         client: Arc::clone(&client) as Arc<dyn ClientSink>,
+        attachments: None,
     };
     Fixture {
         client,

@@ -417,6 +417,8 @@ impl SessionActor {
                 providers: Arc::clone(&services.providers),
                 client: Arc::clone(&services.client),
                 runtime: Arc::clone(&services.runtime),
+                // Children speak through their parent's client port.
+                attachments: None,
             },
             parent_id: services.id.clone(),
             cwd: services.cwd.clone(),

@@ -144,6 +144,25 @@ impl RpcError {
         )
         .with_typed_data(&AboutSession { session_id })
     }
+
+    /// A session another connection has loaded since (`serve`).
+    pub fn session_taken_over(session_id: &str) -> Self {
+        Self::new(
+            ErrorCode::RESOURCE_NOT_FOUND,
+            format!("Resource not found: session `{session_id}` was loaded by another connection, which has it now; session/load (or session/resume) takes it back"),
+        )
+        .with_typed_data(&AboutSession { session_id })
+    }
+
+    /// A connection with as many sessions open as it may have (`serve`).
+    pub fn too_many_sessions(limit: usize) -> Self {
+        Self::new(
+            ErrorCode::INTERNAL_ERROR,
+            format!(
+                "This connection has {limit} sessions open, the most it may ([serve] max_sessions_per_connection); close one with session/close first"
+            ),
+        )
+    }
 }
 
 /// A request from the peer: it is owed one answer.

@@ -98,6 +98,37 @@ pub fn check_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>, RpcError> {
     Ok(checked)
 }
 
+/// The directories a session may work in (`[serve] roots`, canonical),
+/// or anywhere (stdio: the client started the agent where it is).
+#[derive(Debug, Clone, Default)]
+pub enum AllowedRoots {
+    #[default]
+    Anywhere,
+    Within(std::sync::Arc<[PathBuf]>),
+}
+
+impl AllowedRoots {
+    /// Refuses a `cwd` or additional directory outside every root (after
+    /// symbolic links are resolved), naming the roots.
+    pub fn check(&self, directories: &[&Path]) -> Result<(), RpcError> {
+        let Self::Within(roots) = self else {
+            return Ok(());
+        };
+        for directory in directories {
+            let real = std::fs::canonicalize(directory).unwrap_or_else(|_| directory.to_path_buf());
+            if !roots.iter().any(|root| real.starts_with(root)) {
+                let names: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+                return Err(RpcError::invalid_params(format!(
+                    "`{}` is outside the directories this agent serves ({}); open a session in one of them, or add the directory to `[serve] roots` where the agent runs",
+                    directory.display(),
+                    names.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 pub fn check_cwd(cwd: &Path) -> Result<(), RpcError> {
     if !cwd.is_absolute() {
         return Err(RpcError::invalid_params(format!(
