@@ -20,6 +20,7 @@ pub mod methods;
 pub mod permission;
 pub mod protocol;
 pub mod readers;
+pub mod remote;
 pub mod request;
 pub mod router;
 pub mod system_prompt;

@@ -1,9 +1,10 @@
 //! Command-line flags and the paths they resolve to, and the subcommands
-//! for people (`config`, `doctor`, `sessions`, `setup`); without one the
-//! binary speaks ACP on stdio.
+//! for people (`config`, `doctor`, `sessions`, `setup`) and `serve` (ACP
+//! for remote clients); without one the binary speaks ACP on stdio.
 
 pub mod doctor;
 pub mod init;
+pub mod serve;
 pub mod sessions;
 pub mod setup;
 
@@ -70,6 +71,21 @@ pub enum Command {
     Sessions {
         #[command(subcommand)]
         action: SessionsAction,
+    },
+    /// Serve remote ACP clients over Streamable HTTP and WebSocket on
+    /// /acp, with a bearer token (CRUCIBLE_AGENT_TOKEN, [serve] token_file,
+    /// or one generated into the data dir); see the manual's "Remote agents"
+    Serve {
+        /// Address and port [default: [serve] listen, else 127.0.0.1:8719];
+        /// another than loopback needs a token you set
+        #[arg(long, value_name = "HOST:PORT", value_parser = crate::config::serve::parse_listen)]
+        listen: Option<std::net::SocketAddr>,
+        /// TLS certificate chain (PEM); with --tls-key
+        #[arg(long, value_name = "PATH", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// TLS private key (PEM); with --tls-cert
+        #[arg(long, value_name = "PATH", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
     },
 }
 

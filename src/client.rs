@@ -61,6 +61,59 @@ pub trait ClientSink: Send + Sync {
     }
 }
 
+/// A client port to nobody: for sessions whose clients come and go
+/// (`serve` gives each its connection's), what is sent here is dropped and
+/// what is asked fails as with a client that went away.
+pub struct Nobody;
+
+impl ClientSink for Nobody {
+    fn send(&self, _session_id: &SessionId, _update: Update) {}
+
+    fn room(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
+    fn request_permission(
+        &self,
+        _session_id: &SessionId,
+        _call: &ToolCallInfo,
+    ) -> ClientFuture<'_, PermissionChoice> {
+        Box::pin(std::future::ready(Ok(PermissionChoice::Cancelled)))
+    }
+
+    fn read_text_file(&self, _request: ReadTextFile) -> ClientFuture<'_, String> {
+        gone()
+    }
+
+    fn write_text_file(&self, _request: WriteTextFile) -> ClientFuture<'_, ()> {
+        gone()
+    }
+
+    fn create_terminal(&self, _request: CreateTerminal) -> ClientFuture<'_, TerminalId> {
+        gone()
+    }
+
+    fn terminal_output(&self, _terminal: &TerminalId) -> ClientFuture<'_, TerminalOutput> {
+        gone()
+    }
+
+    fn wait_for_terminal_exit(&self, _terminal: &TerminalId) -> ClientFuture<'_, TerminalExit> {
+        gone()
+    }
+
+    fn kill_terminal(&self, _terminal: &TerminalId) -> ClientFuture<'_, ()> {
+        gone()
+    }
+
+    fn release_terminal(&self, _terminal: &TerminalId) -> ClientFuture<'_, ()> {
+        gone()
+    }
+}
+
+fn gone<'a, T: Send + 'a>() -> ClientFuture<'a, T> {
+    Box::pin(std::future::ready(Err(ClientError::Disconnected)))
+}
+
 /// A question for the user: one answer, picked from `choices` when there
 /// are any, else typed.
 #[derive(Debug, Clone, PartialEq, Eq)]

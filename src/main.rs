@@ -163,6 +163,18 @@ fn run_command(
             let setup = cli::setup::Setup::new(config_path.clone(), endpoint);
             return Ok(cli::setup::run_in_terminal(setup)?);
         }
+        Command::Serve {
+            listen,
+            tls_cert,
+            tls_key,
+        } => {
+            let flags = cli::serve::Flags {
+                listen: *listen,
+                tls_cert: tls_cert.clone(),
+                tls_key: tls_key.clone(),
+            };
+            return serve_remote(cli, &flags, overrides).map(|()| true);
+        }
         Command::Doctor => {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -249,6 +261,34 @@ async fn serve(
         Ok(Err(err)) => tracing::error!(%err, "writer thread failed"),
         Err(_) => tracing::warn!("output did not drain within {FLUSH_GRACE:?}"),
     }
+    Ok(())
+}
+
+/// `serve`: the config must be usable (a server has nobody to tell
+/// otherwise); then listen until SIGTERM or Ctrl-C.
+fn serve_remote(
+    cli: &cli::Cli,
+    flags: &cli::serve::Flags,
+    overrides: &Overrides,
+) -> anyhow::Result<()> {
+    let (config_path, chosen_by) = cli.config_path();
+    let config = Config::load(&config_path, chosen_by, overrides)?;
+    log_config_report(&config);
+    let data_dir = cli.data_dir();
+    let token = std::env::var(cli::serve::TOKEN_VARIABLE).ok();
+    let plan = cli::serve::plan(&config.serve, flags, &data_dir, token)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        // Sessions talk to their connection's client, not to this one.
+        let nobody: Arc<dyn ClientSink> = Arc::new(crucible_agent::client::Nobody);
+        let sessions = sessions(&config, nobody, &data_dir)?;
+        cli::serve::run(plan, sessions, &config).await?;
+        anyhow::Ok(())
+    })?;
+    runtime.shutdown_timeout(RUNTIME_GRACE);
     Ok(())
 }
 

@@ -11,6 +11,7 @@
 mod batch;
 pub mod jsonrpc;
 mod outgoing;
+pub mod remote;
 pub mod stdio;
 
 use std::collections::{HashMap, HashSet};

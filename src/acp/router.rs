@@ -235,7 +235,7 @@ impl Router {
         session.send(SessionMsg::Options {
             reply: options_reply,
         });
-        let tx = session.tx.clone();
+        let tx = session.tx;
         tokio::spawn(async move {
             let Ok(options) = options.await else {
                 return reply.fail(RpcError::internal("the new session stopped at once"));

@@ -170,7 +170,7 @@ impl ClientSink for SessionPort {
         match self.client() {
             Ok(client) => client.send(session_id, update),
             Err(_) => {
-                tracing::trace!(session = %self.session, "orphaned: an update shown to nobody")
+                tracing::trace!(session = %self.session, "orphaned: an update shown to nobody");
             }
         }
     }
@@ -304,7 +304,7 @@ mod tests {
         let owner = attachments.connect(client.clone());
         let id = SessionId::random();
         attachments.attach_new(&id, owner);
-        assert_eq!(attachments.disconnect(owner), [id.clone()]);
+        assert_eq!(attachments.disconnect(owner), std::slice::from_ref(&id));
         let port = attachments.port(&id);
         port.send(&id, text("unseen"));
         assert!(texts(&client).is_empty());

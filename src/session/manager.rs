@@ -766,7 +766,7 @@ impl SessionManager {
     /// returns (or the grace period runs out). A connection of `serve`
     /// leaves its sessions running: each closes once idle (it stays
     /// saved), unless another connection loads it first.
-    pub async fn client_gone(&mut self) {
+    pub async fn client_gone(&self) {
         if let (Served::Connection { owner, .. }, Some(attachments)) =
             (self.served, &self.shared.attachments)
         {
