@@ -6,7 +6,6 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::acp::remote::Hub;
 use crate::acp::router::AllowedRoots;
@@ -21,8 +20,6 @@ use super::CliError;
 pub const TOKEN_VARIABLE: &str = "CRUCIBLE_AGENT_TOKEN";
 /// The generated token's file, in the data dir.
 const TOKEN_FILE: &str = "serve-token";
-/// A client that reads nothing this long is disconnected.
-const STALL: Duration = Duration::from_secs(60);
 
 /// What the command line adds to `[serve]`.
 #[derive(Debug, Default, Clone)]
@@ -208,7 +205,7 @@ pub async fn run(plan: Plan, sessions: SessionManager, config: &Config) -> Resul
         access: Access::new(&plan.token, plan.settings.allowed_origins.clone()),
         max_connections: plan.settings.max_connections,
         idle_timeout: plan.settings.idle_timeout,
-        stall: STALL,
+        stall: plan.settings.stall_timeout,
         tls,
     };
     let stop = async {

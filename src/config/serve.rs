@@ -24,6 +24,7 @@ pub struct RawServe {
     pub max_connections: Option<usize>,
     pub max_sessions_per_connection: Option<usize>,
     pub idle_timeout_secs: Option<u64>,
+    pub stall_timeout_secs: Option<u64>,
     pub tls_cert: Option<String>,
     pub tls_key: Option<String>,
 }
@@ -46,6 +47,9 @@ pub struct ServeSettings {
     pub max_sessions_per_connection: usize,
     /// A connection with no open stream for this long is closed.
     pub idle_timeout: Duration,
+    /// A client that takes none of its messages for this long (its
+    /// buffers full) is disconnected.
+    pub stall_timeout: Duration,
     pub tls: Option<TlsFiles>,
 }
 
@@ -66,6 +70,7 @@ impl Default for ServeSettings {
             max_connections: 1024,
             max_sessions_per_connection: 64,
             idle_timeout: Duration::from_secs(300),
+            stall_timeout: Duration::from_secs(60),
             tls: None,
         }
     }
@@ -135,18 +140,28 @@ pub(super) fn validate(
         "serve.max_sessions_per_connection",
         defaults.max_sessions_per_connection,
     )?;
-    let idle_timeout = match raw.idle_timeout_secs {
-        Some(0) => {
-            return Err(invalid(
-                path,
-                "serve.idle_timeout_secs",
-                "0 would close every connection at once",
-                "Give the seconds a connection may go without an open stream, such as 300.",
-            ));
-        }
-        Some(secs) => Duration::from_secs(secs),
-        None => defaults.idle_timeout,
+    let seconds = |value: Option<u64>, key: &str, fix: &str, default: Duration| match value {
+        Some(0) => Err(invalid(
+            path,
+            key,
+            "0 would close every connection at once",
+            fix,
+        )),
+        Some(secs) => Ok(Duration::from_secs(secs)),
+        None => Ok(default),
     };
+    let idle_timeout = seconds(
+        raw.idle_timeout_secs,
+        "serve.idle_timeout_secs",
+        "Give the seconds a connection may go without an open stream, such as 300.",
+        defaults.idle_timeout,
+    )?;
+    let stall_timeout = seconds(
+        raw.stall_timeout_secs,
+        "serve.stall_timeout_secs",
+        "Give the seconds a client may leave its messages unread, such as 60.",
+        defaults.stall_timeout,
+    )?;
     let tls = match (
         file("serve.tls_cert", raw.tls_cert)?,
         file("serve.tls_key", raw.tls_key)?,
@@ -170,6 +185,7 @@ pub(super) fn validate(
         max_connections,
         max_sessions_per_connection,
         idle_timeout,
+        stall_timeout,
         tls,
     })
 }
@@ -233,7 +249,7 @@ mod tests {
         let text = "[serve]\nlisten = \"0.0.0.0:9000\"\ntoken_file = \"/etc/agent/token\"\n\
                     allowed_origins = [\"HTTPS://App.Example.com:443/\", \"http://localhost:3000\"]\n\
                     roots = [\"/srv/code\"]\nmax_connections = 10\nmax_sessions_per_connection = 2\n\
-                    idle_timeout_secs = 60\ntls_cert = \"/etc/agent/cert.pem\"\ntls_key = \"/etc/agent/key.pem\"";
+                    idle_timeout_secs = 60\nstall_timeout_secs = 5\ntls_cert = \"/etc/agent/cert.pem\"\ntls_key = \"/etc/agent/key.pem\"";
         let serve = load(text, &[]).unwrap().serve;
         assert_eq!(serve.listen, "0.0.0.0:9000".parse().unwrap());
         assert_eq!(serve.token_file, Some(PathBuf::from("/etc/agent/token")));
@@ -247,6 +263,7 @@ mod tests {
             (10, 2)
         );
         assert_eq!(serve.idle_timeout, Duration::from_secs(60));
+        assert_eq!(serve.stall_timeout, Duration::from_secs(5));
         assert!(serve.tls.is_some());
         for (text, key) in [
             ("listen = \"here\"", "serve.listen"),

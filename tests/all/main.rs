@@ -66,6 +66,7 @@ mod providers;
 mod rate_limits;
 mod real_llm;
 mod reasoning;
+mod remote;
 mod rewind;
 // Landlock's; macOS's Seatbelt has unit tests of its profile only.
 #[cfg(target_os = "linux")]

@@ -7,6 +7,7 @@ pub mod client;
 pub mod context;
 pub mod harness;
 pub mod homes;
+pub mod remote;
 pub mod sessions;
 pub mod v2;
 pub mod wait;
