@@ -91,6 +91,11 @@ pub async fn run(
             checks.push(check_reads(&config.declared_reads));
             check_environment(&config, &mut checks);
             checks.push(check_sandbox(&config.sandbox, &Support::probe()));
+            let token = std::env::var(super::serve::TOKEN_VARIABLE).ok();
+            checks.push(match super::serve::check(&config.serve, data_dir, token) {
+                Ok(summary) => Check::ok("serve", summary),
+                Err((problem, fix)) => Check::fail("serve", problem, fix),
+            });
         }
         Err(err) => {
             let fix = config_fix(&err, config_path);

@@ -134,6 +134,79 @@ fn token(
     Ok((token, TokenSource::Generated(path)))
 }
 
+/// What `serve` would do with these settings, checked without writing
+/// anything (for `doctor`): a summary, or the problem and its fix.
+pub fn check(
+    settings: &ServeSettings,
+    data_dir: &Path,
+    variable: Option<String>,
+) -> Result<String, (String, String)> {
+    let set = variable.is_some_and(|v| !v.trim().is_empty());
+    let token = if set {
+        format!("the token is {TOKEN_VARIABLE}'s")
+    } else if let Some(path) = &settings.token_file {
+        match read_token(path) {
+            Ok(Some(_)) => format!("the token is in {}", path.display()),
+            Ok(None) => {
+                return Err((
+                    format!(
+                        "[serve] token_file {} does not exist or is empty",
+                        path.display()
+                    ),
+                    format!(
+                        "write a long random secret into it: openssl rand -hex 32 > {}",
+                        path.display()
+                    ),
+                ));
+            }
+            Err(err) => {
+                return Err((
+                    err.to_string(),
+                    "make the file readable by this user".into(),
+                ));
+            }
+        }
+    } else {
+        if !settings.listen.ip().is_loopback() {
+            return Err((
+                format!(
+                    "[serve] listen = {} takes other machines' connections, but no token is set (a generated one serves loopback only)",
+                    settings.listen
+                ),
+                format!("set {TOKEN_VARIABLE} or [serve] token_file, or listen on 127.0.0.1"),
+            ));
+        }
+        format!(
+            "a token generated into {} on first start",
+            data_dir.join(TOKEN_FILE).display()
+        )
+    };
+    for root in &settings.roots {
+        if !root.is_dir() {
+            return Err((
+                format!("[serve] roots: {} is not a directory", root.display()),
+                "name existing directories, or leave roots out (sessions then work where serve starts)".into(),
+            ));
+        }
+    }
+    let scheme = match &settings.tls {
+        Some(files) => {
+            remote::tls::acceptor(&files.cert, &files.key).map_err(|err| {
+                (
+                    err.to_string(),
+                    "fix [serve] tls_cert / tls_key (PEM files)".to_string(),
+                )
+            })?;
+            "https"
+        }
+        None => "http",
+    };
+    Ok(format!(
+        "`crucible-agent serve` would listen on {scheme}://{}/acp; {token}",
+        settings.listen
+    ))
+}
+
 /// The first line of `path`; None when it does not exist or is empty.
 fn read_token(path: &Path) -> Result<Option<String>, CliError> {
     match std::fs::read_to_string(path) {
@@ -268,5 +341,41 @@ mod tests {
             (set.token.as_str(), set.token_source),
             ("a-long-secret", TokenSource::Variable)
         );
+    }
+
+    #[test]
+    fn doctor_finds_what_would_stop_serve_before_it_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let summary = check(&ServeSettings::default(), dir.path(), None).unwrap();
+        assert!(summary.contains("127.0.0.1:8719/acp"), "{summary}");
+        assert!(summary.contains("generated"), "{summary}");
+        assert!(
+            !dir.path().join(TOKEN_FILE).exists(),
+            "doctor writes nothing"
+        );
+        let open = ServeSettings {
+            listen: "0.0.0.0:8719".parse().unwrap(),
+            ..ServeSettings::default()
+        };
+        let (problem, fix) = check(&open, dir.path(), None).unwrap_err();
+        assert!(problem.contains("0.0.0.0:8719"), "{problem}");
+        assert!(fix.contains(TOKEN_VARIABLE), "{fix}");
+        assert!(check(&open, dir.path(), Some("secret".into())).is_ok());
+        let missing = ServeSettings {
+            token_file: Some(dir.path().join("nope")),
+            ..ServeSettings::default()
+        };
+        let (problem, _) = check(&missing, dir.path(), None).unwrap_err();
+        assert!(problem.contains("token_file"), "{problem}");
+        let broken_tls = ServeSettings {
+            tls: Some(crate::config::serve::TlsFiles {
+                cert: dir.path().join("cert.pem"),
+                key: dir.path().join("key.pem"),
+            }),
+            ..ServeSettings::default()
+        };
+        let (problem, fix) = check(&broken_tls, dir.path(), None).unwrap_err();
+        assert!(problem.contains("cert.pem"), "{problem}");
+        assert!(fix.contains("tls_cert"), "{fix}");
     }
 }
