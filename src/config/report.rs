@@ -81,7 +81,7 @@ fn verdict(path: &[&str]) -> Verdict {
         // This agent's own sections, and the seed's.
         [
             "agent" | "modes" | "mcp_servers" | "permissions" | "shell_environment"
-            | "sensitive_files" | "subagents" | "sandbox" | "prices",
+            | "sensitive_files" | "subagents" | "sandbox" | "prices" | "serve",
         ] => Used,
         ["chat"] | ["llm"] | ["llm", "providers"] | ["llm", "providers", _] => Descend,
         [

@@ -82,6 +82,7 @@ pub(super) fn validate(
     home: Option<&Path>,
 ) -> Result<ServeSettings, ConfigError> {
     let defaults = ServeSettings::default();
+    let limits = Limits::validate(&raw, path, &defaults)?;
     let listen = match raw.listen.as_deref() {
         None => defaults.listen,
         Some(text) => parse_listen(text).map_err(|problem| {
@@ -97,71 +98,6 @@ pub(super) fn validate(
         text.map(|text| absolute(&text, home).ok_or_else(|| not_absolute(path, key, &text)))
             .transpose()
     };
-    let token_file = file("serve.token_file", raw.token_file)?;
-    let mut allowed_origins = Vec::new();
-    for (index, origin) in raw
-        .allowed_origins
-        .unwrap_or_default()
-        .into_iter()
-        .enumerate()
-    {
-        let normalized = normalize_origin(&origin).ok_or_else(|| {
-            invalid(
-                path,
-                format!("serve.allowed_origins[{index}]"),
-                format!("`{origin}` is not an origin"),
-                "Write it as a browser sends it: scheme, host and port only, such as \"https://app.example.com\" or \"http://localhost:3000\".",
-            )
-        })?;
-        allowed_origins.push(normalized);
-    }
-    let mut roots = Vec::new();
-    for (index, root) in raw.roots.unwrap_or_default().into_iter().enumerate() {
-        let key = format!("serve.roots[{index}]");
-        roots.push(absolute(&root, home).ok_or_else(|| not_absolute(path, &key, &root))?);
-    }
-    let positive = |value: Option<usize>, key: &str, default: usize| match value {
-        Some(0) => Err(invalid(
-            path,
-            key,
-            "0 would refuse everything",
-            "Give a number above 0, or leave the key out for the default.",
-        )),
-        Some(value) => Ok(value),
-        None => Ok(default),
-    };
-    let max_connections = positive(
-        raw.max_connections,
-        "serve.max_connections",
-        defaults.max_connections,
-    )?;
-    let max_sessions_per_connection = positive(
-        raw.max_sessions_per_connection,
-        "serve.max_sessions_per_connection",
-        defaults.max_sessions_per_connection,
-    )?;
-    let seconds = |value: Option<u64>, key: &str, fix: &str, default: Duration| match value {
-        Some(0) => Err(invalid(
-            path,
-            key,
-            "0 would close every connection at once",
-            fix,
-        )),
-        Some(secs) => Ok(Duration::from_secs(secs)),
-        None => Ok(default),
-    };
-    let idle_timeout = seconds(
-        raw.idle_timeout_secs,
-        "serve.idle_timeout_secs",
-        "Give the seconds a connection may go without an open stream, such as 300.",
-        defaults.idle_timeout,
-    )?;
-    let stall_timeout = seconds(
-        raw.stall_timeout_secs,
-        "serve.stall_timeout_secs",
-        "Give the seconds a client may leave its messages unread, such as 60.",
-        defaults.stall_timeout,
-    )?;
     let tls = match (
         file("serve.tls_cert", raw.tls_cert)?,
         file("serve.tls_key", raw.tls_key)?,
@@ -177,17 +113,99 @@ pub(super) fn validate(
             ));
         }
     };
+    let mut roots = Vec::new();
+    for (index, root) in raw.roots.unwrap_or_default().into_iter().enumerate() {
+        let key = format!("serve.roots[{index}]");
+        roots.push(absolute(&root, home).ok_or_else(|| not_absolute(path, &key, &root))?);
+    }
     Ok(ServeSettings {
         listen,
-        token_file,
-        allowed_origins,
+        token_file: file("serve.token_file", raw.token_file)?,
+        allowed_origins: origins(raw.allowed_origins.unwrap_or_default(), path)?,
         roots,
-        max_connections,
-        max_sessions_per_connection,
-        idle_timeout,
-        stall_timeout,
+        max_connections: limits.max_connections,
+        max_sessions_per_connection: limits.max_sessions_per_connection,
+        idle_timeout: limits.idle_timeout,
+        stall_timeout: limits.stall_timeout,
         tls,
     })
+}
+
+fn origins(written: Vec<String>, path: &Path) -> Result<Vec<String>, ConfigError> {
+    let mut origins = Vec::new();
+    for (index, origin) in written.into_iter().enumerate() {
+        let normalized = normalize_origin(&origin).ok_or_else(|| {
+            invalid(
+                path,
+                format!("serve.allowed_origins[{index}]"),
+                format!("`{origin}` is not an origin"),
+                "Write it as a browser sends it: scheme, host and port only, such as \"https://app.example.com\" or \"http://localhost:3000\".",
+            )
+        })?;
+        origins.push(normalized);
+    }
+    Ok(origins)
+}
+
+/// The counts and times of `[serve]`, each above 0.
+struct Limits {
+    max_connections: usize,
+    max_sessions_per_connection: usize,
+    idle_timeout: Duration,
+    stall_timeout: Duration,
+}
+
+impl Limits {
+    fn validate(
+        raw: &RawServe,
+        path: &Path,
+        defaults: &ServeSettings,
+    ) -> Result<Self, ConfigError> {
+        let count = |value: Option<usize>, key: &str, default: usize| match value {
+            Some(0) => Err(invalid(
+                path,
+                key,
+                "0 would refuse everything",
+                "Give a number above 0, or leave the key out for the default.",
+            )),
+            Some(value) => Ok(value),
+            None => Ok(default),
+        };
+        let seconds = |value: Option<u64>, key: &str, fix: &str, default: Duration| match value {
+            Some(0) => Err(invalid(
+                path,
+                key,
+                "0 would close every connection at once",
+                fix,
+            )),
+            Some(secs) => Ok(Duration::from_secs(secs)),
+            None => Ok(default),
+        };
+        Ok(Self {
+            max_connections: count(
+                raw.max_connections,
+                "serve.max_connections",
+                defaults.max_connections,
+            )?,
+            max_sessions_per_connection: count(
+                raw.max_sessions_per_connection,
+                "serve.max_sessions_per_connection",
+                defaults.max_sessions_per_connection,
+            )?,
+            idle_timeout: seconds(
+                raw.idle_timeout_secs,
+                "serve.idle_timeout_secs",
+                "Give the seconds a connection may go without an open stream, such as 300.",
+                defaults.idle_timeout,
+            )?,
+            stall_timeout: seconds(
+                raw.stall_timeout_secs,
+                "serve.stall_timeout_secs",
+                "Give the seconds a client may leave its messages unread, such as 60.",
+                defaults.stall_timeout,
+            )?,
+        })
+    }
 }
 
 /// `HOST:PORT` as `--listen` and `[serve] listen` take it; `localhost`
