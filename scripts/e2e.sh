@@ -2,7 +2,9 @@
 # End-to-end tier (`make e2e`, run by CI through .ci/run). Proves the RELEASE
 # binary against implementations we did not write:
 #   1. ACP clients, against a scripted local model (e2e/fake_llm.py):
-#      acpx (npm), the Python ACP SDK (PyPI) and the TypeScript ACP SDK (npm);
+#      acpx (npm), the Python ACP SDK (PyPI) and the TypeScript ACP SDK (npm),
+#      the last also as a remote client of `serve` (its Streamable HTTP and
+#      WebSocket clients);
 #   2. a real LLM: llama-server with SmolLM2-135M (tests/all/real_llm.rs, and
 #      tests/all/context_real_llm.rs: the token estimate vs its count), built
 #      and cached on first use (~7 minutes on 2 cores); the TypeScript SDK's
@@ -26,6 +28,8 @@ CARGO=${CARGO:-cargo}
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/crucible-e2e"
 ACPX_VERSION=0.19.1
 TS_SDK_VERSION=2.4.0
+# The WebSocket constructor the SDK's ws-client needs on Node 20.
+WS_VERSION=8.23.0
 PY_SDK_VERSION=0.12.1
 MCP_VERSION=2026.8.31
 AGENT="$(pwd)/${CARGO_TARGET_DIR:-target}/release/crucible-agent"
@@ -46,11 +50,12 @@ CARGO="$CARGO" bash scripts/build.sh >/dev/null
 
 say "ACP clients (pinned, cached in $CACHE)"
 CLIENTS="$CACHE/clients"
-if ! npm_installed "$CLIENTS" acpx "$ACPX_VERSION" || ! npm_installed "$CLIENTS" @agentclientprotocol/sdk "$TS_SDK_VERSION"; then
+if ! npm_installed "$CLIENTS" acpx "$ACPX_VERSION" || ! npm_installed "$CLIENTS" @agentclientprotocol/sdk "$TS_SDK_VERSION" ||
+  ! npm_installed "$CLIENTS" ws "$WS_VERSION"; then
   mkdir -p "$CLIENTS"
   npm install --prefix "$CLIENTS" --no-audit --no-fund --loglevel=error \
-    "acpx@$ACPX_VERSION" "@agentclientprotocol/sdk@$TS_SDK_VERSION" ||
-    die "npm could not install acpx@$ACPX_VERSION and @agentclientprotocol/sdk@$TS_SDK_VERSION (see above)"
+    "acpx@$ACPX_VERSION" "@agentclientprotocol/sdk@$TS_SDK_VERSION" "ws@$WS_VERSION" ||
+    die "npm could not install acpx@$ACPX_VERSION, @agentclientprotocol/sdk@$TS_SDK_VERSION and ws@$WS_VERSION (see above)"
   npm_installed "$CLIENTS" acpx "$ACPX_VERSION" || die "npm did not install acpx@$ACPX_VERSION"
 fi
 ACPX="$CLIENTS/node_modules/.bin/acpx"
@@ -140,6 +145,8 @@ run_part() {
 run_part acpx python3 e2e/acpx_test.py "$ACPX" "$AGENT" "$FAKE"
 run_part python-sdk "$PYENV/bin/python" e2e/python_sdk_client.py "$AGENT" "$FAKE"
 run_part ts-sdk node e2e/ts_sdk_client.mjs "$TS_SDK" "$AGENT" "$FAKE"
+# `serve`: the SDK's own remote clients, Streamable HTTP and WebSocket.
+run_part ts-sdk-remote node e2e/ts_sdk_remote_client.mjs "$TS_SDK" "$CLIENTS/node_modules/ws" "$AGENT" "$FAKE"
 
 say "a real LLM: llama-server with SmolLM2-135M on port $PORT"
 bash scripts/llm-server.sh build

@@ -172,10 +172,12 @@ async fn on_post(
         _ => {}
     }
     if let (Some(request), Some(streams)) = (message.as_request(), &remote.streams) {
-        // A load's answer goes where the client waits for it before it
-        // has the session's stream: the connection's (as the RFD shows).
+        // A load's answer follows its replay on the session's stream when
+        // the client reads that stream already (as the SDK's client does),
+        // so it cannot overtake the replay; else it goes on the
+        // connection's, as the RFD's diagram has it.
         let route = match header_session {
-            Some(session) if request.method != "session/load" => {
+            Some(session) if request.method != "session/load" || streams.is_read(session) => {
                 Route::Session(session.to_string())
             }
             _ => Route::Connection,

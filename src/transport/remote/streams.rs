@@ -140,6 +140,13 @@ impl Streams {
         })
     }
 
+    /// Whether a GET reads session `id`'s stream now.
+    pub fn is_read(&self, id: &str) -> bool {
+        lock(&self.sessions)
+            .get(id)
+            .is_some_and(|mailbox| lock(&mailbox.state).taken)
+    }
+
     /// How long no stream has been read (None while one is).
     pub fn unread_for(&self) -> Option<Duration> {
         lock(&self.readers).1.map(|since| since.elapsed())
