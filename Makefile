@@ -1,7 +1,7 @@
 # crucible-agent: common tasks. `make demo` is the quickest way to see the agent work.
 CARGO ?= cargo
 
-.PHONY: build test e2e bench bench-long fuzz fmt demo llm-server clean dist dist-check docs mdbook picture
+.PHONY: build test e2e bench bench-long bench-remote fuzz fmt demo llm-server clean dist dist-check docs mdbook picture
 
 # The shipped binary (statically linked on Linux/glibc: see scripts/build.sh),
 # at target/release/crucible-agent.
@@ -36,6 +36,11 @@ bench:
 # BENCH_LABEL names the run, BENCH_PAUSE the seconds between prompts (10).
 bench-long:
 	CARGO=$(CARGO) bash scripts/bench.sh long
+
+# Only the remote section: serve over WebSocket and Streamable HTTP beside
+# stdio (a 200-chunk turn, initialize, 1,000 idle connections, 100 at once).
+bench-remote:
+	CARGO=$(CARGO) bash scripts/bench.sh remote
 
 # A long fuzz run: 10^6 inputs per target (`make test` runs 256 each).
 # FUZZ_CASES=N to change it.

@@ -7,6 +7,9 @@
 #   BENCH_QUICK=1 make bench    fewer repetitions (about 3 minutes instead of 10)
 #   BENCH_LOCAL=0 make bench    without the local-model section (a real llama-server)
 #   BENCH_LONG=0 make bench     without the 30-turn session on the local model
+#   BENCH_REMOTE=0 make bench   without the remote section (serve over WebSocket
+#                               and Streamable HTTP beside stdio; `make bench remote`
+#                               runs only it: scripts/bench.sh remote)
 #   make bench-long             only that session (scripts/bench.sh long);
 #                               BENCH_AGENT, BENCH_LABEL, BENCH_PAUSE as in the Makefile
 set -euo pipefail
@@ -27,6 +30,39 @@ long_session() {
     --label "${BENCH_LABEL:-$(git rev-parse --short HEAD 2>/dev/null || echo latest) ($agent)}" \
     --out bench/results.md
 }
+
+# The remote section: `serve` beside stdio (bench/remote.mjs, on Node with
+# the ws package), against the scripted model server of the e2e tier.
+remote_section() {
+  local ws_version=8.23.0 clients="$CACHE/clients" fake_log fake_pid port
+  if ! grep -q "\"version\": \"$ws_version\"" "$clients/node_modules/ws/package.json" 2>/dev/null; then
+    mkdir -p "$clients"
+    npm install --prefix "$clients" --no-audit --no-fund --loglevel=error "ws@$ws_version" ||
+      die "npm could not install ws@$ws_version"
+  fi
+  fake_log=$(mktemp)
+  python3 -u e2e/fake_llm.py --port 0 >"$fake_log" 2>&1 &
+  fake_pid=$!
+  for _ in $(seq 1 50); do grep -q '^PORT ' "$fake_log" && break; sleep 0.1; done
+  port=$(awk '/^PORT /{print $2; exit}' "$fake_log")
+  [ -n "$port" ] || { kill "$fake_pid"; die "the scripted model server did not start"; }
+  echo "== bench: remote (serve over WebSocket and Streamable HTTP; load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
+  local quick=()
+  [ -n "${BENCH_QUICK:-}" ] && quick=(--quick)
+  # 1,000 idle connections need a descriptor each, on both sides.
+  ulimit -n 8192 2>/dev/null || true
+  node bench/remote.mjs "$(pwd)/$AGENT" "http://127.0.0.1:$port" "$clients/node_modules/ws" "${quick[@]}" \
+    --out bench/results.md || { kill "$fake_pid"; die "the remote bench failed"; }
+  kill "$fake_pid" 2>/dev/null || true
+  rm -f "$fake_log"
+}
+
+if [ "${1:-}" = remote ]; then
+  echo "== bench: building the release binary"
+  CARGO="$CARGO" bash scripts/build.sh >/dev/null
+  remote_section
+  exit 0
+fi
 
 if [ "${1:-}" = long ]; then
   if [ -z "${BENCH_AGENT:-}" ]; then
@@ -57,6 +93,10 @@ echo "== bench: running (load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
 quick=()
 [ -n "${BENCH_QUICK:-}" ] && quick=(--quick)
 python3 bench/bench.py "$AGENT" "$CODEX_PKG/bin/codex-acp" "${quick[@]}" --out bench/results.md
+
+if [ "${BENCH_REMOTE:-1}" != 0 ]; then
+  remote_section
+fi
 
 # The local-model section: a real llama-server (built on first use, ~7 min)
 # and SmolLM2, through a proxy that reads the server's own timings.

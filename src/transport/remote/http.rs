@@ -314,7 +314,12 @@ fn open_websocket(endpoint: &Endpoint, token: TokenDigest, upgrade: WebSocketUpg
     let (registry, stall) = (Arc::clone(&endpoint.registry), endpoint.stall);
     let id = remote.id.clone();
     let failed = (Arc::clone(&registry), id.clone());
+    // Small buffers: an idle connection holds little (tungstenite's
+    // defaults are 128 KiB each way); a large message still fits.
     let mut response = upgrade
+        .read_buffer_size(8 * 1024)
+        .write_buffer_size(8 * 1024)
+        .max_write_buffer_size(MAX_LINE_BYTES + 8 * 1024)
         .max_message_size(MAX_LINE_BYTES)
         .on_failed_upgrade(move |err| {
             tracing::debug!(%err, "a WebSocket upgrade failed");

@@ -53,7 +53,17 @@ async fn write(
                 return;
             }
         };
-        match tokio::time::timeout(stall, sink.send(frame)).await {
+        // A burst goes out in one write, as on stdio: flushed once the
+        // queue is momentarily empty, so one message is never held back.
+        let more = !outgoing.is_empty();
+        let sending = async {
+            if more {
+                sink.feed(frame).await
+            } else {
+                sink.send(frame).await
+            }
+        };
+        match tokio::time::timeout(stall, sending).await {
             Ok(Ok(())) => {}
             Ok(Err(err)) => {
                 tracing::debug!(connection = %remote.id, %err, "the WebSocket closed");
