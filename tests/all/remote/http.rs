@@ -98,6 +98,122 @@ async fn a_prompt_over_http_streams_its_updates_and_answer_on_the_session_stream
     );
 }
 
+/// One stream's messages over `client` (a GET that stays open).
+async fn stream_over(
+    client: &reqwest::Client,
+    url: &str,
+    connection: &str,
+    session: Option<&str>,
+) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
+    use futures::StreamExt;
+    let mut get = client
+        .get(url)
+        .bearer_auth(TOKEN)
+        .header("accept", "text/event-stream")
+        .header("acp-connection-id", connection);
+    if let Some(session) = session {
+        get = get.header("acp-session-id", session);
+    }
+    let response = get.send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.version(), reqwest::Version::HTTP_2);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut events = eventsource_stream::EventStream::new(response.bytes_stream());
+        while let Some(Ok(event)) = events.next().await {
+            if let Ok(message) = serde_json::from_str(&event.data)
+                && tx.send(message).is_err()
+            {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The answer to request `id` among `messages` (what came before it too).
+async fn answer_over(
+    messages: &mut tokio::sync::mpsc::UnboundedReceiver<Value>,
+    id: i64,
+) -> (Vec<Value>, Value) {
+    let mut before = Vec::new();
+    loop {
+        let message = tokio::time::timeout(*PATIENCE, messages.recv())
+            .await
+            .expect("a message in time")
+            .expect("the stream goes on");
+        if message["id"] == id && message.get("method").is_none() {
+            return (before, message);
+        }
+        before.push(message);
+    }
+}
+
+#[tokio::test]
+async fn a_whole_session_over_one_http2_connection() {
+    let model =
+        LlmServer::chat(|_| Reply::stream(text_stream(&["over ", "h2"]), Split::Whole)).await;
+    let server = Server::start(&config_for(&model, "test-model")).await;
+    // Cleartext HTTP/2 (h2c): every POST and both streams multiplexed on
+    // one TCP connection, as the RFD has it.
+    let client = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let post = |headers: &[(&str, &str)], body: Value| {
+        let mut request = client
+            .post(&server.url)
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send()
+    };
+    let init = post(
+        &[],
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(init.version(), reqwest::Version::HTTP_2);
+    assert_eq!(init.status(), StatusCode::OK);
+    let connection = init.headers()["acp-connection-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let mut main = stream_over(&client, &server.url, &connection, None).await;
+    let created = post(
+        &[("acp-connection-id", &connection)],
+        json!({"jsonrpc": "2.0", "id": 1, "method": "session/new",
+            "params": {"cwd": server.work(), "mcpServers": []}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created.status(), StatusCode::ACCEPTED);
+    let (_, answer) = answer_over(&mut main, 1).await;
+    let session = answer["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .to_string();
+    let mut updates = stream_over(&client, &server.url, &connection, Some(&session)).await;
+    let prompted = post(
+        &[
+            ("acp-connection-id", &connection),
+            ("acp-session-id", &session),
+        ],
+        prompt(2, &session, "hi"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(prompted.status(), StatusCode::ACCEPTED);
+    let (seen, answer) = answer_over(&mut updates, 2).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(agent_text(&seen), "over h2");
+}
+
 #[tokio::test]
 async fn session_new_is_answered_on_the_connection_stream() {
     let model = LlmServer::chat(|_| Reply::stream(text_stream(&["ok"]), Split::Whole)).await;
