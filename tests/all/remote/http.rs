@@ -503,6 +503,28 @@ async fn wrong_media_types_batches_and_second_readers_are_refused_by_their_statu
 }
 
 #[tokio::test]
+async fn a_body_that_is_no_message_is_answered_on_the_connection_stream_as_on_stdio() {
+    let model = LlmServer::chat(|_| Reply::stream(text_stream(&["ok"]), Split::Whole)).await;
+    let server = Server::start(&config_for(&model, "test-model")).await;
+    let (mut client, _) = HttpClient::connect(&server.url, 1).await;
+    let as_json = [
+        ("acp-connection-id", client.connection.as_str()),
+        ("content-type", "application/json"),
+    ];
+    let empty = request(Method::POST, &server.url, &as_json).body("");
+    assert_eq!(status_of(empty).await, StatusCode::BAD_REQUEST);
+    for (body, code) in [("{not json", -32700), ("42", -32600)] {
+        let posted = request(Method::POST, &server.url, &as_json).body(body);
+        assert_eq!(status_of(posted).await, StatusCode::ACCEPTED, "{body}");
+        let answer = client.stream.next().await;
+        assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
+        assert_eq!(answer["id"], Value::Null, "{answer}");
+    }
+    // The connection goes on.
+    client.new_session(&server.work()).await;
+}
+
+#[tokio::test]
 async fn a_client_that_never_reads_is_disconnected_and_others_are_served() {
     // Twice the streams' 8 MiB bound, in 64 KiB pieces, for a prompt that
     // asks for a lot; a line for any other.
