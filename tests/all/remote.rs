@@ -2,4 +2,5 @@
 //! Streamable HTTP (`http`), WebSocket (`websocket`), sessions that outlive
 //! their connection (`sessions`), and who may come in (`access`).
 
+mod access;
 mod http;

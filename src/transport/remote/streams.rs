@@ -39,6 +39,26 @@ struct Mailbox {
     wake: Notify,
 }
 
+impl Mailbox {
+    fn push(&self, message: Vec<u8>) {
+        lock(&self.state).queue.push_back(message);
+        self.wake.notify_one();
+    }
+
+    /// A GET's claim on it: one reader at a time, none once it is closed.
+    fn take(&self) -> Result<(), Refused> {
+        let mut state = lock(&self.state);
+        if state.closed {
+            return Err(Refused::Closed);
+        }
+        if state.taken {
+            return Err(Refused::Taken);
+        }
+        state.taken = true;
+        Ok(())
+    }
+}
+
 #[derive(Default)]
 struct MailboxState {
     queue: VecDeque<Vec<u8>>,
@@ -92,13 +112,13 @@ impl Streams {
             Bound::Answer(id) => lock(&self.answers).remove(&id).unwrap_or(Route::Connection),
             Bound::Call { session, .. } => session.map_or(Route::Connection, Route::Session),
         };
-        let mailbox = match route {
-            Route::Connection => Arc::clone(&self.connection),
-            Route::Session(id) => Arc::clone(lock(&self.sessions).entry(id).or_default()),
-        };
         self.queued.fetch_add(message.len(), Ordering::AcqRel);
-        lock(&mailbox.state).queue.push_back(message);
-        mailbox.wake.notify_one();
+        match route {
+            Route::Connection => self.connection.push(message),
+            // Pushed under the map's lock: a reader that goes forgets its
+            // empty mailbox under it, so nothing lands in a forgotten one.
+            Route::Session(id) => lock(&self.sessions).entry(id).or_default().push(message),
+        }
     }
 
     fn full(&self) -> bool {
@@ -108,8 +128,13 @@ impl Streams {
     /// A GET's reader of the connection's stream, or of a session's.
     pub fn read(self: &Arc<Self>, session: Option<&str>) -> Result<Reader, Refused> {
         let mailbox = match session {
-            None => Arc::clone(&self.connection),
+            None => {
+                self.connection.take()?;
+                Arc::clone(&self.connection)
+            }
             Some(id) => {
+                // Taken under the map's lock, as a reader that goes
+                // forgets the mailbox under it.
                 let mut sessions = lock(&self.sessions);
                 if !sessions.contains_key(id) {
                     let waiting = sessions.values().filter(|m| !lock(&m.state).taken).count();
@@ -117,19 +142,11 @@ impl Streams {
                         return Err(Refused::TooMany);
                     }
                 }
-                Arc::clone(sessions.entry(id.to_string()).or_default())
+                let mailbox = sessions.entry(id.to_string()).or_default();
+                mailbox.take()?;
+                Arc::clone(mailbox)
             }
         };
-        {
-            let mut state = lock(&mailbox.state);
-            if state.closed {
-                return Err(Refused::Closed);
-            }
-            if state.taken {
-                return Err(Refused::Taken);
-            }
-            state.taken = true;
-        }
         let mut readers = lock(&self.readers);
         readers.0 += 1;
         readers.1 = None;
@@ -243,14 +260,22 @@ impl Reader {
 
 impl Drop for Reader {
     fn drop(&mut self) {
-        let empty = {
-            let mut state = lock(&self.mailbox.state);
-            state.taken = false;
-            state.queue.is_empty()
-        };
-        // An empty session stream nobody reads is forgotten.
-        if empty && let Some(session) = &self.session {
-            lock(&self.streams.sessions).remove(session);
+        match &self.session {
+            // An empty session stream nobody reads is forgotten, under the
+            // map's lock so that no message and no new reader comes in
+            // between the look and the removal.
+            Some(session) => {
+                let mut sessions = lock(&self.streams.sessions);
+                let empty = {
+                    let mut state = lock(&self.mailbox.state);
+                    state.taken = false;
+                    state.queue.is_empty()
+                };
+                if empty {
+                    sessions.remove(session);
+                }
+            }
+            None => lock(&self.mailbox.state).taken = false,
         }
         let mut readers = lock(&self.streams.readers);
         readers.0 = readers.0.saturating_sub(1);
@@ -264,6 +289,7 @@ impl Drop for Reader {
 mod tests {
     use super::*;
     use crate::transport::Connection;
+    use futures::FutureExt;
     use serde_json::json;
 
     fn text(message: &[u8]) -> serde_json::Value {
@@ -326,5 +352,49 @@ mod tests {
         assert!(closed.is_cancelled(), "dropped for reading nothing");
         let held = streams.queued.load(Ordering::Acquire);
         assert!(held < MAX_BUFFERED_BYTES + (2 << 20), "held {held} bytes");
+    }
+
+    /// Takes what waits on the stream now, without waiting for more.
+    fn drain(reader: &mut Reader) -> usize {
+        let mut taken = 0;
+        while let Some(Some(_)) = reader.next().now_or_never() {
+            taken += 1;
+        }
+        taken
+    }
+
+    #[test]
+    fn a_session_stream_read_again_and_again_loses_no_message() {
+        const MESSAGES: usize = 200_000;
+        let streams = Streams::new();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (streams, done) = (Arc::clone(&streams), Arc::clone(&done));
+            std::thread::spawn(move || {
+                for _ in 0..MESSAGES {
+                    streams.deliver(
+                        br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s"}}"#
+                            .to_vec(),
+                    );
+                }
+                done.store(true, Ordering::Release);
+            })
+        };
+        // A client whose GET of the session's stream comes and goes.
+        let mut received = 0;
+        while !done.load(Ordering::Acquire) {
+            if let Ok(mut reader) = streams.read(Some("s")) {
+                received += drain(&mut reader);
+            }
+        }
+        writer.join().unwrap();
+        let mut reader = streams.read(Some("s")).unwrap();
+        received += drain(&mut reader);
+        assert_eq!(received, MESSAGES, "messages lost");
+        assert_eq!(
+            streams.queued.load(Ordering::Acquire),
+            0,
+            "bytes counted for no one"
+        );
     }
 }

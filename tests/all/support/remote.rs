@@ -85,12 +85,11 @@ impl Server {
                 }
             });
         }
-        let url = match tokio::time::timeout(*PATIENCE, address).await {
-            Ok(Ok(url)) => url,
-            _ => panic!(
+        let Ok(Ok(url)) = tokio::time::timeout(*PATIENCE, address).await else {
+            panic!(
                 "serve did not say where it listens; stderr:\n{}",
                 stderr.lock().unwrap()
-            ),
+            )
         };
         Self {
             child,
