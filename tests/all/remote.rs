@@ -4,3 +4,5 @@
 
 mod access;
 mod http;
+mod sessions;
+mod websocket;

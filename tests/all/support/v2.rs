@@ -138,7 +138,7 @@ pub fn v2_parse<T: serde::de::DeserializeOwned>(value: &Value, what: &str) -> T 
         .unwrap_or_else(|err| panic!("{what} is not v2 ({err}): {value}"))
 }
 
-fn is_idle_end(message: &Value, session: &str) -> bool {
+pub fn is_idle_end(message: &Value, session: &str) -> bool {
     let update = &message["params"]["update"];
     message["method"] == "session/update"
         && message["params"]["sessionId"] == session
