@@ -7,12 +7,16 @@
 //! on (a question for the user counts as cancelled, updates are saved but
 //! shown to nobody) and an orphan closes itself once idle. Any connection
 //! may attach a session again (`session/load`, `session/resume`), taking
-//! it over from another one, which then gets an error for it.
+//! it over from another one, which then gets an error for it. A question
+//! for the user moves with its session: asked of the connection that has
+//! it when it moves (the old one's request is withdrawn).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
+use tokio::sync::Notify;
 
 use crate::client::{
     Answer, ClientError, ClientFuture, ClientSink, CreateTerminal, PermissionChoice, Question,
@@ -39,6 +43,8 @@ pub enum Attachment {
 #[derive(Default)]
 pub struct Attachments {
     board: Mutex<Board>,
+    /// Some session's attachment changed (a takeover, a connection gone).
+    moved: Notify,
 }
 
 #[derive(Default)]
@@ -70,6 +76,8 @@ impl Attachments {
                 orphaned.push(id.clone());
             }
         }
+        drop(board);
+        self.moved.notify_waiters();
         orphaned
     }
 
@@ -84,13 +92,15 @@ impl Attachments {
     /// connection, or adopted as an orphan). False when it is no longer
     /// open here (it closed itself): it must be opened from the store.
     pub fn take_over(&self, id: &SessionId, owner: Owner) -> bool {
-        match lock(&self.board).sessions.get_mut(id) {
+        let moved = match lock(&self.board).sessions.get_mut(id) {
             Some(attachment) => {
                 *attachment = Attachment::To(owner);
                 true
             }
             None => false,
-        }
+        };
+        self.moved.notify_waiters();
+        moved
     }
 
     pub fn attachment(&self, id: &SessionId) -> Option<Attachment> {
@@ -130,6 +140,29 @@ impl Attachments {
         })
     }
 
+    /// `work`'s outcome, or None once session `id` is attached otherwise
+    /// than `now` (its client changed before `work` was done).
+    async fn unless_moved<T>(
+        &self,
+        id: &SessionId,
+        now: Option<Attachment>,
+        work: impl Future<Output = T>,
+    ) -> Option<T> {
+        tokio::pin!(work);
+        loop {
+            let moved = self.moved.notified();
+            tokio::pin!(moved);
+            moved.as_mut().enable();
+            if self.attachment(id) != now {
+                return None;
+            }
+            tokio::select! {
+                outcome = &mut work => return Some(outcome),
+                () = moved => {}
+            }
+        }
+    }
+
     /// The client of the connection `id` is attached to; None for an orphan.
     fn client_of(&self, id: &SessionId) -> Option<Arc<dyn ClientSink>> {
         let board = lock(&self.board);
@@ -153,6 +186,30 @@ impl SessionPort {
         self.attachments
             .client_of(&self.session)
             .ok_or(ClientError::Disconnected)
+    }
+
+    /// A question for the user: `ask` of the attached client, asked again
+    /// of the new one when the session moves before the answer; `gone`
+    /// when no client can answer (none is attached, or it went).
+    async fn ask_following<T>(
+        &self,
+        gone: impl Fn() -> T,
+        ask: impl Fn(Arc<dyn ClientSink>) -> ClientFuture<'static, T>,
+    ) -> Result<T, ClientError> {
+        loop {
+            let now = self.attachments.attachment(&self.session);
+            let Ok(client) = self.client() else {
+                return Ok(gone());
+            };
+            match (self.attachments)
+                .unless_moved(&self.session, now, ask(client))
+                .await
+            {
+                None => {}
+                Some(Err(ClientError::Disconnected)) => return Ok(gone()),
+                Some(answer) => return answer,
+            }
+        }
     }
 
     /// `ask` of the attached client, or the error an absent one gives.
@@ -184,23 +241,21 @@ impl ClientSink for SessionPort {
         })
     }
 
-    /// A client that is gone (or goes while asked) counts as cancelled.
+    /// A client that is gone (or goes while asked) counts as cancelled; a
+    /// session taken over while asking asks its new client.
     fn request_permission(
         &self,
         session_id: &SessionId,
         call: &ToolCallInfo,
     ) -> ClientFuture<'_, PermissionChoice> {
         let (session_id, call) = (session_id.clone(), call.clone());
-        let client = self.client();
-        Box::pin(async move {
-            let Ok(client) = client else {
-                return Ok(PermissionChoice::Cancelled);
-            };
-            match client.request_permission(&session_id, &call).await {
-                Err(ClientError::Disconnected) => Ok(PermissionChoice::Cancelled),
-                answer => answer,
-            }
-        })
+        Box::pin(self.ask_following(
+            || PermissionChoice::Cancelled,
+            move |client| {
+                let (session_id, call) = (session_id.clone(), call.clone());
+                Box::pin(async move { client.request_permission(&session_id, &call).await })
+            },
+        ))
     }
 
     fn read_text_file(&self, request: ReadTextFile) -> ClientFuture<'_, String> {
@@ -243,17 +298,15 @@ impl ClientSink for SessionPort {
         }
     }
 
+    /// As [`Self::request_permission`]: it follows its session.
     fn ask_user(&self, question: Question) -> ClientFuture<'_, Answer> {
-        let client = self.client();
-        Box::pin(async move {
-            match client {
-                Ok(client) => match client.ask_user(question).await {
-                    Err(ClientError::Disconnected) => Ok(Answer::Cancelled),
-                    answer => answer,
-                },
-                Err(_) => Ok(Answer::Cancelled),
-            }
-        })
+        Box::pin(self.ask_following(
+            || Answer::Cancelled,
+            move |client| {
+                let question = question.clone();
+                Box::pin(async move { client.ask_user(question).await })
+            },
+        ))
     }
 }
 
