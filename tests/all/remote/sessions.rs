@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::support::harness::{
-    LlmServer, Recorded, Reply, Split, agent_text, config_for, conversation, scripted_model,
-    text_stream,
+    LlmServer, PATIENCE, Recorded, Reply, Split, agent_text, config_for, conversation,
+    scripted_model, stream_head, text_stream,
 };
 use crate::support::remote::{HttpClient, Server};
 use crate::support::v2::{messages, states};
@@ -141,34 +141,33 @@ async fn a_turn_whose_http_connection_was_deleted_runs_to_its_end_and_loads_whol
     .await;
     wait_until("the model asked", || model.chat_requests().len() == 1).await;
     assert_eq!(gone.delete().await, 202);
+    assert!(gone.stream.ended().await, "the connection's stream goes on");
     wait_closed(&server, &gone.connection).await;
 
     gate.notify_one();
     wait_saved_turn_ends(&server, &session, 1).await;
 
-    // A load's replay comes on the session's stream, its answer on the
-    // connection's; a prompt after it answers on the session's stream.
+    // The session's stream is read: the load's answer follows its replay there.
     let (mut next, _) = HttpClient::connect(&server.url, 1).await;
     let mut stream = next.session_stream(&session).await;
     let load = next
         .request("session/load", load_params(&session, &server))
         .await;
-    let (_, loaded) = next.stream.until_answer(load).await;
+    let (replay, loaded) = stream.until_answer(load).await;
     assert!(loaded["result"].is_object(), "{loaded}");
+    assert_eq!(
+        conversation(&replay, &session),
+        [
+            text_update("user_message_chunk", "Tell me everything"),
+            text_update("agent_message_chunk", WHOLE_ANSWER),
+        ]
+    );
     let prompt = next
         .request("session/prompt", prompt_params(&session, "And then?"))
         .await;
     let (seen, answer) = stream.until_answer(prompt).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    // A v1 prompt does not show the user's words again: the new answer
-    // joins the replayed one.
-    assert_eq!(
-        conversation(&seen, &session),
-        [
-            text_update("user_message_chunk", "Tell me everything"),
-            text_update("agent_message_chunk", &format!("{WHOLE_ANSWER}Again.")),
-        ]
-    );
+    assert_eq!(agent_text(&seen, &session), "Again.");
 }
 
 #[tokio::test]
@@ -211,6 +210,94 @@ async fn a_permission_question_pending_when_the_client_goes_counts_as_cancelled(
     let (_, answer) = next.until_answer(prompt).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert!(!server.work().join("a.txt").exists(), "written unallowed");
+}
+
+#[tokio::test]
+async fn a_permission_question_pending_at_a_takeover_is_asked_of_the_new_connection() {
+    let model = LlmServer::start(scripted_model(vec![(
+        "write_file",
+        json!({"path": "a.txt", "content": "allowed by the second\n"}),
+    )]))
+    .await;
+    let server = Server::start(&config_for(&model, "test-model")).await;
+    let (mut first, _) = WsClient::connect(&server.ws_url(), 1).await;
+    let session = first.new_session(&server.work()).await;
+    first.start_prompt(&session, "Write a.txt").await;
+    let (_, asked_first) = first
+        .until(|m| m["method"] == "session/request_permission")
+        .await;
+
+    // The session moves before the first connection answers: the question
+    // moves with it, to the connection that can show it now.
+    let (mut second, _) = WsClient::connect(&server.ws_url(), 1).await;
+    let load = second
+        .request("session/load", load_params(&session, &server))
+        .await;
+    let (mut seen, asked) = second
+        .until(|m| m["method"] == "session/request_permission")
+        .await;
+    assert_eq!(
+        asked["params"]["toolCall"]["toolCallId"], asked_first["params"]["toolCall"]["toolCallId"],
+        "{asked}"
+    );
+    // The first connection goes; the question is the second's to answer.
+    first.vanish();
+    second
+        .answer(
+            &asked,
+            json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+        )
+        .await;
+    let (more, completed) = second
+        .until(|m| {
+            m["params"]["update"]["sessionUpdate"] == "tool_call_update"
+                && m["params"]["update"]["status"] == "completed"
+        })
+        .await;
+    assert_eq!(
+        completed["params"]["update"]["toolCallId"],
+        asked["params"]["toolCall"]["toolCallId"]
+    );
+    seen.extend(more);
+    assert!(
+        seen.iter()
+            .any(|m| m.get("method").is_none() && m["id"] == load),
+        "the load was not answered: {seen:#?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(server.work().join("a.txt")).unwrap(),
+        "allowed by the second\n"
+    );
+}
+
+#[tokio::test]
+async fn a_server_asked_to_stop_closes_its_websockets_and_saves_the_running_turn() {
+    let model = LlmServer::chat(|_| {
+        Reply::stream(stream_head(&["Once ", "upon "]), Split::Whole).hanging()
+    })
+    .await;
+    let mut server = Server::start(&config_for(&model, "test-model")).await;
+    let (mut client, _) = WsClient::connect(&server.ws_url(), 1).await;
+    let session = client.new_session(&server.work()).await;
+    client.start_prompt(&session, "A story").await;
+    client
+        .until(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .await;
+
+    let pid = server.child.id().expect("serve runs");
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    client.until_closed().await;
+    let status = tokio::time::timeout(*PATIENCE, server.child.wait())
+        .await
+        .expect("serve stops")
+        .unwrap();
+    assert!(status.success(), "{status}; stderr:\n{}", server.stderr());
+    // The turn so far is kept, ended, for a later load.
+    assert_eq!(saved_turn_ends(&server, &session), 1);
 }
 
 // ------------------------------------------------------------ takeover
@@ -256,28 +343,28 @@ async fn a_load_takes_a_session_over_and_the_first_connection_can_take_it_back()
         "{refused}"
     );
 
-    // Loading it again takes it back, with the other's turn in it.
+    // Loading it again takes it back, with the other's turn in it (the
+    // answer after the replay, on the session's stream it reads).
     let load = first
         .request("session/load", load_params(&session, &server))
         .await;
-    let (_, loaded) = first.stream.until_answer(load).await;
+    let (replay, loaded) = first_stream.until_answer(load).await;
     assert!(loaded["result"].is_object(), "{loaded}");
+    assert_eq!(
+        conversation(&replay, &session),
+        [
+            text_update("user_message_chunk", "one"),
+            text_update("agent_message_chunk", "answer to one"),
+            text_update("user_message_chunk", "two"),
+            text_update("agent_message_chunk", "answer to two"),
+        ]
+    );
     let prompt = first
         .request("session/prompt", prompt_params(&session, "four"))
         .await;
     let (seen, answer) = first_stream.until_answer(prompt).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    // The replay (with the other connection's turn), then the new answer,
-    // which a v1 client sees join the replayed one.
-    assert_eq!(
-        conversation(&seen, &session),
-        [
-            text_update("user_message_chunk", "one"),
-            text_update("agent_message_chunk", "answer to one"),
-            text_update("user_message_chunk", "two"),
-            text_update("agent_message_chunk", "answer to twoanswer to four"),
-        ]
-    );
+    assert_eq!(agent_text(&seen, &session), "answer to four");
 
     // Now the WebSocket is refused, whatever it asks of the session.
     let mode = loaded["result"]["modes"]["currentModeId"].clone();

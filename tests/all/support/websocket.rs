@@ -205,6 +205,23 @@ impl WsClient {
         seen
     }
 
+    /// Messages until the agent ends the WebSocket (a close frame, or the
+    /// socket's end); fails the test if it stays open past [`PATIENCE`].
+    pub async fn until_closed(&mut self) -> Vec<Value> {
+        let mut seen = std::mem::take(&mut self.backlog);
+        let deadline = tokio::time::Instant::now() + *PATIENCE;
+        loop {
+            match tokio::time::timeout_at(deadline, self.socket.next()).await {
+                Ok(Some(Ok(Message::Text(text)))) => {
+                    seen.push(serde_json::from_str(&text).unwrap_or(Value::Null));
+                }
+                Ok(Some(Ok(Message::Close(_)) | Err(_)) | None) => return seen,
+                Ok(Some(Ok(_))) => {}
+                Err(_) => panic!("the WebSocket stayed open for {:?}", *PATIENCE),
+            }
+        }
+    }
+
     /// Drop the socket without a close frame, as a client that vanished.
     pub fn vanish(self) {
         drop(self.socket);
