@@ -2,7 +2,9 @@
 //! end and is saved (a question for the gone client counts as cancelled),
 //! another connection loads it whole, a load takes a session over from the
 //! connection that had it (which then gets an error for it, until it loads
-//! it back), and each connection has its own session limit.
+//! it back; a load mid-turn takes the rest of the turn and its question),
+//! a server asked to stop keeps its running turns, and each connection has
+//! its own session limit.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,8 +46,8 @@ async fn answers_back() -> LlmServer {
     .await
 }
 
-/// The turns of `session` whose end the server has saved.
-fn saved_turn_ends(server: &Server, session: &str) -> usize {
+/// The events the server has saved in `session`'s history so far.
+fn saved_events(server: &Server, session: &str) -> Vec<Value> {
     let history = server
         .data()
         .join("sessions")
@@ -54,7 +56,14 @@ fn saved_turn_ends(server: &Server, session: &str) -> usize {
     std::fs::read_to_string(history)
         .unwrap_or_default()
         .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+/// The turns of `session` whose end the server has saved.
+fn saved_turn_ends(server: &Server, session: &str) -> usize {
+    saved_events(server, session)
+        .iter()
         .filter(|event| event["event"] == "turn_end")
         .count()
 }
@@ -418,6 +427,13 @@ async fn a_load_mid_turn_takes_the_rest_of_the_turn_to_the_new_connection() {
     let session = first.new_session(&server.work()).await;
     let prompt = first.start_prompt(&session, "Tell me everything").await;
     wait_until("the model asked", || model.chat_requests().len() == 1).await;
+    // Its replay is read from the history: the prompt is there before the model answers.
+    wait_until("the prompt saved", || {
+        saved_events(&server, &session)
+            .iter()
+            .any(|event| event["event"] == "user_prompt")
+    })
+    .await;
 
     // A v2 client resumes it while the model is still to answer.
     let (mut second, _) = WsClient::connect(&server.ws_url(), 2).await;
