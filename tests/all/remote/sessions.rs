@@ -19,7 +19,7 @@ use crate::support::harness::{
 use crate::support::remote::{HttpClient, Server};
 use crate::support::v2::{messages, states};
 use crate::support::wait::wait_until;
-use crate::support::websocket::WsClient;
+use crate::support::websocket::{WsClient, allow_once, is_permission_request};
 
 /// The answer the model gives to the first prompt, held until the test
 /// opens its gate; later prompts are answered "Again." at once.
@@ -85,6 +85,23 @@ async fn wait_closed(server: &Server, id: &str) {
             .any(|line| line.contains("connection closed") && line.contains(id))
     })
     .await;
+}
+
+/// A model that writes `a.txt` with `content`, its server, and a
+/// WebSocket client whose turn waits on the permission question for that
+/// write: (model, server, client, session, the question).
+async fn waiting_on_a_write(content: &str) -> (LlmServer, Server, WsClient, String, Value) {
+    let model = LlmServer::start(scripted_model(vec![(
+        "write_file",
+        json!({"path": "a.txt", "content": content}),
+    )]))
+    .await;
+    let server = Server::start(&config_for(&model, "test-model")).await;
+    let (mut client, _) = WsClient::connect(&server.ws_url(), 1).await;
+    let session = client.new_session(&server.work()).await;
+    client.start_prompt(&session, "Write a.txt").await;
+    let (_, asked) = client.until(is_permission_request).await;
+    (model, server, client, session, asked)
 }
 
 fn text_update(kind: &str, text: &str) -> Value {
@@ -181,18 +198,7 @@ async fn a_turn_whose_http_connection_was_deleted_runs_to_its_end_and_loads_whol
 
 #[tokio::test]
 async fn a_permission_question_pending_when_the_client_goes_counts_as_cancelled() {
-    let model = LlmServer::start(scripted_model(vec![(
-        "write_file",
-        json!({"path": "a.txt", "content": "never\n"}),
-    )]))
-    .await;
-    let server = Server::start(&config_for(&model, "test-model")).await;
-    let (mut gone, _) = WsClient::connect(&server.ws_url(), 1).await;
-    let session = gone.new_session(&server.work()).await;
-    gone.start_prompt(&session, "Write a.txt").await;
-    let (_, asked) = gone
-        .until(|m| m["method"] == "session/request_permission")
-        .await;
+    let (model, server, gone, session, asked) = waiting_on_a_write("never\n").await;
     let call_id = asked["params"]["toolCall"]["toolCallId"].clone();
     gone.vanish();
 
@@ -223,18 +229,8 @@ async fn a_permission_question_pending_when_the_client_goes_counts_as_cancelled(
 
 #[tokio::test]
 async fn a_permission_question_pending_at_a_takeover_is_asked_of_the_new_connection() {
-    let model = LlmServer::start(scripted_model(vec![(
-        "write_file",
-        json!({"path": "a.txt", "content": "allowed by the second\n"}),
-    )]))
-    .await;
-    let server = Server::start(&config_for(&model, "test-model")).await;
-    let (mut first, _) = WsClient::connect(&server.ws_url(), 1).await;
-    let session = first.new_session(&server.work()).await;
-    first.start_prompt(&session, "Write a.txt").await;
-    let (_, asked_first) = first
-        .until(|m| m["method"] == "session/request_permission")
-        .await;
+    let (_model, server, first, session, asked_first) =
+        waiting_on_a_write("allowed by the second\n").await;
 
     // The session moves before the first connection answers: the question
     // moves with it, to the connection that can show it now.
@@ -242,21 +238,14 @@ async fn a_permission_question_pending_at_a_takeover_is_asked_of_the_new_connect
     let load = second
         .request("session/load", load_params(&session, &server))
         .await;
-    let (mut seen, asked) = second
-        .until(|m| m["method"] == "session/request_permission")
-        .await;
+    let (mut seen, asked) = second.until(is_permission_request).await;
     assert_eq!(
         asked["params"]["toolCall"]["toolCallId"], asked_first["params"]["toolCall"]["toolCallId"],
         "{asked}"
     );
     // The first connection goes; the question is the second's to answer.
     first.vanish();
-    second
-        .answer(
-            &asked,
-            json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
-        )
-        .await;
+    second.answer(&asked, allow_once()).await;
     let (more, completed) = second
         .until(|m| {
             m["params"]["update"]["sessionUpdate"] == "tool_call_update"

@@ -8,7 +8,9 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::support::harness::{LlmServer, agent_text, config_for, scripted_model};
 use crate::support::remote::Server;
 use crate::support::v2::{messages, only_tool_call, states, v2_parse};
-use crate::support::websocket::{WsClient, refused_without_token};
+use crate::support::websocket::{
+    WsClient, allow_once, is_permission_request, refused_without_token,
+};
 
 use agent_client_protocol_schema::v2;
 
@@ -22,14 +24,6 @@ async fn writes_a_file() -> LlmServer {
         json!({"path": "a.txt", "content": WRITTEN}),
     )]))
     .await
-}
-
-fn is_permission_request(message: &Value) -> bool {
-    message["method"] == "session/request_permission"
-}
-
-fn allow_once() -> Value {
-    json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})
 }
 
 /// Where the first update of `session` whose `sessionUpdate` is `kind`

@@ -38,6 +38,16 @@ fn upgrade(ws_url: &str, token: Option<&str>) -> tungstenite::handshake::client:
     request
 }
 
+/// Whether `message` is the agent asking the user's permission.
+pub fn is_permission_request(message: &Value) -> bool {
+    message["method"] == "session/request_permission"
+}
+
+/// The answer "allow once" to a permission question.
+pub fn allow_once() -> Value {
+    json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})
+}
+
 /// The status an upgrade without a token is refused with.
 pub async fn refused_without_token(ws_url: &str) -> StatusCode {
     match tokio_tungstenite::connect_async(upgrade(ws_url, None)).await {
