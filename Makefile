@@ -99,7 +99,8 @@ mdbook: $(MDBOOK)
 $(MDBOOK):
 	$(CARGO) install --locked mdbook --version $(MDBOOK_VERSION) --no-default-features --features search --root $(MDBOOK_ROOT)
 
-# The README's picture, assets/demo.svg, made again (see scripts/demo-picture.sh).
+# The README's picture, assets/demo.svg, made again from a real model: SmolLM2
+# on llama-server, as `make demo` runs it (see scripts/demo-picture.sh).
 picture:
 	CARGO=$(CARGO) bash scripts/demo-picture.sh
 

@@ -97,7 +97,9 @@ def render(capture: str, title: str) -> str:
     while lines and not ESCAPE.sub("", lines[-1]).strip():
         lines.pop()
     columns = max((len(ESCAPE.sub("", line)) for line in lines), default=40)
-    width = int(PAD * 2 + max(columns, 40) * CHAR_WIDTH)
+    # Room for the title too (13 px against the text's 14), clear of the three dots.
+    title_columns = len(title) + 16
+    width = int(PAD * 2 + max(columns, 40, title_columns) * CHAR_WIDTH)
     height = TITLE_BAR + PAD * 2 + LINE_HEIGHT * len(lines)
     pen = Pen()
     rows = []
