@@ -61,6 +61,10 @@ impl Host for Hub {
             .within(hub.roots.clone());
         Box::new(Service::Ready(Box::new(router)))
     }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(Hub::shutdown(self))
+    }
 }
 
 impl Peer for Service {

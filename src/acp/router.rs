@@ -223,6 +223,9 @@ impl Router {
     /// `session/new`: the place checked, the session started, answered
     /// with its id and options; it speaks only after the answer.
     fn open_new(&mut self, place: Place, reply: Reply<Opened>) {
+        if let Err(err) = self.room_for(None) {
+            return reply.fail(err);
+        }
         let checked = self.open_request(NAMES.session_new, place);
         let open = match checked {
             Ok(open) => open,
@@ -252,10 +255,6 @@ impl Router {
         method: &str,
         place: Place,
     ) -> Result<OpenRequest, RpcError> {
-        if !self.sessions.has_room() {
-            let limit = self.sessions.session_limit().unwrap_or_default();
-            return Err(RpcError::too_many_sessions(limit));
-        }
         let relay = self.acp_relay();
         let mcp_servers = session_servers(method, &place.cwd, place.mcp_servers, relay.as_ref())?;
         let additional_directories = check_roots(&place.additional_directories)?;
@@ -270,6 +269,16 @@ impl Router {
             client_prompt: place.client_prompt,
             initial_options: self.initial_options(method, place.choices)?,
         })
+    }
+
+    /// Refuses a session this connection may not open: one more than
+    /// `[serve] max_sessions_per_connection` (reopening one it has is fine).
+    pub(in crate::acp) fn room_for(&self, reopened: Option<&SessionId>) -> Result<(), RpcError> {
+        if reopened.is_some_and(|id| self.sessions.get(id).is_some()) || self.sessions.has_room() {
+            return Ok(());
+        }
+        let limit = self.sessions.session_limit().unwrap_or_default();
+        Err(RpcError::too_many_sessions(limit))
     }
 
     /// When the client takes updates, as its name tells.

@@ -288,14 +288,8 @@ pub async fn run(plan: Plan, sessions: SessionManager, config: &Config) -> Resul
         }
         tracing::info!("asked to stop; closing every connection and session");
     };
-    remote::serve(
-        listener,
-        options,
-        Arc::clone(&hub) as Arc<dyn remote::Host>,
-        stop,
-    )
-    .await;
-    hub.shutdown().await;
+    // Sessions end (answering their turns) before the connections close.
+    remote::serve(listener, options, hub, stop).await;
     Ok(())
 }
 

@@ -38,6 +38,9 @@ pub trait Host: Send + Sync + 'static {
     /// A new connection's peer; its answers and requests go out through
     /// `connection`.
     fn open(&self, connection: Connection) -> Box<dyn Peer>;
+    /// The server stops: every session ends, answering its turn through
+    /// its connection (still open while this runs).
+    fn shutdown(&self) -> BoxFuture<'_, ()>;
 }
 
 /// One connection's server side.
@@ -61,9 +64,13 @@ pub struct Options {
 
 /// How long a client may take to send a request's headers (or TLS hello).
 const HANDSHAKE_WAIT: Duration = Duration::from_secs(30);
+/// How long the streams may take to hand clients their last messages
+/// when the server stops.
+const FLUSH_GRACE: Duration = Duration::from_secs(3);
 
-/// Serve `/acp` on `listener` until `stop` resolves; then every connection
-/// ends (their sessions close with the process).
+/// Serve `/acp` on `listener` until `stop` resolves; then every session
+/// ends (its turn answered to its client), every connection closes, and
+/// the streams hand their clients what is left (for a little while).
 pub async fn serve(
     listener: TcpListener,
     options: Options,
@@ -108,7 +115,9 @@ pub async fn serve(
         });
     }
     reaper.abort();
+    registry.host().shutdown().await;
     registry.close_all();
+    registry.flushed(FLUSH_GRACE).await;
 }
 
 /// One TCP connection: TLS when configured, then HTTP/1.1 (with upgrades,

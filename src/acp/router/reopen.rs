@@ -41,6 +41,10 @@ impl Router {
                 how.method()
             )));
         }
+        let reopened = (how != Reopen::Fork).then_some(&target);
+        if let Err(err) = self.room_for(reopened) {
+            return reply.fail(err);
+        }
         let request = match self.open_request(how.method(), place) {
             Ok(request) => request,
             Err(err) => return reply.fail(err),

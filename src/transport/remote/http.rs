@@ -215,7 +215,12 @@ async fn open_connection(endpoint: &Endpoint, token: TokenDigest, message: Incom
         );
     };
     let (first, answer) = oneshot::channel();
-    tokio::spawn(streams.pump(outgoing, Some(first), remote.closed.clone(), endpoint.stall));
+    endpoint.registry.carriers().spawn(streams.pump(
+        outgoing,
+        Some(first),
+        remote.closed.clone(),
+        endpoint.stall,
+    ));
     let answered = remote.deliver(message).await;
     let answer = match tokio::time::timeout(INITIALIZE_WAIT, answer).await {
         Ok(Ok(answer)) if answered => answer,
@@ -293,10 +298,12 @@ async fn on_get(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Resp
             );
         }
     };
-    let events = futures::stream::unfold(reader, |mut reader| async move {
+    // The token: a stopping server waits for the stream to flush.
+    let carrier = endpoint.registry.carriers().token();
+    let events = futures::stream::unfold((reader, carrier), |(mut reader, carrier)| async move {
         let message = reader.next().await?;
         let event = Event::default().data(String::from_utf8_lossy(&message));
-        Some((Ok::<_, Infallible>(event), reader))
+        Some((Ok::<_, Infallible>(event), (reader, carrier)))
     });
     Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
@@ -325,7 +332,12 @@ fn open_websocket(endpoint: &Endpoint, token: TokenDigest, upgrade: WebSocketUpg
             tracing::debug!(%err, "a WebSocket upgrade failed");
             failed.0.close(&failed.1);
         })
-        .on_upgrade(move |socket| super::websocket::run(socket, remote, outgoing, registry, stall));
+        .on_upgrade(move |socket| {
+            let carriers = registry.carriers().clone();
+            carriers.track_future(super::websocket::run(
+                socket, remote, outgoing, registry, stall,
+            ))
+        });
     if let Ok(value) = HeaderValue::from_str(id.as_str()) {
         response.headers_mut().insert(CONNECTION_HEADER, value);
     }

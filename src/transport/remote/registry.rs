@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::access::TokenDigest;
 use super::streams::Streams;
@@ -84,6 +85,9 @@ pub struct Registry {
     connections: Mutex<HashMap<ConnectionId, Arc<Remote>>>,
     limit: usize,
     host: Arc<dyn Host>,
+    /// The carriers' tasks and streams (WebSockets, HTTP pumps, SSE
+    /// readers): waited for when the server stops, so they flush.
+    carriers: TaskTracker,
 }
 
 /// The server has as many connections as it may (503).
@@ -96,7 +100,28 @@ impl Registry {
             connections: Mutex::default(),
             limit,
             host,
+            carriers: TaskTracker::new(),
         })
+    }
+
+    pub fn host(&self) -> &dyn Host {
+        &*self.host
+    }
+
+    /// Carriers' work, waited for when the server stops.
+    pub fn carriers(&self) -> &TaskTracker {
+        &self.carriers
+    }
+
+    /// Waits (at most `grace`) for the carriers to hand clients what is left.
+    pub async fn flushed(&self, grace: Duration) {
+        self.carriers.close();
+        if tokio::time::timeout(grace, self.carriers.wait())
+            .await
+            .is_err()
+        {
+            tracing::debug!("some streams did not flush within {grace:?}");
+        }
     }
 
     /// A new connection and the peer that serves it; the caller carries

@@ -211,7 +211,13 @@ impl Streams {
             }
             let message = tokio::select! {
                 message = outgoing.recv() => message,
-                () = closed.cancelled() => None,
+                () = closed.cancelled() => {
+                    // What was sent before the end still goes to its stream.
+                    while let Ok(message) = outgoing.try_recv() {
+                        self.deliver(message);
+                    }
+                    None
+                }
             };
             let Some(message) = message else { return };
             match first.take() {

@@ -49,7 +49,16 @@ async fn write(
             },
             _ = ping.tick() => Frame::Ping(Default::default()),
             () = remote.closed.cancelled() => {
-                let _ = tokio::time::timeout(stall, sink.send(Frame::Close(None))).await;
+                // What was sent before the end still goes out, then Close.
+                let last = async {
+                    while let Ok(message) = outgoing.try_recv() {
+                        if let Ok(text) = String::from_utf8(message) {
+                            sink.feed(Frame::Text(text.into())).await?;
+                        }
+                    }
+                    sink.send(Frame::Close(None)).await
+                };
+                let _ = tokio::time::timeout(stall, last).await;
                 return;
             }
         };
