@@ -3,7 +3,7 @@
 //! another connection loads it whole, a load takes a session over from the
 //! connection that had it (which then gets an error for it, until it loads
 //! it back; a load mid-turn takes the rest of the turn and its question),
-//! a server asked to stop keeps its running turns, and each connection has
+//! a server asked to stop answers and keeps its running turns, and each connection has
 //! its own session limit.
 
 use std::sync::Arc;
@@ -269,7 +269,7 @@ async fn a_permission_question_pending_at_a_takeover_is_asked_of_the_new_connect
 }
 
 #[tokio::test]
-async fn a_server_asked_to_stop_closes_its_websockets_and_saves_the_running_turn() {
+async fn a_server_asked_to_stop_answers_the_running_turn_then_closes_its_websockets() {
     let model = LlmServer::chat(|_| {
         Reply::stream(stream_head(&["Once ", "upon "]), Split::Whole).hanging()
     })
@@ -277,7 +277,7 @@ async fn a_server_asked_to_stop_closes_its_websockets_and_saves_the_running_turn
     let mut server = Server::start(&config_for(&model, "test-model")).await;
     let (mut client, _) = WsClient::connect(&server.ws_url(), 1).await;
     let session = client.new_session(&server.work()).await;
-    client.start_prompt(&session, "A story").await;
+    let prompt = client.start_prompt(&session, "A story").await;
     client
         .until(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
         .await;
@@ -288,7 +288,13 @@ async fn a_server_asked_to_stop_closes_its_websockets_and_saves_the_running_turn
         .status()
         .unwrap();
     assert!(killed.success());
-    client.until_closed().await;
+    // The turn is answered (cancelled) before the socket closes.
+    let last = client.until_closed().await;
+    let answer = last
+        .iter()
+        .find(|m| m["id"] == prompt && m.get("method").is_none())
+        .unwrap_or_else(|| panic!("no answer to the prompt before the close: {last:?}"));
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
     let status = tokio::time::timeout(*PATIENCE, server.child.wait())
         .await
         .expect("serve stops")
