@@ -258,6 +258,11 @@ pub enum SessionMsg {
     },
     /// Its connection went (`serve`): once idle, an orphan closes.
     Detached,
+    /// Where its foreground work stands now (a resume tells the client:
+    /// a turn may be running, or waiting for the user).
+    State {
+        reply: oneshot::Sender<crate::client::SessionState>,
+    },
 }
 
 /// What the client asks a session to be opened with: the same for
@@ -411,6 +416,8 @@ struct Conversation {
     suggested: bool,
     /// A compaction between turns under way (`session/between_turns.rs`).
     background: Option<between_turns::Background>,
+    /// The last state the client was told (`SessionState`), for a resume.
+    state: crate::client::SessionState,
 }
 
 struct SessionActor {
@@ -447,6 +454,7 @@ impl SessionActor {
                 prompted: false,
                 suggested: false,
                 background: None,
+                state: crate::client::SessionState::Ready,
             },
         };
         for notice in std::mem::take(&mut start.notices) {
@@ -468,6 +476,9 @@ impl SessionActor {
     /// waits for the next turn when the client cannot take it now. Of the
     /// waiting state updates only the newest of each kind is kept.
     fn send(&mut self, update: Update) {
+        if let Update::State(state) = &update {
+            self.conversation.state = state.clone();
+        }
         let Some(update) = live::for_client(update, self.services.abilities) else {
             return;
         };
@@ -656,6 +667,13 @@ impl SessionActor {
             SessionMsg::Close { reply } => return Some(reply),
             // Checked once the loop is idle (see `orphan_to_close`).
             SessionMsg::Detached => {}
+            SessionMsg::State { reply } => {
+                let now = match &self.conversation.state {
+                    crate::client::SessionState::Idle(_) => crate::client::SessionState::Ready,
+                    state => state.clone(),
+                };
+                let _ = reply.send(now);
+            }
         }
         None
     }

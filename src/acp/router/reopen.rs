@@ -66,6 +66,8 @@ impl Router {
             Err(err) => return reply.fail(store_error(err)),
         };
         // Asked now, so the session answers it before any prompt sent after this request.
+        let (state_reply, state) = oneshot::channel();
+        let _ = tx.send(SessionMsg::State { reply: state_reply });
         let (options_reply, options) = oneshot::channel();
         let _ = tx.send(SessionMsg::Options {
             reply: options_reply,
@@ -95,8 +97,10 @@ impl Router {
             if how == Reopen::ResumeReplaying {
                 client.send(&id, Update::ReplayComplete);
             }
+            // A resume mid-turn (another connection's, `serve`) says so.
             if matches!(how, Reopen::Resume | Reopen::ResumeReplaying) {
-                client.send(&id, Update::State(SessionState::Ready));
+                let now = state.await.unwrap_or(SessionState::Ready);
+                client.send(&id, Update::State(now));
             }
             reply.send(Ok(Opened { id, options }));
             let _ = tx.send(SessionMsg::Started { delivery });

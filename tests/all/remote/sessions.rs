@@ -440,6 +440,8 @@ async fn a_load_mid_turn_takes_the_rest_of_the_turn_to_the_new_connection() {
         (replayed[0].role, replayed[0].text.as_str()),
         ("user", "Tell me everything")
     );
+    // The resume says the turn runs on, not that the session is ready.
+    assert_eq!(states(&replay, &session), ["running"], "{replay:#?}");
     gate.notify_one();
     let live = second.until_idle(&session).await;
     let answer = messages(&live, &session);
