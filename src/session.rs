@@ -477,7 +477,7 @@ impl SessionActor {
     /// waiting state updates only the newest of each kind is kept.
     fn send(&mut self, update: Update) {
         if let Update::State(state) = &update {
-            self.conversation.state = state.clone();
+            self.conversation.state = *state;
         }
         let Some(update) = live::for_client(update, self.services.abilities) else {
             return;
@@ -670,7 +670,7 @@ impl SessionActor {
             SessionMsg::State { reply } => {
                 let now = match &self.conversation.state {
                     crate::client::SessionState::Idle(_) => crate::client::SessionState::Ready,
-                    state => state.clone(),
+                    state => *state,
                 };
                 let _ = reply.send(now);
             }
