@@ -8,20 +8,20 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use futures::StreamExt;
 use serde::Deserialize;
 use tokio::sync::oneshot;
 
 use super::access::{Access, TokenDigest};
 use super::registry::{Carrier, ConnectionId, Registry, Remote};
 use super::route;
-use super::streams::{Refused, Route};
+use super::streams::{Reader, Refused, Route};
 use crate::transport::jsonrpc::Incoming;
 use crate::transport::stdio::MAX_LINE_BYTES;
 
@@ -29,6 +29,8 @@ pub const CONNECTION_HEADER: &str = "acp-connection-id";
 pub const SESSION_HEADER: &str = "acp-session-id";
 /// SSE comments this often keep proxies from closing a quiet stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// A chunk of SSE events grows no larger than this.
+const BURST_BYTES: usize = 256 * 1024;
 /// How long `initialize` may take before its POST gives up.
 const INITIALIZE_WAIT: Duration = Duration::from_secs(30);
 
@@ -300,14 +302,47 @@ async fn on_get(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Resp
     };
     // The token: a stopping server waits for the stream to flush.
     let carrier = endpoint.registry.carriers().token();
-    let events = futures::stream::unfold((reader, carrier), |(mut reader, carrier)| async move {
-        let message = reader.next().await?;
-        let event = Event::default().data(String::from_utf8_lossy(&message));
-        Some((Ok::<_, Infallible>(event), (reader, carrier)))
+    let events = events(reader).map(move |chunk| {
+        let _flushing = &carrier;
+        Ok::<_, Infallible>(chunk)
     });
-    Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(events),
+    )
         .into_response()
+}
+
+/// One SSE event: ours are compact JSON, no line breaks, one `data:` line.
+fn push_event(chunk: &mut Vec<u8>, message: &[u8]) {
+    chunk.extend_from_slice(b"data: ");
+    chunk.extend_from_slice(message);
+    chunk.extend_from_slice(b"\n\n");
+}
+
+/// A stream's SSE body: each message a `data:` event, the messages that
+/// wait together written as one chunk (a burst is one write, as on
+/// stdio), and a comment after 15 s without one, so proxies keep it open.
+fn events(reader: Reader) -> impl futures::Stream<Item = Bytes> {
+    let quiet = tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+    futures::stream::unfold((reader, quiet), |(mut reader, mut quiet)| async move {
+        let first = tokio::select! {
+            message = reader.next() => message?,
+            _ = quiet.tick() => return Some((Bytes::from_static(b": keep-alive\n\n"), (reader, quiet))),
+        };
+        let mut chunk = Vec::with_capacity(first.len() + 8);
+        push_event(&mut chunk, &first);
+        while chunk.len() < BURST_BYTES
+            && let Some(message) = reader.ready()
+        {
+            push_event(&mut chunk, &message);
+        }
+        quiet.reset();
+        Some((Bytes::from(chunk), (reader, quiet)))
+    })
 }
 
 /// A WebSocket connection, its id in the 101 response.

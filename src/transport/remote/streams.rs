@@ -243,25 +243,47 @@ pub struct Reader {
 impl Reader {
     /// The next message; None once the connection has ended and all is read.
     pub async fn next(&mut self) -> Option<Vec<u8>> {
+        let mailbox = Arc::clone(&self.mailbox);
         loop {
-            let woken = self.mailbox.wake.notified();
-            {
-                let mut state = lock(&self.mailbox.state);
-                if let Some(message) = state.queue.pop_front() {
-                    drop(state);
-                    self.streams
-                        .queued
-                        .fetch_sub(message.len(), Ordering::AcqRel);
-                    self.streams.progress.notify_waiters();
-                    return Some(message);
-                }
-                if state.closed {
-                    return None;
-                }
+            let woken = mailbox.wake.notified();
+            match self.take() {
+                Taken::Message(message) => return Some(message),
+                Taken::Ended => return None,
+                Taken::Nothing => woken.await,
             }
-            woken.await;
         }
     }
+
+    /// A message already waiting, without waiting for one.
+    pub fn ready(&mut self) -> Option<Vec<u8>> {
+        match self.take() {
+            Taken::Message(message) => Some(message),
+            Taken::Ended | Taken::Nothing => None,
+        }
+    }
+
+    fn take(&mut self) -> Taken {
+        let mut state = lock(&self.mailbox.state);
+        match state.queue.pop_front() {
+            Some(message) => {
+                drop(state);
+                self.streams
+                    .queued
+                    .fetch_sub(message.len(), Ordering::AcqRel);
+                self.streams.progress.notify_waiters();
+                Taken::Message(message)
+            }
+            None if state.closed => Taken::Ended,
+            None => Taken::Nothing,
+        }
+    }
+}
+
+/// What a reader found in its mailbox.
+enum Taken {
+    Message(Vec<u8>),
+    Ended,
+    Nothing,
 }
 
 impl Drop for Reader {
