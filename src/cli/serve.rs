@@ -68,7 +68,7 @@ pub fn plan(
     }
     let listen = flags.listen.unwrap_or(settings.listen);
     let (token, token_source) = token(&settings, data_dir, variable)?;
-    if !listen.ip().is_loopback() && matches!(token_source, TokenSource::Generated(_)) {
+    if open_without_a_set_token(listen, &token_source) {
         return Err(CliError::Refused(format!(
             "serve --listen {listen} would take connections from other machines, and this token was generated, not set by you: set {TOKEN_VARIABLE} or [serve] token_file to a long random secret (and use TLS or a proxy that has it), or listen on 127.0.0.1"
         )));
@@ -98,18 +98,18 @@ pub fn plan(
     })
 }
 
-/// The token: the variable's, the file's, or one generated into the data
-/// dir (kept there, owner-only, for the next start).
-fn token(
+/// The token as it stands, nothing written: the variable's, the file's,
+/// or the one generated into the data dir (None until the first start).
+fn find_token(
     settings: &ServeSettings,
     data_dir: &Path,
     variable: Option<String>,
-) -> Result<(String, TokenSource), CliError> {
+) -> Result<(Option<String>, TokenSource), CliError> {
     if let Some(token) = variable
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty())
     {
-        return Ok((token, TokenSource::Variable));
+        return Ok((Some(token), TokenSource::Variable));
     }
     if let Some(path) = &settings.token_file {
         let token = read_token(path)?.ok_or_else(|| {
@@ -119,19 +119,37 @@ fn token(
                 path.display()
             ))
         })?;
-        return Ok((token, TokenSource::File(path.clone())));
+        return Ok((Some(token), TokenSource::File(path.clone())));
     }
     let path = data_dir.join(TOKEN_FILE);
-    if let Some(token) = read_token(&path)? {
-        return Ok((token, TokenSource::Generated(path)));
+    Ok((read_token(&path)?, TokenSource::Generated(path)))
+}
+
+/// Whether `listen` would take other machines' connections with a token
+/// only this machine's files hold (a generated one serves loopback only).
+fn open_without_a_set_token(listen: SocketAddr, source: &TokenSource) -> bool {
+    !listen.ip().is_loopback() && matches!(source, TokenSource::Generated(_))
+}
+
+/// The token: [`find_token`]'s, or one generated now into the data dir
+/// (kept there, owner-only, for the next start).
+fn token(
+    settings: &ServeSettings,
+    data_dir: &Path,
+    variable: Option<String>,
+) -> Result<(String, TokenSource), CliError> {
+    let (found, source) = find_token(settings, data_dir, variable)?;
+    if let Some(token) = found {
+        return Ok((token, source));
     }
+    let path = data_dir.join(TOKEN_FILE);
     let mut bits = [0u8; 32];
     getrandom::fill(&mut bits)
         .map_err(|err| CliError::Refused(format!("no random bits for a token: {err}")))?;
     let token: String = bits.iter().map(|b| format!("{b:02x}")).collect();
     std::fs::create_dir_all(data_dir)?;
     write_owner_only(&path, &token)?;
-    Ok((token, TokenSource::Generated(path)))
+    Ok((token, source))
 }
 
 /// What `serve` would do with these settings, checked without writing
@@ -141,45 +159,25 @@ pub fn check(
     data_dir: &Path,
     variable: Option<String>,
 ) -> Result<String, (String, String)> {
-    let set = variable.is_some_and(|v| !v.trim().is_empty());
-    let token = if set {
-        format!("the token is {TOKEN_VARIABLE}'s")
-    } else if let Some(path) = &settings.token_file {
-        match read_token(path) {
-            Ok(Some(_)) => format!("the token is in {}", path.display()),
-            Ok(None) => {
-                return Err((
-                    format!(
-                        "[serve] token_file {} does not exist or is empty",
-                        path.display()
-                    ),
-                    format!(
-                        "write a long random secret into it: openssl rand -hex 32 > {}",
-                        path.display()
-                    ),
-                ));
-            }
-            Err(err) => {
-                return Err((
-                    err.to_string(),
-                    "make the file readable by this user".into(),
-                ));
-            }
+    let (_, source) = find_token(settings, data_dir, variable).map_err(|err| {
+        let fix = "write a long random secret into the file, readable by this user (openssl rand -hex 32 > FILE)";
+        (err.to_string(), fix.to_string())
+    })?;
+    if open_without_a_set_token(settings.listen, &source) {
+        return Err((
+            format!(
+                "[serve] listen = {} takes other machines' connections, but no token is set (a generated one serves loopback only)",
+                settings.listen
+            ),
+            format!("set {TOKEN_VARIABLE} or [serve] token_file, or listen on 127.0.0.1"),
+        ));
+    }
+    let token = match &source {
+        TokenSource::Variable => format!("the token is {TOKEN_VARIABLE}'s"),
+        TokenSource::File(path) => format!("the token is in {}", path.display()),
+        TokenSource::Generated(path) => {
+            format!("a token generated into {} on first start", path.display())
         }
-    } else {
-        if !settings.listen.ip().is_loopback() {
-            return Err((
-                format!(
-                    "[serve] listen = {} takes other machines' connections, but no token is set (a generated one serves loopback only)",
-                    settings.listen
-                ),
-                format!("set {TOKEN_VARIABLE} or [serve] token_file, or listen on 127.0.0.1"),
-            ));
-        }
-        format!(
-            "a token generated into {} on first start",
-            data_dir.join(TOKEN_FILE).display()
-        )
     };
     for root in &settings.roots {
         if !root.is_dir() {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
-use super::attachments::{Attachment, Owner};
+use super::attachments::{Attachment, Attachments, Owner};
 use super::runtime::AgentRuntime;
 use super::shared::Shared;
 use super::{InitialOption, OpenRequest, SessionHandle, SessionMsg, SessionStart, Settings};
@@ -343,12 +343,19 @@ impl SessionManager {
         })
     }
 
+    /// This view's connection and the attachments it is among; None on
+    /// stdio (every session is the one client's).
+    fn connection(&self) -> Option<(Owner, &Attachments)> {
+        match (self.served, &self.shared.attachments) {
+            (Served::Connection { owner, .. }, Some(attachments)) => Some((owner, attachments)),
+            _ => None,
+        }
+    }
+
     /// Whether this connection may open one more session.
     pub fn has_room(&self) -> bool {
-        match (self.served, &self.shared.attachments) {
-            (Served::Connection { owner, limit }, Some(attachments)) => {
-                attachments.count(owner) < limit
-            }
+        match (self.connection(), self.session_limit()) {
+            (Some((owner, attachments)), Some(limit)) => attachments.count(owner) < limit,
             _ => true,
         }
     }
@@ -363,21 +370,16 @@ impl SessionManager {
 
     /// `id` newly open here: attached to this connection.
     fn attach_new(&self, id: &SessionId) {
-        if let (Served::Connection { owner, .. }, Some(attachments)) =
-            (self.served, &self.shared.attachments)
-        {
+        if let Some((owner, attachments)) = self.connection() {
             attachments.attach_new(id, owner);
         }
     }
 
     /// Whether the open session `id` is this connection's to use.
     fn is_mine(&self, id: &SessionId) -> bool {
-        match (self.served, &self.shared.attachments) {
-            (Served::Connection { owner, .. }, Some(attachments)) => {
-                attachments.attachment(id) == Some(Attachment::To(owner))
-            }
-            _ => true,
-        }
+        self.connection().is_none_or(|(owner, attachments)| {
+            attachments.attachment(id) == Some(Attachment::To(owner))
+        })
     }
 
     /// Save sessions in `store`, so they can be listed, loaded and resumed.
@@ -502,9 +504,7 @@ impl SessionManager {
     fn reattach(&self, id: &SessionId) -> Option<mpsc::UnboundedSender<SessionMsg>> {
         let sessions = lock(&self.sessions);
         let handle = sessions.get(id).filter(|handle| !handle.tx.is_closed())?;
-        if let (Served::Connection { owner, .. }, Some(attachments)) =
-            (self.served, &self.shared.attachments)
-        {
+        if let Some((owner, attachments)) = self.connection() {
             if !attachments.take_over(id, owner) {
                 // It closed itself as an orphan a moment ago.
                 return None;
@@ -767,9 +767,7 @@ impl SessionManager {
     /// leaves its sessions running: each closes once idle (it stays
     /// saved), unless another connection loads it first.
     pub async fn client_gone(&self) {
-        if let (Served::Connection { owner, .. }, Some(attachments)) =
-            (self.served, &self.shared.attachments)
-        {
+        if let Some((owner, attachments)) = self.connection() {
             let orphaned = attachments.disconnect(owner);
             let sessions = lock(&self.sessions);
             for id in orphaned {
