@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::support::harness::{
     LlmServer, PATIENCE, Reply, Split, config_for, scripted_model, text_stream,
 };
-use crate::support::remote::{HttpClient, Server, Stream, TOKEN, post};
+use crate::support::remote::{HttpClient, Server, Stream, TOKEN, post, prompt_params};
 
 /// A well-formed connection id that no server handed out.
 const UNKNOWN_CONNECTION: &str = "5f0c7d2e9a4b4c1d8e3f60718293a4b5";
@@ -37,7 +37,7 @@ async fn status_of(request: reqwest::RequestBuilder) -> StatusCode {
 
 fn prompt(id: i64, session: &str, text: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
-        "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}})
+        "params": prompt_params(session, text)})
 }
 
 /// The agent's message text among `updates`.
@@ -82,10 +82,7 @@ async fn a_prompt_over_http_streams_its_updates_and_answer_on_the_session_stream
     let session = client.new_session(&server.work()).await;
     let mut stream = client.session_stream(&session).await;
     let id = client
-        .request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
-        )
+        .request("session/prompt", prompt_params(&session, "hi"))
         .await;
     let (updates, answer) = stream.until_answer(id).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
@@ -232,10 +229,7 @@ async fn session_new_is_answered_on_the_connection_stream() {
     // The id it answered with names a session this connection can prompt.
     let mut stream = client.session_stream(session).await;
     let id = client
-        .request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
-        )
+        .request("session/prompt", prompt_params(session, "hi"))
         .await;
     let (_, answer) = stream.until_answer(id).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
@@ -253,10 +247,7 @@ async fn a_permission_question_comes_on_the_session_stream_and_its_answer_allows
     let session = client.new_session(&server.work()).await;
     let mut stream = client.session_stream(&session).await;
     let id = client
-        .request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": "write it"}]}),
-        )
+        .request("session/prompt", prompt_params(&session, "write it"))
         .await;
     let asked = loop {
         let message = stream.next().await;
@@ -548,10 +539,7 @@ async fn a_client_that_never_reads_is_disconnected_and_others_are_served() {
     let session = stalled.new_session(&server.work()).await;
     // Its session's stream is never opened: the turn's updates pile up.
     stalled
-        .request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": "say a lot"}]}),
-        )
+        .request("session/prompt", prompt_params(&session, "say a lot"))
         .await;
     assert!(
         stalled.stream.ended().await,
@@ -563,10 +551,7 @@ async fn a_client_that_never_reads_is_disconnected_and_others_are_served() {
     let session = other.new_session(&server.work()).await;
     let mut stream = other.session_stream(&session).await;
     let id = other
-        .request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": "hello"}]}),
-        )
+        .request("session/prompt", prompt_params(&session, "hello"))
         .await;
     let (updates, answer) = stream.until_answer(id).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
@@ -822,10 +807,7 @@ fn malformed_http_requests_leave_the_server_serving() {
         let session = client.new_session(&server.work()).await;
         let mut stream: Stream = client.session_stream(&session).await;
         let id = client
-            .request(
-                "session/prompt",
-                json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
-            )
+            .request("session/prompt", prompt_params(&session, "hi"))
             .await;
         let (_, answer) = stream.until_answer(id).await;
         assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");

@@ -16,7 +16,7 @@ use crate::support::harness::{
     LlmServer, PATIENCE, Recorded, Reply, Split, agent_text, config_for, conversation,
     scripted_model, stream_head, text_stream,
 };
-use crate::support::remote::{HttpClient, Server};
+use crate::support::remote::{HttpClient, Server, prompt_params};
 use crate::support::v2::{messages, states};
 use crate::support::wait::wait_until;
 use crate::support::websocket::{WsClient, allow_once, is_permission_request};
@@ -106,10 +106,6 @@ async fn waiting_on_a_write(content: &str) -> (LlmServer, Server, WsClient, Stri
 
 fn text_update(kind: &str, text: &str) -> Value {
     json!({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
-}
-
-fn prompt_params(session: &str, text: &str) -> Value {
-    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
 }
 
 fn load_params(session: &str, server: &Server) -> Value {

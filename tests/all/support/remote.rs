@@ -118,6 +118,11 @@ impl Server {
     }
 }
 
+/// `session/prompt`'s params: one text part.
+pub fn prompt_params(session: &str, text: &str) -> Value {
+    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
+}
+
 /// A raw POST of `body` with the token and these extra headers.
 pub async fn post(url: &str, headers: &[(&str, &str)], body: &Value) -> reqwest::Response {
     let mut request = reqwest::Client::new()
